@@ -1,0 +1,149 @@
+//! Record layouts shared by the BPF programs (crates/ebpf) and userspace (crates/profiler).
+//!
+//! Everything a map holds or a ring buffer carries is defined here once, `#[repr(C)]`,
+//! so both sides agree on the bytes.
+#![no_std]
+
+pub mod hist;
+
+/// Which side of a run a watched process belongs to.
+pub const GROUP_SERVER: u32 = 0;
+pub const GROUP_CLIENT: u32 = 1;
+pub const NUM_GROUPS: u32 = 2;
+
+/// Upper bounds on map sizes.
+pub const MAX_TARGET_PROCESSES: u32 = 4096;
+pub const MAX_THREADS: u32 = 65536;
+pub const MAX_SYSCALL_KEYS: u32 = 2048;
+pub const MAX_IRQS: u32 = 1024;
+pub const MAX_PORTS: u32 = 64;
+pub const EXIT_RING_BYTES: u32 = 256 * 1024;
+
+/// Number of softirq vectors (HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU).
+pub const NR_SOFTIRQS: u32 = 10;
+pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS as usize] = [
+    "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
+];
+
+/// Names of the globals userspace sets before loading: field offsets read from the kernel's BTF,
+/// because these programs have no CO-RE relocation support.
+pub mod globals {
+    pub const TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
+    pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
+    pub const TASK_COMM_OFFSET: &str = "TASK_COMM_OFFSET";
+    pub const TASK_EXIT_CODE_OFFSET: &str = "TASK_EXIT_CODE_OFFSET";
+    pub const SOCK_STATE_OFFSET: &str = "SOCK_STATE_OFFSET";
+    pub const SOCK_NUM_OFFSET: &str = "SOCK_NUM_OFFSET";
+    pub const SOCK_DPORT_OFFSET: &str = "SOCK_DPORT_OFFSET";
+    /// 1 when TCP_PORTS holds the ports to count; 0 counts every TCP socket.
+    pub const TCP_FILTER_PORTS: &str = "TCP_FILTER_PORTS";
+}
+
+/// Names of the maps, used by userspace to find them.
+pub mod maps {
+    pub const TARGET_TGIDS: &str = "TARGET_TGIDS";
+    pub const THREADS: &str = "THREADS";
+    pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
+    pub const RUNQ_HIST: &str = "RUNQ_HIST";
+    pub const SYSCALL_START: &str = "SYSCALL_START";
+    pub const SYSCALLS: &str = "SYSCALLS";
+    pub const SOFTIRQS: &str = "SOFTIRQS";
+    pub const SOFTIRQ_START: &str = "SOFTIRQ_START";
+    pub const HARDIRQS: &str = "HARDIRQS";
+    pub const HARDIRQ_START: &str = "HARDIRQ_START";
+    pub const TCP_COUNTERS: &str = "TCP_COUNTERS";
+    pub const TCP_PORTS: &str = "TCP_PORTS";
+    pub const EXITS: &str = "EXITS";
+    pub const LOST_EVENTS: &str = "LOST_EVENTS";
+}
+
+/// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,
+/// plus the timestamps the programs need between events.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    pub tgid: u32,
+    pub group: u32,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub oncpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub runq_ns: u64,
+    pub runq_count: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub syscall_ns: u64,
+    /// Bit n set: the thread ran on CPU n (CPUs 0..63).
+    pub cpu_mask: u64,
+    pub last_switch_in_ns: u64,
+    pub last_switch_out_ns: u64,
+    /// When the thread became runnable and started waiting for a CPU; 0 when not waiting.
+    pub runnable_since_ns: u64,
+    pub comm: [u8; 16],
+}
+
+/// A syscall in flight on a watched thread.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SyscallStart {
+    pub start_ns: u64,
+    pub nr: u32,
+    pub group: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SyscallKey {
+    pub group: u32,
+    pub nr: u32,
+}
+
+/// Count and total time of one event kind (a syscall, an interrupt vector or line).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CountTime {
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+/// Indexes into TCP_COUNTERS.
+pub mod tcp {
+    pub const RETRANSMITS: u32 = 0;
+    pub const SYN_RETRANSMITS: u32 = 1;
+    pub const SYNACK_RETRANSMITS: u32 = 2;
+    pub const RESETS_SENT: u32 = 3;
+    pub const RESETS_RECEIVED: u32 = 4;
+    pub const COUNT: u32 = 5;
+}
+
+/// Indexes into LOST_EVENTS: records the kernel could not hand over.
+pub mod lost {
+    pub const EXIT_RING_FULL: u32 = 0;
+    pub const THREADS_MAP_FULL: u32 = 1;
+    pub const SYSCALL_MAP_FULL: u32 = 2;
+    pub const COUNT: u32 = 3;
+}
+
+/// A watched thread exited. `exit_code` is the kernel's task->exit_code:
+/// the low 7 bits are the killing signal, bits 8..15 the exit status.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExitEvent {
+    pub ts_ns: u64,
+    pub tid: u32,
+    pub tgid: u32,
+    pub group: u32,
+    pub exit_code: u32,
+    pub comm: [u8; 16],
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::*;
+    // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
+    unsafe impl aya::Pod for ThreadStats {}
+    unsafe impl aya::Pod for SyscallStart {}
+    unsafe impl aya::Pod for SyscallKey {}
+    unsafe impl aya::Pod for CountTime {}
+    unsafe impl aya::Pod for ExitEvent {}
+}

@@ -1,0 +1,85 @@
+//! System-wide, per-CPU hardirq and softirq counts and time (per-CPU maps are the per-CPU split).
+
+use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
+    macros::{btf_tracepoint, map},
+    maps::{PerCpuArray, PerCpuHashMap},
+    programs::BtfTracePointContext,
+};
+use srvprof_common::{CountTime, MAX_IRQS, NR_SOFTIRQS};
+
+#[map]
+static SOFTIRQS: PerCpuArray<CountTime> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
+#[map]
+static SOFTIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
+#[map]
+static HARDIRQS: PerCpuHashMap<u32, CountTime> = PerCpuHashMap::with_max_entries(MAX_IRQS, 0);
+#[map]
+static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// softirq_entry(unsigned int vec_nr). Counted at entry, as /proc/softirqs counts.
+#[btf_tracepoint(function = "softirq_entry")]
+pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
+    let vec: u32 = ctx.arg(0);
+    if vec >= NR_SOFTIRQS {
+        return 0;
+    }
+    if let Some(ct) = SOFTIRQS.get_ptr_mut(vec) {
+        unsafe { (*ct).count += 1 };
+    }
+    if let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) {
+        unsafe { *start = bpf_ktime_get_ns() };
+    }
+    0
+}
+
+/// softirq_exit(unsigned int vec_nr)
+#[btf_tracepoint(function = "softirq_exit")]
+pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
+    let vec: u32 = ctx.arg(0);
+    if vec >= NR_SOFTIRQS {
+        return 0;
+    }
+    let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) else { return 0 };
+    let started = unsafe { *start };
+    if started == 0 {
+        return 0;
+    }
+    unsafe { *start = 0 };
+    if let Some(ct) = SOFTIRQS.get_ptr_mut(vec) {
+        unsafe { (*ct).total_ns += bpf_ktime_get_ns().saturating_sub(started) };
+    }
+    0
+}
+
+/// irq_handler_entry(int irq, struct irqaction *action)
+#[btf_tracepoint(function = "irq_handler_entry")]
+pub fn irq_handler_entry(ctx: BtfTracePointContext) -> i32 {
+    let irq: u32 = ctx.arg(0);
+    match HARDIRQS.get_ptr_mut(&irq) {
+        Some(ct) => unsafe { (*ct).count += 1 },
+        None => {
+            let _ = HARDIRQS.insert(&irq, &CountTime { count: 1, total_ns: 0 }, 0);
+        }
+    }
+    if let Some(start) = HARDIRQ_START.get_ptr_mut(0) {
+        unsafe { *start = bpf_ktime_get_ns() };
+    }
+    0
+}
+
+/// irq_handler_exit(int irq, struct irqaction *action, int ret)
+#[btf_tracepoint(function = "irq_handler_exit")]
+pub fn irq_handler_exit(ctx: BtfTracePointContext) -> i32 {
+    let irq: u32 = ctx.arg(0);
+    let Some(start) = HARDIRQ_START.get_ptr_mut(0) else { return 0 };
+    let started = unsafe { *start };
+    if started == 0 {
+        return 0;
+    }
+    unsafe { *start = 0 };
+    if let Some(ct) = HARDIRQS.get_ptr_mut(&irq) {
+        unsafe { (*ct).total_ns += bpf_ktime_get_ns().saturating_sub(started) };
+    }
+    0
+}

@@ -1,0 +1,21 @@
+//! srvprof's BPF programs. One module per measurement, each the twin of a module of the same
+//! name in crates/profiler/src/probes. All attach to BTF tracepoints: no kprobes, no tracefs.
+#![no_std]
+#![no_main]
+
+mod exits;
+mod irq;
+mod sched;
+mod syscalls;
+mod target;
+mod tcp;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

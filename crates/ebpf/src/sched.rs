@@ -1,0 +1,135 @@
+//! Context switches, on/off-CPU time, run-queue latency, migrations; following forks.
+
+use aya_ebpf::{
+    EbpfContext,
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    macros::{btf_tracepoint, map},
+    maps::PerCpuArray,
+    programs::BtfTracePointContext,
+};
+use srvprof_common::{NUM_GROUPS, hist};
+
+use crate::target::{TARGET_TGIDS, current_comm, group_of, task_comm, task_ids, thread_stats};
+
+/// Off-CPU durations (switch-out to switch-in, ns), SLOTS per group.
+#[map]
+static OFFCPU_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS * NUM_GROUPS, 0);
+
+/// Run-queue latency (runnable to on-CPU, ns), SLOTS per group.
+#[map]
+static RUNQ_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS * NUM_GROUPS, 0);
+
+#[inline(always)]
+fn record(hist_map: &PerCpuArray<u64>, group: u32, value_ns: u64) {
+    let index = group * hist::SLOTS + hist::slot_of(value_ns);
+    if let Some(n) = hist_map.get_ptr_mut(index) {
+        unsafe { *n += 1 };
+    }
+}
+
+/// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let preempt: u64 = ctx.arg(0);
+    let next: *const u8 = ctx.arg(2);
+    let prev_state: u64 = ctx.arg(3);
+
+    // prev is the current task: the tracepoint fires before the switch.
+    let prev_tgid = ctx.tgid();
+    if let Some(group) = group_of(prev_tgid) {
+        if let Some(st) = thread_stats(ctx.pid(), prev_tgid, group, current_comm()) {
+            // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
+            let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
+            if involuntary {
+                st.involuntary_switches += 1;
+                st.runnable_since_ns = now;
+            } else {
+                st.voluntary_switches += 1;
+            }
+            if st.last_switch_in_ns != 0 {
+                st.oncpu_ns += now - st.last_switch_in_ns;
+                st.last_switch_in_ns = 0;
+            }
+            st.last_switch_out_ns = now;
+        }
+    }
+
+    let Some((next_tid, next_tgid)) = task_ids(next) else { return 0 };
+    if next_tid == 0 {
+        return 0;
+    }
+    if let Some(group) = group_of(next_tgid) {
+        if let Some(st) = thread_stats(next_tid, next_tgid, group, task_comm(next)) {
+            if st.last_switch_out_ns != 0 {
+                let off = now.saturating_sub(st.last_switch_out_ns);
+                st.offcpu_ns += off;
+                record(&OFFCPU_HIST, group, off);
+            }
+            if st.runnable_since_ns != 0 {
+                let waited = now.saturating_sub(st.runnable_since_ns);
+                st.runq_ns += waited;
+                st.runq_count += 1;
+                record(&RUNQ_HIST, group, waited);
+                st.runnable_since_ns = 0;
+            }
+            st.last_switch_in_ns = now;
+            let cpu = unsafe { bpf_get_smp_processor_id() };
+            st.cpu_mask |= 1u64 << (cpu & 63);
+        }
+    }
+    0
+}
+
+#[inline(always)]
+fn on_wakeup(ctx: &BtfTracePointContext) -> i32 {
+    let task: *const u8 = ctx.arg(0);
+    let Some((tid, tgid)) = task_ids(task) else { return 0 };
+    if let Some(group) = group_of(tgid) {
+        if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
+            if st.runnable_since_ns == 0 {
+                st.runnable_since_ns = unsafe { bpf_ktime_get_ns() };
+            }
+        }
+    }
+    0
+}
+
+/// sched_wakeup(struct task_struct *p)
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(&ctx)
+}
+
+/// sched_wakeup_new(struct task_struct *p)
+#[btf_tracepoint(function = "sched_wakeup_new")]
+pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
+    on_wakeup(&ctx)
+}
+
+/// sched_migrate_task(struct task_struct *p, int dest_cpu)
+#[btf_tracepoint(function = "sched_migrate_task")]
+pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
+    let task: *const u8 = ctx.arg(0);
+    let Some((tid, tgid)) = task_ids(task) else { return 0 };
+    if let Some(group) = group_of(tgid) {
+        if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
+            st.migrations += 1;
+        }
+    }
+    0
+}
+
+/// sched_process_fork(struct task_struct *parent, struct task_struct *child):
+/// a new process forked by a watched one is watched too (threads share the tgid already).
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
+    let parent_tgid = ctx.tgid();
+    let Some(group) = group_of(parent_tgid) else { return 0 };
+    let child: *const u8 = ctx.arg(1);
+    let Some((_, child_tgid)) = task_ids(child) else { return 0 };
+    if child_tgid != parent_tgid {
+        let _ = TARGET_TGIDS.insert(&child_tgid, &group, 0);
+    }
+    0
+}

@@ -1,0 +1,293 @@
+//! What the probes saw over a window, for one group (server or client): the `srvprof probe`
+//! JSON contract, also the `server` and `client` parts of run.json.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use srvprof_common::{SOFTIRQ_NAMES, lost, tcp};
+
+use crate::counters::{CountNs, NsHistogram, ThreadCounters};
+use crate::probes::syscalls::syscall_name;
+use crate::sampler::{CpuUse, ExitRecord, Sample};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadReport {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub oncpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub runq_ns: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub syscall_ns: u64,
+    pub cpus: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub oncpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub threads: usize,
+    pub processes: usize,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyUs {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl LatencyUs {
+    pub fn from_hist(h: &NsHistogram) -> Self {
+        let us = |v: Option<u64>| v.map(|ns| ns as f64 / 1000.0).unwrap_or(0.0);
+        Self {
+            count: h.total(),
+            p50: us(h.quantile_ns(0.50)),
+            p90: us(h.quantile_ns(0.90)),
+            p99: us(h.quantile_ns(0.99)),
+            max: us(h.max_ns()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyscallReport {
+    pub name: String,
+    pub nr: u32,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoftirqReport {
+    pub cpu: u32,
+    pub vector: String,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HardirqReport {
+    pub cpu: u32,
+    pub irq: u32,
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpReport {
+    /// Kernel MIB TcpExt:ListenOverflows of the server's network namespace.
+    pub listen_overflows: u64,
+    pub listen_drops: u64,
+    pub syn_retransmits: u64,
+    pub synack_retransmits: u64,
+    pub retransmits: u64,
+    pub resets_sent: u64,
+    pub resets_received: u64,
+    /// Kernel MIB TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits, namespace-wide).
+    pub mib_syn_retransmits: u64,
+    /// Kernel MIB Tcp:RetransSegs (namespace-wide).
+    pub mib_retransmits: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelReport {
+    pub duration_s: f64,
+    pub pids: Vec<u32>,
+    pub threads: Vec<ThreadReport>,
+    pub totals: Totals,
+    pub runq_latency_us: LatencyUs,
+    pub offcpu_us: LatencyUs,
+    pub syscalls: Vec<SyscallReport>,
+    pub softirqs: Vec<SoftirqReport>,
+    pub hardirqs: Vec<HardirqReport>,
+    pub exits: Vec<ExitRecord>,
+    pub tcp: TcpReport,
+    /// Records the kernel side could not keep, by reason; all must be 0 for a complete run.
+    pub lost_events: BTreeMap<String, u64>,
+}
+
+fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadCounters {
+    let Some(s) = start else { return end.clone() };
+    ThreadCounters {
+        voluntary_switches: end.voluntary_switches.saturating_sub(s.voluntary_switches),
+        involuntary_switches: end.involuntary_switches.saturating_sub(s.involuntary_switches),
+        oncpu_ns: end.oncpu_ns.saturating_sub(s.oncpu_ns),
+        offcpu_ns: end.offcpu_ns.saturating_sub(s.offcpu_ns),
+        runq_ns: end.runq_ns.saturating_sub(s.runq_ns),
+        runq_count: end.runq_count.saturating_sub(s.runq_count),
+        migrations: end.migrations.saturating_sub(s.migrations),
+        syscalls: end.syscalls.saturating_sub(s.syscalls),
+        syscall_ns: end.syscall_ns.saturating_sub(s.syscall_ns),
+        ..end.clone()
+    }
+}
+
+fn cpu_delta(end: &[CpuUse], start: &[CpuUse], key: impl Fn(&CpuUse) -> u32, id: u32) -> (u64, u64) {
+    let e = end.iter().find(|c| key(c) == id);
+    let s = start.iter().find(|c| key(c) == id);
+    match (e, s) {
+        (Some(e), Some(s)) => (e.user_ns.saturating_sub(s.user_ns), e.sys_ns.saturating_sub(s.sys_ns)),
+        (Some(e), None) => (e.user_ns, e.sys_ns),
+        _ => (0, 0),
+    }
+}
+
+fn mib_delta(end: &Sample, start: &Sample, name: &str) -> u64 {
+    let e = end.net_mib.get(name).copied().unwrap_or(0);
+    let s = start.net_mib.get(name).copied().unwrap_or(e);
+    e.saturating_sub(s)
+}
+
+/// The report for `group` between two samples. Threads and processes first seen after `start`
+/// count from zero (they were born in the window).
+pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitRecord]) -> KernelReport {
+    let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
+    let mut r = KernelReport { duration_s, ..Default::default() };
+
+    let start_threads: BTreeMap<u32, &ThreadCounters> = start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
+    for t in end.kernel.threads.iter().filter(|t| t.group == group) {
+        let d = thread_delta(t, start_threads.get(&t.tid).copied());
+        let (user_ns, sys_ns) = cpu_delta(&end.thread_cpu, &start.thread_cpu, |c| c.tid, t.tid);
+        let comm = end
+            .thread_cpu
+            .iter()
+            .find(|c| c.tid == t.tid)
+            .map(|c| c.comm.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| d.comm.clone());
+        r.threads.push(ThreadReport {
+            tid: d.tid,
+            pid: d.pid,
+            comm,
+            voluntary_switches: d.voluntary_switches,
+            involuntary_switches: d.involuntary_switches,
+            oncpu_ns: d.oncpu_ns,
+            offcpu_ns: d.offcpu_ns,
+            user_ns,
+            sys_ns,
+            runq_ns: d.runq_ns,
+            migrations: d.migrations,
+            syscalls: d.syscalls,
+            syscall_ns: d.syscall_ns,
+            cpus: (0..64).filter(|c| d.cpu_mask & (1u64 << c) != 0).collect(),
+        });
+    }
+    // A thread that did nothing in the window is noise in a report about the window.
+    r.threads.retain(|t| t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0);
+
+    let mut pids: Vec<u32> = end.process_cpu.iter().filter(|p| p.group == group).map(|p| p.pid).collect();
+    pids.extend(end.kernel.threads.iter().filter(|t| t.group == group).map(|t| t.pid));
+    pids.sort_unstable();
+    pids.dedup();
+    for t in &r.threads {
+        r.totals.voluntary_switches += t.voluntary_switches;
+        r.totals.involuntary_switches += t.involuntary_switches;
+        r.totals.migrations += t.migrations;
+        r.totals.syscalls += t.syscalls;
+        r.totals.oncpu_ns += t.oncpu_ns;
+        r.totals.offcpu_ns += t.offcpu_ns;
+    }
+    // Process CPU time from /proc/PID/stat includes threads that exited in the window.
+    for pid in &pids {
+        let (u, s) = cpu_delta(&end.process_cpu, &start.process_cpu, |c| c.pid, *pid);
+        r.totals.user_ns += u;
+        r.totals.sys_ns += s;
+    }
+    r.totals.threads = r.threads.len();
+    r.totals.processes = pids.len();
+    r.pids = pids;
+
+    let g = group as usize;
+    if let (Some(e), Some(s)) = (end.kernel.runq_hist.get(g), start.kernel.runq_hist.get(g)) {
+        r.runq_latency_us = LatencyUs::from_hist(&e.minus(s));
+    }
+    if let (Some(e), Some(s)) = (end.kernel.offcpu_hist.get(g), start.kernel.offcpu_hist.get(g)) {
+        r.offcpu_us = LatencyUs::from_hist(&e.minus(s));
+    }
+
+    let start_sys: BTreeMap<(u32, u32), CountNs> = start.kernel.syscalls.iter().map(|(g, nr, c)| ((*g, *nr), *c)).collect();
+    for (g2, nr, c) in end.kernel.syscalls.iter().filter(|(g2, _, _)| *g2 == group) {
+        let d = c.minus(start_sys.get(&(*g2, *nr)).copied().unwrap_or_default());
+        if d.count > 0 {
+            r.syscalls.push(SyscallReport { name: syscall_name(*nr), nr: *nr, count: d.count, total_ns: d.total_ns });
+        }
+    }
+    r.syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+
+    r.softirqs = softirq_deltas(start, end);
+    r.hardirqs = hardirq_deltas(start, end, &crate::procfs::interrupt_names());
+    r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
+
+    let tcp_d = |i: u32| {
+        let i = i as usize;
+        end.kernel.tcp.get(i).copied().unwrap_or(0).saturating_sub(start.kernel.tcp.get(i).copied().unwrap_or(0))
+    };
+    r.tcp = TcpReport {
+        listen_overflows: mib_delta(end, start, "TcpExt:ListenOverflows"),
+        listen_drops: mib_delta(end, start, "TcpExt:ListenDrops"),
+        syn_retransmits: tcp_d(tcp::SYN_RETRANSMITS),
+        synack_retransmits: tcp_d(tcp::SYNACK_RETRANSMITS),
+        retransmits: tcp_d(tcp::RETRANSMITS),
+        resets_sent: tcp_d(tcp::RESETS_SENT),
+        resets_received: tcp_d(tcp::RESETS_RECEIVED),
+        mib_syn_retransmits: mib_delta(end, start, "TcpExt:TCPSynRetrans"),
+        mib_retransmits: mib_delta(end, start, "Tcp:RetransSegs"),
+    };
+    for (i, name) in [(lost::EXIT_RING_FULL, "exit_ring_full"), (lost::THREADS_MAP_FULL, "threads_map_full"), (lost::SYSCALL_MAP_FULL, "syscall_map_full")] {
+        r.lost_events.insert(name.into(), end.kernel.lost.get(i as usize).copied().unwrap_or(0));
+    }
+    r
+}
+
+/// Softirqs per CPU and vector in the window (system-wide), vectors with no events left out.
+pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
+    let mut out = Vec::new();
+    for (cpu, vecs) in end.kernel.softirqs.iter().enumerate() {
+        for (v, c) in vecs.iter().enumerate() {
+            let s = start.kernel.softirqs.get(cpu).and_then(|x| x.get(v)).copied().unwrap_or_default();
+            let d = c.minus(s);
+            if d.count > 0 {
+                out.push(SoftirqReport { cpu: cpu as u32, vector: SOFTIRQ_NAMES[v].into(), count: d.count, total_ns: d.total_ns });
+            }
+        }
+    }
+    out
+}
+
+/// Hardirqs per CPU and line in the window (system-wide).
+pub fn hardirq_deltas(start: &Sample, end: &Sample, names: &BTreeMap<u32, String>) -> Vec<HardirqReport> {
+    let mut out = Vec::new();
+    for (irq, per_cpu) in &end.kernel.hardirqs {
+        let earlier = start.kernel.hardirqs.iter().find(|(i, _)| i == irq).map(|(_, v)| v);
+        for (cpu, c) in per_cpu.iter().enumerate() {
+            let s = earlier.and_then(|v| v.get(cpu)).copied().unwrap_or_default();
+            let d = c.minus(s);
+            if d.count > 0 {
+                out.push(HardirqReport {
+                    cpu: cpu as u32,
+                    irq: *irq,
+                    name: names.get(irq).cloned().unwrap_or_default(),
+                    count: d.count,
+                    total_ns: d.total_ns,
+                });
+            }
+        }
+    }
+    out
+}

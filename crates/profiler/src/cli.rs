@@ -1,0 +1,60 @@
+//! Command-line arguments. The binary only parses these and calls the library.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "srvprof", version, about = "Drive a network server with load and watch the kernel underneath it (eBPF).")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Watch running processes' kernel behaviour (context switches, syscalls, CPU, interrupts, TCP, exits).
+    Probe(ProbeArgs),
+    /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
+    Check(CheckArgs),
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProbeArgs {
+    /// Process IDs to watch (all their threads, and processes they fork). Takes several: --pid $(pgrep nginx).
+    #[arg(long = "pid", short = 'p', num_args = 1.., required = true)]
+    pub pids: Vec<u32>,
+    /// How long to watch.
+    #[arg(short = 'd', long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Length of one timeline row.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Output format on standard output.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overwrite --out even if srvprof did not write it.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,116 @@
+//! `srvprof probe`: watch running processes for a while, print a timeline and a summary.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::Serialize;
+use srvprof_common::GROUP_SERVER;
+
+use crate::analysis::interval::{IntervalRow, interval_row};
+use crate::analysis::kernel_report::{KernelReport, kernel_report};
+use crate::cli::{Format, ProbeArgs};
+use crate::error::SrvprofError;
+use crate::probes::{ProbeTargets, Probes};
+use crate::sampler::Sampler;
+use crate::{clock, output, procfs, text};
+
+#[derive(Serialize)]
+pub struct ProbeOutput {
+    pub tool: &'static str,
+    #[serde(flatten)]
+    pub report: KernelReport,
+    pub intervals: Vec<IntervalRow>,
+    /// Things the user should know about this run (PIDs that were gone, early stop, ...).
+    pub notes: Vec<String>,
+}
+
+/// Keeps the PIDs that can be watched; says why the others cannot.
+pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, SrvprofError> {
+    if pids.is_empty() {
+        return Err(SrvprofError::NoPids);
+    }
+    let mut live = Vec::new();
+    for &pid in pids {
+        match procfs::check_target(pid) {
+            Ok(()) => live.push(pid),
+            Err(SrvprofError::NoSuchPid(_)) if pids.len() > 1 => {
+                notes.push(format!("PID {pid} does not exist; watching the other PIDs"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if live.is_empty() {
+        let list = pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
+        return Err(SrvprofError::NoLivePids(list));
+    }
+    live.sort_unstable();
+    live.dedup();
+    Ok(live)
+}
+
+pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
+    if !procfs::has_bpf_privileges() {
+        return Err(SrvprofError::NotRoot);
+    }
+    let mut notes = Vec::new();
+    let pids = live_targets(&args.pids, &mut notes)?;
+    if let Some(out) = &args.out {
+        output::check_writable(out, args.force)?;
+    }
+    let stop = super::stop_flag();
+    let targets = ProbeTargets { server_pids: pids.clone(), ..Default::default() };
+    let probes = Probes::attach(&targets, |_, _| {})?;
+    let start_ns = clock::monotonic_ns();
+    let mut sampler = Sampler::new(probes, start_ns, pids.first().copied());
+    let first = sampler.sample()?;
+    let mut prev = first.clone();
+    let mut last = first.clone();
+    let mut intervals = Vec::new();
+    let mut stdout = std::io::stdout().lock();
+    for note in &notes {
+        eprintln!("srvprof: {note}");
+    }
+    if args.format == Format::Text {
+        let _ = writeln!(stdout, "watching PIDs {} for {:?} (Ctrl-C stops early)", join(&pids), args.duration);
+        text::interval_header(&mut stdout, first.kernel.softirqs.len());
+    }
+    let started = Instant::now();
+    while started.elapsed() < args.duration && !stop.load(Ordering::Relaxed) {
+        let remaining = args.duration.saturating_sub(started.elapsed());
+        super::sleep_unless_stopped(args.interval.min(remaining), &stop);
+        let cur = sampler.sample()?;
+        let row = interval_row(&prev, &cur, GROUP_SERVER, start_ns);
+        if args.format == Format::Text {
+            text::interval_line(&mut stdout, &row);
+        }
+        intervals.push(row);
+        prev = cur.clone();
+        last = cur;
+        if !pids.iter().any(|p| procfs::process_exists(*p)) && sampler.probes_mut().watched_pids()?.iter().all(|(p, _)| !procfs::process_exists(*p)) {
+            notes.push(format!("every watched process exited {:.1} s into the run; stopped early", started.elapsed().as_secs_f64()));
+            break;
+        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        notes.push(format!("interrupted after {:.1} s; the figures cover that time", started.elapsed().as_secs_f64()));
+    }
+    let exits = sampler.finish();
+    let report = kernel_report(&first, &last, GROUP_SERVER, &exits);
+    let out = ProbeOutput { tool: "srvprof", report, intervals, notes };
+    let json = serde_json::to_string_pretty(&out).expect("report serializes");
+    match args.format {
+        Format::Json => {
+            let _ = writeln!(stdout, "{json}");
+        }
+        Format::Text => text::kernel_summary(&mut stdout, &out.report, &out.notes),
+    }
+    if let Some(path) = &args.out {
+        output::write_atomic(path, json.as_bytes(), args.force)?;
+    }
+    Ok(())
+}
+
+fn join(pids: &[u32]) -> String {
+    pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+}

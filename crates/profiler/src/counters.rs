@@ -1,0 +1,128 @@
+//! Cumulative kernel counters read at one instant: plain data, so analysis is testable without a kernel.
+
+use serde::{Deserialize, Serialize};
+use srvprof_common::{NR_SOFTIRQS, NUM_GROUPS, hist, lost, tcp};
+
+/// One watched thread's cumulative figures from the scheduler and syscall probes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadCounters {
+    pub tid: u32,
+    pub pid: u32,
+    pub group: u32,
+    pub comm: String,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub oncpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub runq_ns: u64,
+    pub runq_count: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub syscall_ns: u64,
+    pub cpu_mask: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CountNs {
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+impl CountNs {
+    pub fn minus(self, earlier: CountNs) -> CountNs {
+        CountNs {
+            count: self.count.saturating_sub(earlier.count),
+            total_ns: self.total_ns.saturating_sub(earlier.total_ns),
+        }
+    }
+}
+
+/// A log-linear histogram (srvprof_common::hist slots) of nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsHistogram {
+    pub slots: Vec<u64>,
+}
+
+impl Default for NsHistogram {
+    fn default() -> Self {
+        Self { slots: vec![0; hist::SLOTS as usize] }
+    }
+}
+
+impl NsHistogram {
+    pub fn total(&self) -> u64 {
+        self.slots.iter().sum()
+    }
+
+    pub fn minus(&self, earlier: &NsHistogram) -> NsHistogram {
+        NsHistogram {
+            slots: self.slots.iter().zip(&earlier.slots).map(|(a, b)| a.saturating_sub(*b)).collect(),
+        }
+    }
+
+    pub fn add(&mut self, other: &NsHistogram) {
+        for (a, b) in self.slots.iter_mut().zip(&other.slots) {
+            *a += b;
+        }
+    }
+
+    /// The value (ns) at quantile q in 0..=1: the upper bound of the slot holding it, so never
+    /// an understatement by more than one slot width. None when empty.
+    pub fn quantile_ns(&self, q: f64) -> Option<u64> {
+        let total = self.total();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for (slot, n) in self.slots.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(hist::slot_upper_bound(slot as u32).min(hist::slot_lower_bound(slot as u32) * 2));
+            }
+        }
+        None
+    }
+
+    /// Upper bound of the highest non-empty slot.
+    pub fn max_ns(&self) -> Option<u64> {
+        let slot = self.slots.iter().rposition(|n| *n > 0)?;
+        Some(hist::slot_upper_bound(slot as u32).min(hist::slot_lower_bound(slot as u32) * 2))
+    }
+}
+
+/// Everything the probes count, cumulative since attach, read at `monotonic_ns`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelCounters {
+    pub monotonic_ns: u64,
+    pub threads: Vec<ThreadCounters>,
+    /// Per group (server, client).
+    pub offcpu_hist: Vec<NsHistogram>,
+    pub runq_hist: Vec<NsHistogram>,
+    /// (group, syscall number, count and time).
+    pub syscalls: Vec<(u32, u32, CountNs)>,
+    /// Per CPU, per softirq vector.
+    pub softirqs: Vec<Vec<CountNs>>,
+    /// (irq line, per-CPU count and time).
+    pub hardirqs: Vec<(u32, Vec<CountNs>)>,
+    /// Indexed by srvprof_common::tcp.
+    pub tcp: Vec<u64>,
+    /// Indexed by srvprof_common::lost.
+    pub lost: Vec<u64>,
+}
+
+impl KernelCounters {
+    pub fn empty(ncpus: usize) -> Self {
+        Self {
+            monotonic_ns: 0,
+            threads: Vec::new(),
+            offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            syscalls: Vec::new(),
+            softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
+            hardirqs: Vec::new(),
+            tcp: vec![0; tcp::COUNT as usize],
+            lost: vec![0; lost::COUNT as usize],
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! srvprof: drive a network server with load and watch the kernel underneath it.
+
+pub mod analysis;
+pub mod cli;
+pub mod clock;
+pub mod commands;
+pub mod counters;
+pub mod error;
+pub mod output;
+pub mod probes;
+pub mod procfs;
+pub mod sampler;
+pub mod text;

@@ -1,0 +1,203 @@
+//! Loading, attaching and reading srvprof's BPF programs. One submodule per measurement, each
+//! the twin of the module of the same name in crates/ebpf.
+
+pub mod btf_offsets;
+pub mod exits;
+pub mod irq;
+pub mod sched;
+pub mod syscalls;
+pub mod tcp;
+
+use aya::{
+    Btf, Ebpf, EbpfLoader,
+    maps::{HashMap, MapData, PerCpuArray},
+    programs::BtfTracePoint,
+};
+use srvprof_common::{globals, lost, maps};
+
+use crate::counters::KernelCounters;
+use crate::error::SrvprofError;
+pub use btf_offsets::KernelOffsets;
+
+/// The compiled BPF object, built by build.rs.
+static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
+
+/// Every program and the BTF tracepoint it attaches to, by measurement.
+pub const PROGRAMS: &[(&str, &str)] = &[
+    ("sched_switch", "sched_switch"),
+    ("sched_wakeup", "sched_wakeup"),
+    ("sched_wakeup_new", "sched_wakeup_new"),
+    ("sched_migrate_task", "sched_migrate_task"),
+    ("sched_process_fork", "sched_process_fork"),
+    ("sched_process_exit", "sched_process_exit"),
+    ("sys_enter", "sys_enter"),
+    ("sys_exit", "sys_exit"),
+    ("softirq_entry", "softirq_entry"),
+    ("softirq_exit", "softirq_exit"),
+    ("irq_handler_entry", "irq_handler_entry"),
+    ("irq_handler_exit", "irq_handler_exit"),
+    ("tcp_retransmit_skb", "tcp_retransmit_skb"),
+    ("tcp_retransmit_synack", "tcp_retransmit_synack"),
+    ("tcp_send_reset", "tcp_send_reset"),
+    ("tcp_receive_reset", "tcp_receive_reset"),
+];
+
+/// What to watch.
+#[derive(Clone, Debug, Default)]
+pub struct ProbeTargets {
+    /// Server processes (all their threads, and processes they fork).
+    pub server_pids: Vec<u32>,
+    /// Load-generator processes, accounted separately.
+    pub client_pids: Vec<u32>,
+    /// Count TCP retransmits and resets only on these ports (empty: every socket).
+    pub tcp_ports: Vec<u16>,
+}
+
+/// Loaded and attached probes. Dropping it detaches every program and frees every map.
+pub struct Probes {
+    ebpf: Ebpf,
+    exits: exits::ExitReader,
+}
+
+impl Probes {
+    /// Loads the object, attaches every program. `on_attach` hears each attached program (for `check`).
+    pub fn attach(
+        targets: &ProbeTargets,
+        mut on_attach: impl FnMut(&str, Result<(), &SrvprofError>),
+    ) -> Result<Self, SrvprofError> {
+        let offsets = KernelOffsets::from_running_kernel()?;
+        let filter_ports: u64 = u64::from(!targets.tcp_ports.is_empty());
+        let mut ebpf = EbpfLoader::new()
+            .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
+            .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
+            .override_global(globals::TASK_COMM_OFFSET, &offsets.task_comm, true)
+            .override_global(globals::TASK_EXIT_CODE_OFFSET, &offsets.task_exit_code, true)
+            .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
+            .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)
+            .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
+            .override_global(globals::TCP_FILTER_PORTS, &filter_ports, true)
+            .load(BPF_OBJECT)
+            .map_err(|e| classify_load_error(e.to_string()))?;
+
+        // Targets go in before any program runs, so no early event is missed.
+        {
+            let mut tgids: HashMap<&mut MapData, u32, u32> = map_mut(&mut ebpf, maps::TARGET_TGIDS)?;
+            for (pids, group) in [
+                (&targets.server_pids, srvprof_common::GROUP_SERVER),
+                (&targets.client_pids, srvprof_common::GROUP_CLIENT),
+            ] {
+                for pid in pids {
+                    tgids.insert(pid, group, 0).map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
+                }
+            }
+            let mut ports: HashMap<&mut MapData, u16, u8> = map_mut(&mut ebpf, maps::TCP_PORTS)?;
+            for port in &targets.tcp_ports {
+                ports.insert(port, 1, 0).map_err(|e| map_error(maps::TCP_PORTS, e))?;
+            }
+        }
+
+        let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
+        for (program, tracepoint) in PROGRAMS {
+            let result = attach_one(&mut ebpf, &btf, program, tracepoint);
+            on_attach(program, result.as_ref().map(|_| ()));
+            result?;
+        }
+        let exits = exits::ExitReader::new(&mut ebpf)?;
+        Ok(Self { ebpf, exits })
+    }
+
+    /// Adds processes to watch while running (a restarted worker, a late client).
+    pub fn watch(&mut self, pid: u32, group: u32) -> Result<(), SrvprofError> {
+        let mut tgids: HashMap<&mut MapData, u32, u32> = map_mut(&mut self.ebpf, maps::TARGET_TGIDS)?;
+        tgids.insert(pid, group, 0).map_err(|e| map_error(maps::TARGET_TGIDS, e))
+    }
+
+    /// The processes watched now, children forked during the run included.
+    pub fn watched_pids(&self) -> Result<Vec<(u32, u32)>, SrvprofError> {
+        let tgids: HashMap<&MapData, u32, u32> = map_ref(&self.ebpf, maps::TARGET_TGIDS)?;
+        Ok(tgids.iter().filter_map(Result::ok).collect())
+    }
+
+    /// Reads every cumulative counter once. Cost: one map walk per measurement.
+    pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
+        let mut counters = KernelCounters { monotonic_ns: crate::clock::monotonic_ns(), ..Default::default() };
+        sched::read(&self.ebpf, &mut counters)?;
+        syscalls::read(&self.ebpf, &mut counters)?;
+        irq::read(&self.ebpf, &mut counters)?;
+        tcp::read(&self.ebpf, &mut counters)?;
+        let lost_map: PerCpuArray<&MapData, u64> = map_ref(&self.ebpf, maps::LOST_EVENTS)?;
+        for i in 0..lost::COUNT {
+            let per_cpu = lost_map.get(&i, 0).map_err(|e| map_error(maps::LOST_EVENTS, e))?;
+            counters.lost[i as usize] = per_cpu.iter().sum();
+        }
+        Ok(counters)
+    }
+
+    /// Exits recorded since the last call.
+    pub fn drain_exits(&mut self) -> Vec<srvprof_common::ExitEvent> {
+        self.exits.drain()
+    }
+}
+
+fn attach_one(ebpf: &mut Ebpf, btf: &Btf, program: &str, tracepoint: &str) -> Result<(), SrvprofError> {
+    let prog: &mut BtfTracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| SrvprofError::ProgramLoad { program: program.into(), reason: "not in the BPF object".into() })?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
+            program: program.into(),
+            reason: e.to_string(),
+        })?;
+    prog.load(tracepoint, btf).map_err(|e| SrvprofError::ProgramLoad {
+        program: program.into(),
+        reason: error_chain(&e),
+    })?;
+    prog.attach().map_err(|e| SrvprofError::ProgramAttach {
+        program: program.into(),
+        tracepoint: tracepoint.into(),
+        reason: error_chain(&e),
+    })?;
+    Ok(())
+}
+
+/// An error with its sources, so the verifier's or kernel's reason is not lost.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn classify_load_error(reason: String) -> SrvprofError {
+    if reason.contains("EPERM") || reason.contains("Operation not permitted") {
+        SrvprofError::NotRoot
+    } else {
+        SrvprofError::Load(reason)
+    }
+}
+
+pub(crate) fn map_error(map: &str, e: impl std::error::Error) -> SrvprofError {
+    SrvprofError::Map { map: map.into(), reason: e.to_string() }
+}
+
+/// A typed read-only handle on a map of the object.
+pub(crate) fn map_ref<'a, M>(ebpf: &'a Ebpf, name: &str) -> Result<M, SrvprofError>
+where
+    M: TryFrom<&'a aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.map(name).ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+    M::try_from(map).map_err(|e| map_error(name, e))
+}
+
+/// A typed writable handle on a map of the object.
+pub(crate) fn map_mut<'a, M>(ebpf: &'a mut Ebpf, name: &str) -> Result<M, SrvprofError>
+where
+    M: TryFrom<&'a mut aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf.map_mut(name).ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+    M::try_from(map).map_err(|e| map_error(name, e))
+}

@@ -1,0 +1,62 @@
+//! Reads the scheduler probes: per-thread switches and times, off-CPU and run-queue histograms.
+
+use aya::{
+    Ebpf,
+    maps::{HashMap, MapData, PerCpuArray},
+};
+use srvprof_common::{NUM_GROUPS, ThreadStats, hist, maps};
+
+use super::{map_error, map_ref};
+use crate::counters::{KernelCounters, NsHistogram, ThreadCounters};
+use crate::error::SrvprofError;
+
+pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+    let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;
+    counters.threads = threads
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(tid, st)| thread_counters(tid, &st))
+        .collect();
+    counters.threads.sort_by_key(|t| t.tid);
+    counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
+    counters.runq_hist = read_hist(ebpf, maps::RUNQ_HIST)?;
+    Ok(())
+}
+
+pub fn thread_counters(tid: u32, st: &ThreadStats) -> ThreadCounters {
+    ThreadCounters {
+        tid,
+        pid: st.tgid,
+        group: st.group,
+        comm: comm_string(&st.comm),
+        voluntary_switches: st.voluntary_switches,
+        involuntary_switches: st.involuntary_switches,
+        oncpu_ns: st.oncpu_ns,
+        offcpu_ns: st.offcpu_ns,
+        runq_ns: st.runq_ns,
+        runq_count: st.runq_count,
+        migrations: st.migrations,
+        syscalls: st.syscalls,
+        syscall_ns: st.syscall_ns,
+        cpu_mask: st.cpu_mask,
+    }
+}
+
+pub fn comm_string(comm: &[u8; 16]) -> String {
+    let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
+    String::from_utf8_lossy(&comm[..end]).into_owned()
+}
+
+fn read_hist(ebpf: &Ebpf, name: &str) -> Result<Vec<NsHistogram>, SrvprofError> {
+    let map: PerCpuArray<&MapData, u64> = map_ref(ebpf, name)?;
+    let mut out = vec![NsHistogram::default(); NUM_GROUPS as usize];
+    for (i, per_cpu) in map.iter().enumerate() {
+        let per_cpu = per_cpu.map_err(|e| map_error(name, e))?;
+        let group = i / hist::SLOTS as usize;
+        let slot = i % hist::SLOTS as usize;
+        if group < out.len() {
+            out[group].slots[slot] = per_cpu.iter().sum();
+        }
+    }
+    Ok(out)
+}

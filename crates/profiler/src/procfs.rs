@@ -1,0 +1,219 @@
+//! The kernel's own counters in /proc: CPU time, context switches, softirqs, interrupts, TCP MIBs.
+//! Used both as measurements (user/sys time, listen overflows) and as the truth tests compare against.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use crate::error::SrvprofError;
+
+/// Clock ticks per second for /proc/*/stat times.
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as u64 } else { 100 }
+}
+
+/// user and sys CPU time (ns) from a /proc/.../stat line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    pub user_ns: u64,
+    pub sys_ns: u64,
+}
+
+/// Parses utime and stime out of /proc/PID/stat text (fields 14 and 15, after the "(comm)").
+pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
+    let after_comm = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after_comm.split_whitespace().collect();
+    // after_comm starts at field 3 (state); utime is field 14, stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let ns_per_tick = 1_000_000_000 / ticks_per_sec;
+    Some(CpuTime { user_ns: utime * ns_per_tick, sys_ns: stime * ns_per_tick })
+}
+
+/// A process's CPU time (all its threads, live and exited).
+pub fn process_cpu_time(pid: u32) -> Option<CpuTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_time(&stat, clock_ticks_per_sec())
+}
+
+/// A thread's CPU time.
+pub fn thread_cpu_time(pid: u32, tid: u32) -> Option<CpuTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    parse_stat_cpu_time(&stat, clock_ticks_per_sec())
+}
+
+/// The thread ids of a process.
+pub fn thread_ids(pid: u32) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    let mut tids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    tids.sort_unstable();
+    tids
+}
+
+pub fn process_exists(pid: u32) -> bool {
+    fs::metadata(format!("/proc/{pid}")).is_ok()
+}
+
+/// A kernel thread has no memory map: /proc/PID/cmdline is empty and it is a child of kthreadd.
+pub fn is_kernel_thread(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return false };
+    // field 9 (flags), PF_KTHREAD = 0x00200000
+    let flags: u64 = after_comm.split_whitespace().nth(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    flags & 0x0020_0000 != 0
+}
+
+pub fn comm(pid: u32, tid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
+}
+
+/// (voluntary, involuntary) context switches from /proc/PID/task/TID/status.
+pub fn thread_ctxt_switches(pid: u32, tid: u32) -> Option<(u64, u64)> {
+    let status = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    parse_ctxt_switches(&status)
+}
+
+pub fn parse_ctxt_switches(status: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| -> Option<u64> {
+        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("voluntary_ctxt_switches:")?, field("nonvoluntary_ctxt_switches:")?))
+}
+
+/// /proc/softirqs: vector name -> per-CPU counts.
+pub fn parse_softirqs(text: &str) -> BTreeMap<String, Vec<u64>> {
+    let mut out = BTreeMap::new();
+    for line in text.lines().skip(1) {
+        let mut parts = line.split_whitespace();
+        let Some(name) = parts.next() else { continue };
+        let counts = parts.filter_map(|p| p.parse().ok()).collect();
+        out.insert(name.trim_end_matches(':').to_string(), counts);
+    }
+    out
+}
+
+pub fn softirqs() -> BTreeMap<String, Vec<u64>> {
+    fs::read_to_string("/proc/softirqs").map(|t| parse_softirqs(&t)).unwrap_or_default()
+}
+
+/// /proc/interrupts: irq number -> name (the device or handler name in the last column).
+pub fn parse_interrupt_names(text: &str) -> BTreeMap<u32, String> {
+    let mut lines = text.lines();
+    let ncpus = lines.next().map(|h| h.split_whitespace().count()).unwrap_or(0);
+    let mut out = BTreeMap::new();
+    for line in lines {
+        let mut parts = line.split_whitespace();
+        let Some(label) = parts.next() else { continue };
+        let Ok(irq) = label.trim_end_matches(':').parse::<u32>() else { continue };
+        let rest: Vec<&str> = parts.skip(ncpus).collect();
+        // e.g. "IO-APIC 2-edge timer" or "PCI-MSIX-0000:00:03.0 0-edge virtio0-input.0": the last word is the handler.
+        let name = rest.last().map(|s| s.to_string()).unwrap_or_default();
+        out.insert(irq, name);
+    }
+    out
+}
+
+pub fn interrupt_names() -> BTreeMap<u32, String> {
+    fs::read_to_string("/proc/interrupts").map(|t| parse_interrupt_names(&t)).unwrap_or_default()
+}
+
+/// TCP counters of the network namespace `pid` lives in (/proc/PID/net/netstat and snmp),
+/// e.g. "TcpExt:ListenOverflows", "Tcp:RetransSegs".
+pub fn parse_mib(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let mut n = names.split_whitespace();
+        let mut v = values.split_whitespace();
+        let (Some(prefix), Some(_)) = (n.next(), v.next()) else { continue };
+        for (name, value) in n.zip(v) {
+            if let Ok(value) = value.parse::<u64>() {
+                out.insert(format!("{}{}", prefix, name), value);
+            }
+        }
+    }
+    out
+}
+
+pub fn net_mib(pid: u32) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for file in ["netstat", "snmp"] {
+        if let Ok(text) = fs::read_to_string(format!("/proc/{pid}/net/{file}")) {
+            out.extend(parse_mib(&text));
+        }
+    }
+    out
+}
+
+/// Validates a target PID: it exists and is a user-space process.
+pub fn check_target(pid: u32) -> Result<(), SrvprofError> {
+    if !process_exists(pid) {
+        return Err(SrvprofError::NoSuchPid(pid));
+    }
+    if is_kernel_thread(pid) {
+        return Err(SrvprofError::KernelThread(pid));
+    }
+    Ok(())
+}
+
+/// Whether we may load BPF programs: effective uid 0, or CAP_BPF and CAP_PERFMON (bits 39, 38).
+pub fn has_bpf_privileges() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    let Ok(status) = fs::read_to_string("/proc/self/status") else { return false };
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    eff & (1 << 39) != 0 && eff & (1 << 38) != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_times_survive_a_comm_with_spaces_and_parens() {
+        let stat = "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
+        let t = parse_stat_cpu_time(stat, 100).unwrap();
+        assert_eq!(t.user_ns, 2_500_000_000);
+        assert_eq!(t.sys_ns, 750_000_000);
+    }
+
+    #[test]
+    fn ctxt_switches_from_status() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t42\nnonvoluntary_ctxt_switches:\t7\n";
+        assert_eq!(parse_ctxt_switches(status), Some((42, 7)));
+    }
+
+    #[test]
+    fn softirqs_table() {
+        let text = "                    CPU0       CPU1\n          HI:          1          0\n      NET_RX:        100        250\n";
+        let s = parse_softirqs(text);
+        assert_eq!(s["NET_RX"], vec![100, 250]);
+        assert_eq!(s["HI"], vec![1, 0]);
+    }
+
+    #[test]
+    fn interrupt_names_take_the_handler() {
+        let text = "           CPU0       CPU1\n  0:         48          0   IO-APIC   2-edge      timer\n 24:          0        933  PCI-MSIX-0000:00:03.0   0-edge      virtio0-input.0\nNMI:          0          0   Non-maskable interrupts\n";
+        let n = parse_interrupt_names(text);
+        assert_eq!(n[&0], "timer");
+        assert_eq!(n[&24], "virtio0-input.0");
+        assert_eq!(n.len(), 2);
+    }
+
+    #[test]
+    fn mib_pairs() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\nTcpExt: 0 412 415\nIpExt: InNoRoutes\nIpExt: 3\n";
+        let m = parse_mib(text);
+        assert_eq!(m["TcpExt:ListenOverflows"], 412);
+        assert_eq!(m["TcpExt:ListenDrops"], 415);
+        assert_eq!(m["IpExt:InNoRoutes"], 3);
+    }
+}

@@ -1,0 +1,137 @@
+//! One reading per interval of everything watched: the probes' counters and the kernel's own
+//! CPU-time and TCP accounting in /proc. Analysis works on these samples, never on the kernel.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::counters::KernelCounters;
+use crate::error::SrvprofError;
+use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
+use crate::procfs::{self, CpuTime};
+
+/// CPU time of one thread or process, from /proc (the kernel's own accounting).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuUse {
+    pub pid: u32,
+    /// 0 for a whole process.
+    pub tid: u32,
+    pub group: u32,
+    pub comm: String,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub monotonic_ns: u64,
+    pub kernel: KernelCounters,
+    /// Every thread seen so far; an exited thread keeps its last reading.
+    pub thread_cpu: Vec<CpuUse>,
+    /// Every process seen so far (including its exited threads); an exited one keeps its last reading.
+    pub process_cpu: Vec<CpuUse>,
+    /// TCP MIB counters of the server's network namespace ("TcpExt:ListenOverflows", ...).
+    pub net_mib: BTreeMap<String, u64>,
+}
+
+/// A watched thread or process that exited during the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub pid: u32,
+    pub tid: u32,
+    pub group: u32,
+    pub comm: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Seconds since the run started.
+    pub t_s: f64,
+    pub monotonic_ns: u64,
+}
+
+pub struct Sampler {
+    probes: Probes,
+    start_ns: u64,
+    threads: BTreeMap<u32, CpuUse>,
+    processes: BTreeMap<u32, CpuUse>,
+    mib_pid: Option<u32>,
+    last_mib: BTreeMap<String, u64>,
+    pub exits: Vec<ExitRecord>,
+}
+
+impl Sampler {
+    pub fn new(probes: Probes, start_ns: u64, mib_pid: Option<u32>) -> Self {
+        Self {
+            probes,
+            start_ns,
+            threads: BTreeMap::new(),
+            processes: BTreeMap::new(),
+            mib_pid,
+            last_mib: BTreeMap::new(),
+            exits: Vec::new(),
+        }
+    }
+
+    pub fn probes_mut(&mut self) -> &mut Probes {
+        &mut self.probes
+    }
+
+    /// Reads everything once.
+    pub fn sample(&mut self) -> Result<Sample, SrvprofError> {
+        let kernel = self.probes.read()?;
+        self.collect_exits();
+        let ticks = procfs::clock_ticks_per_sec();
+        for (pid, group) in self.probes.watched_pids()? {
+            if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
+                let entry = self.processes.entry(pid).or_default();
+                *entry = CpuUse { pid, tid: 0, group, comm: procfs::comm(pid, pid).unwrap_or_default(), user_ns: cpu.user_ns, sys_ns: cpu.sys_ns };
+            }
+            for tid in procfs::thread_ids(pid) {
+                if let Some(cpu) = read_cpu(&format!("/proc/{pid}/task/{tid}/stat"), ticks) {
+                    let comm = procfs::comm(pid, tid).unwrap_or_default();
+                    self.threads.insert(tid, CpuUse { pid, tid, group, comm, user_ns: cpu.user_ns, sys_ns: cpu.sys_ns });
+                }
+            }
+        }
+        if let Some(pid) = self.mib_pid {
+            let mib = procfs::net_mib(pid);
+            if !mib.is_empty() {
+                self.last_mib = mib;
+            }
+        }
+        Ok(Sample {
+            monotonic_ns: kernel.monotonic_ns,
+            kernel,
+            thread_cpu: self.threads.values().cloned().collect(),
+            process_cpu: self.processes.values().cloned().collect(),
+            net_mib: self.last_mib.clone(),
+        })
+    }
+
+    fn collect_exits(&mut self) {
+        for e in self.probes.drain_exits() {
+            let (exit_code, signal) = decode_exit_code(e.exit_code);
+            self.exits.push(ExitRecord {
+                pid: e.tgid,
+                tid: e.tid,
+                group: e.group,
+                comm: comm_string(&e.comm),
+                exit_code,
+                signal,
+                t_s: e.ts_ns.saturating_sub(self.start_ns) as f64 / 1e9,
+                monotonic_ns: e.ts_ns,
+            });
+        }
+    }
+
+    /// Detaches every probe, returning what was recorded.
+    pub fn finish(mut self) -> Vec<ExitRecord> {
+        self.collect_exits();
+        drop(self.probes);
+        self.exits
+    }
+}
+
+fn read_cpu(path: &str, ticks: u64) -> Option<CpuTime> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    procfs::parse_stat_cpu_time(&stat, ticks)
+}

@@ -1,0 +1,144 @@
+//! Terminal output: timeline rows and summaries. Every number has its unit in its header.
+
+use std::io::Write;
+
+use crate::analysis::interval::IntervalRow;
+use crate::analysis::kernel_report::KernelReport;
+
+pub fn interval_header(out: &mut impl Write, ncpus: usize) {
+    let mut h = format!(
+        "{:>6} {:>10} {:>10} {:>10} {:>6} {:>6} {:>11}",
+        "t(s)", "vol cs/s", "invol cs/s", "runq p99us", "usr%", "sys%", "syscalls/s"
+    );
+    for cpu in 0..ncpus {
+        h.push_str(&format!(" {:>11}", format!("NET_RX/s c{cpu}")));
+    }
+    let _ = writeln!(out, "{h}");
+}
+
+pub fn interval_line(out: &mut impl Write, r: &IntervalRow) {
+    let mut l = format!(
+        "{:>6.1} {:>10.0} {:>10.0} {:>10.0} {:>6.1} {:>6.1} {:>11.0}",
+        r.t_s + r.duration_s,
+        r.voluntary_switches_per_s,
+        r.involuntary_switches_per_s,
+        r.runq_p99_us,
+        r.user_pct,
+        r.sys_pct,
+        r.syscalls_per_s
+    );
+    for v in &r.net_rx_per_s {
+        l.push_str(&format!(" {v:>11.0}"));
+    }
+    let _ = writeln!(out, "{l}");
+}
+
+pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) {
+    let t = &r.totals;
+    let secs = r.duration_s.max(1e-9);
+    let _ = writeln!(out, "\n== summary: {:.1} s, {} process(es), {} active thread(s)", r.duration_s, t.processes, t.threads);
+    let _ = writeln!(
+        out,
+        "context switches: {} voluntary ({:.0}/s), {} involuntary ({:.0}/s), {} migrations",
+        t.voluntary_switches,
+        t.voluntary_switches as f64 / secs,
+        t.involuntary_switches,
+        t.involuntary_switches as f64 / secs,
+        t.migrations
+    );
+    let _ = writeln!(
+        out,
+        "CPU: user {:.1} ms ({:.1}%), sys {:.1} ms ({:.1}%)",
+        t.user_ns as f64 / 1e6,
+        t.user_ns as f64 / (secs * 1e7),
+        t.sys_ns as f64 / 1e6,
+        t.sys_ns as f64 / (secs * 1e7)
+    );
+    let _ = writeln!(
+        out,
+        "run-queue latency (us): p50 {:.0}, p99 {:.0}, max {:.0} over {} waits",
+        r.runq_latency_us.p50, r.runq_latency_us.p99, r.runq_latency_us.max, r.runq_latency_us.count
+    );
+    let _ = writeln!(out, "syscalls: {} ({:.0}/s)", t.syscalls, t.syscalls as f64 / secs);
+    let _ = writeln!(out, "  {:<20} {:>10} {:>12} {:>10}", "syscall", "count", "total ms", "avg us");
+    for s in r.syscalls.iter().take(10) {
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>10} {:>12.2} {:>10.2}",
+            s.name,
+            s.count,
+            s.total_ns as f64 / 1e6,
+            s.total_ns as f64 / 1e3 / s.count.max(1) as f64
+        );
+    }
+    let _ = writeln!(out, "threads:");
+    let _ = writeln!(
+        out,
+        "  {:>8} {:>8} {:<16} {:>9} {:>9} {:>10} {:>10} {:>9} {:>9}",
+        "pid", "tid", "comm", "vol cs", "invol cs", "oncpu ms", "offcpu ms", "usr ms", "sys ms"
+    );
+    let mut threads = r.threads.clone();
+    threads.sort_by_key(|t| std::cmp::Reverse(t.voluntary_switches + t.involuntary_switches));
+    for th in threads.iter().take(20) {
+        let _ = writeln!(
+            out,
+            "  {:>8} {:>8} {:<16} {:>9} {:>9} {:>10.1} {:>10.1} {:>9.1} {:>9.1}",
+            th.pid,
+            th.tid,
+            th.comm,
+            th.voluntary_switches,
+            th.involuntary_switches,
+            th.oncpu_ns as f64 / 1e6,
+            th.offcpu_ns as f64 / 1e6,
+            th.user_ns as f64 / 1e6,
+            th.sys_ns as f64 / 1e6
+        );
+    }
+    let mut net: Vec<_> = r.softirqs.iter().filter(|s| s.vector.starts_with("NET")).collect();
+    net.sort_by_key(|s| (s.vector.clone(), s.cpu));
+    if !net.is_empty() {
+        let _ = writeln!(out, "network softirqs (system-wide):");
+        for s in net {
+            let _ = writeln!(out, "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms)", s.cpu, s.vector, s.count, s.count as f64 / secs, s.total_ns as f64 / 1e6);
+        }
+    }
+    let tcp = &r.tcp;
+    let _ = writeln!(
+        out,
+        "TCP: {} listen overflows, {} listen drops, {} SYN retransmits, {} retransmits, {} resets sent",
+        tcp.listen_overflows, tcp.listen_drops, tcp.syn_retransmits, tcp.retransmits, tcp.resets_sent
+    );
+    for e in &r.exits {
+        let how = match (e.signal, e.exit_code) {
+            (Some(sig), _) => format!("killed by signal {sig} ({})", signal_name(sig)),
+            (None, Some(code)) => format!("exited with code {code}"),
+            _ => "exited".into(),
+        };
+        let _ = writeln!(out, "exit: pid {} tid {} ({}) {} at {:.2} s", e.pid, e.tid, e.comm, how, e.t_s);
+    }
+    let lost: u64 = r.lost_events.values().sum();
+    if lost > 0 {
+        let _ = writeln!(out, "WARNING: {lost} kernel records were lost: {:?}", r.lost_events);
+    }
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+}
+
+pub fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
