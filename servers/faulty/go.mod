@@ -1,0 +1,3 @@
+module srvprof/servers/faulty
+
+go 1.22

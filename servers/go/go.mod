@@ -1,0 +1,3 @@
+module srvprof/servers/go
+
+go 1.22
