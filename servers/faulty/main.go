@@ -161,9 +161,10 @@ func die() {
 	if *sigName == "KILL" {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
-	// The Go runtime ignores a SIGSEGV sent with kill(2) (it only panics on
-	// real faults) and keeps its handler installed even after signal.Reset.
-	// So restore SIG_DFL with a raw rt_sigaction and then send SIGSEGV.
+	// The Go runtime keeps its own SIGSEGV handler even after
+	// signal.Reset(SIGSEGV); a SIGSEGV sent with kill(2) then makes it print a
+	// goroutine dump and exit with status 2 (checked with Go 1.26), not die by
+	// the signal. So restore SIG_DFL with a raw rt_sigaction, then send SIGSEGV.
 	var sa struct {
 		handler  uintptr
 		flags    uint64
