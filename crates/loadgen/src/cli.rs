@@ -1,0 +1,325 @@
+//! Command-line options of a load run (everything but the URL) and the `srvprof load` command.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::{LoadConfig, LoadError, LoadReport};
+
+#[derive(clap::Args, Clone, Debug, PartialEq)]
+pub struct LoadArgs {
+    /// Concurrent connections.
+    #[arg(short = 'c', long = "connections", default_value_t = 50)]
+    pub connections: usize,
+
+    /// Send exactly this many requests (after warmup), then stop.
+    #[arg(short = 'n', long = "requests")]
+    pub requests: Option<u64>,
+
+    /// Measured duration, e.g. 10s, 500ms, 2m (default 10s unless -n is given).
+    #[arg(short = 'd', long = "duration", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Open loop: requests per second over all connections, on a fixed schedule; latency counts
+    /// from each request's intended send time.
+    #[arg(long = "rate")]
+    pub rate: Option<f64>,
+
+    /// Open a new TCP connection for every request (connect time is part of the latency).
+    #[arg(long = "no-keepalive")]
+    pub no_keepalive: bool,
+
+    /// HTTP method.
+    #[arg(short = 'X', long = "method", default_value = "GET")]
+    pub method: String,
+
+    /// Request header "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+
+    /// Request body.
+    #[arg(long = "body", conflicts_with = "body_file")]
+    pub body: Option<String>,
+
+    /// Request body read from a file.
+    #[arg(long = "body-file")]
+    pub body_file: Option<std::path::PathBuf>,
+
+    /// Request timeout (a request without a complete answer by then counts as read_timeout).
+    #[arg(long = "timeout", default_value = "10s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Load sent before measurement starts, excluded from the figures.
+    #[arg(long = "warmup", default_value = "0s", value_parser = parse_duration)]
+    pub warmup: Duration,
+
+    /// Worker threads, each with its own runtime and connections (default: CPUs available).
+    #[arg(long = "threads")]
+    pub threads: Option<usize>,
+
+    /// Pin worker threads to these CPUs, e.g. 0,1 or 0-3.
+    #[arg(long = "cpus", value_parser = parse_cpu_list)]
+    pub cpus: Option<CpuList>,
+
+    /// Open the connections gradually over this time.
+    #[arg(long = "ramp-up", default_value = "0s", value_parser = parse_duration)]
+    pub ramp_up: Duration,
+
+    /// Timeline interval.
+    #[arg(long = "interval", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+}
+
+/// A parsed `--cpus` list (a newtype so clap does not read it as a repeated option).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+impl Default for LoadArgs {
+    fn default() -> LoadArgs {
+        LoadArgs {
+            connections: 50,
+            requests: None,
+            duration: None,
+            rate: None,
+            no_keepalive: false,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: None,
+            body_file: None,
+            timeout: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            threads: None,
+            cpus: None,
+            ramp_up: Duration::ZERO,
+            interval: Duration::from_secs(1),
+        }
+    }
+}
+
+impl LoadArgs {
+    /// The run these options describe; the URL is left empty for the caller to fill.
+    pub fn to_config(&self) -> Result<LoadConfig, LoadError> {
+        let mut headers = Vec::with_capacity(self.headers.len());
+        for h in &self.headers {
+            let (name, value) = h.split_once(':').ok_or_else(|| {
+                LoadError::InvalidOption(format!("header `{h}` must look like \"Name: value\""))
+            })?;
+            headers.push((name.trim().to_string(), value.trim().to_string()));
+        }
+        let body = match (&self.body, &self.body_file) {
+            (Some(text), _) => Some(text.clone().into_bytes()),
+            (None, Some(path)) => Some(std::fs::read(path).map_err(|e| LoadError::BodyFile {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })?),
+            (None, None) => None,
+        };
+        let duration = match (self.duration, self.requests) {
+            (None, None) => Some(Duration::from_secs(10)),
+            (d, _) => d,
+        };
+        Ok(LoadConfig {
+            url: String::new(),
+            connections: self.connections,
+            threads: self.threads.unwrap_or_else(crate::sys::available_cpus),
+            duration,
+            requests: self.requests,
+            rate: self.rate,
+            keepalive: !self.no_keepalive,
+            method: self.method.clone(),
+            headers,
+            body,
+            timeout: self.timeout,
+            warmup: self.warmup,
+            cpus: self.cpus.as_ref().map(|c| c.0.clone()),
+            ramp_up: self.ramp_up,
+            interval: self.interval,
+        })
+    }
+}
+
+/// Parse "10s", "500ms", "2m", "1h", "250us", "1.5s"; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 10s, 500ms or 2m"))?;
+    let seconds = match unit.trim() {
+        "" | "s" | "sec" | "secs" => value,
+        "ms" => value / 1e3,
+        "us" | "µs" => value / 1e6,
+        "ns" => value / 1e9,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{text}`; use ns, us, ms, s, m or h"
+            ));
+        }
+    };
+    if !seconds.is_finite() || seconds < 0.0 {
+        return Err(format!("`{text}` is not a duration like 10s, 500ms or 2m"));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
+/// Parse "0,1" or "0-3,6".
+pub fn parse_cpu_list(text: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("`{part}` is not a CPU number or range like 0-3");
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let a: usize = a.trim().parse().map_err(|_| bad())?;
+                let b: usize = b.trim().parse().map_err(|_| bad())?;
+                if a > b {
+                    return Err(bad());
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().map_err(|_| bad())?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err("--cpus needs at least one CPU number".to_string());
+    }
+    Ok(CpuList(cpus))
+}
+
+/// `srvprof load URL`: run, print text or JSON, optionally write the JSON report to `out`
+/// (atomically). Ctrl-C stops the run early and still reports. Fails when nothing succeeded.
+pub fn run_load_command(url: &str, args: &LoadArgs, json: bool, out: Option<&Path>) -> ExitCode {
+    let mut config = match args.to_config() {
+        Ok(c) => c,
+        Err(e) => return fail(&e.to_string()),
+    };
+    config.url = url.to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ctrl_c = spawn_ctrl_c_watcher(stop.clone());
+    let result = crate::run(&config, stop.clone());
+    // Let the watcher thread end.
+    stop.store(true, Ordering::Relaxed);
+    drop(ctrl_c);
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        let _ = writeln!(stdout, "{text}");
+    } else {
+        crate::printer::print_text(&report, &mut stdout);
+    }
+    let _ = stdout.flush();
+    if let Some(path) = out
+        && let Err(e) = write_report(&report, path)
+    {
+        return fail(&format!(
+            "cannot write the report to {}: {e}; check that the directory exists and is writable",
+            path.display()
+        ));
+    }
+    if report.any_success() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "error: no request succeeded ({} errors); see errors_by_kind",
+            report.errors
+        );
+        ExitCode::FAILURE
+    }
+}
+
+/// Write the JSON report through a temporary file and a rename, so readers never see half of it.
+pub fn write_report(report: &LoadReport, path: &Path) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let text = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+/// Ctrl-C sets `stop` so the run ends early with what it measured. A tiny runtime of its own
+/// keeps the load runtimes free of signal handling.
+fn spawn_ctrl_c_watcher(stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("loadgen-ctrl-c".to_string())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                loop {
+                    tokio::select! {
+                        r = tokio::signal::ctrl_c() => {
+                            if r.is_ok() {
+                                eprintln!("stopping: Ctrl-C (the report covers the time until now)");
+                                stop.store(true, Ordering::Relaxed);
+                            }
+                            return;
+                        }
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                            if stop.load(Ordering::Relaxed) { return; }
+                        }
+                    }
+                }
+            });
+        })
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0,1").unwrap().0, vec![0, 1]);
+        assert_eq!(parse_cpu_list("0-2,5").unwrap().0, vec![0, 1, 2, 5]);
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("").is_err());
+    }
+
+    #[test]
+    fn config_defaults_to_ten_seconds() {
+        let c = LoadArgs::default().to_config().unwrap();
+        assert_eq!(c.duration, Some(Duration::from_secs(10)));
+        let c = LoadArgs {
+            requests: Some(5),
+            headers: vec!["X-Test: a: b".into()],
+            ..LoadArgs::default()
+        }
+        .to_config()
+        .unwrap();
+        assert_eq!(c.duration, None);
+        assert_eq!(c.headers, vec![("X-Test".to_string(), "a: b".to_string())]);
+    }
+}

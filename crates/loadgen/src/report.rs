@@ -1,0 +1,223 @@
+//! The result of a run: what the profiler stores as JSON and the printer shows as text.
+
+use std::collections::BTreeMap;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Why a request failed. Every failure lands in exactly one kind; none is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorKind {
+    ConnectRefused,
+    ConnectTimeout,
+    /// The server reset the connection (RST), or closed it before the response was complete.
+    Reset,
+    /// No complete response within `--timeout`.
+    ReadTimeout,
+    /// The server's bytes were not valid HTTP/1.x.
+    ProtocolError,
+    /// A complete response whose status was not 2xx.
+    Non2xx,
+    Other,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Reset,
+        ErrorKind::ReadTimeout,
+        ErrorKind::ProtocolError,
+        ErrorKind::Non2xx,
+        ErrorKind::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Reset => "reset",
+            ErrorKind::ReadTimeout => "read_timeout",
+            ErrorKind::ProtocolError => "protocol_error",
+            ErrorKind::Non2xx => "non_2xx",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct LatencySummary {
+    pub p50: u64,
+    pub p75: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    /// How many values the histogram holds.
+    pub count: u64,
+}
+
+impl LatencySummary {
+    pub fn from_histogram(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            p50: h.value_at_quantile(0.50),
+            p75: h.value_at_quantile(0.75),
+            p90: h.value_at_quantile(0.90),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            p9999: h.value_at_quantile(0.9999),
+            max: h.max(),
+            min: h.min(),
+            mean: round3(h.mean()),
+            stdev: round3(h.stdev()),
+            count: h.len(),
+        }
+    }
+}
+
+/// One point of the percentile spectrum (HdrHistogram's percentile distribution).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct SpectrumPoint {
+    pub percentile: f64,
+    pub value_us: u64,
+    /// Values at or below `value_us`.
+    pub count: u64,
+}
+
+pub fn spectrum(h: &Histogram<u64>) -> Vec<SpectrumPoint> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut points: Vec<SpectrumPoint> = h
+        .iter_quantiles(2)
+        .map(|v| SpectrumPoint {
+            percentile: round3(v.quantile_iterated_to() * 100.0),
+            value_us: h.highest_equivalent(v.value_iterated_to()),
+            count: v.count_since_last_iteration(),
+        })
+        .collect();
+    // Running totals read better than per-step counts.
+    let mut total = 0;
+    for p in &mut points {
+        total += p.count;
+        p.count = total;
+    }
+    points.dedup_by(|b, a| a.percentile == b.percentile);
+    points
+}
+
+/// One interval of the run, by completion time.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct TimelineEntry {
+    /// Start of the interval, seconds after measurement started.
+    pub t_s: f64,
+    /// Successful (2xx) responses completed in the interval.
+    pub completed: u64,
+    /// Failed requests (any kind, non-2xx included) in the interval.
+    pub errors: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+    pub throughput_rps: f64,
+}
+
+/// The generator's own CPU use over the measured window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ClientCpu {
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    /// (user + sys) / (wall × worker threads), 0..1.
+    pub cpu_utilization: f64,
+    /// Busiest worker thread's (user + sys) / wall.
+    pub max_thread_utilization: f64,
+    /// A worker thread was at least 90% busy: the figures may describe the client, not the server.
+    pub saturated: bool,
+    pub threads: usize,
+}
+
+/// The settings of the run, echoed into the report.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ConfigEcho {
+    pub url: String,
+    pub connections: usize,
+    pub threads: usize,
+    pub duration_s: Option<f64>,
+    pub requests: Option<u64>,
+    pub rate: Option<f64>,
+    pub keepalive: bool,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body_bytes: usize,
+    pub timeout_s: f64,
+    pub warmup_s: f64,
+    pub cpus: Option<Vec<usize>>,
+    pub ramp_up_s: f64,
+    pub interval_s: f64,
+    /// "closed" (next request when the previous answer is complete) or "open" (constant rate).
+    pub mode: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct LoadReport {
+    /// Successful (2xx) responses per second over the measured window.
+    pub throughput_rps: f64,
+    /// Requests with an outcome in the measured window: `completed + errors`.
+    pub requests: u64,
+    /// Requests answered with a 2xx status.
+    pub completed: u64,
+    /// Failed requests of every kind (non-2xx responses included).
+    pub errors: u64,
+    /// Request attempts started in the measured window: `completed + errors + unfinished`.
+    pub sent: u64,
+    /// Requests still waiting for an answer when the run stopped (duration over or stop asked).
+    pub unfinished: u64,
+    /// Requests sent during warmup, excluded from every other figure.
+    pub warmup_requests: u64,
+    /// Length of the measured window in seconds.
+    pub duration_s: f64,
+    /// Bytes read from the sockets in the measured window (headers and bodies).
+    pub bytes: u64,
+    pub status_codes: BTreeMap<u16, u64>,
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Latency of every answered request (any status), from the intended send time in open loop.
+    pub latency_us: LatencySummary,
+    /// TCP connect time, when each request opens its own connection (`--no-keepalive`).
+    pub connect_latency_us: Option<LatencySummary>,
+    /// TCP connections opened during the measured window.
+    pub connections_opened: u64,
+    pub spectrum: Vec<SpectrumPoint>,
+    pub timeline: Vec<TimelineEntry>,
+    pub client_cpu: ClientCpu,
+    /// CLOCK_MONOTONIC in ns when measurement started (comparable to bpf_ktime_get_ns).
+    pub start_monotonic_ns: u64,
+    /// True when the run ended early because `stop` was set.
+    pub stopped_early: bool,
+    pub config: ConfigEcho,
+}
+
+impl LoadReport {
+    /// At least one request got a 2xx answer.
+    pub fn any_success(&self) -> bool {
+        self.completed > 0
+    }
+}
+
+pub(crate) fn round3(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1000.0).round() / 1000.0
+    } else {
+        0.0
+    }
+}

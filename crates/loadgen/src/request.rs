@@ -1,0 +1,204 @@
+//! The target (URL → socket address) and the request built once before the run.
+//!
+//! Every request of a run is identical, so the method, URI, headers and body are parsed and
+//! validated once; the hot path only clones reference-counted parts into a new `Request`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+use hyper::header::{CONNECTION, HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper::{Method, Uri};
+
+use crate::LoadError;
+
+/// Where the requests go: the resolved address and the parts of the URL the request needs.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub addr: SocketAddr,
+    /// `host[:port]` as the Host header carries it.
+    pub authority: String,
+    /// Origin-form request target (`/path?query`).
+    pub path_and_query: String,
+}
+
+impl Target {
+    pub fn parse(url: &str) -> Result<Target, LoadError> {
+        let bad = |reason: &str| LoadError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let uri: Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => return Err(LoadError::HttpsUnsupported),
+            Some(other) => return Err(bad(&format!("scheme `{other}` is not http"))),
+            None => return Err(bad("missing scheme")),
+        }
+        let authority = uri.authority().ok_or_else(|| bad("missing host"))?;
+        let host = authority.host();
+        if host.is_empty() {
+            return Err(bad("missing host"));
+        }
+        let port = authority.port_u16().unwrap_or(80);
+        // Brackets stay on IPv6 literals in the Host header but not for resolution.
+        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+        let addr = (bare_host, port)
+            .to_socket_addrs()
+            .map_err(|e| LoadError::Resolve {
+                host: bare_host.to_string(),
+                reason: e.to_string(),
+            })?
+            .next()
+            .ok_or_else(|| LoadError::Resolve {
+                host: bare_host.to_string(),
+                reason: "no address found".to_string(),
+            })?;
+        let path_and_query = uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".to_string());
+        Ok(Target {
+            addr,
+            authority: authority.as_str().to_string(),
+            path_and_query,
+        })
+    }
+}
+
+/// The request every connection sends, parsed once.
+#[derive(Clone, Debug)]
+pub struct RequestTemplate {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl RequestTemplate {
+    pub fn new(
+        target: &Target,
+        method: &str,
+        headers: &[(String, String)],
+        body: Option<&[u8]>,
+        keepalive: bool,
+    ) -> Result<RequestTemplate, LoadError> {
+        let method = Method::from_bytes(method.as_bytes())
+            .map_err(|_| LoadError::InvalidOption(format!("bad HTTP method `{method}`")))?;
+        let uri: Uri = target
+            .path_and_query
+            .parse()
+            .map_err(|e| LoadError::BadUrl {
+                url: target.path_and_query.clone(),
+                reason: format!("{e}"),
+            })?;
+        let mut map = HeaderMap::new();
+        map.insert(
+            HOST,
+            HeaderValue::from_str(&target.authority)
+                .map_err(|e| LoadError::InvalidOption(format!("bad host: {e}")))?,
+        );
+        map.insert(USER_AGENT, HeaderValue::from_static("srvprof-loadgen"));
+        if !keepalive {
+            // The server closes first, so TIME_WAIT lands on the server, not on our ports.
+            map.insert(CONNECTION, HeaderValue::from_static("close"));
+        }
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| LoadError::InvalidOption(format!("bad header name `{name}` in -H")))?;
+            let value = HeaderValue::from_str(value.trim()).map_err(|_| {
+                LoadError::InvalidOption(format!("bad header value `{value}` in -H"))
+            })?;
+            // A user's Host or Connection replaces ours; other names may repeat.
+            if name == HOST || name == CONNECTION || name == USER_AGENT {
+                map.insert(name, value);
+            } else {
+                map.append(name, value);
+            }
+        }
+        Ok(RequestTemplate {
+            method,
+            uri,
+            headers: map,
+            body: Bytes::copy_from_slice(body.unwrap_or_default()),
+        })
+    }
+
+    /// A fresh request: reference-count bumps for URI and body, one copy of the small header map
+    /// (hyper takes ownership of each request, so the map cannot be reused).
+    #[inline]
+    pub fn build(&self) -> Request<Full<Bytes>> {
+        let mut req = Request::new(Full::new(self.body.clone()));
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.uri.clone();
+        *req.headers_mut() = self.headers.clone();
+        req
+    }
+
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_url_with_port_and_query() {
+        let t = Target::parse("http://127.0.0.1:8080/a/b?x=1").unwrap();
+        assert_eq!(t.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(t.authority, "127.0.0.1:8080");
+        assert_eq!(t.path_and_query, "/a/b?x=1");
+    }
+
+    #[test]
+    fn defaults_path_and_port() {
+        let t = Target::parse("http://127.0.0.1").unwrap();
+        assert_eq!(t.addr.port(), 80);
+        assert_eq!(t.path_and_query, "/");
+    }
+
+    #[test]
+    fn refuses_https_and_garbage() {
+        assert!(matches!(
+            Target::parse("https://127.0.0.1/"),
+            Err(LoadError::HttpsUnsupported)
+        ));
+        assert!(matches!(
+            Target::parse("127.0.0.1:80"),
+            Err(LoadError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            Target::parse("ftp://127.0.0.1/"),
+            Err(LoadError::BadUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn user_headers_override_host() {
+        let t = Target::parse("http://127.0.0.1:1/").unwrap();
+        let tpl = RequestTemplate::new(
+            &t,
+            "POST",
+            &[
+                ("Host".into(), "example".into()),
+                ("X-A".into(), "1".into()),
+            ],
+            Some(b"hi"),
+            false,
+        )
+        .unwrap();
+        let req = tpl.build();
+        assert_eq!(req.method(), Method::POST);
+        assert_eq!(req.headers()[HOST], "example");
+        assert_eq!(req.headers()["x-a"], "1");
+        assert_eq!(req.headers()[CONNECTION], "close");
+    }
+}

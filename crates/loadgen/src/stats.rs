@@ -1,0 +1,347 @@
+//! Recording results: one `ThreadRecorder` per worker thread (no locks, no allocation per
+//! request), interval histograms shipped once per interval to the `Collector`, which builds the
+//! timeline and the run's total histogram.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::report::{ErrorKind, TimelineEntry, round3};
+use crate::sys::CpuTime;
+
+/// Latencies are recorded in microseconds, 3 significant digits, up to one hour.
+const HIST_MAX_US: u64 = 3_600_000_000;
+const HIST_SIGFIG: u8 = 3;
+const STATUS_SLOTS: usize = 1000;
+
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
+}
+
+#[inline]
+fn micros(d: Duration) -> u64 {
+    (d.as_nanos() / 1000) as u64
+}
+
+/// One worker thread's interval, sent to the collector.
+pub(crate) struct IntervalFlush {
+    pub thread: usize,
+    pub index: u64,
+    /// None when no response completed in the interval.
+    pub latency: Option<Histogram<u64>>,
+    pub completed: u64,
+    pub errors: u64,
+    /// Every interval below this index is complete for this thread (u64::MAX when it finished).
+    pub through: u64,
+}
+
+/// Whole-run counters of one worker thread.
+pub(crate) struct ThreadTotals {
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: u64,
+    /// Measured requests sent and not yet answered or failed.
+    pub in_flight: u64,
+    pub warmup_requests: u64,
+    pub bytes: u64,
+    pub connections_opened: u64,
+    pub status_codes: Vec<u64>,
+    pub errors_by_kind: [u64; ErrorKind::ALL.len()],
+    pub connect_latency: Histogram<u64>,
+    pub cpu: CpuTime,
+    pub cpu_wall: Duration,
+    pub end: Instant,
+}
+
+pub(crate) struct ThreadRecorder {
+    thread: usize,
+    measure_start: Instant,
+    /// Outcomes after this instant are left unfinished: the window is over.
+    measure_end: Option<Instant>,
+    interval: Duration,
+    current_index: u64,
+    current_end: Instant,
+    latency: Histogram<u64>,
+    interval_completed: u64,
+    interval_errors: u64,
+    cpu_at_start: Option<(CpuTime, Instant)>,
+    tx: Sender<IntervalFlush>,
+    pub totals: ThreadTotals,
+}
+
+impl ThreadRecorder {
+    pub fn new(
+        thread: usize,
+        measure_start: Instant,
+        measure_end: Option<Instant>,
+        interval: Duration,
+        tx: Sender<IntervalFlush>,
+    ) -> ThreadRecorder {
+        ThreadRecorder {
+            thread,
+            measure_start,
+            measure_end,
+            interval,
+            current_index: 0,
+            current_end: measure_start + interval,
+            latency: new_histogram(),
+            interval_completed: 0,
+            interval_errors: 0,
+            cpu_at_start: None,
+            tx,
+            totals: ThreadTotals {
+                sent: 0,
+                completed: 0,
+                errors: 0,
+                in_flight: 0,
+                warmup_requests: 0,
+                bytes: 0,
+                connections_opened: 0,
+                status_codes: vec![0; STATUS_SLOTS],
+                errors_by_kind: [0; ErrorKind::ALL.len()],
+                connect_latency: new_histogram(),
+                cpu: CpuTime::default(),
+                cpu_wall: Duration::ZERO,
+                end: measure_start,
+            },
+        }
+    }
+
+    /// A request attempt starts at `start` (its intended time in open loop). Returns whether it
+    /// belongs to the measured window.
+    #[inline]
+    pub fn begin(&mut self, start: Instant) -> bool {
+        if start < self.measure_start {
+            self.totals.warmup_requests += 1;
+            false
+        } else {
+            self.totals.sent += 1;
+            self.totals.in_flight += 1;
+            true
+        }
+    }
+
+    #[inline]
+    pub fn response(
+        &mut self,
+        measured: bool,
+        start: Instant,
+        now: Instant,
+        status: u16,
+        bytes: u64,
+    ) {
+        if !measured || self.after_window(now) {
+            return;
+        }
+        self.roll(now);
+        self.totals.in_flight -= 1;
+        self.totals.bytes += bytes;
+        self.totals.status_codes[(status as usize).min(STATUS_SLOTS - 1)] += 1;
+        self.latency.saturating_record(micros(now - start).max(1));
+        if (200..300).contains(&status) {
+            self.totals.completed += 1;
+            self.interval_completed += 1;
+        } else {
+            self.count_error(ErrorKind::Non2xx);
+        }
+    }
+
+    #[inline]
+    pub fn failure(&mut self, measured: bool, now: Instant, kind: ErrorKind, bytes: u64) {
+        if !measured || self.after_window(now) {
+            return;
+        }
+        self.roll(now);
+        self.totals.in_flight -= 1;
+        self.totals.bytes += bytes;
+        self.count_error(kind);
+    }
+
+    #[inline]
+    pub fn connected(&mut self, start: Instant, took: Duration) {
+        if start >= self.measure_start {
+            self.totals.connections_opened += 1;
+            self.totals
+                .connect_latency
+                .saturating_record(micros(took).max(1));
+        }
+    }
+
+    #[inline]
+    fn after_window(&self, now: Instant) -> bool {
+        self.measure_end.is_some_and(|end| now >= end)
+    }
+
+    fn count_error(&mut self, kind: ErrorKind) {
+        self.totals.errors += 1;
+        self.totals.errors_by_kind[kind.index()] += 1;
+        self.interval_errors += 1;
+    }
+
+    /// Close the intervals that ended before `now`.
+    #[inline]
+    pub fn roll(&mut self, now: Instant) {
+        if now >= self.current_end {
+            self.roll_slow(now);
+        }
+    }
+
+    #[cold]
+    fn roll_slow(&mut self, now: Instant) {
+        let index = (now.saturating_duration_since(self.measure_start).as_nanos()
+            / self.interval.as_nanos().max(1)) as u64;
+        self.flush(index);
+        self.current_index = index;
+        self.current_end = self.measure_start + self.interval * (index as u32 + 1);
+    }
+
+    fn flush(&mut self, through: u64) {
+        let latency = if self.latency.is_empty() {
+            None
+        } else {
+            Some(std::mem::replace(&mut self.latency, new_histogram()))
+        };
+        // The collector outlives every worker; a send error only means the run is being torn down.
+        let _ = self.tx.send(IntervalFlush {
+            thread: self.thread,
+            index: self.current_index,
+            latency,
+            completed: std::mem::take(&mut self.interval_completed),
+            errors: std::mem::take(&mut self.interval_errors),
+            through,
+        });
+    }
+
+    /// Called every tick: starts CPU accounting once measurement begins, closes idle intervals.
+    pub fn tick(&mut self, now: Instant) {
+        if self.cpu_at_start.is_none() && now >= self.measure_start {
+            self.cpu_at_start = Some((CpuTime::of_current_thread(), now));
+        }
+        if now >= self.measure_start {
+            self.roll(now);
+        }
+    }
+
+    /// Last flush; the thread's totals stay in `self.totals`.
+    pub fn finish(&mut self, now: Instant) {
+        if let Some((cpu, at)) = self.cpu_at_start {
+            self.totals.cpu = CpuTime::of_current_thread().since(cpu);
+            self.totals.cpu_wall = now.saturating_duration_since(at);
+        }
+        self.totals.end = now;
+        self.flush(u64::MAX);
+    }
+}
+
+#[derive(Default)]
+struct IntervalAccum {
+    latency: Option<Histogram<u64>>,
+    completed: u64,
+    errors: u64,
+}
+
+/// Merges the worker threads' intervals into the timeline and the total latency histogram.
+pub(crate) struct Collector {
+    interval: Duration,
+    /// Per thread: every interval below this index has arrived.
+    through: Vec<u64>,
+    pending: BTreeMap<u64, IntervalAccum>,
+    pub timeline: Vec<TimelineEntry>,
+    pub latency: Histogram<u64>,
+}
+
+impl Collector {
+    pub fn new(threads: usize, interval: Duration) -> Collector {
+        Collector {
+            interval,
+            through: vec![0; threads],
+            pending: BTreeMap::new(),
+            timeline: Vec::new(),
+            latency: new_histogram(),
+        }
+    }
+
+    pub fn add(&mut self, flush: IntervalFlush) {
+        let acc = self.pending.entry(flush.index).or_default();
+        acc.completed += flush.completed;
+        acc.errors += flush.errors;
+        if let Some(h) = flush.latency {
+            match &mut acc.latency {
+                Some(total) => total.add(&h).expect("same histogram bounds"),
+                None => acc.latency = Some(h),
+            }
+        }
+        let slot = &mut self.through[flush.thread];
+        *slot = (*slot).max(flush.through);
+        let complete_below = self.through.iter().copied().min().unwrap_or(0);
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() >= complete_below {
+                break;
+            }
+            let (index, acc) = entry.remove_entry();
+            self.close(index, acc);
+        }
+    }
+
+    fn close(&mut self, index: u64, acc: IntervalAccum) {
+        // Intervals nobody reported (a stalled server) still appear, with zeros.
+        while (self.timeline.len() as u64) < index {
+            let i = self.timeline.len() as u64;
+            self.timeline.push(self.entry(i, &IntervalAccum::default()));
+        }
+        let entry = self.entry(index, &acc);
+        self.timeline.push(entry);
+        if let Some(h) = acc.latency {
+            self.latency.add(&h).expect("same histogram bounds");
+        }
+    }
+
+    fn entry(&self, index: u64, acc: &IntervalAccum) -> TimelineEntry {
+        let (p50, p99, max) = match &acc.latency {
+            Some(h) => (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max()),
+            None => (0, 0, 0),
+        };
+        let secs = self.interval.as_secs_f64();
+        TimelineEntry {
+            t_s: round3(index as f64 * secs),
+            completed: acc.completed,
+            errors: acc.errors,
+            p50_us: p50,
+            p99_us: p99,
+            max_us: max,
+            throughput_rps: round3(acc.completed as f64 / secs),
+        }
+    }
+
+    /// Close every interval and trim the timeline to the measured window.
+    pub fn finish(&mut self, window: Duration) {
+        let pending = std::mem::take(&mut self.pending);
+        for (index, acc) in pending {
+            self.close(index, acc);
+        }
+        let secs = self.interval.as_secs_f64();
+        let wanted = (window.as_secs_f64() / secs).ceil().max(1.0) as usize;
+        while self.timeline.len() < wanted {
+            let i = self.timeline.len() as u64;
+            self.timeline.push(self.entry(i, &IntervalAccum::default()));
+        }
+        // A tick at the very end of the window may open one more, empty, interval.
+        while self.timeline.len() > wanted
+            && self
+                .timeline
+                .last()
+                .is_some_and(|e| e.completed == 0 && e.errors == 0)
+        {
+            self.timeline.pop();
+        }
+        // The last interval may be shorter than the others.
+        if let Some(last) = self.timeline.last_mut() {
+            let len = window.as_secs_f64() - last.t_s;
+            if len > 0.0 && len < secs {
+                last.throughput_rps = round3(last.completed as f64 / len);
+            }
+        }
+    }
+}

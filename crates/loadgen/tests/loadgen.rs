@@ -1,0 +1,440 @@
+//! The generator against servers whose behaviour is known by construction; every figure is
+//! compared with the server's own count or with the delay the server was built with.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use srvprof_loadgen::{LoadConfig, LoadError};
+use support::{Behaviour, TestServer, assert_accounted, config, run, serial};
+
+const MS: u64 = 1000; // microseconds
+
+#[test]
+fn fixed_10ms_delay_gives_p50_between_10_and_15_ms() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::from_millis(10)));
+    let r = run(&LoadConfig {
+        connections: 10,
+        duration: Some(Duration::from_secs(1)),
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert!(
+        (10 * MS..=15 * MS).contains(&r.latency_us.p50),
+        "p50 {}us",
+        r.latency_us.p50
+    );
+    assert!(r.latency_us.min >= 10 * MS, "min {}us", r.latency_us.min);
+    // 10 connections × 1 s / ~10.5 ms each.
+    assert!(
+        (600..=1000).contains(&r.completed),
+        "completed {}",
+        r.completed
+    );
+    assert_eq!(r.errors, 0);
+    let received = server.counts.requests();
+    assert!(
+        (r.completed..=r.sent).contains(&received),
+        "server got {received}, client completed {} sent {}",
+        r.completed,
+        r.sent
+    );
+    assert!(
+        (r.duration_s - 1.0).abs() < 0.05,
+        "duration {}",
+        r.duration_s
+    );
+}
+
+#[test]
+fn exactly_n_requests_keepalive() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let r = run(&LoadConfig {
+        connections: 10,
+        requests: Some(10_000),
+        duration: None,
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(server.counts.requests(), 10_000);
+    assert_eq!(r.sent, 10_000);
+    assert_eq!(r.completed, 10_000);
+    assert_eq!(r.unfinished, 0);
+    assert_eq!(r.status_codes[&200], 10_000);
+    // Keep-alive: one connection each (the server also saw the generator's port check).
+    assert_eq!(server.counts.connections(), 10 + 1);
+    assert_eq!(r.bytes, 10_000 * support::OK.len() as u64);
+}
+
+#[test]
+fn exactly_n_requests_without_keepalive() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let r = run(&LoadConfig {
+        connections: 10,
+        requests: Some(10_000),
+        duration: None,
+        keepalive: false,
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(server.counts.requests(), 10_000);
+    assert_eq!(r.completed, 10_000);
+    assert_eq!(server.counts.connections(), 10_000 + 1);
+    assert_eq!(r.connections_opened, 10_000);
+    let connect = r
+        .connect_latency_us
+        .expect("connect latency without keep-alive");
+    assert_eq!(connect.count, 10_000);
+    // Connect time is part of each request's latency.
+    assert!(r.latency_us.min >= connect.min);
+}
+
+#[test]
+fn every_third_connection_reset_is_counted_exactly() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::ResetEvery(3));
+    let r = run(&LoadConfig {
+        connections: 3,
+        requests: Some(300),
+        duration: None,
+        keepalive: false,
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(server.counts.requests(), 300);
+    assert_eq!(server.counts.resets(), 100);
+    assert_eq!(r.errors_by_kind["reset"], 100);
+    assert_eq!(r.errors, 100);
+    assert_eq!(r.completed, 200);
+}
+
+#[test]
+fn open_loop_shows_a_stall_that_closed_loop_hides() {
+    let _serial = serial();
+    let stall = Duration::from_secs(1);
+
+    // Closed loop: only the few requests in flight during the stall wait; p99 stays low.
+    let server = TestServer::start(Behaviour::StallOnce {
+        after: 2_000,
+        length: stall,
+    });
+    let closed = run(&LoadConfig {
+        connections: 8,
+        duration: Some(Duration::from_secs(3)),
+        ..config(&server.url())
+    });
+    assert_accounted(&closed);
+    assert!(
+        closed.latency_us.max >= 900 * MS,
+        "the stall happened: max {}us",
+        closed.latency_us.max
+    );
+    assert!(
+        closed.latency_us.p99 < 100 * MS,
+        "closed-loop p99 {}us",
+        closed.latency_us.p99
+    );
+
+    // Open loop at 1000 req/s: every request scheduled during the stall is late, from its
+    // intended send time, so about a third of the run is delayed and p99 is near the stall.
+    let server = TestServer::start(Behaviour::StallOnce {
+        after: 500,
+        length: stall,
+    });
+    let open = run(&LoadConfig {
+        connections: 20,
+        rate: Some(1000.0),
+        duration: Some(Duration::from_secs(3)),
+        ..config(&server.url())
+    });
+    assert_accounted(&open);
+    assert!(
+        open.latency_us.p99 >= 900 * MS,
+        "open-loop p99 {}us",
+        open.latency_us.p99
+    );
+    assert!(
+        open.latency_us.p90 >= 500 * MS,
+        "open-loop p90 {}us",
+        open.latency_us.p90
+    );
+    // The schedule held: about 3000 requests in 3 s.
+    assert!(
+        (2_700..=3_050).contains(&open.sent),
+        "open-loop sent {}",
+        open.sent
+    );
+    assert!(open.latency_us.p99 > 10 * closed.latency_us.p99);
+}
+
+#[test]
+fn non_2xx_responses_are_counted_as_errors_and_by_status() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::ServiceUnavailableEvery(4));
+    let r = run(&LoadConfig {
+        connections: 4,
+        requests: Some(400),
+        duration: None,
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(server.counts.non_2xx(), 100);
+    assert_eq!(r.status_codes[&503], 100);
+    assert_eq!(r.status_codes[&200], 300);
+    assert_eq!(r.errors_by_kind["non_2xx"], 100);
+    assert_eq!(r.completed, 300);
+    assert_eq!(
+        r.latency_us.count, 400,
+        "answered requests all have a latency"
+    );
+}
+
+#[test]
+fn malformed_http_is_a_protocol_error() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Garbage);
+    let r = run(&LoadConfig {
+        connections: 2,
+        requests: Some(20),
+        duration: None,
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(server.counts.requests(), 20);
+    assert_eq!(r.errors_by_kind["protocol_error"], 20);
+    assert_eq!(r.completed, 0);
+    assert!(!r.any_success());
+}
+
+#[test]
+fn silent_server_gives_read_timeouts() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Silent);
+    let started = Instant::now();
+    let r = run(&LoadConfig {
+        connections: 3,
+        requests: Some(6),
+        duration: None,
+        timeout: Duration::from_millis(300),
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(r.errors_by_kind["read_timeout"], 6);
+    assert_eq!(server.counts.requests(), 6);
+    // Two rounds of 300 ms timeouts.
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(550), "took {took:?}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn refuses_more_connections_than_the_fd_limit() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let err = srvprof_loadgen::run(
+        &LoadConfig {
+            connections: 30_000,
+            ..config(&server.url())
+        },
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect_err("30000 connections exceed the open-file limit here");
+    assert!(matches!(err, LoadError::FdLimit { .. }), "{err:?}");
+    let sentence = err.to_string();
+    assert!(sentence.contains("-c 30000"), "{sentence}");
+    assert!(sentence.contains("ulimit -n"), "{sentence}");
+    assert_eq!(
+        sentence.matches(". ").count(),
+        0,
+        "one sentence: {sentence}"
+    );
+    assert_eq!(server.counts.connections(), 0, "refused before connecting");
+}
+
+#[test]
+fn closed_port_is_one_clear_error() {
+    let _serial = serial();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let err = srvprof_loadgen::run(
+        &config(&format!("http://127.0.0.1:{port}/")),
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect_err("nothing listens there");
+    assert!(matches!(err, LoadError::PortClosed { .. }), "{err:?}");
+    assert!(err.to_string().contains("port closed"), "{err}");
+}
+
+#[test]
+fn https_and_bad_urls_are_refused_with_a_sentence() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let err = srvprof_loadgen::run(&config("https://127.0.0.1:1/"), stop.clone()).unwrap_err();
+    assert_eq!(err.to_string(), "https is not supported yet; use http://");
+    let err = srvprof_loadgen::run(&config("127.0.0.1:80"), stop).unwrap_err();
+    assert!(matches!(err, LoadError::BadUrl { .. }), "{err:?}");
+}
+
+#[test]
+fn timeline_covers_the_window_in_intervals() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::from_millis(2)));
+    let r = run(&LoadConfig {
+        connections: 4,
+        duration: Some(Duration::from_secs(2)),
+        interval: Duration::from_millis(500),
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    let starts: Vec<f64> = r.timeline.iter().map(|e| e.t_s).collect();
+    assert_eq!(starts, vec![0.0, 0.5, 1.0, 1.5]);
+    for e in &r.timeline {
+        assert!(e.completed > 100, "{e:?}");
+        assert!((2 * MS..=10 * MS).contains(&e.p50_us), "{e:?}");
+        assert!(e.p99_us >= e.p50_us);
+        assert!((e.throughput_rps - e.completed as f64 * 2.0).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn warmup_is_excluded_and_stop_returns_early() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::from_millis(1)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(800));
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let started = Instant::now();
+    let before_ns = srvprof_loadgen::monotonic_ns();
+    let r = srvprof_loadgen::run(
+        &LoadConfig {
+            warmup: Duration::from_millis(300),
+            duration: Some(Duration::from_secs(20)),
+            ..config(&server.url())
+        },
+        stop,
+    )
+    .unwrap();
+    stopper.join().unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(r.stopped_early);
+    assert_accounted(&r);
+    assert!(r.warmup_requests > 0);
+    assert!(
+        (0.4..0.7).contains(&r.duration_s),
+        "duration {}",
+        r.duration_s
+    );
+    // Measurement started after the warmup, on CLOCK_MONOTONIC.
+    let offset_ms = (r.start_monotonic_ns - before_ns) as f64 / 1e6;
+    assert!(
+        (250.0..400.0).contains(&offset_ms),
+        "start offset {offset_ms}ms"
+    );
+    // Every request started reached the server, but for at most one per connection at the stop.
+    let received = server.counts.requests();
+    let started_requests = r.sent + r.warmup_requests;
+    assert!(
+        (started_requests - 4..=started_requests).contains(&received),
+        "server got {received}, client started {started_requests}"
+    );
+}
+
+#[test]
+fn thousands_of_connections_from_one_process() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let r = run(&LoadConfig {
+        connections: 5_000,
+        duration: Some(Duration::from_secs(3)),
+        ramp_up: Duration::from_secs(1),
+        timeout: Duration::from_secs(10),
+        ..config(&server.url())
+    });
+    assert_accounted(&r);
+    assert_eq!(r.connections_opened, 5_000);
+    assert_eq!(server.counts.connections(), 5_000 + 1);
+    assert_eq!(r.errors, 0);
+    assert!(r.completed > 5_000, "completed {}", r.completed);
+}
+
+#[test]
+fn report_serializes_with_the_documented_fields_and_prints() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let r = run(&LoadConfig {
+        connections: 2,
+        requests: Some(500),
+        duration: None,
+        keepalive: false,
+        method: "POST".into(),
+        headers: vec![("X-Test".into(), "1".into())],
+        body: Some(b"ping".to_vec()),
+        ..config(&server.url())
+    });
+    let json = serde_json::to_value(&r).unwrap();
+    for key in [
+        "throughput_rps",
+        "requests",
+        "errors",
+        "duration_s",
+        "status_codes",
+        "errors_by_kind",
+        "bytes",
+        "connect_latency_us",
+        "spectrum",
+        "client_cpu",
+        "start_monotonic_ns",
+        "config",
+        "timeline",
+    ] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    for key in ["p50", "p75", "p90", "p99", "p999", "p9999", "max", "mean"] {
+        assert!(
+            json["latency_us"].get(key).is_some(),
+            "missing latency_us.{key}"
+        );
+    }
+    for key in ["user_ns", "sys_ns", "cpu_utilization", "saturated"] {
+        assert!(
+            json["client_cpu"].get(key).is_some(),
+            "missing client_cpu.{key}"
+        );
+    }
+    assert_eq!(json["status_codes"]["200"], 500);
+    assert_eq!(json["config"]["method"], "POST");
+    let back: srvprof_loadgen::LoadReport = serde_json::from_value(json).unwrap();
+    assert_eq!(back.completed, 500);
+    // The spectrum climbs to 100% and the last point is the max.
+    let last = r.spectrum.last().unwrap();
+    assert_eq!(last.percentile, 100.0);
+    assert_eq!(last.count, 500);
+    assert!(
+        r.spectrum
+            .windows(2)
+            .all(|w| w[0].value_us <= w[1].value_us)
+    );
+    assert!(r.client_cpu.user_ns + r.client_cpu.sys_ns > 0);
+
+    let mut text = Vec::new();
+    srvprof_loadgen::printer::print_text(&r, &mut text);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("Requests/sec:"), "{text}");
+    assert!(text.contains("500 requests"), "{text}");
+    assert!(text.contains("200: 500"), "{text}");
+}
