@@ -77,12 +77,18 @@ mod tests {
         let mut v = 0u64;
         while v < (1u64 << 40) {
             let s = slot_of(v);
-            assert!(slot_lower_bound(s) <= v && v <= slot_upper_bound(s), "v={v} slot={s}");
+            assert!(
+                slot_lower_bound(s) <= v && v <= slot_upper_bound(s),
+                "v={v} slot={s}"
+            );
             v = v * 5 / 4 + 1;
         }
         for v in [0, 1, 2, 3, 4, 5, 6, 7, 8, 1000, 1023, 1024, u64::MAX / 2] {
             let s = slot_of(v);
-            assert!(slot_lower_bound(s) <= v && v <= slot_upper_bound(s), "v={v}");
+            assert!(
+                slot_lower_bound(s) <= v && v <= slot_upper_bound(s),
+                "v={v}"
+            );
         }
     }
 

@@ -19,7 +19,9 @@ static EXITS: RingBuf = RingBuf::with_byte_size(EXIT_RING_BYTES, 0);
 #[btf_tracepoint(function = "sched_process_exit")]
 pub fn sched_process_exit(ctx: BtfTracePointContext) -> i32 {
     let tgid = ctx.tgid();
-    let Some(group) = group_of(tgid) else { return 0 };
+    let Some(group) = group_of(tgid) else {
+        return 0;
+    };
     let task: *const u8 = ctx.arg(0);
     let event = ExitEvent {
         ts_ns: unsafe { bpf_ktime_get_ns() },

@@ -40,7 +40,9 @@ pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
     if vec >= NR_SOFTIRQS {
         return 0;
     }
-    let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) else { return 0 };
+    let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) else {
+        return 0;
+    };
     let started = unsafe { *start };
     if started == 0 {
         return 0;
@@ -59,7 +61,14 @@ pub fn irq_handler_entry(ctx: BtfTracePointContext) -> i32 {
     match HARDIRQS.get_ptr_mut(&irq) {
         Some(ct) => unsafe { (*ct).count += 1 },
         None => {
-            let _ = HARDIRQS.insert(&irq, &CountTime { count: 1, total_ns: 0 }, 0);
+            let _ = HARDIRQS.insert(
+                &irq,
+                &CountTime {
+                    count: 1,
+                    total_ns: 0,
+                },
+                0,
+            );
         }
     }
     if let Some(start) = HARDIRQ_START.get_ptr_mut(0) {
@@ -72,7 +81,9 @@ pub fn irq_handler_entry(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "irq_handler_exit")]
 pub fn irq_handler_exit(ctx: BtfTracePointContext) -> i32 {
     let irq: u32 = ctx.arg(0);
-    let Some(start) = HARDIRQ_START.get_ptr_mut(0) else { return 0 };
+    let Some(start) = HARDIRQ_START.get_ptr_mut(0) else {
+        return 0;
+    };
     let started = unsafe { *start };
     if started == 0 {
         return 0;

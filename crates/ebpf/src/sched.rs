@@ -46,6 +46,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                 st.runnable_since_ns = now;
             } else {
                 st.voluntary_switches += 1;
+                // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
+                st.runnable_since_ns = 0;
             }
             if st.last_switch_in_ns != 0 {
                 st.oncpu_ns += now - st.last_switch_in_ns;
@@ -55,7 +57,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
     }
 
-    let Some((next_tid, next_tgid)) = task_ids(next) else { return 0 };
+    let Some((next_tid, next_tgid)) = task_ids(next) else {
+        return 0;
+    };
     if next_tid == 0 {
         return 0;
     }
@@ -84,10 +88,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 #[inline(always)]
 fn on_wakeup(ctx: &BtfTracePointContext) -> i32 {
     let task: *const u8 = ctx.arg(0);
-    let Some((tid, tgid)) = task_ids(task) else { return 0 };
+    let Some((tid, tgid)) = task_ids(task) else {
+        return 0;
+    };
     if let Some(group) = group_of(tgid) {
         if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
-            if st.runnable_since_ns == 0 {
+            // A task woken while still on a CPU (it had not switched out yet) waits for nothing.
+            if st.runnable_since_ns == 0 && st.last_switch_in_ns == 0 {
                 st.runnable_since_ns = unsafe { bpf_ktime_get_ns() };
             }
         }
@@ -111,7 +118,9 @@ pub fn sched_wakeup_new(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sched_migrate_task")]
 pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
     let task: *const u8 = ctx.arg(0);
-    let Some((tid, tgid)) = task_ids(task) else { return 0 };
+    let Some((tid, tgid)) = task_ids(task) else {
+        return 0;
+    };
     if let Some(group) = group_of(tgid) {
         if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
             st.migrations += 1;
@@ -125,9 +134,13 @@ pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
     let parent_tgid = ctx.tgid();
-    let Some(group) = group_of(parent_tgid) else { return 0 };
+    let Some(group) = group_of(parent_tgid) else {
+        return 0;
+    };
     let child: *const u8 = ctx.arg(1);
-    let Some((_, child_tgid)) = task_ids(child) else { return 0 };
+    let Some((_, child_tgid)) = task_ids(child) else {
+        return 0;
+    };
     if child_tgid != parent_tgid {
         let _ = TARGET_TGIDS.insert(&child_tgid, &group, 0);
     }

@@ -7,9 +7,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
-use srvprof_common::{
-    CountTime, MAX_SYSCALL_KEYS, MAX_THREADS, SyscallKey, SyscallStart, lost,
-};
+use srvprof_common::{CountTime, MAX_SYSCALL_KEYS, MAX_THREADS, SyscallKey, SyscallStart, lost};
 
 use crate::target::{THREADS, count_lost, group_of};
 
@@ -25,9 +23,15 @@ static SYSCALLS: PerCpuHashMap<SyscallKey, CountTime> =
 /// sys_enter(struct pt_regs *regs, long id)
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
-    let Some(group) = group_of(ctx.tgid()) else { return 0 };
+    let Some(group) = group_of(ctx.tgid()) else {
+        return 0;
+    };
     let nr: i64 = ctx.arg(1);
-    let start = SyscallStart { start_ns: unsafe { bpf_ktime_get_ns() }, nr: nr as u32, group };
+    let start = SyscallStart {
+        start_ns: unsafe { bpf_ktime_get_ns() },
+        nr: nr as u32,
+        group,
+    };
     if SYSCALL_START.insert(&ctx.pid(), &start, 0).is_err() {
         count_lost(lost::SYSCALL_MAP_FULL);
     }
@@ -38,17 +42,29 @@ pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     let tid = ctx.pid();
-    let Some(start) = (unsafe { SYSCALL_START.get(&tid) }).copied() else { return 0 };
+    let Some(start) = (unsafe { SYSCALL_START.get(&tid) }).copied() else {
+        return 0;
+    };
     let _ = SYSCALL_START.remove(&tid);
     let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
-    let key = SyscallKey { group: start.group, nr: start.nr };
+    let key = SyscallKey {
+        group: start.group,
+        nr: start.nr,
+    };
     match SYSCALLS.get_ptr_mut(&key) {
         Some(ct) => unsafe {
             (*ct).count += 1;
             (*ct).total_ns += elapsed;
         },
         None => {
-            let _ = SYSCALLS.insert(&key, &CountTime { count: 1, total_ns: elapsed }, 0);
+            let _ = SYSCALLS.insert(
+                &key,
+                &CountTime {
+                    count: 1,
+                    total_ns: elapsed,
+                },
+                0,
+            );
         }
     }
     if let Some(st) = THREADS.get_ptr_mut(&tid) {

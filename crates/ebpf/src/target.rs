@@ -82,11 +82,21 @@ pub fn count_lost(reason: u32) {
 
 /// The stats of a watched thread, created on first sight.
 #[inline(always)]
-pub fn thread_stats(tid: u32, tgid: u32, group: u32, comm: [u8; 16]) -> Option<&'static mut ThreadStats> {
+pub fn thread_stats(
+    tid: u32,
+    tgid: u32,
+    group: u32,
+    comm: [u8; 16],
+) -> Option<&'static mut ThreadStats> {
     if let Some(st) = THREADS.get_ptr_mut(&tid) {
         return Some(unsafe { &mut *st });
     }
-    let fresh = ThreadStats { tgid, group, comm, ..ThreadStats::default() };
+    let fresh = ThreadStats {
+        tgid,
+        group,
+        comm,
+        ..ThreadStats::default()
+    };
     if THREADS.insert(&tid, &fresh, 0).is_err() {
         count_lost(lost::THREADS_MAP_FULL);
         return None;

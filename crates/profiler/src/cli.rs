@@ -6,7 +6,11 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "srvprof", version, about = "Drive a network server with load and watch the kernel underneath it (eBPF).")]
+#[command(
+    name = "srvprof",
+    version,
+    about = "Drive a network server with load and watch the kernel underneath it (eBPF)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -21,7 +25,8 @@ pub enum Command {
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -45,7 +45,9 @@ pub struct NsHistogram {
 
 impl Default for NsHistogram {
     fn default() -> Self {
-        Self { slots: vec![0; hist::SLOTS as usize] }
+        Self {
+            slots: vec![0; hist::SLOTS as usize],
+        }
     }
 }
 
@@ -56,7 +58,12 @@ impl NsHistogram {
 
     pub fn minus(&self, earlier: &NsHistogram) -> NsHistogram {
         NsHistogram {
-            slots: self.slots.iter().zip(&earlier.slots).map(|(a, b)| a.saturating_sub(*b)).collect(),
+            slots: self
+                .slots
+                .iter()
+                .zip(&earlier.slots)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
         }
     }
 
@@ -78,7 +85,10 @@ impl NsHistogram {
         for (slot, n) in self.slots.iter().enumerate() {
             seen += n;
             if seen >= rank {
-                return Some(hist::slot_upper_bound(slot as u32).min(hist::slot_lower_bound(slot as u32) * 2));
+                return Some(
+                    hist::slot_upper_bound(slot as u32)
+                        .min(hist::slot_lower_bound(slot as u32) * 2),
+                );
             }
         }
         None

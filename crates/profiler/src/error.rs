@@ -12,27 +12,49 @@ pub enum SrvprofError {
         "this kernel has no BTF at /sys/kernel/btf/vmlinux; srvprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.5 or newer)"
     )]
     NoKernelBtf,
-    #[error("could not find {field} in the kernel's BTF ({reason}); this kernel's layout is not supported, please report it")]
+    #[error(
+        "could not find {field} in the kernel's BTF ({reason}); this kernel's layout is not supported, please report it"
+    )]
     BtfField { field: String, reason: String },
     #[error("no process with PID {0} exists; check the PID with `pgrep` or `ps`")]
     NoSuchPid(u32),
-    #[error("PID {0} is a kernel thread, which has no server to profile; pass the PID of a user-space process")]
+    #[error(
+        "PID {0} is a kernel thread, which has no server to profile; pass the PID of a user-space process"
+    )]
     KernelThread(u32),
-    #[error("none of the given PIDs ({0}) exists any more; start the server and pass its current PIDs")]
+    #[error(
+        "none of the given PIDs ({0}) exists any more; start the server and pass its current PIDs"
+    )]
     NoLivePids(String),
-    #[error("no PID was given; pass the server's PIDs with --pid, for example --pid $(pgrep nginx)")]
+    #[error(
+        "no PID was given; pass the server's PIDs with --pid, for example --pid $(pgrep nginx)"
+    )]
     NoPids,
-    #[error("the eBPF program {program} could not be loaded ({reason}); run `srvprof check` to see which prerequisite is missing")]
+    #[error(
+        "the eBPF program {program} could not be loaded ({reason}); run `srvprof check` to see which prerequisite is missing"
+    )]
     ProgramLoad { program: String, reason: String },
-    #[error("the eBPF program {program} could not attach to the tracepoint {tracepoint} ({reason}); run `srvprof check`")]
-    ProgramAttach { program: String, tracepoint: String, reason: String },
-    #[error("the eBPF map {map} is missing or has the wrong type ({reason}); rebuild srvprof with `cargo xtask setup && cargo build`")]
+    #[error(
+        "the eBPF program {program} could not attach to the tracepoint {tracepoint} ({reason}); run `srvprof check`"
+    )]
+    ProgramAttach {
+        program: String,
+        tracepoint: String,
+        reason: String,
+    },
+    #[error(
+        "the eBPF map {map} is missing or has the wrong type ({reason}); rebuild srvprof with `cargo xtask setup && cargo build`"
+    )]
     Map { map: String, reason: String },
-    #[error("the eBPF object could not be loaded ({0}); run `srvprof check` to see which prerequisite is missing")]
+    #[error(
+        "the eBPF object could not be loaded ({0}); run `srvprof check` to see which prerequisite is missing"
+    )]
     Load(String),
     #[error("could not write {path}: {reason}; choose another --out path or fix its permissions")]
     Write { path: String, reason: String },
-    #[error("{path} exists and was not written by srvprof; pass --force to overwrite it or choose another --out")]
+    #[error(
+        "{path} exists and was not written by srvprof; pass --force to overwrite it or choose another --out"
+    )]
     WouldOverwrite { path: String },
     #[error("{0}")]
     Usage(String),

@@ -12,7 +12,10 @@ use crate::error::SrvprofError;
 pub const TOOL_MARKER: &str = "\"tool\": \"srvprof\"";
 
 fn write_err(path: &Path, e: impl std::fmt::Display) -> SrvprofError {
-    SrvprofError::Write { path: path.display().to_string(), reason: e.to_string() }
+    SrvprofError::Write {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
 }
 
 /// Whether `path` may be (over)written: absent, or a regular file srvprof wrote, or `force`.
@@ -25,24 +28,42 @@ pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
         }),
         Ok(_) if force => Ok(()),
         Ok(meta) if meta.is_file() => {
-            let head = fs::read(path).map(|b| b[..b.len().min(4096)].to_vec()).unwrap_or_default();
+            let head = fs::read(path)
+                .map(|b| b[..b.len().min(4096)].to_vec())
+                .unwrap_or_default();
             let head = String::from_utf8_lossy(&head);
-            if head.contains(TOOL_MARKER) || head.starts_with("# srvprof") || head.contains("srvprof-report") {
+            if head.contains(TOOL_MARKER)
+                || head.starts_with("# srvprof")
+                || head.contains("srvprof-report")
+            {
                 Ok(())
             } else {
-                Err(SrvprofError::WouldOverwrite { path: path.display().to_string() })
+                Err(SrvprofError::WouldOverwrite {
+                    path: path.display().to_string(),
+                })
             }
         }
-        Ok(_) => Err(SrvprofError::WouldOverwrite { path: path.display().to_string() }),
+        Ok(_) => Err(SrvprofError::WouldOverwrite {
+            path: path.display().to_string(),
+        }),
     }
 }
 
 /// Writes `bytes` to `path` atomically: a reader sees the old file or the whole new one.
 pub fn write_atomic(path: &Path, bytes: &[u8], force: bool) -> Result<(), SrvprofError> {
     check_writable(path, force)?;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| write_err(path, "not a file name"))?;
-    let tmp = dir.join(format!(".{}.srvprof-tmp-{}", name.to_string_lossy(), std::process::id()));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| write_err(path, "not a file name"))?;
+    let tmp = dir.join(format!(
+        ".{}.srvprof-tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -66,7 +87,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], force: bool) -> Result<(), Srvpro
 pub fn create_dir(path: &Path) -> Result<(), SrvprofError> {
     if let Ok(meta) = fs::symlink_metadata(path) {
         if meta.file_type().is_symlink() {
-            return Err(write_err(path, "it is a symbolic link, which srvprof never follows"));
+            return Err(write_err(
+                path,
+                "it is a symbolic link, which srvprof never follows",
+            ));
         }
         if meta.is_dir() {
             return Ok(());
@@ -91,7 +115,8 @@ mod tests {
     use super::*;
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("srvprof-output-test-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("srvprof-output-test-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
@@ -112,16 +137,33 @@ mod tests {
     fn replaces_its_own_file_but_not_a_foreign_one_without_force() {
         let d = tmpdir("overwrite");
         let ours = d.join("ours.json");
-        write_atomic(&ours, format!("{{{TOOL_MARKER}, \"a\": 1}}").as_bytes(), false).unwrap();
-        write_atomic(&ours, format!("{{{TOOL_MARKER}, \"a\": 2}}").as_bytes(), false).unwrap();
+        write_atomic(
+            &ours,
+            format!("{{{TOOL_MARKER}, \"a\": 1}}").as_bytes(),
+            false,
+        )
+        .unwrap();
+        write_atomic(
+            &ours,
+            format!("{{{TOOL_MARKER}, \"a\": 2}}").as_bytes(),
+            false,
+        )
+        .unwrap();
         assert!(fs::read_to_string(&ours).unwrap().contains("\"a\": 2"));
         let foreign = d.join("notes.txt");
         fs::write(&foreign, "mine").unwrap();
-        assert!(matches!(write_atomic(&foreign, b"x", false), Err(SrvprofError::WouldOverwrite { .. })));
+        assert!(matches!(
+            write_atomic(&foreign, b"x", false),
+            Err(SrvprofError::WouldOverwrite { .. })
+        ));
         assert_eq!(fs::read_to_string(&foreign).unwrap(), "mine");
         write_atomic(&foreign, b"x", true).unwrap();
         assert_eq!(fs::read_to_string(&foreign).unwrap(), "x");
-        let leftovers: Vec<_> = fs::read_dir(&d).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains("srvprof-tmp")).collect();
+        let leftovers: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains("srvprof-tmp"))
+            .collect();
         assert!(leftovers.is_empty());
     }
 }

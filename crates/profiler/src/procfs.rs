@@ -28,7 +28,10 @@ pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     let ns_per_tick = 1_000_000_000 / ticks_per_sec;
-    Some(CpuTime { user_ns: utime * ns_per_tick, sys_ns: stime * ns_per_tick })
+    Some(CpuTime {
+        user_ns: utime * ns_per_tick,
+        sys_ns: stime * ns_per_tick,
+    })
 }
 
 /// A process's CPU time (all its threads, live and exited).
@@ -45,8 +48,12 @@ pub fn thread_cpu_time(pid: u32, tid: u32) -> Option<CpuTime> {
 
 /// The thread ids of a process.
 pub fn thread_ids(pid: u32) -> Vec<u32> {
-    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    let mut tids: Vec<u32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut tids: Vec<u32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
     tids.sort_unstable();
     tids
 }
@@ -55,17 +62,36 @@ pub fn process_exists(pid: u32) -> bool {
     fs::metadata(format!("/proc/{pid}")).is_ok()
 }
 
+/// Exists and is not a zombie waiting to be reaped (a dead server whose parent has not waited yet).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat.rfind(')').and_then(|i| stat[i + 2..].chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
 /// A kernel thread has no memory map: /proc/PID/cmdline is empty and it is a child of kthreadd.
 pub fn is_kernel_thread(pid: u32) -> bool {
-    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return false };
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(after_comm) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return false;
+    };
     // field 9 (flags), PF_KTHREAD = 0x00200000
-    let flags: u64 = after_comm.split_whitespace().nth(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    let flags: u64 = after_comm
+        .split_whitespace()
+        .nth(6)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0);
     flags & 0x0020_0000 != 0
 }
 
 pub fn comm(pid: u32, tid: u32) -> Option<String> {
-    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok().map(|s| s.trim_end().to_string())
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+        .ok()
+        .map(|s| s.trim_end().to_string())
 }
 
 /// (voluntary, involuntary) context switches from /proc/PID/task/TID/status.
@@ -76,9 +102,15 @@ pub fn thread_ctxt_switches(pid: u32, tid: u32) -> Option<(u64, u64)> {
 
 pub fn parse_ctxt_switches(status: &str) -> Option<(u64, u64)> {
     let field = |name: &str| -> Option<u64> {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
     };
-    Some((field("voluntary_ctxt_switches:")?, field("nonvoluntary_ctxt_switches:")?))
+    Some((
+        field("voluntary_ctxt_switches:")?,
+        field("nonvoluntary_ctxt_switches:")?,
+    ))
 }
 
 /// /proc/softirqs: vector name -> per-CPU counts.
@@ -94,18 +126,25 @@ pub fn parse_softirqs(text: &str) -> BTreeMap<String, Vec<u64>> {
 }
 
 pub fn softirqs() -> BTreeMap<String, Vec<u64>> {
-    fs::read_to_string("/proc/softirqs").map(|t| parse_softirqs(&t)).unwrap_or_default()
+    fs::read_to_string("/proc/softirqs")
+        .map(|t| parse_softirqs(&t))
+        .unwrap_or_default()
 }
 
 /// /proc/interrupts: irq number -> name (the device or handler name in the last column).
 pub fn parse_interrupt_names(text: &str) -> BTreeMap<u32, String> {
     let mut lines = text.lines();
-    let ncpus = lines.next().map(|h| h.split_whitespace().count()).unwrap_or(0);
+    let ncpus = lines
+        .next()
+        .map(|h| h.split_whitespace().count())
+        .unwrap_or(0);
     let mut out = BTreeMap::new();
     for line in lines {
         let mut parts = line.split_whitespace();
         let Some(label) = parts.next() else { continue };
-        let Ok(irq) = label.trim_end_matches(':').parse::<u32>() else { continue };
+        let Ok(irq) = label.trim_end_matches(':').parse::<u32>() else {
+            continue;
+        };
         let rest: Vec<&str> = parts.skip(ncpus).collect();
         // e.g. "IO-APIC 2-edge timer" or "PCI-MSIX-0000:00:03.0 0-edge virtio0-input.0": the last word is the handler.
         let name = rest.last().map(|s| s.to_string()).unwrap_or_default();
@@ -115,7 +154,9 @@ pub fn parse_interrupt_names(text: &str) -> BTreeMap<u32, String> {
 }
 
 pub fn interrupt_names() -> BTreeMap<u32, String> {
-    fs::read_to_string("/proc/interrupts").map(|t| parse_interrupt_names(&t)).unwrap_or_default()
+    fs::read_to_string("/proc/interrupts")
+        .map(|t| parse_interrupt_names(&t))
+        .unwrap_or_default()
 }
 
 /// TCP counters of the network namespace `pid` lives in (/proc/PID/net/netstat and snmp),
@@ -127,7 +168,9 @@ pub fn parse_mib(text: &str) -> BTreeMap<String, u64> {
         let [names, values] = pair else { continue };
         let mut n = names.split_whitespace();
         let mut v = values.split_whitespace();
-        let (Some(prefix), Some(_)) = (n.next(), v.next()) else { continue };
+        let (Some(prefix), Some(_)) = (n.next(), v.next()) else {
+            continue;
+        };
         for (name, value) in n.zip(v) {
             if let Ok(value) = value.parse::<u64>() {
                 out.insert(format!("{}{}", prefix, name), value);
@@ -164,7 +207,9 @@ pub fn has_bpf_privileges() -> bool {
     if unsafe { libc::geteuid() } == 0 {
         return true;
     }
-    let Ok(status) = fs::read_to_string("/proc/self/status") else { return false };
+    let Ok(status) = fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
     let eff = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))
@@ -179,7 +224,8 @@ mod tests {
 
     #[test]
     fn stat_times_survive_a_comm_with_spaces_and_parens() {
-        let stat = "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
+        let stat =
+            "1234 (my (odd) proc) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
         let t = parse_stat_cpu_time(stat, 100).unwrap();
         assert_eq!(t.user_ns, 2_500_000_000);
         assert_eq!(t.sys_ns, 750_000_000);

@@ -83,12 +83,29 @@ impl Sampler {
         for (pid, group) in self.probes.watched_pids()? {
             if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
                 let entry = self.processes.entry(pid).or_default();
-                *entry = CpuUse { pid, tid: 0, group, comm: procfs::comm(pid, pid).unwrap_or_default(), user_ns: cpu.user_ns, sys_ns: cpu.sys_ns };
+                *entry = CpuUse {
+                    pid,
+                    tid: 0,
+                    group,
+                    comm: procfs::comm(pid, pid).unwrap_or_default(),
+                    user_ns: cpu.user_ns,
+                    sys_ns: cpu.sys_ns,
+                };
             }
             for tid in procfs::thread_ids(pid) {
                 if let Some(cpu) = read_cpu(&format!("/proc/{pid}/task/{tid}/stat"), ticks) {
                     let comm = procfs::comm(pid, tid).unwrap_or_default();
-                    self.threads.insert(tid, CpuUse { pid, tid, group, comm, user_ns: cpu.user_ns, sys_ns: cpu.sys_ns });
+                    self.threads.insert(
+                        tid,
+                        CpuUse {
+                            pid,
+                            tid,
+                            group,
+                            comm,
+                            user_ns: cpu.user_ns,
+                            sys_ns: cpu.sys_ns,
+                        },
+                    );
                 }
             }
         }

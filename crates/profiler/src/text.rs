@@ -36,7 +36,11 @@ pub fn interval_line(out: &mut impl Write, r: &IntervalRow) {
 pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) {
     let t = &r.totals;
     let secs = r.duration_s.max(1e-9);
-    let _ = writeln!(out, "\n== summary: {:.1} s, {} process(es), {} active thread(s)", r.duration_s, t.processes, t.threads);
+    let _ = writeln!(
+        out,
+        "\n== summary: {:.1} s, {} process(es), {} active thread(s)",
+        r.duration_s, t.processes, t.threads
+    );
     let _ = writeln!(
         out,
         "context switches: {} voluntary ({:.0}/s), {} involuntary ({:.0}/s), {} migrations",
@@ -57,10 +61,22 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     let _ = writeln!(
         out,
         "run-queue latency (us): p50 {:.0}, p99 {:.0}, max {:.0} over {} waits",
-        r.runq_latency_us.p50, r.runq_latency_us.p99, r.runq_latency_us.max, r.runq_latency_us.count
+        r.runq_latency_us.p50,
+        r.runq_latency_us.p99,
+        r.runq_latency_us.max,
+        r.runq_latency_us.count
     );
-    let _ = writeln!(out, "syscalls: {} ({:.0}/s)", t.syscalls, t.syscalls as f64 / secs);
-    let _ = writeln!(out, "  {:<20} {:>10} {:>12} {:>10}", "syscall", "count", "total ms", "avg us");
+    let _ = writeln!(
+        out,
+        "syscalls: {} ({:.0}/s)",
+        t.syscalls,
+        t.syscalls as f64 / secs
+    );
+    let _ = writeln!(
+        out,
+        "  {:<20} {:>10} {:>12} {:>10}",
+        "syscall", "count", "total ms", "avg us"
+    );
     for s in r.syscalls.iter().take(10) {
         let _ = writeln!(
             out,
@@ -94,19 +110,35 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
             th.sys_ns as f64 / 1e6
         );
     }
-    let mut net: Vec<_> = r.softirqs.iter().filter(|s| s.vector.starts_with("NET")).collect();
+    let mut net: Vec<_> = r
+        .softirqs
+        .iter()
+        .filter(|s| s.vector.starts_with("NET"))
+        .collect();
     net.sort_by_key(|s| (s.vector.clone(), s.cpu));
     if !net.is_empty() {
         let _ = writeln!(out, "network softirqs (system-wide):");
         for s in net {
-            let _ = writeln!(out, "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms)", s.cpu, s.vector, s.count, s.count as f64 / secs, s.total_ns as f64 / 1e6);
+            let _ = writeln!(
+                out,
+                "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms)",
+                s.cpu,
+                s.vector,
+                s.count,
+                s.count as f64 / secs,
+                s.total_ns as f64 / 1e6
+            );
         }
     }
     let tcp = &r.tcp;
     let _ = writeln!(
         out,
         "TCP: {} listen overflows, {} listen drops, {} SYN retransmits, {} retransmits, {} resets sent",
-        tcp.listen_overflows, tcp.listen_drops, tcp.syn_retransmits, tcp.retransmits, tcp.resets_sent
+        tcp.listen_overflows,
+        tcp.listen_drops,
+        tcp.syn_retransmits,
+        tcp.retransmits,
+        tcp.resets_sent
     );
     for e in &r.exits {
         let how = match (e.signal, e.exit_code) {
@@ -114,11 +146,19 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
             (None, Some(code)) => format!("exited with code {code}"),
             _ => "exited".into(),
         };
-        let _ = writeln!(out, "exit: pid {} tid {} ({}) {} at {:.2} s", e.pid, e.tid, e.comm, how, e.t_s);
+        let _ = writeln!(
+            out,
+            "exit: pid {} tid {} ({}) {} at {:.2} s",
+            e.pid, e.tid, e.comm, how, e.t_s
+        );
     }
     let lost: u64 = r.lost_events.values().sum();
     if lost > 0 {
-        let _ = writeln!(out, "WARNING: {lost} kernel records were lost: {:?}", r.lost_events);
+        let _ = writeln!(
+            out,
+            "WARNING: {lost} kernel records were lost: {:?}",
+            r.lost_events
+        );
     }
     for n in notes {
         let _ = writeln!(out, "note: {n}");

@@ -29,7 +29,11 @@ pub struct IntervalRow {
 
 pub fn interval_row(prev: &Sample, cur: &Sample, group: u32, run_start_ns: u64) -> IntervalRow {
     let r = kernel_report(prev, cur, group, &[]);
-    row_from_report(&r, prev.monotonic_ns.saturating_sub(run_start_ns) as f64 / 1e9, cur.kernel.softirqs.len())
+    row_from_report(
+        &r,
+        prev.monotonic_ns.saturating_sub(run_start_ns) as f64 / 1e9,
+        cur.kernel.softirqs.len(),
+    )
 }
 
 pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow {

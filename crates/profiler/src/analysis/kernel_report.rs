@@ -126,7 +126,9 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
     let Some(s) = start else { return end.clone() };
     ThreadCounters {
         voluntary_switches: end.voluntary_switches.saturating_sub(s.voluntary_switches),
-        involuntary_switches: end.involuntary_switches.saturating_sub(s.involuntary_switches),
+        involuntary_switches: end
+            .involuntary_switches
+            .saturating_sub(s.involuntary_switches),
         oncpu_ns: end.oncpu_ns.saturating_sub(s.oncpu_ns),
         offcpu_ns: end.offcpu_ns.saturating_sub(s.offcpu_ns),
         runq_ns: end.runq_ns.saturating_sub(s.runq_ns),
@@ -138,11 +140,19 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
     }
 }
 
-fn cpu_delta(end: &[CpuUse], start: &[CpuUse], key: impl Fn(&CpuUse) -> u32, id: u32) -> (u64, u64) {
+fn cpu_delta(
+    end: &[CpuUse],
+    start: &[CpuUse],
+    key: impl Fn(&CpuUse) -> u32,
+    id: u32,
+) -> (u64, u64) {
     let e = end.iter().find(|c| key(c) == id);
     let s = start.iter().find(|c| key(c) == id);
     match (e, s) {
-        (Some(e), Some(s)) => (e.user_ns.saturating_sub(s.user_ns), e.sys_ns.saturating_sub(s.sys_ns)),
+        (Some(e), Some(s)) => (
+            e.user_ns.saturating_sub(s.user_ns),
+            e.sys_ns.saturating_sub(s.sys_ns),
+        ),
         (Some(e), None) => (e.user_ns, e.sys_ns),
         _ => (0, 0),
     }
@@ -156,11 +166,20 @@ fn mib_delta(end: &Sample, start: &Sample, name: &str) -> u64 {
 
 /// The report for `group` between two samples. Threads and processes first seen after `start`
 /// count from zero (they were born in the window).
-pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitRecord]) -> KernelReport {
+pub fn kernel_report(
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    exits: &[ExitRecord],
+) -> KernelReport {
     let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
-    let mut r = KernelReport { duration_s, ..Default::default() };
+    let mut r = KernelReport {
+        duration_s,
+        ..Default::default()
+    };
 
-    let start_threads: BTreeMap<u32, &ThreadCounters> = start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
+    let start_threads: BTreeMap<u32, &ThreadCounters> =
+        start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
     for t in end.kernel.threads.iter().filter(|t| t.group == group) {
         let d = thread_delta(t, start_threads.get(&t.tid).copied());
         let (user_ns, sys_ns) = cpu_delta(&end.thread_cpu, &start.thread_cpu, |c| c.tid, t.tid);
@@ -189,10 +208,23 @@ pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitReco
         });
     }
     // A thread that did nothing in the window is noise in a report about the window.
-    r.threads.retain(|t| t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0);
+    r.threads.retain(|t| {
+        t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0
+    });
 
-    let mut pids: Vec<u32> = end.process_cpu.iter().filter(|p| p.group == group).map(|p| p.pid).collect();
-    pids.extend(end.kernel.threads.iter().filter(|t| t.group == group).map(|t| t.pid));
+    let mut pids: Vec<u32> = end
+        .process_cpu
+        .iter()
+        .filter(|p| p.group == group)
+        .map(|p| p.pid)
+        .collect();
+    pids.extend(
+        end.kernel
+            .threads
+            .iter()
+            .filter(|t| t.group == group)
+            .map(|t| t.pid),
+    );
     pids.sort_unstable();
     pids.dedup();
     for t in &r.threads {
@@ -217,18 +249,32 @@ pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitReco
     if let (Some(e), Some(s)) = (end.kernel.runq_hist.get(g), start.kernel.runq_hist.get(g)) {
         r.runq_latency_us = LatencyUs::from_hist(&e.minus(s));
     }
-    if let (Some(e), Some(s)) = (end.kernel.offcpu_hist.get(g), start.kernel.offcpu_hist.get(g)) {
+    if let (Some(e), Some(s)) = (
+        end.kernel.offcpu_hist.get(g),
+        start.kernel.offcpu_hist.get(g),
+    ) {
         r.offcpu_us = LatencyUs::from_hist(&e.minus(s));
     }
 
-    let start_sys: BTreeMap<(u32, u32), CountNs> = start.kernel.syscalls.iter().map(|(g, nr, c)| ((*g, *nr), *c)).collect();
+    let start_sys: BTreeMap<(u32, u32), CountNs> = start
+        .kernel
+        .syscalls
+        .iter()
+        .map(|(g, nr, c)| ((*g, *nr), *c))
+        .collect();
     for (g2, nr, c) in end.kernel.syscalls.iter().filter(|(g2, _, _)| *g2 == group) {
         let d = c.minus(start_sys.get(&(*g2, *nr)).copied().unwrap_or_default());
         if d.count > 0 {
-            r.syscalls.push(SyscallReport { name: syscall_name(*nr), nr: *nr, count: d.count, total_ns: d.total_ns });
+            r.syscalls.push(SyscallReport {
+                name: syscall_name(*nr),
+                nr: *nr,
+                count: d.count,
+                total_ns: d.total_ns,
+            });
         }
     }
-    r.syscalls.sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+    r.syscalls
+        .sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
 
     r.softirqs = softirq_deltas(start, end);
     r.hardirqs = hardirq_deltas(start, end, &crate::procfs::interrupt_names());
@@ -236,7 +282,12 @@ pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitReco
 
     let tcp_d = |i: u32| {
         let i = i as usize;
-        end.kernel.tcp.get(i).copied().unwrap_or(0).saturating_sub(start.kernel.tcp.get(i).copied().unwrap_or(0))
+        end.kernel
+            .tcp
+            .get(i)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(start.kernel.tcp.get(i).copied().unwrap_or(0))
     };
     r.tcp = TcpReport {
         listen_overflows: mib_delta(end, start, "TcpExt:ListenOverflows"),
@@ -249,8 +300,15 @@ pub fn kernel_report(start: &Sample, end: &Sample, group: u32, exits: &[ExitReco
         mib_syn_retransmits: mib_delta(end, start, "TcpExt:TCPSynRetrans"),
         mib_retransmits: mib_delta(end, start, "Tcp:RetransSegs"),
     };
-    for (i, name) in [(lost::EXIT_RING_FULL, "exit_ring_full"), (lost::THREADS_MAP_FULL, "threads_map_full"), (lost::SYSCALL_MAP_FULL, "syscall_map_full")] {
-        r.lost_events.insert(name.into(), end.kernel.lost.get(i as usize).copied().unwrap_or(0));
+    for (i, name) in [
+        (lost::EXIT_RING_FULL, "exit_ring_full"),
+        (lost::THREADS_MAP_FULL, "threads_map_full"),
+        (lost::SYSCALL_MAP_FULL, "syscall_map_full"),
+    ] {
+        r.lost_events.insert(
+            name.into(),
+            end.kernel.lost.get(i as usize).copied().unwrap_or(0),
+        );
     }
     r
 }
@@ -260,10 +318,21 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
     let mut out = Vec::new();
     for (cpu, vecs) in end.kernel.softirqs.iter().enumerate() {
         for (v, c) in vecs.iter().enumerate() {
-            let s = start.kernel.softirqs.get(cpu).and_then(|x| x.get(v)).copied().unwrap_or_default();
+            let s = start
+                .kernel
+                .softirqs
+                .get(cpu)
+                .and_then(|x| x.get(v))
+                .copied()
+                .unwrap_or_default();
             let d = c.minus(s);
             if d.count > 0 {
-                out.push(SoftirqReport { cpu: cpu as u32, vector: SOFTIRQ_NAMES[v].into(), count: d.count, total_ns: d.total_ns });
+                out.push(SoftirqReport {
+                    cpu: cpu as u32,
+                    vector: SOFTIRQ_NAMES[v].into(),
+                    count: d.count,
+                    total_ns: d.total_ns,
+                });
             }
         }
     }
@@ -271,12 +340,24 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
 }
 
 /// Hardirqs per CPU and line in the window (system-wide).
-pub fn hardirq_deltas(start: &Sample, end: &Sample, names: &BTreeMap<u32, String>) -> Vec<HardirqReport> {
+pub fn hardirq_deltas(
+    start: &Sample,
+    end: &Sample,
+    names: &BTreeMap<u32, String>,
+) -> Vec<HardirqReport> {
     let mut out = Vec::new();
     for (irq, per_cpu) in &end.kernel.hardirqs {
-        let earlier = start.kernel.hardirqs.iter().find(|(i, _)| i == irq).map(|(_, v)| v);
+        let earlier = start
+            .kernel
+            .hardirqs
+            .iter()
+            .find(|(i, _)| i == irq)
+            .map(|(_, v)| v);
         for (cpu, c) in per_cpu.iter().enumerate() {
-            let s = earlier.and_then(|v| v.get(cpu)).copied().unwrap_or_default();
+            let s = earlier
+                .and_then(|v| v.get(cpu))
+                .copied()
+                .unwrap_or_default();
             let d = c.minus(s);
             if d.count > 0 {
                 out.push(HardirqReport {

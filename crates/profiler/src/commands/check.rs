@@ -14,12 +14,19 @@ pub struct CheckResult {
 }
 
 fn result(name: &str, pass: bool, detail: impl Into<String>) -> CheckResult {
-    CheckResult { name: name.into(), pass, detail: detail.into() }
+    CheckResult {
+        name: name.into(),
+        pass,
+        detail: detail.into(),
+    }
 }
 
 /// File-descriptor limits (soft, hard).
 pub fn fd_limits() -> (u64, u64) {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit writes into the struct we own.
     unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
     (lim.rlim_cur, lim.rlim_max)
@@ -31,10 +38,22 @@ pub fn checks() -> Vec<CheckResult> {
     out.push(result(
         "privileges",
         privileged,
-        if privileged { "root, or CAP_BPF and CAP_PERFMON".to_string() } else { SrvprofError::NotRoot.to_string() },
+        if privileged {
+            "root, or CAP_BPF and CAP_PERFMON".to_string()
+        } else {
+            SrvprofError::NotRoot.to_string()
+        },
     ));
     let btf = std::path::Path::new(VMLINUX_BTF).exists();
-    out.push(result("kernel BTF", btf, if btf { VMLINUX_BTF.to_string() } else { SrvprofError::NoKernelBtf.to_string() }));
+    out.push(result(
+        "kernel BTF",
+        btf,
+        if btf {
+            VMLINUX_BTF.to_string()
+        } else {
+            SrvprofError::NoKernelBtf.to_string()
+        },
+    ));
     match KernelOffsets::from_running_kernel() {
         Ok(o) => out.push(result("kernel field offsets", true, format!("{o:?}"))),
         Err(e) => out.push(result("kernel field offsets", false, e.to_string())),
@@ -55,22 +74,38 @@ pub fn checks() -> Vec<CheckResult> {
     ));
     if privileged && btf {
         // Load and attach every program, watching only ourselves, then detach.
-        let targets = ProbeTargets { server_pids: vec![std::process::id()], ..Default::default() };
+        let targets = ProbeTargets {
+            server_pids: vec![std::process::id()],
+            ..Default::default()
+        };
         let mut attached = Vec::new();
-        let outcome = Probes::attach(&targets, |program, r| attached.push((program.to_string(), r.map_err(|e| e.to_string()))));
+        let outcome = Probes::attach(&targets, |program, r| {
+            attached.push((program.to_string(), r.map_err(|e| e.to_string())))
+        });
         for (program, r) in attached {
             match r {
-                Ok(()) => out.push(result(&format!("program {program}"), true, "loads and attaches")),
+                Ok(()) => out.push(result(
+                    &format!("program {program}"),
+                    true,
+                    "loads and attaches",
+                )),
                 Err(e) => out.push(result(&format!("program {program}"), false, e)),
             }
         }
         if let Err(e) = outcome {
-            if !out.iter().any(|c| c.name.starts_with("program ") && !c.pass) {
+            if !out
+                .iter()
+                .any(|c| c.name.starts_with("program ") && !c.pass)
+            {
                 out.push(result("eBPF object", false, e.to_string()));
             }
         }
     } else {
-        out.push(result("eBPF programs", false, "not tried: fix the checks above first"));
+        out.push(result(
+            "eBPF programs",
+            false,
+            "not tried: fix the checks above first",
+        ));
     }
     out
 }
@@ -78,10 +113,18 @@ pub fn checks() -> Vec<CheckResult> {
 pub fn run(json: bool) -> Result<bool, SrvprofError> {
     let results = checks();
     if json {
-        println!("{}", serde_json::to_string_pretty(&results).expect("serializes"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).expect("serializes")
+        );
     } else {
         for c in &results {
-            println!("{} {:<32} {}", if c.pass { "PASS" } else { "FAIL" }, c.name, c.detail);
+            println!(
+                "{} {:<32} {}",
+                if c.pass { "PASS" } else { "FAIL" },
+                c.name,
+                c.detail
+            );
         }
     }
     Ok(results.iter().all(|c| c.pass))

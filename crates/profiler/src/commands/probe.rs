@@ -41,7 +41,11 @@ pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, S
         }
     }
     if live.is_empty() {
-        let list = pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
+        let list = pids
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         return Err(SrvprofError::NoLivePids(list));
     }
     live.sort_unstable();
@@ -59,7 +63,10 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         output::check_writable(out, args.force)?;
     }
     let stop = super::stop_flag();
-    let targets = ProbeTargets { server_pids: pids.clone(), ..Default::default() };
+    let targets = ProbeTargets {
+        server_pids: pids.clone(),
+        ..Default::default()
+    };
     let probes = Probes::attach(&targets, |_, _| {})?;
     let start_ns = clock::monotonic_ns();
     let mut sampler = Sampler::new(probes, start_ns, pids.first().copied());
@@ -72,7 +79,12 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         eprintln!("srvprof: {note}");
     }
     if args.format == Format::Text {
-        let _ = writeln!(stdout, "watching PIDs {} for {:?} (Ctrl-C stops early)", join(&pids), args.duration);
+        let _ = writeln!(
+            stdout,
+            "watching PIDs {} for {:?} (Ctrl-C stops early)",
+            join(&pids),
+            args.duration
+        );
         text::interval_header(&mut stdout, first.kernel.softirqs.len());
     }
     let started = Instant::now();
@@ -87,17 +99,33 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         intervals.push(row);
         prev = cur.clone();
         last = cur;
-        if !pids.iter().any(|p| procfs::process_exists(*p)) && sampler.probes_mut().watched_pids()?.iter().all(|(p, _)| !procfs::process_exists(*p)) {
-            notes.push(format!("every watched process exited {:.1} s into the run; stopped early", started.elapsed().as_secs_f64()));
+        if sampler
+            .probes_mut()
+            .watched_pids()?
+            .iter()
+            .all(|(p, _)| !procfs::process_alive(*p))
+        {
+            notes.push(format!(
+                "every watched process exited {:.1} s into the run; stopped early",
+                started.elapsed().as_secs_f64()
+            ));
             break;
         }
     }
     if stop.load(Ordering::Relaxed) {
-        notes.push(format!("interrupted after {:.1} s; the figures cover that time", started.elapsed().as_secs_f64()));
+        notes.push(format!(
+            "interrupted after {:.1} s; the figures cover that time",
+            started.elapsed().as_secs_f64()
+        ));
     }
     let exits = sampler.finish();
     let report = kernel_report(&first, &last, GROUP_SERVER, &exits);
-    let out = ProbeOutput { tool: "srvprof", report, intervals, notes };
+    let out = ProbeOutput {
+        tool: "srvprof",
+        report,
+        intervals,
+        notes,
+    };
     let json = serde_json::to_string_pretty(&out).expect("report serializes");
     match args.format {
         Format::Json => {
@@ -112,5 +140,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
 }
 
 fn join(pids: &[u32]) -> String {
-    pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+    pids.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -48,9 +48,14 @@ impl KernelOffsets {
 /// Offset in bytes of `path[1..]` inside struct `path[0]`, looking through anonymous members.
 fn member_offset(btf: &Btf, path: &[&str]) -> Result<u64, SrvprofError> {
     let name = path.join(".");
-    let err = |reason: String| SrvprofError::BtfField { field: name.clone(), reason };
+    let err = |reason: String| SrvprofError::BtfField {
+        field: name.clone(),
+        reason,
+    };
     let (struct_name, members) = path.split_first().ok_or_else(|| err("empty path".into()))?;
-    let types = btf.resolve_types_by_name(struct_name).map_err(|e| err(e.to_string()))?;
+    let types = btf
+        .resolve_types_by_name(struct_name)
+        .map_err(|e| err(e.to_string()))?;
     let mut current = types
         .into_iter()
         .find(|t| matches!(t, Type::Struct(s) if !s.members.is_empty()))

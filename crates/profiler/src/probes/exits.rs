@@ -15,9 +15,9 @@ pub struct ExitReader {
 
 impl ExitReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<Self, SrvprofError> {
-        let map = ebpf
-            .take_map(maps::EXITS)
-            .ok_or_else(|| map_error(maps::EXITS, std::io::Error::other("not in the BPF object")))?;
+        let map = ebpf.take_map(maps::EXITS).ok_or_else(|| {
+            map_error(maps::EXITS, std::io::Error::other("not in the BPF object"))
+        })?;
         let ring = RingBuf::try_from(map).map_err(|e| map_error(maps::EXITS, e))?;
         Ok(Self { ring })
     }
@@ -37,5 +37,9 @@ impl ExitReader {
 /// (exit status, killing signal) from the kernel's task->exit_code.
 pub fn decode_exit_code(exit_code: u32) -> (Option<i32>, Option<i32>) {
     let signal = (exit_code & 0x7f) as i32;
-    if signal != 0 { (None, Some(signal)) } else { (Some(((exit_code >> 8) & 0xff) as i32), None) }
+    if signal != 0 {
+        (None, Some(signal))
+    } else {
+        (Some(((exit_code >> 8) & 0xff) as i32), None)
+    }
 }

@@ -11,7 +11,10 @@ use crate::counters::{CountNs, KernelCounters};
 use crate::error::SrvprofError;
 
 fn count_ns(ct: &CountTime) -> CountNs {
-    CountNs { count: ct.count, total_ns: ct.total_ns }
+    CountNs {
+        count: ct.count,
+        total_ns: ct.total_ns,
+    }
 }
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
@@ -19,7 +22,9 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
     let ncpus = aya::util::nr_cpus().unwrap_or(1);
     counters.softirqs = vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus];
     for vec in 0..NR_SOFTIRQS {
-        let per_cpu = soft.get(&vec, 0).map_err(|e| map_error(maps::SOFTIRQS, e))?;
+        let per_cpu = soft
+            .get(&vec, 0)
+            .map_err(|e| map_error(maps::SOFTIRQS, e))?;
         for (cpu, ct) in per_cpu.iter().enumerate().take(ncpus) {
             counters.softirqs[cpu][vec as usize] = count_ns(ct);
         }
@@ -28,7 +33,9 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
     counters.hardirqs.clear();
     for entry in hard.iter() {
         let (irq, per_cpu) = entry.map_err(|e| map_error(maps::HARDIRQS, e))?;
-        counters.hardirqs.push((irq, per_cpu.iter().take(ncpus).map(count_ns).collect()));
+        counters
+            .hardirqs
+            .push((irq, per_cpu.iter().take(ncpus).map(count_ns).collect()));
     }
     counters.hardirqs.sort_by_key(|(irq, _)| *irq);
     Ok(())

@@ -71,7 +71,11 @@ impl Probes {
             .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
             .override_global(globals::TASK_COMM_OFFSET, &offsets.task_comm, true)
-            .override_global(globals::TASK_EXIT_CODE_OFFSET, &offsets.task_exit_code, true)
+            .override_global(
+                globals::TASK_EXIT_CODE_OFFSET,
+                &offsets.task_exit_code,
+                true,
+            )
             .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
             .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)
             .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
@@ -81,18 +85,23 @@ impl Probes {
 
         // Targets go in before any program runs, so no early event is missed.
         {
-            let mut tgids: HashMap<&mut MapData, u32, u32> = map_mut(&mut ebpf, maps::TARGET_TGIDS)?;
+            let mut tgids: HashMap<&mut MapData, u32, u32> =
+                map_mut(&mut ebpf, maps::TARGET_TGIDS)?;
             for (pids, group) in [
                 (&targets.server_pids, srvprof_common::GROUP_SERVER),
                 (&targets.client_pids, srvprof_common::GROUP_CLIENT),
             ] {
                 for pid in pids {
-                    tgids.insert(pid, group, 0).map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
+                    tgids
+                        .insert(pid, group, 0)
+                        .map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
                 }
             }
             let mut ports: HashMap<&mut MapData, u16, u8> = map_mut(&mut ebpf, maps::TCP_PORTS)?;
             for port in &targets.tcp_ports {
-                ports.insert(port, 1, 0).map_err(|e| map_error(maps::TCP_PORTS, e))?;
+                ports
+                    .insert(port, 1, 0)
+                    .map_err(|e| map_error(maps::TCP_PORTS, e))?;
             }
         }
 
@@ -108,8 +117,11 @@ impl Probes {
 
     /// Adds processes to watch while running (a restarted worker, a late client).
     pub fn watch(&mut self, pid: u32, group: u32) -> Result<(), SrvprofError> {
-        let mut tgids: HashMap<&mut MapData, u32, u32> = map_mut(&mut self.ebpf, maps::TARGET_TGIDS)?;
-        tgids.insert(pid, group, 0).map_err(|e| map_error(maps::TARGET_TGIDS, e))
+        let mut tgids: HashMap<&mut MapData, u32, u32> =
+            map_mut(&mut self.ebpf, maps::TARGET_TGIDS)?;
+        tgids
+            .insert(pid, group, 0)
+            .map_err(|e| map_error(maps::TARGET_TGIDS, e))
     }
 
     /// The processes watched now, children forked during the run included.
@@ -120,14 +132,20 @@ impl Probes {
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.
     pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
-        let mut counters = KernelCounters { monotonic_ns: crate::clock::monotonic_ns(), ..Default::default() };
+        let ncpus = aya::util::nr_cpus().unwrap_or(1);
+        let mut counters = KernelCounters {
+            monotonic_ns: crate::clock::monotonic_ns(),
+            ..KernelCounters::empty(ncpus)
+        };
         sched::read(&self.ebpf, &mut counters)?;
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
         tcp::read(&self.ebpf, &mut counters)?;
         let lost_map: PerCpuArray<&MapData, u64> = map_ref(&self.ebpf, maps::LOST_EVENTS)?;
         for i in 0..lost::COUNT {
-            let per_cpu = lost_map.get(&i, 0).map_err(|e| map_error(maps::LOST_EVENTS, e))?;
+            let per_cpu = lost_map
+                .get(&i, 0)
+                .map_err(|e| map_error(maps::LOST_EVENTS, e))?;
             counters.lost[i as usize] = per_cpu.iter().sum();
         }
         Ok(counters)
@@ -139,19 +157,28 @@ impl Probes {
     }
 }
 
-fn attach_one(ebpf: &mut Ebpf, btf: &Btf, program: &str, tracepoint: &str) -> Result<(), SrvprofError> {
+fn attach_one(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    program: &str,
+    tracepoint: &str,
+) -> Result<(), SrvprofError> {
     let prog: &mut BtfTracePoint = ebpf
         .program_mut(program)
-        .ok_or_else(|| SrvprofError::ProgramLoad { program: program.into(), reason: "not in the BPF object".into() })?
+        .ok_or_else(|| SrvprofError::ProgramLoad {
+            program: program.into(),
+            reason: "not in the BPF object".into(),
+        })?
         .try_into()
         .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
             program: program.into(),
             reason: e.to_string(),
         })?;
-    prog.load(tracepoint, btf).map_err(|e| SrvprofError::ProgramLoad {
-        program: program.into(),
-        reason: error_chain(&e),
-    })?;
+    prog.load(tracepoint, btf)
+        .map_err(|e| SrvprofError::ProgramLoad {
+            program: program.into(),
+            reason: error_chain(&e),
+        })?;
     prog.attach().map_err(|e| SrvprofError::ProgramAttach {
         program: program.into(),
         tracepoint: tracepoint.into(),
@@ -181,7 +208,10 @@ fn classify_load_error(reason: String) -> SrvprofError {
 }
 
 pub(crate) fn map_error(map: &str, e: impl std::error::Error) -> SrvprofError {
-    SrvprofError::Map { map: map.into(), reason: e.to_string() }
+    SrvprofError::Map {
+        map: map.into(),
+        reason: e.to_string(),
+    }
 }
 
 /// A typed read-only handle on a map of the object.
@@ -189,7 +219,9 @@ pub(crate) fn map_ref<'a, M>(ebpf: &'a Ebpf, name: &str) -> Result<M, SrvprofErr
 where
     M: TryFrom<&'a aya::maps::Map, Error = aya::maps::MapError>,
 {
-    let map = ebpf.map(name).ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+    let map = ebpf
+        .map(name)
+        .ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
     M::try_from(map).map_err(|e| map_error(name, e))
 }
 
@@ -198,6 +230,8 @@ pub(crate) fn map_mut<'a, M>(ebpf: &'a mut Ebpf, name: &str) -> Result<M, Srvpro
 where
     M: TryFrom<&'a mut aya::maps::Map, Error = aya::maps::MapError>,
 {
-    let map = ebpf.map_mut(name).ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+    let map = ebpf
+        .map_mut(name)
+        .ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
     M::try_from(map).map_err(|e| map_error(name, e))
 }

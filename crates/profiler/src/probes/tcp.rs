@@ -14,7 +14,9 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
     let map: PerCpuArray<&MapData, u64> = map_ref(ebpf, maps::TCP_COUNTERS)?;
     counters.tcp = vec![0; tcp::COUNT as usize];
     for i in 0..tcp::COUNT {
-        let per_cpu = map.get(&i, 0).map_err(|e| map_error(maps::TCP_COUNTERS, e))?;
+        let per_cpu = map
+            .get(&i, 0)
+            .map_err(|e| map_error(maps::TCP_COUNTERS, e))?;
         counters.tcp[i as usize] = per_cpu.iter().sum();
     }
     Ok(())

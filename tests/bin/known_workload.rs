@@ -1,0 +1,98 @@
+//! A process whose kernel behaviour is known by construction, driven line by line on stdin so a
+//! test can snapshot the kernel's counters between steps. Each command answers "ok ..." on stdout.
+//!
+//! sleep N MS        N nanosleeps of MS milliseconds (N voluntary context switches, N clock_nanosleep)
+//! syscalls M        M getppid syscalls
+//! spin MS           burn MS milliseconds of user CPU time
+//! fork-signal SIG   fork a child that dies by signal SIG (default action); answers its pid
+//! fork-exit CODE    fork a child that exits with CODE; answers its pid
+//! thread-exit       start a thread that exits at once; answers its tid
+//! exit CODE         exit the whole process with CODE
+
+use std::io::{BufRead, Write};
+
+fn main() {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let arg = |i: usize| {
+            words
+                .get(i)
+                .and_then(|w| w.parse::<i64>().ok())
+                .unwrap_or(0)
+        };
+        let answer = match words.first().copied() {
+            Some("sleep") => {
+                let ts = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: arg(2) * 1_000_000,
+                };
+                for _ in 0..arg(1) {
+                    // SAFETY: a valid timespec, no remainder wanted.
+                    unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+                }
+                "ok".to_string()
+            }
+            Some("syscalls") => {
+                for _ in 0..arg(1) {
+                    // SAFETY: getppid has no preconditions.
+                    unsafe { libc::syscall(libc::SYS_getppid) };
+                }
+                "ok".to_string()
+            }
+            Some("spin") => {
+                // Bounded by this thread's CPU time, not wall time, so a busy machine does not shorten it.
+                let end = thread_cpu_ns() + arg(1) as u64 * 1_000_000;
+                let mut x = 1u64;
+                while thread_cpu_ns() < end {
+                    for _ in 0..1000 {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                }
+                format!("ok {}", x & 1)
+            }
+            Some("fork-signal") | Some("fork-exit") => {
+                let by_signal = words[0] == "fork-signal";
+                let value = arg(1) as i32;
+                // SAFETY: the child only calls async-signal-safe functions before it dies.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    unsafe {
+                        if by_signal {
+                            libc::signal(value, libc::SIG_DFL);
+                            libc::raise(value);
+                        }
+                        libc::_exit(value);
+                    }
+                }
+                let mut status = 0;
+                // SAFETY: waiting for our own child.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                format!("ok {pid} {status}")
+            }
+            Some("thread-exit") => {
+                let handle = std::thread::spawn(|| unsafe { libc::gettid() });
+                let tid = handle.join().unwrap_or(0);
+                format!("ok {tid}")
+            }
+            Some("exit") => std::process::exit(arg(1) as i32),
+            _ => "error unknown command".to_string(),
+        };
+        let _ = writeln!(out, "{answer}");
+        let _ = out.flush();
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,261 @@
+//! `srvprof probe` and `srvprof check` as a user runs them: the JSON contract, bad input,
+//! a target that dies mid-run, Ctrl-C.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use srvprof_integration::*;
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_srvprof-known-workload");
+
+fn out_file(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("srvprof-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("probe.json")
+}
+
+#[test]
+fn check_passes_every_prerequisite_here() {
+    require_root();
+    let out = Command::new(srvprof_bin())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let results: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results = results.as_array().unwrap();
+    let programs = results
+        .iter()
+        .filter(|c| c["name"].as_str().unwrap().starts_with("program "))
+        .count();
+    assert_eq!(programs, srvprof::probes::PROGRAMS.len());
+    for c in results {
+        assert_eq!(c["pass"], true, "{c}");
+    }
+    assert!(out.status.success());
+}
+
+#[test]
+fn json_contract_and_known_counts() {
+    require_root();
+    let mut w = Workload::start(WORKLOAD);
+    let path = out_file("contract");
+    let mut probe = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "-d",
+            "3s",
+            "--interval",
+            "500ms",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    w.command("syscalls 12345");
+    assert!(probe.wait().unwrap().success());
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for key in [
+        "duration_s",
+        "threads",
+        "totals",
+        "runq_latency_us",
+        "syscalls",
+        "softirqs",
+        "hardirqs",
+        "exits",
+        "tcp",
+        "intervals",
+    ] {
+        assert!(j.get(key).is_some(), "missing {key}");
+    }
+    for key in [
+        "tid",
+        "pid",
+        "comm",
+        "voluntary_switches",
+        "involuntary_switches",
+        "oncpu_ns",
+        "offcpu_ns",
+        "user_ns",
+        "sys_ns",
+    ] {
+        assert!(
+            j["threads"][0].get(key).is_some(),
+            "threads[] missing {key}"
+        );
+    }
+    for key in [
+        "voluntary_switches",
+        "involuntary_switches",
+        "migrations",
+        "syscalls",
+        "user_ns",
+        "sys_ns",
+    ] {
+        assert!(j["totals"].get(key).is_some(), "totals missing {key}");
+    }
+    for key in [
+        "listen_overflows",
+        "listen_drops",
+        "syn_retransmits",
+        "retransmits",
+    ] {
+        assert!(j["tcp"].get(key).is_some(), "tcp missing {key}");
+    }
+    let getppid = j["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "getppid")
+        .expect("getppid counted");
+    assert_eq!(getppid["count"], 12345);
+    assert!(j["duration_s"].as_f64().unwrap() >= 2.5);
+    assert!(j["intervals"].as_array().unwrap().len() >= 5);
+}
+
+#[test]
+fn bad_pids_get_one_clear_sentence() {
+    require_root();
+    let out = Command::new(srvprof_bin())
+        .args(["probe", "--pid", "999999999", "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no process with PID 999999999 exists"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1);
+
+    let out = Command::new(srvprof_bin())
+        .args(["probe", "--pid", "2", "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kernel thread"));
+
+    // Some PIDs gone: the others are watched and the run says so.
+    let w = Workload::start(WORKLOAD);
+    let out = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "999999999",
+            "-d",
+            "1s",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j["notes"].to_string().contains("999999999"));
+}
+
+#[test]
+fn without_privileges_it_says_to_use_sudo() {
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(srvprof_bin())
+        .args(["probe", "--pid", &w.pid().to_string(), "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run it with sudo"));
+}
+
+#[test]
+fn a_target_killed_mid_run_is_reported_and_everything_is_written() {
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    let path = out_file("killed");
+    let probe = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &pid.to_string(),
+            "-d",
+            "20s",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: killing our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let started = std::time::Instant::now();
+    let out = probe.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the run ends soon after its only target dies"
+    );
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let exit = j["exits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["tid"] == pid)
+        .expect("exit recorded");
+    assert_eq!(exit["signal"], 9);
+    drop(w);
+}
+
+#[test]
+fn ctrl_c_still_writes_the_report() {
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let path = out_file("sigint");
+    let probe = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "-d",
+            "60s",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
+    let out = probe.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(j["notes"].to_string().contains("interrupted"));
+    assert!(j["duration_s"].as_f64().unwrap() < 30.0);
+}

@@ -1,0 +1,450 @@
+//! `bench loadgen`: srvprof's load generator side by side with wrk and ab (and oha when
+//! installed) against one pinned nginx worker, so "srvprof load" can be trusted as a client.
+//!
+//! nginx (1 worker) runs on CPU 1, every client on CPU 0, runs alternate tool by tool so drift
+//! in the machine hits both sides alike. Returns (and prints) a markdown report.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+const NGINX: &str = "/usr/sbin/nginx";
+const CLIENT_CPU: &str = "0";
+const SERVER_CPU: &str = "1";
+
+/// One measured run of one tool.
+#[derive(Clone, Debug)]
+struct Sample {
+    rps: f64,
+    p99_ms: f64,
+}
+
+struct Scenario {
+    name: &'static str,
+    connections: usize,
+    keepalive: bool,
+}
+
+const SCENARIOS: [Scenario; 3] = [
+    Scenario {
+        name: "keep-alive c=100",
+        connections: 100,
+        keepalive: true,
+    },
+    Scenario {
+        name: "keep-alive c=1000",
+        connections: 1000,
+        keepalive: true,
+    },
+    Scenario {
+        name: "new connection per request c=100",
+        connections: 100,
+        keepalive: false,
+    },
+];
+
+pub fn run(quick: bool) -> Result<String> {
+    let root = workspace_root();
+    let rounds = if quick { 1 } else { 3 };
+    let seconds = if quick { 3 } else { 5 };
+    let ab_requests: u64 = if quick { 20_000 } else { 50_000 };
+
+    for tool in ["wrk", "ab", "taskset"] {
+        if which(tool).is_none() {
+            bail!("`{tool}` is not installed; run `apt-get install wrk apache2-utils util-linux`");
+        }
+    }
+    let load = srvprof_load_command(&root)?;
+    let oha = which("oha");
+
+    let dir = std::env::temp_dir().join(format!("srvprof-bench-loadgen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let port = free_port()?;
+    let nginx = Nginx::start(&dir, port)?;
+    let url = format!("http://127.0.0.1:{port}/");
+
+    let mut report = String::new();
+    report.push_str("# Load generator: srvprof vs wrk / ab\n\n");
+    report.push_str(&format!(
+        "nginx 1 worker on CPU {SERVER_CPU} (`return 200 \"hello world\"`), clients on CPU {CLIENT_CPU}, \
+         {rounds} alternating round(s), {seconds}s per keep-alive run, {ab_requests} requests per \
+         new-connection run. srvprof: `{}`.\n\n",
+        load.join(" ")
+    ));
+    report.push_str("| scenario | tool | round | req/s | p99 ms |\n|---|---|---|---|---|\n");
+
+    let mut summary = Vec::new();
+    for scenario in &SCENARIOS {
+        let peer_name = if scenario.keepalive { "wrk" } else { "ab" };
+        let mut peer = Vec::new();
+        let mut ours = Vec::new();
+        let mut oha_samples = Vec::new();
+        for round in 1..=rounds {
+            let p = if scenario.keepalive {
+                run_wrk(&url, scenario.connections, seconds)?
+            } else {
+                run_ab(&url, scenario.connections, ab_requests)?
+            };
+            let s = run_srvprof(&load, &url, scenario, seconds, ab_requests)?;
+            for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
+                report.push_str(&format!(
+                    "| {} | {tool} | {round} | {:.0} | {:.2} |\n",
+                    scenario.name, sample.rps, sample.p99_ms
+                ));
+            }
+            if let Some(oha) = &oha {
+                let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
+                report.push_str(&format!(
+                    "| {} | oha | {round} | {:.0} | {:.2} |\n",
+                    scenario.name, o.rps, o.p99_ms
+                ));
+                oha_samples.push(o);
+            }
+            peer.push(p);
+            ours.push(s);
+        }
+        summary.push((scenario.name, peer_name, median(&peer), median(&ours), median_opt(&oha_samples)));
+    }
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    report.push_str("\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms |\n|---|---|---|---|---|---|---|\n");
+    for (name, peer_name, peer, ours, _) in &summary {
+        report.push_str(&format!(
+            "| {name} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} |\n",
+            peer.rps,
+            ours.rps,
+            ours.rps / peer.rps.max(1e-9),
+            peer.p99_ms,
+            ours.p99_ms
+        ));
+    }
+    if oha.is_none() {
+        report.push_str("\noha: not installed (`cargo install oha` to add it to the comparison); skipped.\n");
+    } else {
+        for (name, _, _, ours, o) in &summary {
+            if let Some(o) = o {
+                report.push_str(&format!(
+                    "\noha {name}: {:.0} req/s, p99 {:.2} ms (srvprof/oha {:.2}x)",
+                    o.rps,
+                    o.p99_ms,
+                    ours.rps / o.rps.max(1e-9)
+                ));
+            }
+        }
+        report.push('\n');
+    }
+    print!("{report}");
+    let _ = std::io::stdout().flush();
+    Ok(report)
+}
+
+/// The workspace this file was built in, or the current directory when built elsewhere.
+fn workspace_root() -> PathBuf {
+    let built_in = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
+    match built_in {
+        Some(root) if root.join("crates/loadgen").is_dir() => root.to_path_buf(),
+        _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
+}
+
+/// `srvprof load` when the release binary has it, otherwise the loadgen crate's example binary.
+fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
+    let srvprof = root.join("target/release/srvprof");
+    if srvprof.exists()
+        && Command::new(&srvprof)
+            .args(["load", "--help"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        return Ok(vec![srvprof.display().to_string(), "load".to_string()]);
+    }
+    let status = Command::new("cargo")
+        .current_dir(root)
+        .args(["build", "--release", "-p", "srvprof-loadgen", "--example", "load"])
+        .status()
+        .context("running cargo build for the load example")?;
+    if !status.success() {
+        bail!("cannot build the srvprof-loadgen `load` example; see the cargo output above");
+    }
+    Ok(vec![root.join("target/release/examples/load").display().to_string()])
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// One nginx master with one worker pinned to SERVER_CPU; stopped on drop.
+struct Nginx {
+    child: Child,
+}
+
+impl Nginx {
+    fn start(dir: &Path, port: u16) -> Result<Nginx> {
+        if !Path::new(NGINX).exists() {
+            bail!("nginx is not installed at {NGINX}; run `apt-get install nginx-light`");
+        }
+        let conf = dir.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "worker_processes 1;\n\
+                 worker_rlimit_nofile 20000;\n\
+                 daemon off;\n\
+                 master_process on;\n\
+                 pid {dir}/nginx.pid;\n\
+                 error_log {dir}/error.log warn;\n\
+                 events {{ worker_connections 16000; }}\n\
+                 http {{\n\
+                   access_log off;\n\
+                   keepalive_requests 1000000;\n\
+                   keepalive_timeout 65;\n\
+                   client_body_temp_path {dir}/body;\n\
+                   proxy_temp_path {dir}/proxy;\n\
+                   server {{\n\
+                     listen 127.0.0.1:{port} backlog=4096;\n\
+                     location / {{ return 200 \"hello world\"; }}\n\
+                   }}\n\
+                 }}\n",
+                dir = dir.display()
+            ),
+        )?;
+        let child = Command::new("taskset")
+            .args(["-c", SERVER_CPU, NGINX, "-c"])
+            .arg(&conf)
+            .arg("-p")
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting nginx")?;
+        let nginx = Nginx { child };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                bail!("nginx did not listen on port {port} within 5s; see {}/error.log", dir.display());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(nginx)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM lets the master stop its worker too (SIGKILL would orphan it).
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn output_of(cmd: &mut Command, what: &str) -> Result<String> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sample> {
+    let text = output_of(
+        Command::new("taskset").args([
+            "-c",
+            CLIENT_CPU,
+            "wrk",
+            "-t1",
+            &format!("-c{connections}"),
+            &format!("-d{seconds}s"),
+            "--latency",
+            url,
+        ]),
+        "wrk",
+    )?;
+    let rps = field_after(&text, "Requests/sec:")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("no Requests/sec in wrk output:\n{text}"))?;
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
+        .and_then(duration_ms)
+        .ok_or_else(|| anyhow!("no 99% line in wrk output:\n{text}"))?;
+    Ok(Sample { rps, p99_ms: p99 })
+}
+
+fn run_ab(url: &str, connections: usize, requests: u64) -> Result<Sample> {
+    let text = output_of(
+        Command::new("taskset").args([
+            "-c",
+            CLIENT_CPU,
+            "ab",
+            "-q",
+            "-c",
+            &connections.to_string(),
+            "-n",
+            &requests.to_string(),
+            url,
+        ]),
+        "ab",
+    )?;
+    let rps = field_after(&text, "Requests per second:")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("no Requests per second in ab output:\n{text}"))?;
+    // "  99%     12" in the "served within a certain time (ms)" table.
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| anyhow!("no 99% line in ab output:\n{text}"))?;
+    Ok(Sample { rps, p99_ms: p99 })
+}
+
+fn run_srvprof(
+    load: &[String],
+    url: &str,
+    scenario: &Scenario,
+    seconds: u64,
+    requests: u64,
+) -> Result<Sample> {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", CLIENT_CPU]).args(load).arg(url).args([
+        "-c",
+        &scenario.connections.to_string(),
+        "--threads",
+        "1",
+        "--json",
+    ]);
+    if scenario.keepalive {
+        cmd.args(["-d", &format!("{seconds}s")]);
+    } else {
+        cmd.args(["--no-keepalive", "-n", &requests.to_string()]);
+    }
+    let text = output_of(&mut cmd, "srvprof load")?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).context("parsing srvprof load --json output")?;
+    let rps = json["throughput_rps"]
+        .as_f64()
+        .ok_or_else(|| anyhow!("no throughput_rps in srvprof JSON"))?;
+    let p99_us = json["latency_us"]["p99"]
+        .as_f64()
+        .ok_or_else(|| anyhow!("no latency_us.p99 in srvprof JSON"))?;
+    let errors = json["errors"].as_u64().unwrap_or(0);
+    if errors > 0 {
+        eprintln!("srvprof load {}: {errors} errors: {}", scenario.name, json["errors_by_kind"]);
+    }
+    Ok(Sample {
+        rps,
+        p99_ms: p99_us / 1000.0,
+    })
+}
+
+fn run_oha(oha: &Path, url: &str, scenario: &Scenario, seconds: u64, requests: u64) -> Result<Sample> {
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", CLIENT_CPU])
+        .arg(oha)
+        .args(["--no-tui", "--output-format", "json", "-c", &scenario.connections.to_string()]);
+    if scenario.keepalive {
+        cmd.args(["-z", &format!("{seconds}s")]);
+    } else {
+        cmd.args(["--disable-keepalive", "-n", &requests.to_string()]);
+    }
+    let text = output_of(cmd.arg(url), "oha")?;
+    let json: serde_json::Value = serde_json::from_str(&text).context("parsing oha JSON")?;
+    let rps = json["summary"]["requestsPerSec"]
+        .as_f64()
+        .ok_or_else(|| anyhow!("no summary.requestsPerSec in oha JSON"))?;
+    let p99_s = json["latencyPercentiles"]["p99"].as_f64().unwrap_or(f64::NAN);
+    Ok(Sample {
+        rps,
+        p99_ms: p99_s * 1000.0,
+    })
+}
+
+fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix(label))
+        .and_then(|rest| rest.split_whitespace().next())
+}
+
+/// wrk's "1.80ms", "950.00us", "1.02s" in milliseconds.
+fn duration_ms(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let (number, scale) = if let Some(v) = text.strip_suffix("us") {
+        (v, 1e-3)
+    } else if let Some(v) = text.strip_suffix("ms") {
+        (v, 1.0)
+    } else if let Some(v) = text.strip_suffix('s') {
+        (v, 1e3)
+    } else {
+        (text, 1.0)
+    };
+    number.trim().parse::<f64>().ok().map(|v| v * scale)
+}
+
+fn median(samples: &[Sample]) -> Sample {
+    median_opt(samples).unwrap_or(Sample {
+        rps: 0.0,
+        p99_ms: 0.0,
+    })
+}
+
+fn median_opt(samples: &[Sample]) -> Option<Sample> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mid = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    Some(Sample {
+        rps: mid(samples.iter().map(|s| s.rps).collect()),
+        p99_ms: mid(samples.iter().map(|s| s.p99_ms).collect()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_wrk_durations() {
+        assert_eq!(duration_ms("1.80ms"), Some(1.8));
+        assert_eq!(duration_ms("950.00us"), Some(0.95));
+        assert_eq!(duration_ms("1.02s"), Some(1020.0));
+    }
+
+    #[test]
+    fn finds_fields() {
+        let wrk = "Running 5s test\nRequests/sec:  70909.03\nTransfer/sec: 1MB\n";
+        assert_eq!(field_after(wrk, "Requests/sec:"), Some("70909.03"));
+        let ab = "Requests per second:    23000.12 [#/sec] (mean)\n";
+        assert_eq!(field_after(ab, "Requests per second:"), Some("23000.12"));
+    }
+}

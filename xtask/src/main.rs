@@ -1,0 +1,55 @@
+//! Developer tasks: `cargo xtask setup | test | demo | bench`.
+
+mod setup;
+mod test;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "usage: cargo xtask <setup | test | demo | bench [loadgen]>";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(task) = args.first() else {
+        bail!("{USAGE}")
+    };
+    let rest = &args[1..];
+    match task.as_str() {
+        "setup" => setup::run(),
+        "test" => {
+            setup::run()?;
+            test::run(rest)
+        }
+        "demo" => {
+            setup::run()?;
+            test::demo(rest)
+        }
+        other => bail!("unknown task '{other}'; {USAGE}"),
+    }
+}
+
+/// Runs a command, echoing it, failing with its status.
+pub fn run_cmd(cmd: &mut std::process::Command) -> Result<()> {
+    eprintln!("xtask: {cmd:?}");
+    let status = cmd.status()?;
+    if !status.success() {
+        bail!("{cmd:?} failed with {status}");
+    }
+    Ok(())
+}
+
+/// Runs a command quietly, returning whether it succeeded.
+pub fn succeeds(cmd: &mut std::process::Command) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent")
+        .to_path_buf()
+}

@@ -1,0 +1,48 @@
+//! `cargo xtask test`: every test, eBPF ones included (they need root and really run);
+//! `cargo xtask demo`: the main job on the bundled server.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::{run_cmd, workspace_root};
+
+pub fn run(args: &[String]) -> Result<()> {
+    let root = workspace_root();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc_geteuid() } != 0 {
+        bail!(
+            "the eBPF tests load programs into the kernel and need root: run `sudo cargo xtask test`"
+        );
+    }
+    let cargo = || {
+        let mut c = Command::new("cargo");
+        c.current_dir(&root);
+        c
+    };
+    // The binary the end-to-end tests run.
+    run_cmd(cargo().args(["build", "-p", "srvprof", "--bins"]))?;
+    // Unit tests of every crate, then the integration tests one at a time: they share 2 CPUs
+    // and the kernel, and assert on counts that concurrent tests would disturb.
+    run_cmd(
+        cargo()
+            .args(["test", "--workspace", "--exclude", "srvprof-integration"])
+            .args(args),
+    )?;
+    run_cmd(
+        cargo()
+            .args(["test", "-p", "srvprof-integration"])
+            .args(args)
+            .args(["--", "--test-threads=1"]),
+    )?;
+    Ok(())
+}
+
+pub fn demo(_args: &[String]) -> Result<()> {
+    bail!("the demo needs `srvprof run`, which is not built yet; run `cargo xtask test` meanwhile")
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
