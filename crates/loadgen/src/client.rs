@@ -17,7 +17,7 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::{sleep_until, timeout_at};
+use tokio::time::{Sleep, sleep_until};
 
 use crate::report::ErrorKind;
 use crate::request::RequestTemplate;
@@ -164,37 +164,36 @@ async fn keepalive_connection(
         Err(_) => return ConnEnd::Reconnect,
     };
 
+    // One timer per connection, pushed later for each request: extending a pending timer is
+    // lock-free in tokio, registering a new one per request is not.
+    let timer = tokio::time::sleep_until((Instant::now() + plan.timeout).into());
+    tokio::pin!(timer);
     let requests = async {
         loop {
             let intended = pacer.wait().await;
             if sender.ready().await.is_err() {
                 return ConnEnd::Reconnect; // Closed by the server between requests: no request lost.
             }
-            let start = intended.unwrap_or_else(Instant::now);
-            if plan.over(start.max(Instant::now())) {
-                return ConnEnd::Done;
-            }
-            if !begin(plan, recorder, start) {
+            let now = Instant::now();
+            let start = intended.unwrap_or(now);
+            if plan.over(now) || !begin(plan, recorder, start) {
                 return ConnEnd::Done;
             }
             pacer.advance();
             bytes_read.set(0);
-            let outcome = timeout_at(
-                (Instant::now() + plan.timeout).into(),
-                exchange(&mut sender, plan.template.build()),
-            )
-            .await;
-            let now = Instant::now();
+            timer.as_mut().reset((now + plan.timeout).into());
+            let outcome = tokio::select! {
+                biased;
+                outcome = exchange(&mut sender, plan.template.build()) => outcome,
+                _ = timer.as_mut() => Err(ErrorKind::ReadTimeout),
+            };
+            let done = Instant::now();
             let measured = start >= plan.measure_start;
             let mut rec = recorder.borrow_mut();
             match outcome {
-                Ok(Ok(status)) => rec.response(measured, start, now, status, bytes_read.get()),
-                Ok(Err(kind)) => {
-                    rec.failure(measured, now, kind, bytes_read.get());
-                    return ConnEnd::Reconnect;
-                }
-                Err(_elapsed) => {
-                    rec.failure(measured, now, ErrorKind::ReadTimeout, bytes_read.get());
+                Ok(status) => rec.response(measured, start, done, status, bytes_read.get()),
+                Err(kind) => {
+                    rec.failure(measured, done, kind, bytes_read.get());
                     return ConnEnd::Reconnect;
                 }
             }
@@ -210,34 +209,32 @@ async fn per_request_connections(
     pacer: &mut Pacer,
 ) {
     let bytes_read = Rc::new(Cell::new(0u64));
+    // Reused for every request (see keepalive_connection).
+    let timer = tokio::time::sleep_until((Instant::now() + plan.timeout).into());
+    tokio::pin!(timer);
     loop {
         let intended = pacer.wait().await;
-        let start = intended.unwrap_or_else(Instant::now);
-        if plan.over(start.max(Instant::now())) {
-            return;
-        }
-        if !begin(plan, recorder, start) {
+        let now = Instant::now();
+        let start = intended.unwrap_or(now);
+        if plan.over(now) || !begin(plan, recorder, start) {
             return;
         }
         pacer.advance();
         bytes_read.set(0);
-        let connect_start = Instant::now();
-        let deadline = connect_start + plan.timeout;
-        let outcome = match connect(plan.addr, deadline, &bytes_read).await {
+        timer.as_mut().reset((now + plan.timeout).into());
+        let outcome = match connect_until(plan.addr, timer.as_mut(), &bytes_read).await {
             Err(kind) => Err(kind),
             Ok(io) => {
-                recorder
-                    .borrow_mut()
-                    .connected(start, connect_start.elapsed());
-                one_request(plan, io, deadline).await
+                recorder.borrow_mut().connected(start, now.elapsed());
+                one_request(plan, io, timer.as_mut()).await
             }
         };
-        let now = Instant::now();
+        let done = Instant::now();
         let measured = start >= plan.measure_start;
         let mut rec = recorder.borrow_mut();
         match outcome {
-            Ok(status) => rec.response(measured, start, now, status, bytes_read.get()),
-            Err(kind) => rec.failure(measured, now, kind, bytes_read.get()),
+            Ok(status) => rec.response(measured, start, done, status, bytes_read.get()),
+            Err(kind) => rec.failure(measured, done, kind, bytes_read.get()),
         }
     }
 }
@@ -245,18 +242,17 @@ async fn per_request_connections(
 async fn one_request(
     plan: &RunPlan,
     io: TokioIo<CountingStream>,
-    deadline: Instant,
+    timer: Pin<&mut Sleep>,
 ) -> Result<u16, ErrorKind> {
     let (mut sender, conn) = http1::handshake::<_, Full<Bytes>>(io)
         .await
         .map_err(|e| classify(&e))?;
     let exchange = async {
-        timeout_at(
-            deadline.into(),
-            exchange(&mut sender, plan.template.build()),
-        )
-        .await
-        .unwrap_or(Err(ErrorKind::ReadTimeout))
+        tokio::select! {
+            biased;
+            outcome = exchange(&mut sender, plan.template.build()) => outcome,
+            _ = timer => Err(ErrorKind::ReadTimeout),
+        }
     };
     drive(conn, exchange).await
 }
@@ -314,9 +310,24 @@ async fn connect(
     deadline: Instant,
     bytes_read: &Rc<Cell<u64>>,
 ) -> Result<TokioIo<CountingStream>, ErrorKind> {
-    let stream = match timeout_at(deadline.into(), TcpStream::connect(addr)).await {
-        Err(_) => return Err(ErrorKind::ConnectTimeout),
-        Ok(Err(e)) => {
+    let timer = tokio::time::sleep_until(deadline.into());
+    tokio::pin!(timer);
+    connect_until(addr, timer, bytes_read).await
+}
+
+/// Open a TCP connection, giving up when `timer` fires.
+async fn connect_until(
+    addr: SocketAddr,
+    timer: Pin<&mut Sleep>,
+    bytes_read: &Rc<Cell<u64>>,
+) -> Result<TokioIo<CountingStream>, ErrorKind> {
+    let connected = tokio::select! {
+        biased;
+        connected = TcpStream::connect(addr) => connected,
+        _ = timer => return Err(ErrorKind::ConnectTimeout),
+    };
+    let stream = match connected {
+        Err(e) => {
             return Err(match e.kind() {
                 io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
                 io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
@@ -324,7 +335,7 @@ async fn connect(
                 _ => ErrorKind::Other,
             });
         }
-        Ok(Ok(s)) => s,
+        Ok(s) => s,
     };
     // Requests are small and latency-bound: never wait for Nagle.
     let _ = stream.set_nodelay(true);

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
-use hyper::header::{CONNECTION, HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
+use hyper::header::{CONNECTION, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 
 use crate::LoadError;
@@ -100,7 +100,6 @@ impl RequestTemplate {
             HeaderValue::from_str(&target.authority)
                 .map_err(|e| LoadError::InvalidOption(format!("bad host: {e}")))?,
         );
-        map.insert(USER_AGENT, HeaderValue::from_static("srvprof-loadgen"));
         if !keepalive {
             // The server closes first, so TIME_WAIT lands on the server, not on our ports.
             map.insert(CONNECTION, HeaderValue::from_static("close"));
@@ -112,7 +111,7 @@ impl RequestTemplate {
                 LoadError::InvalidOption(format!("bad header value `{value}` in -H"))
             })?;
             // A user's Host or Connection replaces ours; other names may repeat.
-            if name == HOST || name == CONNECTION || name == USER_AGENT {
+            if name == HOST || name == CONNECTION {
                 map.insert(name, value);
             } else {
                 map.append(name, value);
