@@ -152,3 +152,144 @@ pub fn proc_softirq(vector: &str) -> Vec<u64> {
     }
     panic!("no {vector} in /proc/softirqs");
 }
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A reference or faulty server from servers/, in its own process group, killed on drop.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Server {
+    /// Starts servers/NAME/run --port P ARGS... and waits until it accepts connections.
+    pub fn start(name: &str, args: &[&str]) -> Self {
+        use std::os::unix::process::CommandExt;
+        let port = free_port();
+        let mut cmd = Command::new(workspace_root().join("servers").join(name).join("run"));
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // SAFETY: setsid only, so the test can kill the whole group (nginx master and workers).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("start servers/{name}/run: {e}"));
+        let server = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(240);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "servers/{name} did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: killing the process group this test created.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+/// A process burning CPU on the given CPUs until dropped (servers/busy-thread --spin-fn).
+pub struct CpuHog(Server);
+
+impl CpuHog {
+    pub fn on(cpus: &str) -> Self {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
+        cmd.args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // SAFETY: setsid only.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("start busy-thread");
+        std::thread::sleep(Duration::from_millis(500));
+        CpuHog(Server { child, port: 0 })
+    }
+}
+
+/// A kernel MIB counter of this network namespace, e.g. ("TcpExt:", "ListenOverflows").
+pub fn net_counter(prefix: &str, name: &str) -> u64 {
+    for file in ["/proc/net/netstat", "/proc/net/snmp"] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for pair in lines.chunks(2) {
+            if pair.len() == 2 && pair[0].starts_with(prefix) {
+                let names: Vec<&str> = pair[0].split_whitespace().collect();
+                let values: Vec<&str> = pair[1].split_whitespace().collect();
+                if let Some(i) = names.iter().position(|n| *n == name) {
+                    return values[i].parse().unwrap();
+                }
+            }
+        }
+    }
+    panic!("no {prefix}{name}");
+}
+
+/// Runs srvprof with ARGS and --out DIR, returning (exit status, stderr, run.json).
+pub fn srvprof_run(
+    args: &[&str],
+    name: &str,
+) -> (std::process::ExitStatus, String, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(srvprof_bin())
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("srvprof run");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = std::fs::read_to_string(dir.join("run.json"))
+        .map(|t| serde_json::from_str(&t).expect("run.json parses"))
+        .unwrap_or(serde_json::Value::Null);
+    (out.status, stderr, json)
+}
+
+pub fn finding<'a>(run: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {
+    run["findings"]
+        .as_array()?
+        .iter()
+        .find(|f| f["kind"] == kind)
+}

@@ -22,6 +22,45 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
     Check(CheckArgs),
+    /// Drive an HTTP server with load (closed or open loop), like wrk or oha.
+    Load(LoadCmdArgs),
+    /// Drive a server with load and watch its kernel in the same run; relate the two.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LoadCmdArgs {
+    /// The URL to load, e.g. http://127.0.0.1:8080/
+    pub url: String,
+    #[command(flatten)]
+    pub load: srvprof_loadgen::cli::LoadArgs,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The server's process IDs; takes every PID pgrep prints: --pid $(pgrep nginx). Their children are watched too.
+    #[arg(long = "pid", short = 'p', num_args = 1.., required_unless_present = "cmd", conflicts_with = "cmd")]
+    pub pids: Vec<u32>,
+    /// Start the server with this shell command, wait until it listens, profile it, stop it afterwards.
+    #[arg(long)]
+    pub cmd: Option<String>,
+    /// The URL to load (default: the TCP address the server listens on).
+    #[arg(long)]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub load: srvprof_loadgen::cli::LoadArgs,
+    /// Folder for run.json, timeline.csv and the report.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overwrite files in --out even if srvprof did not write them.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

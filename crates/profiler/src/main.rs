@@ -1,11 +1,15 @@
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use srvprof::cli::{Cli, Command};
 use srvprof::commands;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match &cli.command {
         Command::Probe(args) => commands::probe::run(args).map(|_| ExitCode::SUCCESS),
         Command::Check(args) => commands::check::run(args.json).map(|ok| {
@@ -15,6 +19,20 @@ fn main() -> ExitCode {
                 ExitCode::from(3)
             }
         }),
+        Command::Load(args) => Ok(srvprof_loadgen::cli::run_load_command(
+            &args.url,
+            &args.load,
+            args.json,
+            args.out.as_deref(),
+        )),
+        Command::Run(args) => {
+            // `run` warms up for 2 s unless --warmup says otherwise.
+            let warmup_given = matches
+                .subcommand_matches("run")
+                .and_then(|m| m.value_source("warmup"))
+                .is_some_and(|src| src == clap::parser::ValueSource::CommandLine);
+            commands::run::run(args, warmup_given)
+        }
     };
     match result {
         Ok(code) => code,

@@ -1,4 +1,6 @@
 //! From samples to figures: pure functions over recorded data, testable without a kernel.
 
+pub mod findings;
 pub mod interval;
 pub mod kernel_report;
+pub mod run_report;

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod probe;
+pub mod run;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

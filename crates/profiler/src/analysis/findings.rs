@@ -1,0 +1,357 @@
+//! Plain-language findings, each a rule with thresholds and the numbers behind it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::run_report::{RunReport, TimelineRow};
+use crate::text::signal_name;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Critical,
+    Warning,
+    Info,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: String,
+    pub severity: Severity,
+    pub summary: String,
+    pub evidence: BTreeMap<String, f64>,
+}
+
+fn finding(kind: &str, severity: Severity, summary: String, evidence: &[(&str, f64)]) -> Finding {
+    Finding {
+        kind: kind.into(),
+        severity,
+        summary,
+        evidence: evidence.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    }
+}
+
+/// Thresholds of the rules, named so the report can cite them.
+pub mod thresholds {
+    /// A thread this busy (user+sys over wall time) has saturated a CPU.
+    pub const CPU_SATURATED: f64 = 0.90;
+    /// NET_RX softirqs on one CPU above this share of all of them: concentrated.
+    pub const IRQ_CONCENTRATED_SHARE: f64 = 0.80;
+    pub const IRQ_MIN_PER_S: f64 = 1000.0;
+    /// A p99 above this is a tail worth explaining by SYN retransmits.
+    pub const SYN_TAIL_P99_US: f64 = 900_000.0;
+    /// Run-queue p99 above this explains a tail.
+    pub const RUNQ_P99_US: f64 = 1000.0;
+    /// Errors above this share of an interval's requests: a burst.
+    pub const ERROR_BURST_SHARE: f64 = 0.05;
+    pub const ERROR_BURST_MIN: u64 = 10;
+    /// The client kept fewer than this share of -c connections busy.
+    pub const CLIENT_CONCURRENCY_SHARE: f64 = 0.5;
+}
+
+use thresholds::*;
+
+/// Every rule, in order of weight: critical first, then by how much they explain.
+pub fn findings(r: &RunReport) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let load = &r.load;
+    let secs = r.server.duration_s.max(1e-9);
+
+    if load.completed == 0 {
+        out.push(finding(
+            "no_success",
+            Severity::Critical,
+            format!(
+                "no request succeeded: {} errors ({:?})",
+                load.errors, load.errors_by_kind
+            ),
+            &[("errors", load.errors as f64)],
+        ));
+    }
+
+    // Target processes or threads that died, and what the clients saw then.
+    for e in r
+        .server
+        .exits
+        .iter()
+        .filter(|e| e.signal.is_some() || e.exit_code.unwrap_or(0) != 0)
+    {
+        let errors_after = errors_near(&r.timeline, e.t_s);
+        let how = match (e.signal, e.exit_code) {
+            (Some(sig), _) => format!("died of signal {sig} ({})", signal_name(sig)),
+            (None, Some(code)) => format!("exited with code {code}"),
+            _ => "exited".into(),
+        };
+        out.push(finding(
+            "target_died",
+            Severity::Critical,
+            format!(
+                "server {} pid {} tid {} {how} at {:.1} s; clients saw {errors_after} errors in the intervals around it",
+                e.comm, e.pid, e.tid, e.t_s
+            ),
+            &[
+                ("pid", e.pid as f64),
+                ("tid", e.tid as f64),
+                ("signal", e.signal.unwrap_or(0) as f64),
+                ("t_s", e.t_s),
+                ("client_errors_near", errors_after as f64),
+            ],
+        ));
+    }
+
+    // The load generator was the bottleneck: a client thread that was always on a CPU or waiting
+    // for one never waited for the server (kernel-measured on-CPU + run-queue time over wall time).
+    let client_starved = r
+        .client
+        .threads
+        .iter()
+        .map(|t| ((t.oncpu_ns + t.runq_ns) as f64 / (secs * 1e9), t))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let client_busiest = load.client_cpu.max_thread_utilization;
+    let starved_share = client_starved.map(|(share, _)| share).unwrap_or(0.0);
+    if load.client_cpu.saturated
+        || client_busiest >= CPU_SATURATED
+        || starved_share >= CPU_SATURATED
+    {
+        let waited = client_starved
+            .map(|(_, t)| t.runq_ns as f64 / (secs * 1e9))
+            .unwrap_or(0.0);
+        out.push(finding(
+            "client_bound",
+            Severity::Critical,
+            format!(
+                "load generator CPU-bound: its busiest thread was on a CPU or waiting for one {:.0}% of the time ({:.0}% waiting in the run queue); this run measured the client, not the server",
+                starved_share.max(client_busiest) * 100.0,
+                waited * 100.0
+            ),
+            &[
+                ("client_thread_busy_or_runnable_share", starved_share),
+                ("client_thread_runq_share", waited),
+                ("client_busiest_thread_utilization", client_busiest),
+                ("client_cpu_utilization", load.client_cpu.cpu_utilization),
+                ("throughput_rps", load.throughput_rps),
+            ],
+        ));
+    }
+
+    // A server thread saturated a CPU.
+    if let Some(t) = r
+        .server
+        .threads
+        .iter()
+        .max_by_key(|t| t.user_ns + t.sys_ns)
+        .filter(|t| (t.user_ns + t.sys_ns) as f64 / (secs * 1e9) >= CPU_SATURATED)
+    {
+        let busy = (t.user_ns + t.sys_ns) as f64 / (secs * 1e9);
+        let sys_share = t.sys_ns as f64 / (t.user_ns + t.sys_ns).max(1) as f64;
+        let top: Vec<String> = r
+            .server
+            .syscalls
+            .iter()
+            .take(3)
+            .map(|s| {
+                format!(
+                    "{} {:.1}/req",
+                    s.name,
+                    s.count as f64 / load.completed.max(1) as f64
+                )
+            })
+            .collect();
+        out.push(finding(
+            "server_cpu_saturated",
+            Severity::Warning,
+            format!(
+                "server thread {} ({}) was {:.0}% busy: user {:.0}%, sys {:.0}% of its time; sys goes to {}",
+                t.tid,
+                t.comm,
+                busy * 100.0,
+                (1.0 - sys_share) * 100.0,
+                sys_share * 100.0,
+                top.join(", ")
+            ),
+            &[("busy_share", busy), ("sys_share", sys_share), ("tid", t.tid as f64)],
+        ));
+    }
+
+    // Latency tail from accept-queue overflows and SYN retransmits (1 s initial RTO, then 3 s, 7 s).
+    let p99_us = load.latency_us.p99 as f64;
+    let tcp = &r.server.tcp;
+    let syn = tcp.syn_retransmits.max(tcp.mib_syn_retransmits);
+    if p99_us >= SYN_TAIL_P99_US && (tcp.listen_overflows > 0 || syn > 0) {
+        let step = [1.0, 3.0, 7.0, 15.0]
+            .into_iter()
+            .min_by(|a, b| {
+                (p99_us / 1e6 - a)
+                    .abs()
+                    .total_cmp(&(p99_us / 1e6 - b).abs())
+            })
+            .unwrap_or(1.0);
+        out.push(finding(
+            "syn_retransmit_tail",
+            Severity::Critical,
+            format!(
+                "p99 of {:.2} s = SYN retransmit ({:.0} s retransmission timeout) after {} accept-queue overflows: {} SYNs retransmitted, {} listen drops",
+                p99_us / 1e6,
+                step,
+                tcp.listen_overflows,
+                syn,
+                tcp.listen_drops
+            ),
+            &[
+                ("p99_us", p99_us),
+                ("listen_overflows", tcp.listen_overflows as f64),
+                ("listen_drops", tcp.listen_drops as f64),
+                ("syn_retransmits", syn as f64),
+                ("rto_step_s", step),
+            ],
+        ));
+    } else if tcp.listen_overflows > 0 {
+        out.push(finding(
+            "listen_overflows",
+            Severity::Warning,
+            format!(
+                "{} accept-queue overflows ({} listen drops): the server accepts connections slower than they arrive; raise its listen backlog or accept faster",
+                tcp.listen_overflows, tcp.listen_drops
+            ),
+            &[("listen_overflows", tcp.listen_overflows as f64)],
+        ));
+    }
+
+    // Latency tail from waiting for a CPU.
+    let runq = &r.server.runq_latency_us;
+    let invol_per_req = r.per_request.server.involuntary_switches;
+    if runq.p99 >= RUNQ_P99_US && load.completed > 0 {
+        out.push(finding(
+            "runq_tail",
+            Severity::Warning,
+            format!(
+                "server threads waited for a CPU: run-queue p99 {:.1} ms (max {:.1} ms), {:.2} involuntary switches per request; request p99 {:.1} ms",
+                runq.p99 / 1000.0,
+                runq.max / 1000.0,
+                invol_per_req,
+                p99_us / 1000.0
+            ),
+            &[("runq_p99_us", runq.p99), ("involuntary_switches_per_request", invol_per_req), ("p99_us", p99_us)],
+        ));
+    }
+
+    // Network interrupts concentrated on one CPU.
+    let mut net_rx_per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in r.server.softirqs.iter().filter(|s| s.vector == "NET_RX") {
+        *net_rx_per_cpu.entry(s.cpu).or_default() += s.count;
+    }
+    let total: u64 = net_rx_per_cpu.values().sum();
+    if let Some((cpu, n)) = net_rx_per_cpu.iter().max_by_key(|(_, n)| **n) {
+        let share = *n as f64 / total.max(1) as f64;
+        if total as f64 / secs >= IRQ_MIN_PER_S
+            && share >= IRQ_CONCENTRATED_SHARE
+            && net_rx_per_cpu.len() > 1
+        {
+            let shares_cpu = r.server.threads.iter().any(|t| t.cpus.contains(cpu));
+            out.push(finding(
+                "net_irq_concentrated",
+                Severity::Info,
+                format!(
+                    "{:.0}% of NET_RX softirqs ran on CPU {cpu} ({:.0}/s); the server {} that CPU",
+                    share * 100.0,
+                    *n as f64 / secs,
+                    if shares_cpu {
+                        "shares"
+                    } else {
+                        "does not run on"
+                    }
+                ),
+                &[
+                    ("cpu", *cpu as f64),
+                    ("share", share),
+                    ("net_rx_per_s", *n as f64 / secs),
+                    ("server_shares_cpu", shares_cpu as u8 as f64),
+                ],
+            ));
+        }
+    }
+
+    // The client could not keep -c connections busy (closed loop only).
+    if load.config.rate.is_none() && load.completed > 0 {
+        let mean_latency_s = load.latency_us.mean / 1e6;
+        let achieved = load.throughput_rps * mean_latency_s;
+        let wanted = load.config.connections as f64;
+        if wanted > 0.0
+            && achieved / wanted < CLIENT_CONCURRENCY_SHARE
+            && load.client_cpu.max_thread_utilization >= 0.7
+        {
+            out.push(finding(
+                "client_concurrency_short",
+                Severity::Warning,
+                format!(
+                    "the load generator kept only {achieved:.0} of {wanted:.0} connections busy on average (throughput x mean latency): it could not drive the requested concurrency"
+                ),
+                &[("busy_connections", achieved), ("requested_connections", wanted)],
+            ));
+        }
+    }
+
+    // Error bursts.
+    for row in &r.timeline {
+        let total = row.completed + row.errors;
+        if row.errors >= ERROR_BURST_MIN && row.errors as f64 >= ERROR_BURST_SHARE * total as f64 {
+            out.push(finding(
+                "error_burst",
+                Severity::Warning,
+                format!(
+                    "{} errors of {} requests in the interval at {:.0} s",
+                    row.errors, total, row.t_s
+                ),
+                &[
+                    ("t_s", row.t_s),
+                    ("errors", row.errors as f64),
+                    ("requests", total as f64),
+                ],
+            ));
+        }
+    }
+
+    // What tracks p99 over the run.
+    // Only when p99 moved enough over the run for tracking it to mean something.
+    let p99s: Vec<f64> = r.timeline.iter().map(|t| t.p99_us as f64).collect();
+    let mean = p99s.iter().sum::<f64>() / p99s.len().max(1) as f64;
+    let spread = p99s.iter().map(|v| (v - mean).abs()).sum::<f64>() / p99s.len().max(1) as f64;
+    let p99_varies = p99s.len() >= 5 && mean > 0.0 && spread / mean >= 0.2;
+    if let Some(c) = r
+        .correlations
+        .first()
+        .filter(|c| p99_varies && c.coefficient.abs() >= 0.7)
+    {
+        out.push(finding(
+            "p99_tracks",
+            Severity::Info,
+            format!(
+                "p99 per interval tracks {} (r = {:.2} over {} intervals)",
+                c.series, c.coefficient, c.intervals
+            ),
+            &[("coefficient", c.coefficient)],
+        ));
+    }
+
+    let lost: u64 = r.server.lost_events.values().sum();
+    if lost > 0 {
+        out.push(finding(
+            "lost_events",
+            Severity::Warning,
+            format!("{lost} kernel records were lost (maps or ring buffer full); the counts are lower bounds"),
+            &[("lost", lost as f64)],
+        ));
+    }
+    out.sort_by_key(|f| f.severity);
+    out
+}
+
+/// Errors in the intervals that contain t_s and the one after it.
+fn errors_near(timeline: &[TimelineRow], t_s: f64) -> u64 {
+    timeline
+        .iter()
+        .filter(|row| row.t_s <= t_s + row.duration_s && row.t_s + 2.0 * row.duration_s > t_s)
+        .map(|row| row.errors)
+        .sum()
+}

@@ -1,0 +1,291 @@
+//! run.json: the load figures, the server's and the client's kernel figures, one timeline on one
+//! clock, per-request costs, correlations with p99, and the findings.
+
+use serde::{Deserialize, Serialize};
+use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
+use srvprof_loadgen::LoadReport;
+
+use super::findings::{Finding, findings};
+use super::interval::{IntervalRow, interval_row};
+use super::kernel_report::{KernelReport, kernel_report};
+use crate::sampler::{ExitRecord, Sample};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub pids: Vec<u32>,
+    pub url: String,
+    pub cmd: Option<String>,
+}
+
+/// One interval: the client's view (throughput, latency, errors) beside the kernel's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineRow {
+    pub t_s: f64,
+    pub duration_s: f64,
+    pub throughput_rps: f64,
+    pub completed: u64,
+    pub errors: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub server: IntervalRow,
+    /// Load generator CPU, percent of one CPU.
+    pub client_user_pct: f64,
+    pub client_sys_pct: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SyscallPerRequest {
+    pub name: String,
+    pub per_request: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerRequest {
+    pub context_switches: f64,
+    pub voluntary_switches: f64,
+    pub involuntary_switches: f64,
+    pub syscalls: f64,
+    pub cpu_us: f64,
+    pub user_us: f64,
+    pub sys_us: f64,
+    /// NET_RX + NET_TX softirqs system-wide.
+    pub net_softirqs: f64,
+    pub top_syscalls: Vec<SyscallPerRequest>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerRequestReport {
+    #[serde(flatten)]
+    pub server: PerRequest,
+    pub client: PerRequest,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Correlation {
+    pub series: String,
+    pub coefficient: f64,
+    pub intervals: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunReport {
+    pub tool: String,
+    pub version: String,
+    pub target: TargetInfo,
+    pub load: LoadReport,
+    pub server: KernelReport,
+    pub client: KernelReport,
+    pub timeline: Vec<TimelineRow>,
+    pub per_request: PerRequestReport,
+    pub correlations: Vec<Correlation>,
+    pub findings: Vec<Finding>,
+    pub notes: Vec<String>,
+}
+
+pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
+    let n = requests.max(1) as f64;
+    let t = &r.totals;
+    let net: u64 = r
+        .softirqs
+        .iter()
+        .filter(|s| s.vector.starts_with("NET_"))
+        .map(|s| s.count)
+        .sum();
+    PerRequest {
+        context_switches: (t.voluntary_switches + t.involuntary_switches) as f64 / n,
+        voluntary_switches: t.voluntary_switches as f64 / n,
+        involuntary_switches: t.involuntary_switches as f64 / n,
+        syscalls: t.syscalls as f64 / n,
+        cpu_us: (t.user_ns + t.sys_ns) as f64 / 1e3 / n,
+        user_us: t.user_ns as f64 / 1e3 / n,
+        sys_us: t.sys_ns as f64 / 1e3 / n,
+        net_softirqs: net as f64 / n,
+        top_syscalls: r
+            .syscalls
+            .iter()
+            .take(5)
+            .map(|s| SyscallPerRequest {
+                name: s.name.clone(),
+                per_request: s.count as f64 / n,
+            })
+            .collect(),
+    }
+}
+
+/// Pearson correlation; None without variance or with fewer than 4 points.
+pub fn pearson(xs: &[f64], ys: &[f64]) -> Option<f64> {
+    let n = xs.len().min(ys.len());
+    if n < 4 {
+        return None;
+    }
+    let (mx, my) = (
+        xs[..n].iter().sum::<f64>() / n as f64,
+        ys[..n].iter().sum::<f64>() / n as f64,
+    );
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let (dx, dy) = (xs[i] - mx, ys[i] - my);
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    if sxx <= f64::EPSILON || syy <= f64::EPSILON {
+        return None;
+    }
+    Some(sxy / (sxx * syy).sqrt())
+}
+
+/// Kernel series that track p99 over the run, strongest first.
+pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
+    let p99: Vec<f64> = timeline.iter().map(|r| r.p99_us as f64).collect();
+    let max_of = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let series: Vec<(&str, Vec<f64>)> = vec![
+        (
+            "voluntary switches/s",
+            timeline
+                .iter()
+                .map(|r| r.server.voluntary_switches_per_s)
+                .collect(),
+        ),
+        (
+            "involuntary switches/s",
+            timeline
+                .iter()
+                .map(|r| r.server.involuntary_switches_per_s)
+                .collect(),
+        ),
+        (
+            "run-queue p99",
+            timeline.iter().map(|r| r.server.runq_p99_us).collect(),
+        ),
+        (
+            "server sys %",
+            timeline.iter().map(|r| r.server.sys_pct).collect(),
+        ),
+        (
+            "server user %",
+            timeline.iter().map(|r| r.server.user_pct).collect(),
+        ),
+        (
+            "syscalls/s",
+            timeline.iter().map(|r| r.server.syscalls_per_s).collect(),
+        ),
+        (
+            "NET_RX/s on the busiest CPU",
+            timeline
+                .iter()
+                .map(|r| max_of(&r.server.net_rx_per_s))
+                .collect(),
+        ),
+        (
+            "listen overflows",
+            timeline
+                .iter()
+                .map(|r| r.server.listen_overflows as f64)
+                .collect(),
+        ),
+        (
+            "SYN retransmits",
+            timeline
+                .iter()
+                .map(|r| r.server.syn_retransmits as f64)
+                .collect(),
+        ),
+        (
+            "client CPU %",
+            timeline
+                .iter()
+                .map(|r| r.client_user_pct + r.client_sys_pct)
+                .collect(),
+        ),
+        ("errors", timeline.iter().map(|r| r.errors as f64).collect()),
+    ];
+    let mut out: Vec<Correlation> = series
+        .into_iter()
+        .filter_map(|(name, xs)| {
+            pearson(&xs, &p99).map(|c| Correlation {
+                series: name.into(),
+                coefficient: c,
+                intervals: xs.len(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.coefficient.abs().total_cmp(&a.coefficient.abs()));
+    out.truncate(5);
+    out
+}
+
+/// Builds the run report from the samples taken at the start of each interval (the last one at the end).
+pub fn build(
+    target: TargetInfo,
+    load: LoadReport,
+    samples: &[Sample],
+    exits: &[ExitRecord],
+    notes: Vec<String>,
+) -> RunReport {
+    // Kernel intervals line up with the load's: the sampler sampled at its interval boundaries.
+    // A last partial interval after the load's end (teardown) is left out.
+    let intervals = samples
+        .len()
+        .saturating_sub(1)
+        .min(load.timeline.len().max(1));
+    let samples = &samples[..(intervals + 1).min(samples.len())];
+    let (first, last) = (
+        samples.first().cloned().unwrap_or_default(),
+        samples.last().cloned().unwrap_or_default(),
+    );
+    let run_start = first.monotonic_ns;
+    let server = kernel_report(&first, &last, GROUP_SERVER, exits);
+    let client = kernel_report(&first, &last, GROUP_CLIENT, exits);
+    let mut timeline = Vec::new();
+    for (i, pair) in samples.windows(2).enumerate() {
+        let server_row = interval_row(&pair[0], &pair[1], GROUP_SERVER, run_start);
+        let client_row = interval_row(&pair[0], &pair[1], GROUP_CLIENT, run_start);
+        let load_row = load.timeline.get(i);
+        timeline.push(TimelineRow {
+            t_s: server_row.t_s,
+            duration_s: server_row.duration_s,
+            throughput_rps: load_row.map(|l| l.throughput_rps).unwrap_or(0.0),
+            completed: load_row.map(|l| l.completed).unwrap_or(0),
+            errors: load_row.map(|l| l.errors).unwrap_or(0),
+            p50_us: load_row.map(|l| l.p50_us).unwrap_or(0),
+            p99_us: load_row.map(|l| l.p99_us).unwrap_or(0),
+            client_user_pct: client_row.user_pct,
+            client_sys_pct: client_row.sys_pct,
+            server: server_row,
+        });
+    }
+    let per_request = PerRequestReport {
+        server: per_request(&server, load.completed),
+        client: per_request(&client, load.completed),
+    };
+    let mut report = RunReport {
+        tool: "srvprof".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        target,
+        load,
+        server,
+        client,
+        correlations: correlations(&timeline),
+        timeline,
+        per_request,
+        findings: Vec::new(),
+        notes,
+    };
+    report.findings = findings(&report);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pearson_of_known_series() {
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert!((pearson(&x, &[2.0, 4.0, 6.0, 8.0, 10.0]).unwrap() - 1.0).abs() < 1e-9);
+        assert!((pearson(&x, &[5.0, 4.0, 3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-9);
+        assert!(pearson(&x, &[1.0, 1.0, 1.0, 1.0, 1.0]).is_none());
+        assert!(pearson(&x[..3], &x[..3]).is_none());
+    }
+}

@@ -1,0 +1,174 @@
+//! `srvprof run`: drive the server with load and, in the same run and on the same clock, watch the
+//! kernel under it and under the load generator; then relate the two.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::analysis::run_report::{RunReport, TargetInfo, build};
+use crate::cli::RunArgs;
+use crate::error::SrvprofError;
+use crate::probes::{ProbeTargets, Probes};
+use crate::sampler::{Sample, Sampler};
+use crate::target::{self, ServerProcess};
+use crate::{clock, output, procfs, run_text};
+
+/// Default warmup of `run` when --warmup is not given: excluded from every figure.
+pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
+
+pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError> {
+    if !procfs::has_bpf_privileges() {
+        return Err(SrvprofError::NotRoot);
+    }
+    if let Some(dir) = &args.out {
+        check_out_dir(dir, args.force)?;
+    }
+    let mut notes = Vec::new();
+    let mut server_process = match &args.cmd {
+        Some(cmd) => Some(ServerProcess::start(cmd, Duration::from_secs(60))?),
+        None => None,
+    };
+    let given: Vec<u32> = match &server_process {
+        Some(s) => vec![s.pid],
+        None => super::probe::live_targets(&args.pids, &mut notes)?,
+    };
+    let pids = target::with_descendants(&given);
+    let url = match &args.url {
+        Some(u) => u.clone(),
+        None => target::discover_url(&pids, &mut notes)?,
+    };
+    let mut config = args
+        .load
+        .to_config()
+        .map_err(|e| SrvprofError::Usage(e.to_string()))?;
+    config.url = url.clone();
+    if !warmup_given {
+        config.warmup = DEFAULT_WARMUP;
+    }
+    for n in &notes {
+        eprintln!("srvprof: {n}");
+    }
+    eprintln!(
+        "srvprof: profiling PIDs {} while loading {url}",
+        join(&pids)
+    );
+
+    let stop = super::stop_flag();
+    let port = target::url_port(&url).unwrap_or(80);
+    let targets = ProbeTargets {
+        server_pids: pids.clone(),
+        client_pids: vec![std::process::id()],
+        tcp_ports: vec![port],
+    };
+    let probes = Probes::attach(&targets, |_, _| {})?;
+    let interval = config.interval;
+    let measure_start =
+        clock::monotonic_ns() + config.warmup.as_nanos() as u64 + config.ramp_up.as_nanos() as u64;
+    let sampler = Sampler::new(probes, measure_start, pids.first().copied());
+    let load_done = Arc::new(AtomicBool::new(false));
+    let sampling = {
+        let load_done = Arc::clone(&load_done);
+        std::thread::spawn(move || sample_every(sampler, measure_start, interval, &load_done))
+    };
+
+    let load = srvprof_loadgen::run(&config, Arc::clone(&stop));
+    load_done.store(true, Ordering::Relaxed);
+    let (samples, exits, sample_error) = sampling.join().expect("sampling thread");
+    if let Some(s) = server_process.as_mut() {
+        s.stop();
+    }
+    let load = load.map_err(|e| SrvprofError::Usage(e.to_string()))?;
+    if let Some(e) = sample_error {
+        notes.push(format!("sampling stopped early: {e}"));
+    }
+    if stop.load(Ordering::Relaxed) {
+        notes.push("interrupted; the figures cover the time measured until then".into());
+    }
+    if samples.len() < 2 {
+        notes.push("the run ended before a full interval was measured".into());
+    }
+    let target = TargetInfo {
+        pids,
+        url,
+        cmd: args.cmd.clone(),
+    };
+    let report = build(target, load, &samples, &exits, notes);
+    run_text::print(&mut std::io::stdout().lock(), &report);
+    if let Some(dir) = &args.out {
+        write_run(dir, &report, args.force)?;
+        eprintln!("srvprof: wrote {}", dir.display());
+    }
+    Ok(if report.load.completed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Samples at measure_start + k * interval until the load is done, then once more.
+fn sample_every(
+    mut sampler: Sampler,
+    measure_start: u64,
+    interval: Duration,
+    load_done: &AtomicBool,
+) -> (
+    Vec<Sample>,
+    Vec<crate::sampler::ExitRecord>,
+    Option<SrvprofError>,
+) {
+    let mut samples = Vec::new();
+    let mut error = None;
+    let mut k = 0u64;
+    loop {
+        let due = measure_start + k * interval.as_nanos() as u64;
+        while clock::monotonic_ns() < due && !load_done.load(Ordering::Relaxed) {
+            let left = due.saturating_sub(clock::monotonic_ns());
+            std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+        }
+        let done = load_done.load(Ordering::Relaxed);
+        if done && k == 0 {
+            break; // stopped during warmup: nothing was measured
+        }
+        match sampler.sample() {
+            Ok(s) => samples.push(s),
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+        if done {
+            break;
+        }
+        k += 1;
+    }
+    let exits = sampler.finish();
+    (samples, exits, error)
+}
+
+fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {
+    for name in ["run.json", "timeline.csv"] {
+        output::check_writable(&dir.join(name), force)?;
+    }
+    Ok(())
+}
+
+pub fn write_run(dir: &Path, report: &RunReport, force: bool) -> Result<(), SrvprofError> {
+    output::create_dir(dir)?;
+    let json = serde_json::to_string_pretty(report).expect("run report serializes");
+    output::write_atomic(&dir.join("run.json"), json.as_bytes(), force)?;
+    output::write_atomic(
+        &dir.join("timeline.csv"),
+        run_text::timeline_csv(report).as_bytes(),
+        force,
+    )?;
+    Ok(())
+}
+
+fn join(pids: &[u32]) -> String {
+    pids.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,177 @@
+//! `srvprof run` on the terminal (findings first, then tables) and as a CSV timeline.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use crate::analysis::findings::Severity;
+use crate::analysis::run_report::RunReport;
+
+/// First columns of timeline.csv; also how srvprof recognizes a file it wrote.
+pub const CSV_HEADER_START: &str = "t_s,throughput_rps,";
+
+pub fn print(out: &mut impl Write, r: &RunReport) {
+    let l = &r.load;
+    let _ = writeln!(
+        out,
+        "\n== srvprof run: {} (PIDs {:?}), {:.1} s measured",
+        r.target.url, r.target.pids, l.duration_s
+    );
+    let _ = writeln!(out, "findings:");
+    if r.findings.is_empty() {
+        let _ = writeln!(out, "  none: no rule fired (see the tables below)");
+    }
+    for f in &r.findings {
+        let tag = match f.severity {
+            Severity::Critical => "CRITICAL",
+            Severity::Warning => "WARNING ",
+            Severity::Info => "INFO    ",
+        };
+        let _ = writeln!(out, "  {tag} {}", f.summary);
+    }
+    let _ = writeln!(
+        out,
+        "load: {:.0} req/s, {} ok, {} errors {:?}, latency us p50 {} p90 {} p99 {} p99.9 {} max {}",
+        l.throughput_rps,
+        l.completed,
+        l.errors,
+        l.errors_by_kind,
+        l.latency_us.p50,
+        l.latency_us.p90,
+        l.latency_us.p99,
+        l.latency_us.p999,
+        l.latency_us.max
+    );
+    let _ = writeln!(
+        out,
+        "per request:     {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "ctx sw", "syscalls", "CPU us", "user us", "sys us", "net softirqs"
+    );
+    for (who, p) in [
+        ("  server", &r.per_request.server),
+        ("  client", &r.per_request.client),
+    ] {
+        let _ = writeln!(
+            out,
+            "{who:<16} {:>10.3} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
+            p.context_switches, p.syscalls, p.cpu_us, p.user_us, p.sys_us, p.net_softirqs
+        );
+    }
+    if !r.per_request.server.top_syscalls.is_empty() {
+        let top: Vec<String> = r
+            .per_request
+            .server
+            .top_syscalls
+            .iter()
+            .map(|s| format!("{} {:.2}", s.name, s.per_request))
+            .collect();
+        let _ = writeln!(out, "  server syscalls per request: {}", top.join(", "));
+    }
+    let s = &r.server;
+    let secs = s.duration_s.max(1e-9);
+    let _ = writeln!(
+        out,
+        "server: {} voluntary + {} involuntary switches ({:.0}/s), run-queue p99 {:.0} us, user {:.1}% sys {:.1}% of a CPU, {} listen overflows, {} SYN retransmits",
+        s.totals.voluntary_switches,
+        s.totals.involuntary_switches,
+        (s.totals.voluntary_switches + s.totals.involuntary_switches) as f64 / secs,
+        s.runq_latency_us.p99,
+        s.totals.user_ns as f64 / secs / 1e7,
+        s.totals.sys_ns as f64 / secs / 1e7,
+        s.tcp.listen_overflows,
+        s.tcp.syn_retransmits.max(s.tcp.mib_syn_retransmits)
+    );
+    let _ = writeln!(out, "timeline:");
+    let _ = writeln!(
+        out,
+        "  {:>6} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>6} {:>11} {:>8}",
+        "t(s)",
+        "req/s",
+        "errors",
+        "p50 us",
+        "p99 us",
+        "vol cs/s",
+        "inv cs/s",
+        "usr%",
+        "sys%",
+        "syscalls/s",
+        "client%"
+    );
+    for row in &r.timeline {
+        let _ = writeln!(
+            out,
+            "  {:>6.1} {:>10.0} {:>8} {:>9} {:>9} {:>9.0} {:>9.0} {:>6.1} {:>6.1} {:>11.0} {:>8.1}",
+            row.t_s,
+            row.throughput_rps,
+            row.errors,
+            row.p50_us,
+            row.p99_us,
+            row.server.voluntary_switches_per_s,
+            row.server.involuntary_switches_per_s,
+            row.server.user_pct,
+            row.server.sys_pct,
+            row.server.syscalls_per_s,
+            row.client_user_pct + row.client_sys_pct
+        );
+    }
+    if !r.correlations.is_empty() {
+        let c: Vec<String> = r
+            .correlations
+            .iter()
+            .take(3)
+            .map(|c| format!("{} (r={:.2})", c.series, c.coefficient))
+            .collect();
+        let _ = writeln!(out, "p99 per interval tracks: {}", c.join(", "));
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+}
+
+pub fn timeline_csv(r: &RunReport) -> String {
+    let ncpus = r
+        .timeline
+        .first()
+        .map(|t| t.server.net_rx_per_s.len())
+        .unwrap_or(0);
+    let mut csv = String::from(CSV_HEADER_START);
+    csv.push_str("completed,errors,p50_us,p99_us,voluntary_switches_per_s,involuntary_switches_per_s,runq_p99_us,user_pct,sys_pct,syscalls_per_s,listen_overflows,syn_retransmits,retransmits,client_cpu_pct");
+    for kind in ["net_rx_per_s", "net_tx_per_s", "hardirqs_per_s"] {
+        for cpu in 0..ncpus {
+            let _ = write!(csv, ",{kind}_cpu{cpu}");
+        }
+    }
+    csv.push('\n');
+    for t in &r.timeline {
+        let s = &t.server;
+        let _ = write!(
+            csv,
+            "{:.3},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{},{},{},{:.2}",
+            t.t_s,
+            t.throughput_rps,
+            t.completed,
+            t.errors,
+            t.p50_us,
+            t.p99_us,
+            s.voluntary_switches_per_s,
+            s.involuntary_switches_per_s,
+            s.runq_p99_us,
+            s.user_pct,
+            s.sys_pct,
+            s.syscalls_per_s,
+            s.listen_overflows,
+            s.syn_retransmits,
+            s.retransmits,
+            t.client_user_pct + t.client_sys_pct
+        );
+        for v in s
+            .net_rx_per_s
+            .iter()
+            .chain(&s.net_tx_per_s)
+            .chain(&s.hardirqs_per_s)
+        {
+            let _ = write!(csv, ",{v:.1}");
+        }
+        csv.push('\n');
+    }
+    csv
+}

@@ -1,0 +1,244 @@
+//! `srvprof run` on real servers, each with a known cause by construction; every test asserts
+//! on the numbers, against the kernel's own counters where one exists.
+
+use srvprof_integration::*;
+
+fn kinds(run: &serde_json::Value) -> Vec<String> {
+    run["findings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| f["kind"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
+    require_root();
+    let nginx = Server::start(
+        "nginx-hello",
+        &["--cpus", "1", "--backlog", "4", "--no-keepalive"],
+    );
+    let overflows_before = net_counter("TcpExt:", "ListenOverflows");
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &nginx.pid().to_string(),
+            "--no-keepalive",
+            "-c",
+            "800",
+            "-d",
+            "6s",
+            "--warmup",
+            "1s",
+            "--cpus",
+            "0",
+            "--timeout",
+            "20s",
+        ],
+        "backlog",
+    );
+    let overflows_after = net_counter("TcpExt:", "ListenOverflows");
+    assert!(status.success(), "{stderr}");
+    let tcp = &run["server"]["tcp"];
+    let overflows = tcp["listen_overflows"].as_u64().unwrap();
+    // The kernel's counter, read around the whole run, encloses the measured window.
+    assert!(
+        overflows > 0 && overflows <= overflows_after - overflows_before,
+        "{overflows} vs /proc {}",
+        overflows_after - overflows_before
+    );
+    assert!(tcp["syn_retransmits"].as_u64().unwrap() > 0, "{tcp}");
+    let p99 = run["load"]["latency_us"]["p99"].as_u64().unwrap();
+    assert!(
+        p99 >= 1_000_000,
+        "a SYN retransmit costs the initial RTO of 1 s: p99 {p99} us"
+    );
+    let f = finding(&run, "syn_retransmit_tail")
+        .unwrap_or_else(|| panic!("no syn_retransmit_tail in {:?}", kinds(&run)));
+    assert_eq!(f["severity"], "critical");
+    assert_eq!(
+        f["evidence"]["listen_overflows"].as_f64().unwrap() as u64,
+        overflows
+    );
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("accept-queue overflows")
+    );
+}
+
+#[test]
+fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let worker = with_children(nginx.pid());
+    let _hog = CpuHog::on("1");
+    let (_, delay0, _) = proc_schedstat(worker, worker);
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &nginx.pid().to_string(),
+            "-c",
+            "50",
+            "-d",
+            "5s",
+            "--warmup",
+            "1s",
+            "--cpus",
+            "0",
+        ],
+        "runq",
+    );
+    let (_, delay1, _) = proc_schedstat(worker, worker);
+    assert!(status.success(), "{stderr}");
+    // The scheduler's own run_delay says the worker waited for its CPU for a large share of the run.
+    let waited_s = (delay1 - delay0) as f64 / 1e9;
+    assert!(
+        waited_s >= 0.5,
+        "worker waited {waited_s} s in the run queue"
+    );
+    let runq = &run["server"]["runq_latency_us"];
+    assert!(runq["p99"].as_f64().unwrap() >= 1000.0, "{runq}");
+    let worker_thread = run["server"]["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"] == worker)
+        .expect("worker reported");
+    let probe_wait_s = worker_thread["runq_ns"].as_f64().unwrap() / 1e9;
+    assert!(
+        probe_wait_s <= waited_s * 1.05 + 0.05,
+        "probe run-queue {probe_wait_s} s vs schedstat {waited_s} s over a longer window"
+    );
+    assert!(
+        probe_wait_s >= waited_s * 0.5,
+        "probe run-queue {probe_wait_s} s vs schedstat {waited_s} s"
+    );
+    assert!(run["per_request"]["involuntary_switches"].as_f64().unwrap() > 0.0);
+    assert!(
+        finding(&run, "runq_tail").is_some(),
+        "no runq_tail in {:?}",
+        kinds(&run)
+    );
+}
+
+#[test]
+fn a_starved_load_generator_is_called_client_bound() {
+    require_root();
+    let server = Server::start("nginx-hello", &["--cpus", "1"]);
+    let _hog = CpuHog::on("0");
+    let worker = with_children(server.pid());
+    let cpu_before = srvprof::procfs::process_cpu_time(worker).unwrap();
+    let started = std::time::Instant::now();
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &server.pid().to_string(),
+            "-c",
+            "50",
+            "-d",
+            "4s",
+            "--warmup",
+            "1s",
+            "--threads",
+            "1",
+            "--cpus",
+            "0",
+        ],
+        "client",
+    );
+    let wall = started.elapsed().as_secs_f64();
+    let cpu_after = srvprof::procfs::process_cpu_time(worker).unwrap();
+    assert!(status.success(), "{stderr}");
+    // The server had room: its worker used well under its CPU (kernel's accounting).
+    let server_busy =
+        (cpu_after.user_ns + cpu_after.sys_ns - cpu_before.user_ns - cpu_before.sys_ns) as f64
+            / 1e9
+            / wall;
+    assert!(server_busy < 0.8, "server worker {server_busy} of a CPU");
+    let f = finding(&run, "client_bound")
+        .unwrap_or_else(|| panic!("no client_bound in {:?}", kinds(&run)));
+    assert!(
+        f["evidence"]["client_thread_busy_or_runnable_share"]
+            .as_f64()
+            .unwrap()
+            >= 0.9,
+        "{f}"
+    );
+    assert!(
+        f["evidence"]["client_thread_runq_share"].as_f64().unwrap() >= 0.2,
+        "the hog kept the client waiting: {f}"
+    );
+}
+
+#[test]
+fn a_server_that_dies_by_signal_mid_run_is_reported_with_the_client_errors() {
+    require_root();
+    let port = free_port();
+    let cmd = format!(
+        "{}/servers/faulty/run --port {port} --mode crash-after --after-requests 3000",
+        workspace_root().display()
+    );
+    let (status, stderr, run) = srvprof_run(
+        &["--cmd", &cmd, "-c", "20", "-d", "4s", "--warmup", "0s"],
+        "died",
+    );
+    assert!(
+        status.success(),
+        "some requests succeeded before the crash: {stderr}"
+    );
+    let f = finding(&run, "target_died")
+        .unwrap_or_else(|| panic!("no target_died in {:?}", kinds(&run)));
+    assert_eq!(f["evidence"]["signal"].as_f64().unwrap() as i32, 11);
+    assert!(
+        f["evidence"]["client_errors_near"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    assert!(
+        (2900..=3000).contains(&completed),
+        "the server answered exactly 3000 (some may be in flight): {completed}"
+    );
+    assert!(run["load"]["errors"].as_u64().unwrap() > 0);
+    // --cmd stops what it started: nothing listens any more.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_closed_port_fails_fast_with_one_sentence() {
+    require_root();
+    let w = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let port = free_port();
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &w.id().to_string(),
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+            "-d",
+            "2s",
+        ],
+        "closed",
+    );
+    assert!(!status.success());
+    assert!(
+        stderr.to_lowercase().contains("refused") || stderr.contains("closed"),
+        "{stderr}"
+    );
+    assert!(run.is_null() || run["load"]["completed"] == 0);
+    let mut w = w;
+    let _ = w.kill();
+}
+
+/// The single child of a process (nginx's only worker).
+fn with_children(pid: u32) -> u32 {
+    let kids = srvprof::target::with_descendants(&[pid]);
+    *kids.iter().find(|k| **k != pid).expect("a worker process")
+}
