@@ -1,5 +1,6 @@
 //! Developer tasks: `cargo xtask setup | test | demo | bench`.
 
+mod demo;
 mod setup;
 mod test;
 
@@ -21,7 +22,7 @@ fn main() -> Result<()> {
         }
         "demo" => {
             setup::run()?;
-            test::demo(rest)
+            demo::run(rest)
         }
         other => bail!("unknown task '{other}'; {USAGE}"),
     }

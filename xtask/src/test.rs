@@ -1,5 +1,4 @@
-//! `cargo xtask test`: every test, eBPF ones included (they need root and really run);
-//! `cargo xtask demo`: the main job on the bundled server.
+//! `cargo xtask test`: every test, eBPF ones included (they need root and really run).
 
 use std::process::Command;
 
@@ -36,10 +35,6 @@ pub fn run(args: &[String]) -> Result<()> {
             .args(["--", "--test-threads=1"]),
     )?;
     Ok(())
-}
-
-pub fn demo(_args: &[String]) -> Result<()> {
-    bail!("the demo needs `srvprof run`, which is not built yet; run `cargo xtask test` meanwhile")
 }
 
 unsafe extern "C" {

@@ -1,0 +1,33 @@
+//! `cargo xtask demo`: the main job on the bundled server. Starts servers/rust-hyper pinned to
+//! CPU 1 through `srvprof run --cmd`, drives it from CPU 0 and writes the run folder.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::{run_cmd, workspace_root};
+
+pub fn run(args: &[String]) -> Result<()> {
+    let root = workspace_root();
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { geteuid() } != 0 {
+        bail!("srvprof loads eBPF programs and needs root: run `sudo cargo xtask demo`");
+    }
+    run_cmd(Command::new("cargo").current_dir(&root).args(["build", "--release", "-p", "srvprof", "--bins"]))?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let out = root.join("target/srvprof-demo");
+    let server = root.join("servers/rust-hyper/run");
+    let cmd = format!("{} --port {port} --cpus 1", server.display());
+    run_cmd(
+        Command::new(root.join("target/release/srvprof"))
+            .args(["run", "--cmd", &cmd, "-c", "100", "-d", "10s", "--cpus", "0", "--force", "--out"])
+            .arg(&out)
+            .args(args),
+    )?;
+    eprintln!("xtask: the run is in {} (run.json, timeline.csv, report.html)", out.display());
+    Ok(())
+}
+
+unsafe extern "C" {
+    fn geteuid() -> u32;
+}
