@@ -1,5 +1,6 @@
-//! The per-request work of the load generator: building a request, one hyper HTTP/1.1 exchange
-//! (encode the request, parse the response, drain the body) and recording a latency.
+//! The per-request work of the load generator: the request (pre-encoded for the built-in client,
+//! built per request for hyper), parsing a response head (built-in client), one hyper exchange
+//! (encode, parse, drain) and recording a latency.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -7,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use http_body_util::Full;
-use srvprof_loadgen::bench_api::{exchange, new_histogram};
+use srvprof_loadgen::bench_api::{exchange, new_histogram, parse_response_head};
 use srvprof_loadgen::{RequestTemplate, Target};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -25,9 +26,26 @@ fn template() -> RequestTemplate {
     .unwrap()
 }
 
-fn request_build(c: &mut Criterion) {
+fn request_encoding(c: &mut Criterion) {
     let tpl = template();
-    c.bench_function("request_build", |b| b.iter(|| black_box(tpl.build())));
+    // What the built-in client does per request: borrow the bytes encoded before the run.
+    c.bench_function("request_encoded_builtin", |b| {
+        b.iter(|| black_box(black_box(&tpl).encoded().len()))
+    });
+    // What the hyper engine does per request: a new Request from the template's parts.
+    c.bench_function("request_build_hyper", |b| b.iter(|| black_box(tpl.build())));
+    c.bench_function("request_encode_from_parts", |b| {
+        b.iter(|| {
+            let target = Target::parse("http://127.0.0.1:8080/index.html").unwrap();
+            black_box(RequestTemplate::new(&target, "GET", &[], None, true).unwrap())
+        })
+    });
+}
+
+fn response_parsing(c: &mut Criterion) {
+    c.bench_function("response_parse_builtin", |b| {
+        b.iter(|| black_box(parse_response_head(black_box(RESPONSE))))
+    });
 }
 
 /// A full client exchange over an in-memory pipe; the other end answers each request with a
@@ -109,6 +127,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
-    targets = request_build, hyper_exchange, histogram_record
+    targets = request_encoding, response_parsing, hyper_exchange, histogram_record
 }
 criterion_main!(benches);

@@ -71,6 +71,18 @@ pub struct LoadArgs {
     /// Timeline interval.
     #[arg(long = "interval", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
+
+    /// HTTP/1.1 client: builtin (fastest, no allocation per request) or hyper.
+    #[arg(long = "engine", default_value = "builtin", value_parser = parse_engine)]
+    pub engine: crate::Engine,
+}
+
+fn parse_engine(text: &str) -> Result<crate::Engine, String> {
+    match text {
+        "builtin" => Ok(crate::Engine::Builtin),
+        "hyper" => Ok(crate::Engine::Hyper),
+        other => Err(format!("unknown engine `{other}`; use builtin or hyper")),
+    }
 }
 
 /// A parsed `--cpus` list (a newtype so clap does not read it as a repeated option).
@@ -95,6 +107,7 @@ impl Default for LoadArgs {
             cpus: None,
             ramp_up: Duration::ZERO,
             interval: Duration::from_secs(1),
+            engine: crate::Engine::Builtin,
         }
     }
 }
@@ -137,6 +150,7 @@ impl LoadArgs {
             cpus: self.cpus.as_ref().map(|c| c.0.clone()),
             ramp_up: self.ramp_up,
             interval: self.interval,
+            engine: self.engine,
         })
     }
 }

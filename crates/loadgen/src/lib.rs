@@ -16,12 +16,15 @@ use std::time::{Duration, Instant};
 pub mod cli;
 mod client;
 mod error;
+mod http1;
+mod hyper_client;
 pub mod printer;
 mod report;
 mod request;
 mod stats;
 mod sys;
 
+pub use client::Engine;
 pub use error::LoadError;
 pub use report::{
     ClientCpu, ConfigEcho, ErrorKind, LatencySummary, LoadReport, SpectrumPoint, TimelineEntry,
@@ -32,7 +35,8 @@ pub use sys::{ensure_fd_limit, monotonic_ns};
 /// Internals the criterion benches measure; not a stable API.
 #[doc(hidden)]
 pub mod bench_api {
-    pub use crate::client::exchange;
+    pub use crate::http1::parse_response_head;
+    pub use crate::hyper_client::exchange;
     pub use crate::stats::new_histogram;
 }
 
@@ -68,6 +72,8 @@ pub struct LoadConfig {
     pub ramp_up: Duration,
     /// Timeline interval.
     pub interval: Duration,
+    /// HTTP/1.1 client implementation.
+    pub engine: Engine,
 }
 
 impl Default for LoadConfig {
@@ -88,6 +94,7 @@ impl Default for LoadConfig {
             cpus: None,
             ramp_up: Duration::ZERO,
             interval: Duration::from_secs(1),
+            engine: Engine::Builtin,
         }
     }
 }
@@ -149,6 +156,7 @@ impl LoadConfig {
                 "closed"
             }
             .to_string(),
+            engine: self.engine,
         }
     }
 }
@@ -173,6 +181,7 @@ pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, Loa
     let measure_start = run_start + config.warmup;
     let plan = Arc::new(client::RunPlan {
         template,
+        engine: config.engine,
         addr: target.addr,
         keepalive: config.keepalive,
         timeout: config.timeout,

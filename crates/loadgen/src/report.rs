@@ -167,6 +167,7 @@ pub struct ConfigEcho {
     pub interval_s: f64,
     /// "closed" (next request when the previous answer is complete) or "open" (constant rate).
     pub mode: String,
+    pub engine: crate::Engine,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
-use hyper::header::{CONNECTION, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 
 use crate::LoadError;
@@ -75,6 +75,8 @@ pub struct RequestTemplate {
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
+    /// The whole request as it goes on the wire, for the built-in HTTP/1.1 client.
+    encoded: Bytes,
 }
 
 impl RequestTemplate {
@@ -117,12 +119,27 @@ impl RequestTemplate {
                 map.append(name, value);
             }
         }
+        let body = Bytes::copy_from_slice(body.unwrap_or_default());
+        let encoded = encode(&method, &uri, &map, &body);
         Ok(RequestTemplate {
             method,
             uri,
             headers: map,
-            body: Bytes::copy_from_slice(body.unwrap_or_default()),
+            body,
+            encoded,
         })
+    }
+
+    /// The request's bytes on the wire (request line, headers, body).
+    #[inline]
+    pub fn encoded(&self) -> &[u8] {
+        &self.encoded
+    }
+
+    /// HEAD responses carry no body whatever their headers say.
+    #[inline]
+    pub fn is_head(&self) -> bool {
+        self.method == Method::HEAD
     }
 
     /// A fresh request: reference-count bumps for URI and body, one copy of the small header map
@@ -143,6 +160,30 @@ impl RequestTemplate {
     pub fn body_len(&self) -> usize {
         self.body.len()
     }
+}
+
+/// HTTP/1.1 encoding of a request; Content-Length is added when there is a body (or the
+/// method expects one) and the caller did not set it.
+fn encode(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(128 + body.len());
+    out.extend_from_slice(method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let wants_length =
+        !body.is_empty() || matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+    if wants_length && !headers.contains_key(CONTENT_LENGTH) {
+        out.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -199,5 +240,9 @@ mod tests {
         assert_eq!(req.headers()[HOST], "example");
         assert_eq!(req.headers()["x-a"], "1");
         assert_eq!(req.headers()[CONNECTION], "close");
+        assert_eq!(
+            tpl.encoded(),
+            b"POST / HTTP/1.1\r\nhost: example\r\nconnection: close\r\nx-a: 1\r\ncontent-length: 2\r\n\r\nhi"
+        );
     }
 }

@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use srvprof_loadgen::{LoadConfig, LoadError};
+use srvprof_loadgen::{Engine, LoadConfig, LoadError};
+
+/// Both HTTP/1.1 clients must give the same counts.
+const ENGINES: [Engine; 2] = [Engine::Builtin, Engine::Hyper];
 use support::{Behaviour, TestServer, assert_accounted, config, run, serial};
 
 const MS: u64 = 1000; // microseconds
@@ -52,65 +55,74 @@ fn fixed_10ms_delay_gives_p50_between_10_and_15_ms() {
 #[test]
 fn exactly_n_requests_keepalive() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
-    let r = run(&LoadConfig {
-        connections: 10,
-        requests: Some(10_000),
-        duration: None,
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(server.counts.requests(), 10_000);
-    assert_eq!(r.sent, 10_000);
-    assert_eq!(r.completed, 10_000);
-    assert_eq!(r.unfinished, 0);
-    assert_eq!(r.status_codes[&200], 10_000);
-    // Keep-alive: one connection each (the server also saw the generator's port check).
-    assert_eq!(server.counts.connections(), 10 + 1);
-    assert_eq!(r.bytes, 10_000 * support::OK.len() as u64);
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+        let r = run(&LoadConfig {
+            connections: 10,
+            requests: Some(10_000),
+            duration: None,
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(server.counts.requests(), 10_000);
+        assert_eq!(r.sent, 10_000);
+        assert_eq!(r.completed, 10_000);
+        assert_eq!(r.unfinished, 0);
+        assert_eq!(r.status_codes[&200], 10_000);
+        // Keep-alive: one connection each (the server also saw the generator's port check).
+        assert_eq!(server.counts.connections(), 10 + 1);
+        assert_eq!(r.bytes, 10_000 * support::OK.len() as u64);
+    }
 }
 
 #[test]
 fn exactly_n_requests_without_keepalive() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
-    let r = run(&LoadConfig {
-        connections: 10,
-        requests: Some(10_000),
-        duration: None,
-        keepalive: false,
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(server.counts.requests(), 10_000);
-    assert_eq!(r.completed, 10_000);
-    assert_eq!(server.counts.connections(), 10_000 + 1);
-    assert_eq!(r.connections_opened, 10_000);
-    let connect = r
-        .connect_latency_us
-        .expect("connect latency without keep-alive");
-    assert_eq!(connect.count, 10_000);
-    // Connect time is part of each request's latency.
-    assert!(r.latency_us.min >= connect.min);
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+        let r = run(&LoadConfig {
+            connections: 10,
+            requests: Some(10_000),
+            duration: None,
+            keepalive: false,
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(server.counts.requests(), 10_000);
+        assert_eq!(r.completed, 10_000);
+        assert_eq!(server.counts.connections(), 10_000 + 1);
+        assert_eq!(r.connections_opened, 10_000);
+        let connect = r
+            .connect_latency_us
+            .expect("connect latency without keep-alive");
+        assert_eq!(connect.count, 10_000);
+        // Connect time is part of each request's latency.
+        assert!(r.latency_us.min >= connect.min);
+    }
 }
 
 #[test]
 fn every_third_connection_reset_is_counted_exactly() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::ResetEvery(3));
-    let r = run(&LoadConfig {
-        connections: 3,
-        requests: Some(300),
-        duration: None,
-        keepalive: false,
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(server.counts.requests(), 300);
-    assert_eq!(server.counts.resets(), 100);
-    assert_eq!(r.errors_by_kind["reset"], 100);
-    assert_eq!(r.errors, 100);
-    assert_eq!(r.completed, 200);
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::ResetEvery(3));
+        let r = run(&LoadConfig {
+            connections: 3,
+            requests: Some(300),
+            duration: None,
+            keepalive: false,
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(server.counts.requests(), 300);
+        assert_eq!(server.counts.resets(), 100);
+        assert_eq!(r.errors_by_kind["reset"], 100);
+        assert_eq!(r.errors, 100);
+        assert_eq!(r.completed, 200);
+    }
 }
 
 #[test]
@@ -175,61 +187,70 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
 #[test]
 fn non_2xx_responses_are_counted_as_errors_and_by_status() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::ServiceUnavailableEvery(4));
-    let r = run(&LoadConfig {
-        connections: 4,
-        requests: Some(400),
-        duration: None,
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(server.counts.non_2xx(), 100);
-    assert_eq!(r.status_codes[&503], 100);
-    assert_eq!(r.status_codes[&200], 300);
-    assert_eq!(r.errors_by_kind["non_2xx"], 100);
-    assert_eq!(r.completed, 300);
-    assert_eq!(
-        r.latency_us.count, 400,
-        "answered requests all have a latency"
-    );
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::ServiceUnavailableEvery(4));
+        let r = run(&LoadConfig {
+            connections: 4,
+            requests: Some(400),
+            duration: None,
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(server.counts.non_2xx(), 100);
+        assert_eq!(r.status_codes[&503], 100);
+        assert_eq!(r.status_codes[&200], 300);
+        assert_eq!(r.errors_by_kind["non_2xx"], 100);
+        assert_eq!(r.completed, 300);
+        assert_eq!(
+            r.latency_us.count, 400,
+            "answered requests all have a latency"
+        );
+    }
 }
 
 #[test]
 fn malformed_http_is_a_protocol_error() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::Garbage);
-    let r = run(&LoadConfig {
-        connections: 2,
-        requests: Some(20),
-        duration: None,
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(server.counts.requests(), 20);
-    assert_eq!(r.errors_by_kind["protocol_error"], 20);
-    assert_eq!(r.completed, 0);
-    assert!(!r.any_success());
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::Garbage);
+        let r = run(&LoadConfig {
+            connections: 2,
+            requests: Some(20),
+            duration: None,
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(server.counts.requests(), 20);
+        assert_eq!(r.errors_by_kind["protocol_error"], 20);
+        assert_eq!(r.completed, 0);
+        assert!(!r.any_success());
+    }
 }
 
 #[test]
 fn silent_server_gives_read_timeouts() {
     let _serial = serial();
-    let server = TestServer::start(Behaviour::Silent);
-    let started = Instant::now();
-    let r = run(&LoadConfig {
-        connections: 3,
-        requests: Some(6),
-        duration: None,
-        timeout: Duration::from_millis(300),
-        ..config(&server.url())
-    });
-    assert_accounted(&r);
-    assert_eq!(r.errors_by_kind["read_timeout"], 6);
-    assert_eq!(server.counts.requests(), 6);
-    // Two rounds of 300 ms timeouts.
-    let took = started.elapsed();
-    assert!(took >= Duration::from_millis(550), "took {took:?}");
-    assert!(took < Duration::from_secs(3), "took {took:?}");
+    for engine in ENGINES {
+        let server = TestServer::start(Behaviour::Silent);
+        let started = Instant::now();
+        let r = run(&LoadConfig {
+            connections: 3,
+            requests: Some(6),
+            duration: None,
+            timeout: Duration::from_millis(300),
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        assert_eq!(r.errors_by_kind["read_timeout"], 6);
+        assert_eq!(server.counts.requests(), 6);
+        // Two rounds of 300 ms timeouts.
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(550), "took {took:?}");
+        assert!(took < Duration::from_secs(3), "took {took:?}");
+    }
 }
 
 #[test]

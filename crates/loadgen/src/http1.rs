@@ -1,0 +1,418 @@
+//! The hot-path HTTP/1.1 client: the request is encoded once before the run, each response is
+//! parsed in place by httparse (the parser hyper uses) from one read buffer per connection, and
+//! the body is skipped as it arrives. Nothing is allocated per request.
+
+use std::io;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::report::ErrorKind;
+
+/// Read buffer of a connection; grows (once, up to MAX_HEAD) only for huge response heads.
+const READ_BUF: usize = 16 * 1024;
+const MAX_HEAD: usize = 256 * 1024;
+const MAX_HEADERS: usize = 64;
+
+/// How a request failed on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// A reused keep-alive connection was closed before any byte of the answer: the server
+    /// dropped an idle connection, so the request may be retried on a new one.
+    Stale,
+    Kind(ErrorKind),
+}
+
+impl From<ErrorKind> for Failure {
+    fn from(kind: ErrorKind) -> Failure {
+        Failure::Kind(kind)
+    }
+}
+
+/// The parts of a response the generator needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Response {
+    pub status: u16,
+    /// The connection may carry another request.
+    pub keep_alive: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+pub(crate) struct Connection {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Bytes read from the socket since the connection opened.
+    pub bytes_read: u64,
+    /// Complete responses received on this connection.
+    pub responses: u64,
+}
+
+impl Connection {
+    pub async fn open(addr: SocketAddr) -> Result<Connection, ErrorKind> {
+        let stream = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
+            io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+            io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
+            _ => io_error_kind(&e),
+        })?;
+        // Requests are small and latency-bound: never wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        Ok(Connection {
+            stream,
+            buf: vec![0; READ_BUF],
+            start: 0,
+            end: 0,
+            bytes_read: 0,
+            responses: 0,
+        })
+    }
+
+    /// Write one encoded request and read its whole response.
+    pub async fn roundtrip(&mut self, request: &[u8], head: bool) -> Result<Response, Failure> {
+        let reused = self.responses > 0;
+        let read_before = self.bytes_read;
+        let result = async {
+            self.stream
+                .write_all(request)
+                .await
+                .map_err(|e| io_error_kind(&e))?;
+            let (status, framing, keep_alive) = self.read_head(head).await?;
+            let keep_alive = self.skip_body(framing).await? && keep_alive;
+            Ok::<_, ErrorKind>(Response { status, keep_alive })
+        }
+        .await;
+        match result {
+            Ok(response) => {
+                self.responses += 1;
+                Ok(response)
+            }
+            Err(ErrorKind::Reset) if reused && self.bytes_read == read_before => {
+                Err(Failure::Stale)
+            }
+            Err(kind) => Err(Failure::Kind(kind)),
+        }
+    }
+
+    /// Parse the status line and headers; informational (1xx) heads are skipped.
+    async fn read_head(&mut self, head: bool) -> Result<(u16, Framing, bool), ErrorKind> {
+        loop {
+            if self.end > self.start {
+                let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+                let mut response = httparse::Response::new(&mut headers);
+                match response.parse(&self.buf[self.start..self.end]) {
+                    Ok(httparse::Status::Complete(len)) => {
+                        let status = response.code.unwrap_or(0);
+                        let (framing, keep_alive) =
+                            framing_of(&response, head).ok_or(ErrorKind::ProtocolError)?;
+                        self.start += len;
+                        if (100..200).contains(&status) && status != 101 {
+                            continue;
+                        }
+                        return Ok((status, framing, keep_alive));
+                    }
+                    Ok(httparse::Status::Partial) => {}
+                    Err(_) => return Err(ErrorKind::ProtocolError),
+                }
+            }
+            if self.fill().await? == 0 {
+                return Err(ErrorKind::Reset); // Closed before the response was complete.
+            }
+        }
+    }
+
+    /// Consume the body; returns false when it ended with the connection.
+    async fn skip_body(&mut self, framing: Framing) -> Result<bool, ErrorKind> {
+        match framing {
+            Framing::Empty => Ok(true),
+            Framing::Length(n) => self.skip(n).await.map(|_| true),
+            Framing::Chunked => {
+                loop {
+                    let size = loop {
+                        match httparse::parse_chunk_size(&self.buf[self.start..self.end]) {
+                            Ok(httparse::Status::Complete((len, size))) => {
+                                self.start += len;
+                                break size;
+                            }
+                            Ok(httparse::Status::Partial) => self.fill_or_reset().await?,
+                            Err(_) => return Err(ErrorKind::ProtocolError),
+                        }
+                    };
+                    if size == 0 {
+                        break;
+                    }
+                    self.skip(size).await?;
+                    self.expect_crlf().await?;
+                }
+                // Trailer lines up to the empty line.
+                loop {
+                    match self.buf[self.start..self.end]
+                        .windows(2)
+                        .position(|w| w == b"\r\n")
+                    {
+                        Some(0) => {
+                            self.start += 2;
+                            return Ok(true);
+                        }
+                        Some(pos) => self.start += pos + 2,
+                        None => self.fill_or_reset().await?,
+                    }
+                }
+            }
+            Framing::UntilClose => {
+                loop {
+                    self.start = self.end;
+                    if self.fill().await? == 0 {
+                        break;
+                    }
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    async fn skip(&mut self, mut remaining: u64) -> Result<(), ErrorKind> {
+        loop {
+            let take = ((self.end - self.start) as u64).min(remaining);
+            self.start += take as usize;
+            remaining -= take;
+            if remaining == 0 {
+                return Ok(());
+            }
+            self.fill_or_reset().await?;
+        }
+    }
+
+    async fn expect_crlf(&mut self) -> Result<(), ErrorKind> {
+        while self.end - self.start < 2 {
+            self.fill_or_reset().await?;
+        }
+        if &self.buf[self.start..self.start + 2] != b"\r\n" {
+            return Err(ErrorKind::ProtocolError);
+        }
+        self.start += 2;
+        Ok(())
+    }
+
+    async fn fill_or_reset(&mut self) -> Result<(), ErrorKind> {
+        match self.fill().await? {
+            0 => Err(ErrorKind::Reset),
+            _ => Ok(()),
+        }
+    }
+
+    /// Read more bytes after `end`; 0 means the server closed the connection.
+    async fn fill(&mut self) -> Result<usize, ErrorKind> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.buf.len() < MAX_HEAD {
+                self.buf.resize(self.buf.len() * 2, 0);
+            } else {
+                return Err(ErrorKind::ProtocolError); // A response head larger than MAX_HEAD.
+            }
+        }
+        let n = self
+            .stream
+            .read(&mut self.buf[self.end..])
+            .await
+            .map_err(|e| io_error_kind(&e))?;
+        self.end += n;
+        self.bytes_read += n as u64;
+        Ok(n)
+    }
+}
+
+/// Body framing and keep-alive from a parsed head (RFC 9112 section 6.3); None when invalid.
+fn framing_of(response: &httparse::Response<'_, '_>, head: bool) -> Option<(Framing, bool)> {
+    let status = response.code?;
+    let mut keep_alive = response.version? == 1;
+    let mut length: Option<u64> = None;
+    let mut chunked = false;
+    for h in response.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let value = std::str::from_utf8(h.value).ok()?.trim();
+            let n: u64 = value.parse().ok()?;
+            if length.is_some_and(|l| l != n) {
+                return None;
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = last_token_is(h.value, b"chunked");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            if contains_token(h.value, b"close") {
+                keep_alive = false;
+            } else if contains_token(h.value, b"keep-alive") {
+                keep_alive = true;
+            }
+        }
+    }
+    let framing = if head || status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Empty
+    } else if chunked {
+        Framing::Chunked
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else {
+        keep_alive = false;
+        Framing::UntilClose
+    };
+    Some((framing, keep_alive))
+}
+
+fn contains_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+fn last_token_is(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .next_back()
+        .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+pub(crate) fn io_error_kind(e: &io::Error) -> ErrorKind {
+    match e.kind() {
+        io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe
+        | io::ErrorKind::UnexpectedEof => ErrorKind::Reset,
+        io::ErrorKind::TimedOut => ErrorKind::ReadTimeout,
+        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+        _ => ErrorKind::Other,
+    }
+}
+
+/// Parse one response from `bytes` the way the hot path does (for benches and unit tests):
+/// returns status, keep-alive and the head's length.
+#[doc(hidden)]
+pub fn parse_response_head(bytes: &[u8]) -> Option<(u16, bool, usize)> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(bytes).ok()? {
+        httparse::Status::Complete(len) => {
+            let (_, keep_alive) = framing_of(&response, false)?;
+            Some((response.code?, keep_alive, len))
+        }
+        httparse::Status::Partial => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// Serve `answer` once to whoever connects, then return what the client sent.
+    async fn one_answer(answer: &'static [u8]) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            s.write_all(answer).await.unwrap();
+            // Keep the socket open a moment so keep-alive responses are not cut.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        });
+        (addr, server)
+    }
+
+    async fn roundtrip(answer: &'static [u8]) -> (Result<Response, Failure>, u64) {
+        let (addr, server) = one_answer(answer).await;
+        let mut conn = Connection::open(addr).await.unwrap();
+        let r = conn
+            .roundtrip(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false)
+            .await;
+        server.abort();
+        (r, conn.bytes_read)
+    }
+
+    #[tokio::test]
+    async fn content_length_body() {
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        let (r, bytes) = roundtrip(answer).await;
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 200,
+                keep_alive: true
+            })
+        );
+        assert_eq!(bytes, answer.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn chunked_body_with_trailer() {
+        let answer = b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nX-T: 1\r\n\r\n";
+        let (r, bytes) = roundtrip(answer).await;
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 404,
+                keep_alive: true
+            })
+        );
+        assert_eq!(bytes, answer.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn body_until_close_and_http10() {
+        let (r, _) = roundtrip(b"HTTP/1.0 200 OK\r\n\r\nsome body").await;
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 200,
+                keep_alive: false
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn informational_head_is_skipped_and_close_honoured() {
+        let (r, _) = roundtrip(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await;
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 201,
+                keep_alive: false
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn garbage_is_a_protocol_error_and_truncation_a_reset() {
+        let (r, _) = roundtrip(b"HELLO THERE\r\n\r\n").await;
+        assert_eq!(r, Err(Failure::Kind(ErrorKind::ProtocolError)));
+        let (r, _) = roundtrip(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhel").await;
+        assert_eq!(r, Err(Failure::Kind(ErrorKind::Reset)));
+    }
+
+    #[test]
+    fn head_parser() {
+        assert_eq!(
+            parse_response_head(b"HTTP/1.1 503 Busy\r\nContent-Length: 4\r\n\r\nbusy"),
+            Some((503, true, 40))
+        );
+        assert_eq!(parse_response_head(b"HTTP/1.1 200 OK\r\n"), None);
+    }
+}
