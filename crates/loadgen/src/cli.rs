@@ -52,7 +52,7 @@ pub struct LoadArgs {
     #[arg(long = "timeout", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
 
-    /// Load sent before measurement starts, excluded from the figures.
+    /// Load sent after ramp-up and before measurement starts, excluded from the figures.
     #[arg(long = "warmup", default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
 
@@ -64,7 +64,8 @@ pub struct LoadArgs {
     #[arg(long = "cpus", value_parser = parse_cpu_list)]
     pub cpus: Option<CpuList>,
 
-    /// Open the connections gradually over this time.
+    /// Open the connections gradually over this time (not measured; measurement starts after
+    /// ramp-up and warmup).
     #[arg(long = "ramp-up", default_value = "0s", value_parser = parse_duration)]
     pub ramp_up: Duration,
 

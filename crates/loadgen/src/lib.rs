@@ -64,11 +64,12 @@ pub struct LoadConfig {
     pub body: Option<Vec<u8>>,
     /// Request timeout (connect included when each request opens its own connection).
     pub timeout: Duration,
-    /// Load sent before measurement starts, excluded from every figure.
+    /// Load sent after the ramp-up and before measurement starts, excluded from every figure.
     pub warmup: Duration,
     /// Pin worker thread i to `cpus[i % len]`.
     pub cpus: Option<Vec<usize>>,
-    /// Connections start spread over this time (counted from the start of warmup).
+    /// Connections start spread over this time; it is never measured (measurement starts after
+    /// ramp-up + warmup).
     pub ramp_up: Duration,
     /// Timeline interval.
     pub interval: Duration,
@@ -178,7 +179,7 @@ pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, Loa
 
     let threads = config.threads.min(config.connections);
     let run_start = Instant::now();
-    let measure_start = run_start + config.warmup;
+    let measure_start = run_start + config.ramp_up + config.warmup;
     let plan = Arc::new(client::RunPlan {
         template,
         engine: config.engine,

@@ -381,13 +381,14 @@ fn thousands_of_connections_from_one_process() {
     let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
     let r = run(&LoadConfig {
         connections: 5_000,
-        duration: Some(Duration::from_secs(3)),
+        duration: Some(Duration::from_secs(2)),
         ramp_up: Duration::from_secs(1),
         timeout: Duration::from_secs(10),
         ..config(&server.url())
     });
     assert_accounted(&r);
-    assert_eq!(r.connections_opened, 5_000);
+    // All connections opened during the (unmeasured) ramp-up, give or take scheduling lag.
+    assert!(r.connections_opened < 500, "{}", r.connections_opened);
     assert_eq!(server.counts.connections(), 5_000 + 1);
     assert_eq!(r.errors, 0);
     assert!(r.completed > 5_000, "completed {}", r.completed);
