@@ -226,7 +226,9 @@ impl Drop for Server {
 }
 
 /// A process burning CPU on the given CPUs until dropped (servers/busy-thread --spin-fn).
-pub struct CpuHog(Server);
+pub struct CpuHog {
+    _process: Server,
+}
 
 impl CpuHog {
     pub fn on(cpus: &str) -> Self {
@@ -244,7 +246,7 @@ impl CpuHog {
         }
         let child = cmd.spawn().expect("start busy-thread");
         std::thread::sleep(Duration::from_millis(500));
-        CpuHog(Server { child, port: 0 })
+        CpuHog { _process: Server { child, port: 0 } }
     }
 }
 

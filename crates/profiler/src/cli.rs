@@ -26,6 +26,11 @@ pub enum Command {
     Load(LoadCmdArgs),
     /// Drive a server with load and watch its kernel in the same run; relate the two.
     Run(RunArgs),
+    /// Two runs side by side (run folders or run.json files), with B/A ratios.
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -25,6 +25,7 @@ fn main() -> ExitCode {
             args.json,
             args.out.as_deref(),
         )),
+        Command::Compare { a, b } => commands::compare::run(a, b).map(|_| ExitCode::SUCCESS),
         Command::Run(args) => {
             // `run` warms up for 2 s unless --warmup says otherwise.
             let warmup_given = matches
