@@ -107,7 +107,13 @@ pub fn run(quick: bool) -> Result<String> {
             peer.push(p);
             ours.push(s);
         }
-        summary.push((scenario.name, peer_name, median(&peer), median(&ours), median_opt(&oha_samples)));
+        summary.push((
+            scenario.name,
+            peer_name,
+            median(&peer),
+            median(&ours),
+            median_opt(&oha_samples),
+        ));
     }
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
@@ -124,7 +130,9 @@ pub fn run(quick: bool) -> Result<String> {
         ));
     }
     if oha.is_none() {
-        report.push_str("\noha: not installed (`cargo install oha` to add it to the comparison); skipped.\n");
+        report.push_str(
+            "\noha: not installed (`cargo install oha` to add it to the comparison); skipped.\n",
+        );
     } else {
         for (name, _, _, ours, o) in &summary {
             if let Some(o) = o {
@@ -152,8 +160,12 @@ fn workspace_root() -> PathBuf {
     }
 }
 
-/// `srvprof load` when the release binary has it, otherwise the loadgen crate's example binary.
+/// `srvprof load` when the release binary has it, otherwise the loadgen crate's example binary;
+/// SRVPROF_BENCH_LOAD_BIN names another binary that takes the same arguments.
 fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
+    if let Some(bin) = std::env::var_os("SRVPROF_BENCH_LOAD_BIN") {
+        return Ok(vec![PathBuf::from(bin).display().to_string()]);
+    }
     let srvprof = root.join("target/release/srvprof");
     if srvprof.exists()
         && Command::new(&srvprof)
@@ -167,13 +179,24 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
     }
     let status = Command::new("cargo")
         .current_dir(root)
-        .args(["build", "--release", "-p", "srvprof-loadgen", "--example", "load"])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "srvprof-loadgen",
+            "--example",
+            "load",
+        ])
         .status()
         .context("running cargo build for the load example")?;
     if !status.success() {
         bail!("cannot build the srvprof-loadgen `load` example; see the cargo output above");
     }
-    Ok(vec![root.join("target/release/examples/load").display().to_string()])
+    Ok(vec![
+        root.join("target/release/examples/load")
+            .display()
+            .to_string(),
+    ])
 }
 
 fn free_port() -> Result<u16> {
@@ -236,7 +259,10 @@ impl Nginx {
         let deadline = Instant::now() + Duration::from_secs(5);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
-                bail!("nginx did not listen on port {port} within 5s; see {}/error.log", dir.display());
+                bail!(
+                    "nginx did not listen on port {port} within 5s; see {}/error.log",
+                    dir.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -357,7 +383,10 @@ fn run_srvprof(
         .ok_or_else(|| anyhow!("no latency_us.p99 in srvprof JSON"))?;
     let errors = json["errors"].as_u64().unwrap_or(0);
     if errors > 0 {
-        eprintln!("srvprof load {}: {errors} errors: {}", scenario.name, json["errors_by_kind"]);
+        eprintln!(
+            "srvprof load {}: {errors} errors: {}",
+            scenario.name, json["errors_by_kind"]
+        );
     }
     Ok(Sample {
         rps,
@@ -365,11 +394,21 @@ fn run_srvprof(
     })
 }
 
-fn run_oha(oha: &Path, url: &str, scenario: &Scenario, seconds: u64, requests: u64) -> Result<Sample> {
+fn run_oha(
+    oha: &Path,
+    url: &str,
+    scenario: &Scenario,
+    seconds: u64,
+    requests: u64,
+) -> Result<Sample> {
     let mut cmd = Command::new("taskset");
-    cmd.args(["-c", CLIENT_CPU])
-        .arg(oha)
-        .args(["--no-tui", "--output-format", "json", "-c", &scenario.connections.to_string()]);
+    cmd.args(["-c", CLIENT_CPU]).arg(oha).args([
+        "--no-tui",
+        "--output-format",
+        "json",
+        "-c",
+        &scenario.connections.to_string(),
+    ]);
     if scenario.keepalive {
         cmd.args(["-z", &format!("{seconds}s")]);
     } else {
@@ -380,7 +419,9 @@ fn run_oha(oha: &Path, url: &str, scenario: &Scenario, seconds: u64, requests: u
     let rps = json["summary"]["requestsPerSec"]
         .as_f64()
         .ok_or_else(|| anyhow!("no summary.requestsPerSec in oha JSON"))?;
-    let p99_s = json["latencyPercentiles"]["p99"].as_f64().unwrap_or(f64::NAN);
+    let p99_s = json["latencyPercentiles"]["p99"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
     Ok(Sample {
         rps,
         p99_ms: p99_s * 1000.0,
