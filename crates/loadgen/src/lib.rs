@@ -126,10 +126,16 @@ impl LoadConfig {
         if self.interval < Duration::from_millis(10) {
             return bad("--interval must be at least 10ms");
         }
-        if let Some(cpus) = &self.cpus
-            && cpus.is_empty()
-        {
-            return bad("--cpus needs at least one CPU number");
+        if let Some(cpus) = &self.cpus {
+            if cpus.is_empty() {
+                return bad("--cpus needs at least one CPU number");
+            }
+            let allowed = sys::allowed_cpus();
+            if let Some(cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(LoadError::InvalidOption(format!(
+                    "CPU {cpu} in --cpus is not available to this process (allowed: {allowed:?}); pick CPUs from that list"
+                )));
+            }
         }
         Ok(())
     }

@@ -56,6 +56,20 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// CPUs this process may run on (its affinity mask, e.g. as set by taskset).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect()
+    }
+}
+
 /// User and system CPU time of the calling thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTime {

@@ -303,6 +303,28 @@ fn https_and_bad_urls_are_refused_with_a_sentence() {
 }
 
 #[test]
+fn pinned_threads_run_and_unknown_cpus_are_refused() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let r = run(&LoadConfig {
+        cpus: Some(vec![0]),
+        duration: Some(Duration::from_millis(300)),
+        ..config(&server.url())
+    });
+    assert!(r.completed > 0);
+    assert_eq!(r.config.cpus, Some(vec![0]));
+    let err = srvprof_loadgen::run(
+        &LoadConfig {
+            cpus: Some(vec![1000]),
+            ..config(&server.url())
+        },
+        Arc::new(AtomicBool::new(false)),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("CPU 1000"), "{err}");
+}
+
+#[test]
 fn timeline_covers_the_window_in_intervals() {
     let _serial = serial();
     let server = TestServer::start(Behaviour::Delay(Duration::from_millis(2)));
@@ -387,8 +409,6 @@ fn thousands_of_connections_from_one_process() {
         ..config(&server.url())
     });
     assert_accounted(&r);
-    // All connections opened during the (unmeasured) ramp-up, give or take scheduling lag.
-    assert!(r.connections_opened < 500, "{}", r.connections_opened);
     assert_eq!(server.counts.connections(), 5_000 + 1);
     assert_eq!(r.errors, 0);
     assert!(r.completed > 5_000, "completed {}", r.completed);
