@@ -18,6 +18,12 @@ pub const MAX_SYSCALL_KEYS: u32 = 2048;
 pub const MAX_IRQS: u32 = 1024;
 pub const MAX_PORTS: u32 = 64;
 pub const EXIT_RING_BYTES: u32 = 256 * 1024;
+/// Distinct stacks (user and kernel together) the STACK_TRACES map can hold.
+pub const MAX_STACK_TRACES: u32 = 8192;
+/// Distinct (process, thread name, user stack, kernel stack) keys per stack-count map.
+pub const MAX_STACK_KEYS: u32 = 16384;
+/// Frames kept per stack (the kernel's PERF_MAX_STACK_DEPTH).
+pub const MAX_STACK_DEPTH: usize = 127;
 
 /// Number of softirq vectors (HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU).
 pub const NR_SOFTIRQS: u32 = 10;
@@ -55,6 +61,10 @@ pub mod maps {
     pub const TCP_PORTS: &str = "TCP_PORTS";
     pub const EXITS: &str = "EXITS";
     pub const LOST_EVENTS: &str = "LOST_EVENTS";
+    pub const STACK_TRACES: &str = "STACK_TRACES";
+    pub const ONCPU_STACKS: &str = "ONCPU_STACKS";
+    pub const OFFCPU_STACKS: &str = "OFFCPU_STACKS";
+    pub const OFFCPU_START: &str = "OFFCPU_START";
 }
 
 /// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,
@@ -137,6 +147,26 @@ pub struct ExitEvent {
     pub comm: [u8; 16],
 }
 
+/// Where samples or off-CPU time are counted: one process's thread name and its two stacks.
+/// A stack id is an index into STACK_TRACES, negative when the kernel could not take that stack.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StackKey {
+    pub tgid: u32,
+    pub group: u32,
+    pub user_stack_id: i32,
+    pub kernel_stack_id: i32,
+    pub comm: [u8; 16],
+}
+
+/// A watched thread switched out at `start_ns` with these stacks; closed at its switch-in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OffcpuStart {
+    pub start_ns: u64,
+    pub key: StackKey,
+}
+
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
@@ -146,4 +176,6 @@ mod pod {
     unsafe impl aya::Pod for SyscallKey {}
     unsafe impl aya::Pod for CountTime {}
     unsafe impl aya::Pod for ExitEvent {}
+    unsafe impl aya::Pod for StackKey {}
+    unsafe impl aya::Pod for OffcpuStart {}
 }

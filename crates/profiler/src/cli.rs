@@ -27,10 +27,9 @@ pub enum Command {
     /// Drive a server with load and watch its kernel in the same run; relate the two.
     Run(RunArgs),
     /// Two runs side by side (run folders or run.json files), with B/A ratios.
-    Compare {
-        a: PathBuf,
-        b: PathBuf,
-    },
+    Compare { a: PathBuf, b: PathBuf },
+    /// Rewrite report.html (findings, timeline, flamegraphs, context switches) from a run folder.
+    Report(ReportArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -66,6 +65,27 @@ pub struct RunArgs {
     /// Overwrite files in --out even if srvprof did not write them.
     #[arg(long)]
     pub force: bool,
+    /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub freq: u64,
+    /// Record on-CPU and off-CPU stacks (flamegraphs): on or off.
+    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    pub stacks: bool,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{s}' is neither on nor off")),
+    }
+}
+
+/// `srvprof report DIR`: rewrite DIR/report.html from run.json and the folded stacks.
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// A folder `srvprof run --out` wrote.
+    pub dir: PathBuf,
 }
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
                 .is_some_and(|src| src == clap::parser::ValueSource::CommandLine);
             commands::run::run(args, warmup_given)
         }
+        Command::Report(args) => commands::report::run(args).map(|_| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

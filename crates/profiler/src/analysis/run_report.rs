@@ -8,6 +8,7 @@ use srvprof_loadgen::LoadReport;
 use super::findings::{Finding, findings};
 use super::interval::{IntervalRow, interval_row};
 use super::kernel_report::{KernelReport, kernel_report};
+use crate::counters::NsHistogram;
 use crate::sampler::{ExitRecord, Sample};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -80,6 +81,19 @@ pub struct RunReport {
     pub correlations: Vec<Correlation>,
     pub findings: Vec<Finding>,
     pub notes: Vec<String>,
+    /// Off-CPU and run-queue histograms of the measured window, per group (for the report's plots).
+    #[serde(default)]
+    pub histograms: Vec<GroupHistograms>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupHistograms {
+    /// "server" or "client".
+    pub group: String,
+    /// Off-CPU durations, ns, in srvprof_common::hist slots.
+    pub offcpu: NsHistogram,
+    /// Run-queue waits, ns, in srvprof_common::hist slots.
+    pub runq: NsHistogram,
 }
 
 pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
@@ -271,6 +285,23 @@ pub fn build(
         per_request,
         findings: Vec::new(),
         notes,
+        histograms: [(GROUP_SERVER, "server"), (GROUP_CLIENT, "client")]
+            .iter()
+            .map(|&(g, name)| {
+                let delta = |end: &[NsHistogram], start: &[NsHistogram]| match (
+                    end.get(g as usize),
+                    start.get(g as usize),
+                ) {
+                    (Some(e), Some(s)) => e.minus(s),
+                    _ => NsHistogram::default(),
+                };
+                GroupHistograms {
+                    group: name.into(),
+                    offcpu: delta(&last.kernel.offcpu_hist, &first.kernel.offcpu_hist),
+                    runq: delta(&last.kernel.runq_hist, &first.kernel.runq_hist),
+                }
+            })
+            .collect(),
     };
     report.findings = findings(&report);
     report

@@ -3,6 +3,7 @@
 pub mod check;
 pub mod compare;
 pub mod probe;
+pub mod report;
 pub mod run;
 
 use std::sync::Arc;

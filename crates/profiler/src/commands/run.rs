@@ -11,6 +11,7 @@ use crate::analysis::run_report::{RunReport, TargetInfo, build};
 use crate::cli::RunArgs;
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
+use crate::report::{self, folded::FoldedStacks, symbolize};
 use crate::sampler::{Sample, Sampler};
 use crate::target::{self, ServerProcess};
 use crate::{clock, output, procfs, run_text};
@@ -61,6 +62,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         server_pids: pids.clone(),
         client_pids: vec![std::process::id()],
         tcp_ports: vec![port],
+        stack_sample_hz: args.stacks.then_some(args.freq),
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     let interval = config.interval;
@@ -75,7 +77,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
 
     let load = srvprof_loadgen::run(&config, Arc::clone(&stop));
     load_done.store(true, Ordering::Relaxed);
-    let (samples, exits, sample_error) = sampling.join().expect("sampling thread");
+    let (samples, exits, sample_error, stacks) = sampling.join().expect("sampling thread");
     if let Some(s) = server_process.as_mut() {
         s.stop();
     }
@@ -97,7 +99,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let report = build(target, load, &samples, &exits, notes);
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
-        write_run(dir, &report, args.force)?;
+        write_run(dir, &report, stacks.as_ref(), args.force)?;
         eprintln!("srvprof: wrote {}", dir.display());
     }
     Ok(if report.load.completed > 0 {
@@ -107,7 +109,8 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     })
 }
 
-/// Samples at measure_start + k * interval until the load is done, then once more.
+/// Samples at measure_start + k * interval until the load is done, then once more; then names
+/// the stacks, while the server still runs.
 fn sample_every(
     mut sampler: Sampler,
     measure_start: u64,
@@ -117,6 +120,7 @@ fn sample_every(
     Vec<Sample>,
     Vec<crate::sampler::ExitRecord>,
     Option<SrvprofError>,
+    Option<FoldedStacks>,
 ) {
     let mut samples = Vec::new();
     let mut error = None;
@@ -143,18 +147,30 @@ fn sample_every(
         }
         k += 1;
     }
+    let stacks = match sampler.probes_mut().read_stacks() {
+        Ok(raw) => raw.map(|raw| symbolize::fold(&raw)),
+        Err(e) => {
+            eprintln!("srvprof: no stacks: {e}");
+            None
+        }
+    };
     let exits = sampler.finish();
-    (samples, exits, error)
+    (samples, exits, error, stacks)
 }
 
 fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {
-    for name in ["run.json", "timeline.csv"] {
+    for name in ["run.json", "timeline.csv", "report.html", "oncpu.folded"] {
         output::check_writable(&dir.join(name), force)?;
     }
     Ok(())
 }
 
-pub fn write_run(dir: &Path, report: &RunReport, force: bool) -> Result<(), SrvprofError> {
+pub fn write_run(
+    dir: &Path,
+    report: &RunReport,
+    stacks: Option<&FoldedStacks>,
+    force: bool,
+) -> Result<(), SrvprofError> {
     output::create_dir(dir)?;
     let json = serde_json::to_string_pretty(report).expect("run report serializes");
     output::write_atomic(&dir.join("run.json"), json.as_bytes(), force)?;
@@ -163,7 +179,10 @@ pub fn write_run(dir: &Path, report: &RunReport, force: bool) -> Result<(), Srvp
         run_text::timeline_csv(report).as_bytes(),
         force,
     )?;
-    Ok(())
+    if let Some(stacks) = stacks {
+        stacks.write_dir(dir, force)?;
+    }
+    report::write_html(dir, report, &FoldedStacks::read_dir(dir), force)
 }
 
 fn join(pids: &[u32]) -> String {

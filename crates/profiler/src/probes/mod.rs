@@ -5,6 +5,7 @@ pub mod btf_offsets;
 pub mod exits;
 pub mod irq;
 pub mod sched;
+pub mod stacks;
 pub mod syscalls;
 pub mod tcp;
 
@@ -51,12 +52,15 @@ pub struct ProbeTargets {
     pub client_pids: Vec<u32>,
     /// Count TCP retransmits and resets only on these ports (empty: every socket).
     pub tcp_ports: Vec<u16>,
+    /// Sample on-CPU stacks at this frequency (Hz) and record off-CPU stacks; None: no stacks.
+    pub stack_sample_hz: Option<u64>,
 }
 
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
     ebpf: Ebpf,
     exits: exits::ExitReader,
+    stack_sample_hz: Option<u64>,
 }
 
 impl Probes {
@@ -111,8 +115,17 @@ impl Probes {
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
+        if let Some(hz) = targets.stack_sample_hz {
+            let result = stacks::attach(&mut ebpf, &btf, hz);
+            on_attach(stacks::ONCPU_PROGRAM, result.as_ref().map(|_| ()));
+            result?;
+        }
         let exits = exits::ExitReader::new(&mut ebpf)?;
-        Ok(Self { ebpf, exits })
+        Ok(Self {
+            ebpf,
+            exits,
+            stack_sample_hz: targets.stack_sample_hz,
+        })
     }
 
     /// Adds processes to watch while running (a restarted worker, a late client).
@@ -149,6 +162,13 @@ impl Probes {
             counters.lost[i as usize] = per_cpu.iter().sum();
         }
         Ok(counters)
+    }
+
+    /// The on- and off-CPU stack counts so far; None when stacks were not attached.
+    pub fn read_stacks(&self) -> Result<Option<stacks::RawStacks>, SrvprofError> {
+        self.stack_sample_hz
+            .map(|hz| stacks::read(&self.ebpf, hz))
+            .transpose()
     }
 
     /// Exits recorded since the last call.

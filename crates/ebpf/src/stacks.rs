@@ -1,0 +1,109 @@
+//! On-CPU stacks (cpu-clock samples) and off-CPU stacks (time from switch-out to switch-in, as
+//! bcc's offcputime), counted in the kernel by (process, thread name, user stack, kernel stack).
+
+use aya_ebpf::{
+    EbpfContext,
+    bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
+    helpers::bpf_ktime_get_ns,
+    macros::{btf_tracepoint, map, perf_event},
+    maps::{HashMap, StackTrace},
+    programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
+};
+use srvprof_common::{MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey};
+
+use crate::target::{current_comm, group_of, task_ids};
+
+/// stack id -> frames (instruction pointers, leaf first), kernel and user stacks alike.
+#[map]
+static STACK_TRACES: StackTrace = StackTrace::with_max_entries(MAX_STACK_TRACES, 0);
+
+/// Samples per stack key.
+#[map]
+static ONCPU_STACKS: HashMap<StackKey, u64> = HashMap::with_max_entries(MAX_STACK_KEYS, 0);
+
+/// Off-CPU nanoseconds per stack key.
+#[map]
+static OFFCPU_STACKS: HashMap<StackKey, u64> = HashMap::with_max_entries(MAX_STACK_KEYS, 0);
+
+/// tid -> when and where a watched thread switched out.
+#[map]
+static OFFCPU_START: HashMap<u32, OffcpuStart> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+/// The current task's stacks; the current task is the one sampled or switching out.
+#[inline(always)]
+fn current_stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
+    let user = ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
+    let kernel = ctx.get_stackid(&STACK_TRACES, 0);
+    StackKey {
+        tgid,
+        group,
+        user_stack_id: user.map(|id| id as i32).unwrap_or(-1),
+        kernel_stack_id: kernel.map(|id| id as i32).unwrap_or(-1),
+        comm: current_comm(),
+    }
+}
+
+#[inline(always)]
+fn add(map: &HashMap<StackKey, u64>, key: &StackKey, n: u64) {
+    if let Some(v) = map.get_ptr_mut(key) {
+        // Not atomic (bpfel-unknown-none has no atomic RMW in core): two CPUs adding to the
+        // same key in the same instant may lose one addition, a rare and small undercount.
+        unsafe { *v += n };
+        return;
+    }
+    if map.insert(key, &n, BPF_NOEXIST as u64).is_err() {
+        // Another CPU inserted it first (or the map is full: then this is dropped).
+        if let Some(v) = map.get_ptr_mut(key) {
+            unsafe { *v += n };
+        }
+    }
+}
+
+/// The software cpu-clock event fired on this CPU: count the running thread's stacks if watched.
+#[perf_event]
+pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
+    let tgid = ctx.tgid();
+    if ctx.pid() == 0 {
+        return 0;
+    }
+    if let Some(group) = group_of(tgid) {
+        let key = current_stack_key(&ctx, tgid, group);
+        add(&ONCPU_STACKS, &key, 1);
+    }
+    0
+}
+
+/// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state):
+/// a second program on the tracepoint, so sched.rs's accounting stays as it is.
+#[btf_tracepoint(function = "sched_switch")]
+pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
+    let now = unsafe { bpf_ktime_get_ns() };
+    let prev_tid = ctx.pid();
+    let prev_tgid = ctx.tgid();
+    if prev_tid != 0 {
+        if let Some(group) = group_of(prev_tgid) {
+            let start = OffcpuStart {
+                start_ns: now,
+                key: current_stack_key(&ctx, prev_tgid, group),
+            };
+            let _ = OFFCPU_START.insert(&prev_tid, &start, 0);
+        }
+    }
+    let next: *const u8 = ctx.arg(2);
+    let Some((next_tid, _)) = task_ids(next) else {
+        return 0;
+    };
+    if next_tid == 0 {
+        return 0;
+    }
+    if let Some(start) = unsafe { OFFCPU_START.get(&next_tid) } {
+        let start = *start;
+        let _ = OFFCPU_START.remove(&next_tid);
+        add(
+            &OFFCPU_STACKS,
+            &start.key,
+            now.saturating_sub(start.start_ns),
+        );
+    }
+    0
+}

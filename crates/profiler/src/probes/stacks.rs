@@ -1,0 +1,92 @@
+//! Attaches the stack programs (cpu-clock sampling on every online CPU, off-CPU on sched_switch)
+//! and reads the stack counts and frames once, at the end of a run.
+
+use std::collections::HashMap as StdHashMap;
+
+use aya::{
+    Btf, Ebpf,
+    maps::{HashMap, MapData, StackTraceMap},
+    programs::{
+        PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use srvprof_common::{StackKey, maps};
+
+use super::{attach_one, error_chain, map_error, map_ref};
+use crate::error::SrvprofError;
+
+pub const ONCPU_PROGRAM: &str = "oncpu_sample";
+pub const OFFCPU_PROGRAM: &str = "offcpu_switch";
+
+/// Stack counts as the kernel aggregated them, with the frames of every stack id they use.
+#[derive(Clone, Debug, Default)]
+pub struct RawStacks {
+    /// cpu-clock samples per key.
+    pub oncpu: Vec<(StackKey, u64)>,
+    /// Off-CPU nanoseconds per key.
+    pub offcpu: Vec<(StackKey, u64)>,
+    /// stack id -> instruction pointers, leaf first.
+    pub frames: StdHashMap<i32, Vec<u64>>,
+    /// Sampling frequency, Hz.
+    pub sample_hz: u64,
+}
+
+/// Samples every online CPU at `hz` with the software cpu-clock event (no hardware PMU needed),
+/// and adds the off-CPU program on sched_switch.
+pub fn attach(ebpf: &mut Ebpf, btf: &Btf, hz: u64) -> Result<(), SrvprofError> {
+    attach_one(ebpf, btf, OFFCPU_PROGRAM, "sched_switch")?;
+    let load_err = |reason: String| SrvprofError::ProgramLoad {
+        program: ONCPU_PROGRAM.into(),
+        reason,
+    };
+    let prog: &mut PerfEvent = ebpf
+        .program_mut(ONCPU_PROGRAM)
+        .ok_or_else(|| load_err("not in the BPF object".into()))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| load_err(e.to_string()))?;
+    prog.load().map_err(|e| load_err(error_chain(&e)))?;
+    let cpus = aya::util::online_cpus().map_err(|(what, e)| load_err(format!("{what}: {e}")))?;
+    for cpu in cpus {
+        prog.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Frequency(hz),
+            false,
+        )
+        .map_err(|e| SrvprofError::ProgramAttach {
+            program: ONCPU_PROGRAM.into(),
+            tracepoint: format!("perf_event cpu-clock on CPU {cpu}"),
+            reason: error_chain(&e),
+        })?;
+    }
+    Ok(())
+}
+
+pub fn read(ebpf: &Ebpf, sample_hz: u64) -> Result<RawStacks, SrvprofError> {
+    let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
+        let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
+        Ok(map.iter().filter_map(Result::ok).collect())
+    };
+    let oncpu = counts(maps::ONCPU_STACKS)?;
+    let offcpu = counts(maps::OFFCPU_STACKS)?;
+    let traces: StackTraceMap<&MapData> = map_ref(ebpf, maps::STACK_TRACES)?;
+    let mut frames = StdHashMap::new();
+    for (key, _) in oncpu.iter().chain(offcpu.iter()) {
+        for id in [key.user_stack_id, key.kernel_stack_id] {
+            if id < 0 || frames.contains_key(&id) {
+                continue;
+            }
+            let trace = traces
+                .get(&(id as u32), 0)
+                .map_err(|e| map_error(maps::STACK_TRACES, e))?;
+            frames.insert(id, trace.frames().iter().map(|f| f.ip).collect());
+        }
+    }
+    Ok(RawStacks {
+        oncpu,
+        offcpu,
+        frames,
+        sample_hz,
+    })
+}

@@ -1,0 +1,69 @@
+//! Folded stacks to flamegraph SVGs with inferno, static (no JavaScript) so several can sit
+//! inline in one page; hovering a frame shows its name and value through the SVG <title>.
+
+use inferno::flamegraph::{self, Options, Palette, color::BasicPalette};
+
+use super::folded::{FoldedLine, StackKind, to_text};
+
+/// An inline SVG, or None when there is no stack to draw.
+pub fn svg(kind: StackKind, title: &str, lines: &[FoldedLine]) -> Option<String> {
+    let text = to_text(lines.iter());
+    if text.is_empty() {
+        return None;
+    }
+    let mut opt = Options::default();
+    opt.title = title.to_string();
+    opt.count_name = kind.unit().to_string();
+    opt.no_javascript = true;
+    opt.deterministic = true;
+    opt.image_width = Some(1200);
+    opt.colors = match kind {
+        StackKind::OnCpu => Palette::Basic(BasicPalette::Hot),
+        StackKind::OffCpu => Palette::Basic(BasicPalette::Blue),
+    };
+    let mut out = Vec::new();
+    flamegraph::from_lines(&mut opt, text.lines(), &mut out).ok()?;
+    let svg = String::from_utf8(out).ok()?;
+    Some(without_scripts(strip_prolog(&svg)).replacen(" onload=\"init(evt)\"", "", 1))
+}
+
+/// Even with no_javascript inferno declares a few script variables; several flamegraphs in one
+/// page would redeclare them, so the page carries none.
+fn without_scripts(svg: &str) -> String {
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(start) = rest.find("<script") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("</script>") {
+            Some(end) => rest = &rest[start + end + "</script>".len()..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Inline SVG in HTML takes no XML declaration or DOCTYPE.
+pub fn strip_prolog(svg: &str) -> &str {
+    svg.find("<svg").map(|i| &svg[i..]).unwrap_or(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_every_frame_of_a_small_profile() {
+        let lines = super::super::folded::parse(
+            "spin;start_thread;spin_main;srvprof_busy_spin 90\nspin;start_thread;other 10\n",
+            0,
+        );
+        let svg = svg(StackKind::OnCpu, "on-CPU", &lines).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.contains("srvprof_busy_spin"));
+        assert!(!svg.contains("<script"));
+        assert!(svg.trim_end().ends_with("</svg>"));
+    }
+}

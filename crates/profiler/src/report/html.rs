@@ -1,0 +1,241 @@
+//! report.html: findings first, then the timeline, flamegraphs, the context-switch report and
+//! tables. One file; every image an inline SVG; nothing is fetched from the network.
+
+use std::fmt::Write;
+
+use super::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind, hottest_leaf};
+use super::{HTML_MARKER, ctxsw, flamegraph, plots};
+use crate::analysis::run_report::RunReport;
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1260px;color:#222}\
+h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}\
+table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
+th{background:#f4f4f4}td.l,th.l{text-align:left}.sev-critical{color:#b00020;font-weight:bold}\
+.sev-warning{color:#b36b00;font-weight:bold}.sev-info{color:#555}.figure{margin:8px 0;overflow-x:auto}\
+.note{color:#666;font-size:13px}code{font-size:12px}";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn figure(out: &mut String, svg: Option<String>, missing: &str) {
+    match svg {
+        Some(svg) => {
+            let _ = write!(out, "<div class=\"figure\">{svg}</div>");
+        }
+        None => {
+            let _ = write!(out, "<p class=\"note\">{}</p>", esc(missing));
+        }
+    }
+}
+
+fn group_lines(lines: &[FoldedLine], group: u32) -> Vec<FoldedLine> {
+    lines.iter().filter(|l| l.group == group).cloned().collect()
+}
+
+pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"generator\" content=\"{HTML_MARKER}\"><title>srvprof report: {}</title>\
+<style>{STYLE}</style></head><body class=\"{HTML_MARKER}\">",
+        esc(&run.target.url)
+    );
+    let _ = write!(
+        o,
+        "<h1>srvprof report</h1><p>{} PIDs {:?}, {:.1} s measured: {:.0} req/s, p50 {} us, p99 {} us, {} errors.</p>",
+        esc(&run.target.url),
+        run.target.pids,
+        run.load.duration_s,
+        run.load.throughput_rps,
+        run.load.latency_us.p50,
+        run.load.latency_us.p99,
+        run.load.errors
+    );
+
+    findings(&mut o, run, stacks);
+
+    o.push_str("<h2 id=\"timeline\">Timeline</h2>");
+    figure(&mut o, plots::timeline(run), "No interval was measured.");
+    o.push_str("<h2 id=\"spectrum\">Latency spectrum</h2>");
+    figure(&mut o, plots::spectrum(run), "No latency was recorded.");
+
+    o.push_str("<h2 id=\"flamegraphs\">Flamegraphs</h2><p class=\"note\">Hover a frame for its name and value. \
+On-CPU: cpu-clock samples; off-CPU: microseconds from switch-out to switch-in. Kernel frames end in _[k].</p>");
+    for kind in StackKind::ALL {
+        for (group, name) in GROUPS {
+            let label = match kind {
+                StackKind::OnCpu => format!("{name}: on-CPU"),
+                StackKind::OffCpu => format!("{name}: off-CPU"),
+            };
+            let _ = write!(o, "<h3>{}</h3>", esc(&label));
+            let lines = group_lines(stacks.lines(kind), group);
+            figure(
+                &mut o,
+                flamegraph::svg(kind, &label, &lines),
+                "No stacks recorded (run with --stacks on, the default).",
+            );
+        }
+    }
+
+    context_switches(&mut o, run, stacks);
+    o.push_str("<h2 id=\"histograms\">Off-CPU and run-queue histograms</h2>");
+    figure(
+        &mut o,
+        plots::histograms(&run.histograms),
+        "No histogram in this run.json.",
+    );
+    o.push_str("<h2 id=\"interrupts\">Interrupts per CPU</h2>");
+    figure(&mut o, plots::interrupts(run), "No interval was measured.");
+    tables(&mut o, run);
+    if !run.notes.is_empty() {
+        o.push_str("<h2>Notes</h2><ul>");
+        for n in &run.notes {
+            let _ = write!(o, "<li>{}</li>", esc(n));
+        }
+        o.push_str("</ul>");
+    }
+    let _ = writeln!(
+        o,
+        "<p class=\"note\">{HTML_MARKER} {}</p></body></html>",
+        esc(&run.version)
+    );
+    o
+}
+
+fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
+    o.push_str("<h2 id=\"findings\">Findings</h2><ul>");
+    for f in &run.findings {
+        let sev = format!("{:?}", f.severity).to_lowercase();
+        let _ = write!(
+            o,
+            "<li><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>: {}</li>",
+            esc(&f.kind),
+            esc(&f.summary)
+        );
+    }
+    for (group, name) in GROUPS {
+        let on = group_lines(&stacks.oncpu, group);
+        if let Some((leaf, n)) = hottest_leaf(&on) {
+            let total: u64 = on.iter().map(|l| l.value).sum();
+            let _ = write!(
+                o,
+                "<li><span class=\"sev-info\">info</span> {name}: hottest on-CPU function <code>{}</code>, {:.0} % of {total} samples</li>",
+                esc(&leaf),
+                100.0 * n as f64 / total.max(1) as f64
+            );
+        }
+        let off = group_lines(&stacks.offcpu, group);
+        if let Some((frames, us)) = ctxsw::top_offcpu(&off, 1).into_iter().next() {
+            let _ = write!(
+                o,
+                "<li><span class=\"sev-info\">info</span> {name}: most off-CPU time in <code>{}</code>, {:.1} ms</li>",
+                esc(&short_stack(&frames, 4)),
+                us as f64 / 1000.0
+            );
+        }
+    }
+    if run.findings.is_empty() && stacks.oncpu.is_empty() {
+        o.push_str("<li>Nothing stood out.</li>");
+    }
+    o.push_str("</ul>");
+}
+
+/// The thread name and the last `n` frames, leaf last.
+fn short_stack(frames: &[String], n: usize) -> String {
+    let comm = frames.first().map(String::as_str).unwrap_or("");
+    let tail = &frames[frames.len().saturating_sub(n).max(1.min(frames.len()))..];
+    format!("{comm}: {}", tail.join(" → "))
+}
+
+fn context_switches(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
+    o.push_str("<h2 id=\"context-switches\">Context switches</h2><table><tr><th class=\"l\">group</th><th>PID</th><th>TID</th><th class=\"l\">thread</th>\
+<th>voluntary</th><th>involuntary</th><th>voluntary/s</th><th>involuntary/s</th><th>switches/request</th><th>off-CPU (ms)</th><th>run-queue (ms)</th></tr>");
+    for t in ctxsw::threads(run).iter().take(50) {
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:.3}</td><td>{:.1}</td><td>{:.1}</td></tr>",
+            t.group,
+            t.pid,
+            t.tid,
+            esc(&t.comm),
+            t.voluntary,
+            t.involuntary,
+            t.voluntary_per_s,
+            t.involuntary_per_s,
+            t.switches_per_request,
+            t.offcpu_ms,
+            t.runq_ms
+        );
+    }
+    o.push_str("</table>");
+    for (k, label) in [(&run.server, "server"), (&run.client, "client")] {
+        let _ = write!(
+            o,
+            "<p>{label}: off-CPU p50 {:.0} us, p99 {:.0} us; run-queue wait p50 {:.0} us, p99 {:.0} us.</p>",
+            k.offcpu_us.p50, k.offcpu_us.p99, k.runq_latency_us.p50, k.runq_latency_us.p99
+        );
+    }
+    for (group, name) in GROUPS {
+        let top = ctxsw::top_offcpu(&group_lines(&stacks.offcpu, group), 10);
+        if top.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            o,
+            "<h3>Top off-CPU stacks: {name}</h3><table><tr><th>off-CPU (ms)</th><th class=\"l\">stack (leaf last)</th></tr>"
+        );
+        for (frames, us) in top {
+            let _ = write!(
+                o,
+                "<tr><td>{:.1}</td><td class=\"l\"><code>{}</code></td></tr>",
+                us as f64 / 1000.0,
+                esc(&short_stack(&frames, 8))
+            );
+        }
+        o.push_str("</table>");
+    }
+}
+
+fn tables(o: &mut String, run: &RunReport) {
+    o.push_str("<h2 id=\"tables\">Per request</h2><table><tr><th class=\"l\">per request</th><th>server</th><th>client</th></tr>");
+    let (s, c) = (&run.per_request.server, &run.per_request.client);
+    for (name, a, b) in [
+        ("context switches", s.context_switches, c.context_switches),
+        ("syscalls", s.syscalls, c.syscalls),
+        ("CPU (us)", s.cpu_us, c.cpu_us),
+        ("sys CPU (us)", s.sys_us, c.sys_us),
+        ("NET softirqs", s.net_softirqs, c.net_softirqs),
+    ] {
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{name}</td><td>{a:.3}</td><td>{b:.3}</td></tr>"
+        );
+    }
+    o.push_str("</table><h2>Server syscalls</h2><table><tr><th class=\"l\">syscall</th><th>count</th><th>total (ms)</th></tr>");
+    for sc in run.server.syscalls.iter().take(15) {
+        let _ = write!(
+            o,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td></tr>",
+            esc(&sc.name),
+            sc.count,
+            sc.total_ns as f64 / 1e6
+        );
+    }
+    o.push_str("</table><h2>Softirqs (system-wide)</h2><table><tr><th>CPU</th><th class=\"l\">vector</th><th>count</th><th>total (ms)</th></tr>");
+    for si in run.server.softirqs.iter().filter(|s| s.count > 0) {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td></tr>",
+            si.cpu,
+            esc(&si.vector),
+            si.count,
+            si.total_ns as f64 / 1e6
+        );
+    }
+    o.push_str("</table>");
+}

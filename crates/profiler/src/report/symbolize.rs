@@ -1,0 +1,191 @@
+//! Stack ids to names with blazesym: user frames per process (ELF symbols, DWARF where present),
+//! kernel frames from kallsyms. A frame that does not resolve is kept as `module+0xoffset`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use blazesym::symbolize::{
+    Input, Symbolized, Symbolizer,
+    source::{Kernel, Process, Source},
+};
+use blazesym::{MaybeDefault, Pid};
+
+use super::folded::{FoldedLine, FoldedStacks};
+use crate::probes::sched::comm_string;
+use crate::probes::stacks::RawStacks;
+use srvprof_common::StackKey;
+
+/// Names every frame of every counted stack. Call it while the targets still run: a process
+/// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
+pub fn fold(raw: &RawStacks) -> FoldedStacks {
+    let symbolizer = Symbolizer::builder().enable_code_info(false).build();
+    let keys = raw.oncpu.iter().chain(raw.offcpu.iter()).map(|(k, _)| k);
+
+    // Kernel addresses of all stacks at once; user addresses per process.
+    let mut kernel_addrs: Vec<u64> = Vec::new();
+    let mut user_addrs: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for key in keys {
+        if let Some(f) = raw
+            .frames
+            .get(&key.kernel_stack_id)
+            .filter(|_| key.kernel_stack_id >= 0)
+        {
+            kernel_addrs.extend(f);
+        }
+        if let Some(f) = raw
+            .frames
+            .get(&key.user_stack_id)
+            .filter(|_| key.user_stack_id >= 0)
+        {
+            user_addrs.entry(key.tgid).or_default().extend(f);
+        }
+    }
+    let kernel_src = Source::Kernel(Kernel {
+        vmlinux: MaybeDefault::None,
+        ..Kernel::default()
+    });
+    let kernel_names = names(&symbolizer, &kernel_src, kernel_addrs, |a| {
+        format!("[kernel]+{a:#x}")
+    });
+    let mut user_names: HashMap<u32, HashMap<u64, String>> = HashMap::new();
+    for (tgid, addrs) in user_addrs {
+        let maps = ProcessMaps::read(tgid);
+        let src = Source::Process(Process::new(Pid::from(tgid)));
+        let named = names(&symbolizer, &src, addrs, |a| maps.module_offset(a));
+        user_names.insert(tgid, named);
+    }
+
+    let line = |key: &StackKey, value: u64| -> FoldedLine {
+        let mut frames = vec![clean(&comm_string(&key.comm))];
+        if let (Some(f), Some(named), true) = (
+            raw.frames.get(&key.user_stack_id),
+            user_names.get(&key.tgid),
+            key.user_stack_id >= 0,
+        ) {
+            frames.extend(f.iter().rev().map(|a| named[a].clone()));
+        }
+        if let Some(f) = raw
+            .frames
+            .get(&key.kernel_stack_id)
+            .filter(|_| key.kernel_stack_id >= 0)
+        {
+            // `_[k]` marks kernel frames, as FlameGraph and inferno colour them.
+            frames.extend(f.iter().rev().map(|a| format!("{}_[k]", kernel_names[a])));
+        }
+        if frames.len() == 1 {
+            frames.push("[no stack]".into());
+        }
+        FoldedLine {
+            group: key.group,
+            frames,
+            value,
+        }
+    };
+    FoldedStacks {
+        oncpu: raw.oncpu.iter().map(|(k, v)| line(k, *v)).collect(),
+        // Off-CPU time in microseconds: whole-run totals stay readable.
+        offcpu: raw
+            .offcpu
+            .iter()
+            .map(|(k, v)| without_tracing_frames(line(k, v / 1000)))
+            .collect(),
+    }
+}
+
+/// Off-CPU stacks are taken inside the sched_switch tracepoint: the frames from the tracepoint
+/// down (the tracepoint iterator, the BPF trampoline, srvprof's own program) say nothing.
+fn without_tracing_frames(mut line: FoldedLine) -> FoldedLine {
+    if let Some(i) = line
+        .frames
+        .iter()
+        .position(|f| f.starts_with("__traceiter_") || f.starts_with("__bpf_trace_"))
+    {
+        line.frames.truncate(i.max(2));
+    }
+    line
+}
+
+/// address -> name for every distinct address; unresolved ones named by `fallback`.
+fn names(
+    symbolizer: &Symbolizer,
+    src: &Source,
+    mut addrs: Vec<u64>,
+    fallback: impl Fn(u64) -> String,
+) -> HashMap<u64, String> {
+    addrs.sort_unstable();
+    addrs.dedup();
+    let resolved = symbolizer
+        .symbolize(src, Input::AbsAddr(&addrs))
+        .unwrap_or_default();
+    addrs
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| {
+            let name = match resolved.get(i) {
+                Some(Symbolized::Sym(sym)) => clean(&sym.name),
+                _ => fallback(a),
+            };
+            (a, name)
+        })
+        .collect()
+}
+
+/// Folded files split on ';' and the last ' '; keep names from breaking that.
+fn clean(name: &str) -> String {
+    name.replace(';', ":").replace('\n', " ")
+}
+
+/// Executable mappings of a process, to name an unresolved address `module+0xoffset`.
+struct ProcessMaps {
+    /// (start, end, file offset, module base name)
+    ranges: Vec<(u64, u64, u64, String)>,
+}
+
+impl ProcessMaps {
+    fn read(pid: u32) -> Self {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        Self {
+            ranges: text.lines().filter_map(parse_maps_line).collect(),
+        }
+    }
+
+    fn module_offset(&self, addr: u64) -> String {
+        match self.ranges.iter().find(|r| r.0 <= addr && addr < r.1) {
+            Some((start, _, offset, module)) => format!("{module}+{:#x}", addr - start + offset),
+            None => format!("[unknown]+{addr:#x}"),
+        }
+    }
+}
+
+fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
+    let mut parts = line.split_whitespace();
+    let (start, end) = parts.next()?.split_once('-')?;
+    let _perms = parts.next()?;
+    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let path = parts.nth(2).unwrap_or("[anon]");
+    let module = path.rsplit('/').next().unwrap_or(path).to_string();
+    Some((
+        u64::from_str_radix(start, 16).ok()?,
+        u64::from_str_radix(end, 16).ok()?,
+        offset,
+        module,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unresolved_addresses_become_module_plus_file_offset() {
+        let maps = ProcessMaps {
+            ranges: vec![
+                parse_maps_line(
+                    "55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx",
+                )
+                .unwrap(),
+            ],
+        };
+        assert_eq!(maps.module_offset(0x55d0c0a00010), "nginx+0x2010");
+        assert_eq!(maps.module_offset(0x10), "[unknown]+0x10");
+    }
+}

@@ -1,0 +1,269 @@
+//! Stacks, flamegraphs and report.html against processes whose stacks are known by construction
+//! (servers/busy-thread), and report.html rendered by a real browser (headless Chromium).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use srvprof_integration::*;
+
+fn run_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("srvprof-run-{}-{name}", std::process::id()))
+}
+
+/// (frames, value) per line of a folded file.
+fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("folded line");
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn thread_named(pid: u32, comm: &str) -> u32 {
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let tid: u32 = entry
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .parse()
+            .unwrap();
+        let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap();
+        if name.trim() == comm {
+            return tid;
+        }
+    }
+    panic!("no thread {comm} in {pid}");
+}
+
+fn start_busy_thread(args: &[&str]) -> Server {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
+    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped());
+    // SAFETY: setsid only, so the drop kills the whole group.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("start busy-thread");
+    // It prints `ready` once its threads run (after a build on first use).
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        if line.trim() == "ready" {
+            break;
+        }
+        seen.push(line);
+        assert!(
+            n > 0 && seen.len() < 100,
+            "busy-thread did not start: {seen:?}"
+        );
+    }
+    Server { child, port: 0 }
+}
+
+#[test]
+fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_time() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "0"]);
+    let busy = start_busy_thread(&["--spin-fn", "--block-fn", "--seconds", "60", "--cpus", "1"]);
+    let spin_tid = thread_named(busy.pid(), "srvprof-spin");
+    let spin_cpu_before = proc_schedstat(busy.pid(), spin_tid).0;
+    let started = Instant::now();
+    let (status, stderr, _) = srvprof_run(
+        &[
+            "--pid",
+            &busy.pid().to_string(),
+            "--url",
+            &nginx.url(),
+            "-c",
+            "4",
+            "-d",
+            "4s",
+            "--warmup",
+            "1s",
+        ],
+        "busy-thread",
+    );
+    let wall = started.elapsed();
+    let spin_cpu_s = (proc_schedstat(busy.pid(), spin_tid).0 - spin_cpu_before) as f64 / 1e9;
+    assert!(status.success(), "{stderr}");
+    let dir = run_dir("busy-thread");
+
+    let oncpu = folded(&dir, "oncpu-server.folded");
+    let mut by_leaf: BTreeMap<&str, u64> = BTreeMap::new();
+    for (frames, n) in &oncpu {
+        *by_leaf.entry(frames.last().unwrap()).or_default() += n;
+    }
+    let (leaf, samples) = by_leaf.iter().max_by_key(|(_, n)| **n).unwrap();
+    assert_eq!(*leaf, "srvprof_busy_spin", "{by_leaf:?}");
+    // 99 samples per second the spinning thread ran, by the kernel's own account (schedstat,
+    // read around the whole srvprof run, so it encloses the sampled window).
+    let spin_samples: u64 = oncpu
+        .iter()
+        .filter(|(f, _)| f[0] == "srvprof-spin")
+        .map(|(_, n)| n)
+        .sum();
+    let sampled_s = spin_samples as f64 / 99.0;
+    assert!(
+        sampled_s >= 0.5 * spin_cpu_s && sampled_s <= 1.15 * spin_cpu_s && *samples > 50,
+        "{spin_samples} samples ({samples} in srvprof_busy_spin) for {spin_cpu_s:.2} s on CPU"
+    );
+    let spin_stack = &oncpu.iter().max_by_key(|(_, n)| *n).unwrap().0;
+    assert_eq!(
+        spin_stack,
+        &[
+            "srvprof-spin",
+            "start_thread",
+            "spin_main",
+            "srvprof_busy_spin"
+        ],
+        "frame-pointer stack of the spinning thread"
+    );
+
+    let offcpu = folded(&dir, "offcpu-server.folded");
+    let blocked_us: u64 = offcpu
+        .iter()
+        .filter(|(f, _)| f[0] == "srvprof-block" && f.iter().any(|x| x == "srvprof_block_wait"))
+        .map(|(_, us)| us)
+        .sum();
+    // Off-CPU from attach to the end of the run: at least warmup + duration, at most srvprof's wall time.
+    let lower_us = 5_000_000.0 * 0.9;
+    assert!(
+        blocked_us as f64 >= lower_us && blocked_us as f64 <= wall.as_micros() as f64,
+        "srvprof_block_wait off-CPU {blocked_us} us, srvprof ran {wall:?}"
+    );
+    // The blocked thread's own stack names its blocking function below the poll syscall.
+    let top = offcpu
+        .iter()
+        .filter(|(f, _)| f[0] == "srvprof-block")
+        .max_by_key(|(_, n)| *n)
+        .unwrap();
+    assert_eq!(
+        &top.0[1..4],
+        ["start_thread", "block_main", "srvprof_block_wait"]
+    );
+    assert!(
+        top.0
+            .iter()
+            .any(|f| f.contains("poll") && f.ends_with("_[k]")),
+        "{:?}",
+        top.0
+    );
+    // Both flamegraphs are in the page.
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("srvprof-report"));
+    assert!(html.contains("srvprof_busy_spin") && html.contains("srvprof_block_wait"));
+}
+
+/// Runs headless Chromium with a fresh profile; returns (stdout, stderr).
+fn chromium(args: &[&str], url: &str) -> (String, String) {
+    let profile = std::env::temp_dir().join(format!("srvprof-chromium-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    std::fs::create_dir_all(&profile).unwrap();
+    let out = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run /usr/bin/chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &nginx.pid().to_string(),
+            "-c",
+            "20",
+            "-d",
+            "3s",
+            "--warmup",
+            "1s",
+            "--cpus",
+            "0",
+        ],
+        "report-html",
+    );
+    assert!(status.success(), "{stderr}");
+    assert!(run["load"]["completed"].as_u64().unwrap() > 0);
+    let dir = run_dir("report-html");
+    let on = folded(&dir, "oncpu-server.folded");
+    assert!(on.iter().any(|(f, _)| f[0].starts_with("nginx")), "{on:?}");
+
+    // `srvprof report DIR` re-renders the page from run.json and the folded files alone.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let out = Command::new(srvprof_bin())
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("srvprof-report"));
+    assert!(
+        !html.contains("http://") || !html.contains("src=\"http"),
+        "fetches from the network"
+    );
+    assert!(!html.contains("<script"), "no script in the page");
+    // timeline, spectrum, 4 flamegraphs, histograms, interrupts.
+    let svgs_in_file = html.matches("<svg").count();
+    assert!(svgs_in_file >= 8, "{svgs_in_file} SVGs in report.html");
+
+    let url = format!("file://{}", dir.join("report.html").display());
+    let (dom, log) = chromium(&["--dump-dom"], &url);
+    assert_eq!(
+        dom.matches("<svg").count(),
+        svgs_in_file,
+        "the browser's DOM holds every SVG of the file"
+    );
+    for bad in ["Uncaught", "CONSOLE", "ERR_FILE_NOT_FOUND", "net::ERR"] {
+        assert!(!log.contains(bad), "browser said {bad}: {log}");
+    }
+    let shot = dir.join("report-screenshot.png");
+    let (_, log) = chromium(
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1400,3000",
+        ],
+        &url,
+    );
+    let png = std::fs::read(&shot).unwrap_or_else(|e| panic!("no screenshot ({e}): {log}"));
+    assert_eq!(&png[1..4], b"PNG");
+    // A blank page compresses to a few kB; figures and text make it far larger.
+    assert!(png.len() > 100_000, "screenshot of {} bytes", png.len());
+    eprintln!("screenshot: {}", shot.display());
+}
