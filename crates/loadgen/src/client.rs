@@ -244,6 +244,7 @@ async fn per_request_connections(
     tokio::pin!(timer);
     let request = plan.template.encoded();
     let head = plan.template.is_head();
+    let mut buffer = Some(Connection::new_buffer());
     loop {
         let intended = pacer.wait().await;
         let now = Instant::now();
@@ -253,7 +254,13 @@ async fn per_request_connections(
         }
         pacer.advance();
         timer.as_mut().reset((now + plan.timeout).into());
-        let (outcome, bytes) = match open(plan.addr, timer.as_mut()).await {
+        let buf = buffer.take().unwrap_or_else(Connection::new_buffer);
+        let opened = tokio::select! {
+            biased;
+            opened = Connection::open_with_buffer(plan.addr, buf) => opened,
+            _ = timer.as_mut() => Err(ErrorKind::ConnectTimeout),
+        };
+        let (outcome, bytes) = match opened {
             Err(kind) => (Err(kind), 0),
             Ok(mut conn) => {
                 recorder.borrow_mut().connected(start, now.elapsed());
@@ -266,7 +273,9 @@ async fn per_request_connections(
                     Failure::Kind(kind) => kind,
                     Failure::Stale => ErrorKind::Reset,
                 });
-                (outcome, conn.bytes_read)
+                let bytes = conn.bytes_read;
+                buffer = Some(conn.into_buffer());
+                (outcome, bytes)
             }
         };
         let done = Instant::now();

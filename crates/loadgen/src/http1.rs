@@ -59,6 +59,11 @@ pub(crate) struct Connection {
 
 impl Connection {
     pub async fn open(addr: SocketAddr) -> Result<Connection, ErrorKind> {
+        Connection::open_with_buffer(addr, vec![0; READ_BUF]).await
+    }
+
+    /// Open with a read buffer left by an earlier connection (`--no-keepalive` reuses one).
+    pub async fn open_with_buffer(addr: SocketAddr, buf: Vec<u8>) -> Result<Connection, ErrorKind> {
         let stream = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
             io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
             io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
@@ -68,12 +73,22 @@ impl Connection {
         let _ = stream.set_nodelay(true);
         Ok(Connection {
             stream,
-            buf: vec![0; READ_BUF],
+            buf,
             start: 0,
             end: 0,
             bytes_read: 0,
             responses: 0,
         })
+    }
+
+    /// Close the connection and keep its read buffer for the next one.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// A read buffer for `open_with_buffer`.
+    pub fn new_buffer() -> Vec<u8> {
+        vec![0; READ_BUF]
     }
 
     /// Write one encoded request and read its whole response.
