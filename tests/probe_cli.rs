@@ -15,6 +15,32 @@ fn out_file(name: &str) -> std::path::PathBuf {
     dir.join("probe.json")
 }
 
+/// Starts `srvprof probe --pid PID -d DURATION --format json --out PATH` in the background and
+/// returns once its probes are attached (it says so on stderr).
+fn spawn_probe(pid: u32, duration: &str, path: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    use std::io::BufRead;
+    let mut child = Command::new(srvprof_bin())
+        .args(["probe", "--pid", &pid.to_string(), "-d", duration, "--format", "json"])
+        .args(extra)
+        .arg("--out")
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains("watching PIDs") {
+            // Keep draining stderr so the probe never blocks on a full pipe.
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return child;
+        }
+        line.clear();
+    }
+    panic!("srvprof probe ended before attaching");
+}
+
 #[test]
 fn check_passes_every_prerequisite_here() {
     require_root();
@@ -40,24 +66,7 @@ fn json_contract_and_known_counts() {
     require_root();
     let mut w = Workload::start(WORKLOAD);
     let path = out_file("contract");
-    let mut probe = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "3s",
-            "--interval",
-            "500ms",
-            "--format",
-            "json",
-            "--out",
-        ])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    let mut probe = spawn_probe(w.pid(), "3s", &path, &["--interval", "500ms"]);
     w.command("syscalls 12345");
     assert!(probe.wait().unwrap().success());
     let j: serde_json::Value =
@@ -192,21 +201,7 @@ fn a_target_killed_mid_run_is_reported_and_everything_is_written() {
     let w = Workload::start(WORKLOAD);
     let pid = w.pid();
     let path = out_file("killed");
-    let probe = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &pid.to_string(),
-            "-d",
-            "20s",
-            "--format",
-            "json",
-            "--out",
-        ])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let probe = spawn_probe(pid, "20s", &path, &[]);
     std::thread::sleep(Duration::from_millis(2000));
     // SAFETY: killing our own child.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -234,21 +229,7 @@ fn ctrl_c_still_writes_the_report() {
     require_root();
     let w = Workload::start(WORKLOAD);
     let path = out_file("sigint");
-    let probe = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "60s",
-            "--format",
-            "json",
-            "--out",
-        ])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let probe = spawn_probe(w.pid(), "60s", &path, &[]);
     std::thread::sleep(Duration::from_millis(2500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };

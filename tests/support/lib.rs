@@ -246,7 +246,9 @@ impl CpuHog {
         }
         let child = cmd.spawn().expect("start busy-thread");
         std::thread::sleep(Duration::from_millis(500));
-        CpuHog { _process: Server { child, port: 0 } }
+        CpuHog {
+            _process: Server { child, port: 0 },
+        }
     }
 }
 

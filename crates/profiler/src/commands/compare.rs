@@ -16,8 +16,14 @@ const ROWS: &[(&str, &str)] = &[
     ("p99 latency (us)", "/load/latency_us/p99"),
     ("p99.9 latency (us)", "/load/latency_us/p999"),
     ("max latency (us)", "/load/latency_us/max"),
-    ("server context switches / req", "/per_request/context_switches"),
-    ("server involuntary switches / req", "/per_request/involuntary_switches"),
+    (
+        "server context switches / req",
+        "/per_request/context_switches",
+    ),
+    (
+        "server involuntary switches / req",
+        "/per_request/involuntary_switches",
+    ),
     ("server syscalls / req", "/per_request/syscalls"),
     ("server CPU us / req", "/per_request/cpu_us"),
     ("server user us / req", "/per_request/user_us"),
@@ -32,31 +38,61 @@ const ROWS: &[(&str, &str)] = &[
 
 /// Reads DIR/run.json, or the file itself.
 fn load(path: &Path) -> Result<Value, SrvprofError> {
-    let file = if path.is_dir() { path.join("run.json") } else { path.to_path_buf() };
+    let file = if path.is_dir() {
+        path.join("run.json")
+    } else {
+        path.to_path_buf()
+    };
     let text = std::fs::read_to_string(&file).map_err(|e| {
-        SrvprofError::Usage(format!("cannot read {} ({e}); pass a run folder written by `srvprof run --out`", file.display()))
+        SrvprofError::Usage(format!(
+            "cannot read {} ({e}); pass a run folder written by `srvprof run --out`",
+            file.display()
+        ))
     })?;
     serde_json::from_str(&text).map_err(|e| {
-        SrvprofError::Usage(format!("{} is not a srvprof run.json ({e}); pass a run folder written by `srvprof run --out`", file.display()))
+        SrvprofError::Usage(format!(
+            "{} is not a srvprof run.json ({e}); pass a run folder written by `srvprof run --out`",
+            file.display()
+        ))
     })
 }
 
 pub fn compare_text(a: &Value, b: &Value, a_name: &str, b_name: &str) -> String {
-    let mut out = format!("{:<36} {:>16} {:>16} {:>8}\n", "figure", a_name, b_name, "B/A");
+    let mut out = format!(
+        "{:<36} {:>16} {:>16} {:>8}\n",
+        "figure", a_name, b_name, "B/A"
+    );
     for (label, pointer) in ROWS {
         let va = a.pointer(pointer).and_then(Value::as_f64);
         let vb = b.pointer(pointer).and_then(Value::as_f64);
-        let fmt = |v: Option<f64>| v.map(|x| if x.fract() == 0.0 { format!("{x:.0}") } else { format!("{x:.3}") }).unwrap_or_else(|| "-".into());
+        let fmt = |v: Option<f64>| {
+            v.map(|x| {
+                if x.fract() == 0.0 {
+                    format!("{x:.0}")
+                } else {
+                    format!("{x:.3}")
+                }
+            })
+            .unwrap_or_else(|| "-".into())
+        };
         let ratio = match (va, vb) {
             (Some(x), Some(y)) if x != 0.0 => format!("{:.2}x", y / x),
             _ => "-".into(),
         };
-        out.push_str(&format!("{label:<36} {:>16} {:>16} {ratio:>8}\n", fmt(va), fmt(vb)));
+        out.push_str(&format!(
+            "{label:<36} {:>16} {:>16} {ratio:>8}\n",
+            fmt(va),
+            fmt(vb)
+        ));
     }
     for (name, run) in [(a_name, a), (b_name, b)] {
         if let Some(findings) = run["findings"].as_array() {
             for f in findings.iter().take(3) {
-                out.push_str(&format!("{name}: {} {}\n", f["severity"].as_str().unwrap_or(""), f["summary"].as_str().unwrap_or("")));
+                out.push_str(&format!(
+                    "{name}: {} {}\n",
+                    f["severity"].as_str().unwrap_or(""),
+                    f["summary"].as_str().unwrap_or("")
+                ));
             }
         }
     }
@@ -66,7 +102,12 @@ pub fn compare_text(a: &Value, b: &Value, a_name: &str, b_name: &str) -> String 
 pub fn run(a: &Path, b: &Path) -> Result<(), SrvprofError> {
     let (va, vb) = (load(a)?, load(b)?);
     let text = compare_text(&va, &vb, "A", "B");
-    let _ = writeln!(std::io::stdout().lock(), "A = {}\nB = {}\n{text}", a.display(), b.display());
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "A = {}\nB = {}\n{text}",
+        a.display(),
+        b.display()
+    );
     Ok(())
 }
 
@@ -79,7 +120,12 @@ mod tests {
         let a: Value = serde_json::json!({"load": {"throughput_rps": 1000.0, "latency_us": {"p99": 2000}}, "per_request": {"syscalls": 2.5}});
         let b: Value = serde_json::json!({"load": {"throughput_rps": 1500.0, "latency_us": {"p99": 1000}}, "per_request": {"syscalls": 5.0}});
         let t = compare_text(&a, &b, "A", "B");
-        let line = |label: &str| t.lines().find(|l| l.starts_with(label)).unwrap().to_string();
+        let line = |label: &str| {
+            t.lines()
+                .find(|l| l.starts_with(label))
+                .unwrap()
+                .to_string()
+        };
         assert!(line("throughput (req/s)").ends_with("1.50x"));
         assert!(line("p99 latency (us)").ends_with("0.50x"));
         assert!(line("server syscalls / req").ends_with("2.00x"));

@@ -78,13 +78,9 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     for note in &notes {
         eprintln!("srvprof: {note}");
     }
+    // On stderr in every format: the probes are attached from here on (scripts wait for this line).
+    eprintln!("srvprof: watching PIDs {} for {:?} (Ctrl-C stops early)", join(&pids), args.duration);
     if args.format == Format::Text {
-        let _ = writeln!(
-            stdout,
-            "watching PIDs {} for {:?} (Ctrl-C stops early)",
-            join(&pids),
-            args.duration
-        );
         text::interval_header(&mut stdout, first.kernel.softirqs.len());
     }
     let started = Instant::now();
