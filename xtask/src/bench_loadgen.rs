@@ -21,6 +21,9 @@ const SERVER_CPU: &str = "1";
 struct Sample {
     rps: f64,
     p99_ms: f64,
+    /// The client's own CPU time (user + sys) per request sent: its efficiency, which the
+    /// server's share of a busy machine does not blur.
+    cpu_us_per_request: Option<f64>,
 }
 
 struct Scenario {
@@ -75,7 +78,9 @@ pub fn run(quick: bool) -> Result<String> {
          new-connection run. srvprof: `{}`.\n\n",
         load.join(" ")
     ));
-    report.push_str("| scenario | tool | round | req/s | p99 ms |\n|---|---|---|---|---|\n");
+    report.push_str(
+        "| scenario | tool | round | req/s | p99 ms | client CPU us/req |\n|---|---|---|---|---|---|\n",
+    );
 
     let mut summary = Vec::new();
     for scenario in &SCENARIOS {
@@ -92,14 +97,17 @@ pub fn run(quick: bool) -> Result<String> {
             let s = run_srvprof(&load, &url, scenario, seconds, ab_requests)?;
             for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
                 report.push_str(&format!(
-                    "| {} | {tool} | {round} | {:.0} | {:.2} |\n",
-                    scenario.name, sample.rps, sample.p99_ms
+                    "| {} | {tool} | {round} | {:.0} | {:.2} | {} |\n",
+                    scenario.name,
+                    sample.rps,
+                    sample.p99_ms,
+                    fmt_cpu(sample.cpu_us_per_request)
                 ));
             }
             if let Some(oha) = &oha {
                 let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
                 report.push_str(&format!(
-                    "| {} | oha | {round} | {:.0} | {:.2} |\n",
+                    "| {} | oha | {round} | {:.0} | {:.2} | n/a |\n",
                     scenario.name, o.rps, o.p99_ms
                 ));
                 oha_samples.push(o);
@@ -118,15 +126,19 @@ pub fn run(quick: bool) -> Result<String> {
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 
-    report.push_str("\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms |\n|---|---|---|---|---|---|---|\n");
+    report.push_str(
+        "\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
     for (name, peer_name, peer, ours, _) in &summary {
         report.push_str(&format!(
-            "| {name} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} |\n",
+            "| {name} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} | {} | {} |\n",
             peer.rps,
             ours.rps,
             ours.rps / peer.rps.max(1e-9),
             peer.p99_ms,
-            ours.p99_ms
+            ours.p99_ms,
+            fmt_cpu(peer.cpu_us_per_request),
+            fmt_cpu(ours.cpu_us_per_request)
         ));
     }
     if oha.is_none() {
@@ -288,7 +300,30 @@ impl Drop for Nginx {
     }
 }
 
-fn output_of(cmd: &mut Command, what: &str) -> Result<String> {
+const GNU_TIME: &str = "/usr/bin/time";
+
+fn cpu_time_file() -> PathBuf {
+    std::env::temp_dir().join(format!("srvprof-bench-loadgen-{}.time", std::process::id()))
+}
+
+/// A client command pinned to CLIENT_CPU, under GNU time when installed to read its CPU use.
+fn client_command() -> Command {
+    if Path::new(GNU_TIME).exists() {
+        let mut cmd = Command::new(GNU_TIME);
+        cmd.args(["-f", "%U %S", "-o"])
+            .arg(cpu_time_file())
+            .args(["taskset", "-c", CLIENT_CPU]);
+        cmd
+    } else {
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", CLIENT_CPU]);
+        cmd
+    }
+}
+
+/// Run a client command; its stdout and its CPU seconds (user + sys) when GNU time measured them.
+fn output_of(cmd: &mut Command, what: &str) -> Result<(String, Option<f64>)> {
+    let _ = std::fs::remove_file(cpu_time_file());
     let out = cmd.output().with_context(|| format!("running {what}"))?;
     if !out.status.success() {
         bail!(
@@ -297,14 +332,20 @@ fn output_of(cmd: &mut Command, what: &str) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    let cpu_s = std::fs::read_to_string(cpu_time_file()).ok().and_then(|t| {
+        let mut parts = t.split_whitespace().map(|v| v.parse::<f64>().ok());
+        Some(parts.next()?? + parts.next()??)
+    });
+    Ok((String::from_utf8_lossy(&out.stdout).into_owned(), cpu_s))
+}
+
+fn per_request_us(cpu_s: Option<f64>, requests: f64) -> Option<f64> {
+    cpu_s.filter(|_| requests > 0.0).map(|s| s * 1e6 / requests)
 }
 
 fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sample> {
-    let text = output_of(
-        Command::new("taskset").args([
-            "-c",
-            CLIENT_CPU,
+    let (text, cpu_s) = output_of(
+        client_command().args([
             "wrk",
             "-t1",
             &format!("-c{connections}"),
@@ -322,14 +363,23 @@ fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sample> {
         .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
         .and_then(duration_ms)
         .ok_or_else(|| anyhow!("no 99% line in wrk output:\n{text}"))?;
-    Ok(Sample { rps, p99_ms: p99 })
+    // "  562237 requests in 4.00s, 85.25MB read"
+    let requests = text
+        .lines()
+        .find(|l| l.contains(" requests in "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Ok(Sample {
+        rps,
+        p99_ms: p99,
+        cpu_us_per_request: per_request_us(cpu_s, requests),
+    })
 }
 
 fn run_ab(url: &str, connections: usize, requests: u64) -> Result<Sample> {
-    let text = output_of(
-        Command::new("taskset").args([
-            "-c",
-            CLIENT_CPU,
+    let (text, cpu_s) = output_of(
+        client_command().args([
             "ab",
             "-q",
             "-c",
@@ -349,7 +399,11 @@ fn run_ab(url: &str, connections: usize, requests: u64) -> Result<Sample> {
         .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
         .and_then(|v| v.parse::<f64>().ok())
         .ok_or_else(|| anyhow!("no 99% line in ab output:\n{text}"))?;
-    Ok(Sample { rps, p99_ms: p99 })
+    Ok(Sample {
+        rps,
+        p99_ms: p99,
+        cpu_us_per_request: per_request_us(cpu_s, requests as f64),
+    })
 }
 
 fn run_srvprof(
@@ -359,8 +413,8 @@ fn run_srvprof(
     seconds: u64,
     requests: u64,
 ) -> Result<Sample> {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", CLIENT_CPU]).args(load).arg(url).args([
+    let mut cmd = client_command();
+    cmd.args(load).arg(url).args([
         "-c",
         &scenario.connections.to_string(),
         "--threads",
@@ -372,7 +426,7 @@ fn run_srvprof(
     } else {
         cmd.args(["--no-keepalive", "-n", &requests.to_string()]);
     }
-    let text = output_of(&mut cmd, "srvprof load")?;
+    let (text, cpu_s) = output_of(&mut cmd, "srvprof load")?;
     let json: serde_json::Value =
         serde_json::from_str(&text).context("parsing srvprof load --json output")?;
     let rps = json["throughput_rps"]
@@ -388,9 +442,12 @@ fn run_srvprof(
             scenario.name, json["errors_by_kind"]
         );
     }
+    let requests =
+        json["sent"].as_f64().unwrap_or(0.0) + json["warmup_requests"].as_f64().unwrap_or(0.0);
     Ok(Sample {
         rps,
         p99_ms: p99_us / 1000.0,
+        cpu_us_per_request: per_request_us(cpu_s, requests),
     })
 }
 
@@ -401,8 +458,8 @@ fn run_oha(
     seconds: u64,
     requests: u64,
 ) -> Result<Sample> {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", CLIENT_CPU]).arg(oha).args([
+    let mut cmd = client_command();
+    cmd.arg(oha).args([
         "--no-tui",
         "--output-format",
         "json",
@@ -414,7 +471,7 @@ fn run_oha(
     } else {
         cmd.args(["--disable-keepalive", "-n", &requests.to_string()]);
     }
-    let text = output_of(cmd.arg(url), "oha")?;
+    let (text, _) = output_of(cmd.arg(url), "oha")?;
     let json: serde_json::Value = serde_json::from_str(&text).context("parsing oha JSON")?;
     let rps = json["summary"]["requestsPerSec"]
         .as_f64()
@@ -425,7 +482,12 @@ fn run_oha(
     Ok(Sample {
         rps,
         p99_ms: p99_s * 1000.0,
+        cpu_us_per_request: None,
     })
+}
+
+fn fmt_cpu(us: Option<f64>) -> String {
+    us.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
 }
 
 fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
@@ -453,6 +515,7 @@ fn median(samples: &[Sample]) -> Sample {
     median_opt(samples).unwrap_or(Sample {
         rps: 0.0,
         p99_ms: 0.0,
+        cpu_us_per_request: None,
     })
 }
 
@@ -464,9 +527,14 @@ fn median_opt(samples: &[Sample]) -> Option<Sample> {
         v.sort_by(|a, b| a.total_cmp(b));
         v[v.len() / 2]
     };
+    let cpu: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.cpu_us_per_request)
+        .collect();
     Some(Sample {
         rps: mid(samples.iter().map(|s| s.rps).collect()),
         p99_ms: mid(samples.iter().map(|s| s.p99_ms).collect()),
+        cpu_us_per_request: (!cpu.is_empty()).then(|| mid(cpu)),
     })
 }
 
