@@ -480,3 +480,36 @@ fn report_serializes_with_the_documented_fields_and_prints() {
     assert!(text.contains("500 requests"), "{text}");
     assert!(text.contains("200: 500"), "{text}");
 }
+
+#[test]
+fn load_command_writes_the_report_and_fails_when_nothing_succeeded() {
+    use srvprof_loadgen::cli::{LoadArgs, run_load_command};
+    use std::process::ExitCode;
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("loadgen-cmd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("report.json");
+    let args = LoadArgs {
+        connections: 2,
+        requests: Some(50),
+        threads: Some(1),
+        ..LoadArgs::default()
+    };
+
+    let good = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let code = run_load_command(&good.url(), &args, true, Some(&out));
+    assert_eq!(code, ExitCode::SUCCESS);
+    let report: srvprof_loadgen::LoadReport =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(report.completed, 50);
+    assert_eq!(good.counts.requests(), 50);
+
+    let bad = TestServer::start(Behaviour::Garbage);
+    let code = run_load_command(&bad.url(), &args, false, Some(&out));
+    assert_eq!(code, ExitCode::FAILURE);
+    let report: srvprof_loadgen::LoadReport =
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(report.errors_by_kind["protocol_error"], 50);
+    assert!(!dir.join("report.json.tmp").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
