@@ -56,16 +56,21 @@ pub fn slot_lower_bound(slot: u32) -> u64 {
         return slot as u64;
     }
     let octave = slot / SUB_BUCKETS - 1 + SUB_BUCKET_BITS;
+    if octave >= 64 {
+        return u64::MAX; // past the last octave: slots no value reaches
+    }
     let sub = (slot % SUB_BUCKETS) as u64;
     (1u64 << octave) | (sub << (octave - SUB_BUCKET_BITS))
 }
 
 /// Largest value that lands in `slot`.
 pub fn slot_upper_bound(slot: u32) -> u64 {
-    if slot + 1 >= SLOTS {
-        return u64::MAX;
-    }
-    slot_lower_bound(slot + 1) - 1
+    let next = if slot + 1 >= SLOTS {
+        u64::MAX
+    } else {
+        slot_lower_bound(slot + 1)
+    };
+    if next == u64::MAX { u64::MAX } else { next - 1 }
 }
 
 #[cfg(test)]
@@ -83,7 +88,28 @@ mod tests {
             );
             v = v * 5 / 4 + 1;
         }
-        for v in [0, 1, 2, 3, 4, 5, 6, 7, 8, 1000, 1023, 1024, u64::MAX / 2] {
+        for slot in 0..SLOTS {
+            assert!(
+                slot_lower_bound(slot) <= slot_upper_bound(slot),
+                "slot {slot}"
+            );
+        }
+        for v in [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            7,
+            8,
+            1000,
+            1023,
+            1024,
+            u64::MAX / 2,
+            u64::MAX,
+        ] {
             let s = slot_of(v);
             assert!(
                 slot_lower_bound(s) <= v && v <= slot_upper_bound(s),
