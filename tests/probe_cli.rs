@@ -17,10 +17,23 @@ fn out_file(name: &str) -> std::path::PathBuf {
 
 /// Starts `srvprof probe --pid PID -d DURATION --format json --out PATH` in the background and
 /// returns once its probes are attached (it says so on stderr).
-fn spawn_probe(pid: u32, duration: &str, path: &std::path::Path, extra: &[&str]) -> std::process::Child {
+fn spawn_probe(
+    pid: u32,
+    duration: &str,
+    path: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Child {
     use std::io::BufRead;
     let mut child = Command::new(srvprof_bin())
-        .args(["probe", "--pid", &pid.to_string(), "-d", duration, "--format", "json"])
+        .args([
+            "probe",
+            "--pid",
+            &pid.to_string(),
+            "-d",
+            duration,
+            "--format",
+            "json",
+        ])
         .args(extra)
         .arg("--out")
         .arg(path)

@@ -79,7 +79,11 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         eprintln!("srvprof: {note}");
     }
     // On stderr in every format: the probes are attached from here on (scripts wait for this line).
-    eprintln!("srvprof: watching PIDs {} for {:?} (Ctrl-C stops early)", join(&pids), args.duration);
+    eprintln!(
+        "srvprof: watching PIDs {} for {:?} (Ctrl-C stops early)",
+        join(&pids),
+        args.duration
+    );
     if args.format == Format::Text {
         text::interval_header(&mut stdout, first.kernel.softirqs.len());
     }
