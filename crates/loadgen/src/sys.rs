@@ -9,7 +9,7 @@ const FD_OVERHEAD: u64 = 64;
 
 /// Raise the soft open-file limit to the hard limit, then refuse `connections` that cannot fit.
 pub fn ensure_fd_limit(connections: usize) -> Result<(), LoadError> {
-    let needed = connections as u64 + FD_OVERHEAD;
+    let needed = (connections as u64).saturating_add(FD_OVERHEAD);
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
