@@ -1,5 +1,7 @@
 //! Developer tasks: `cargo xtask setup | test | demo | bench`.
 
+mod bench;
+mod bench_loadgen;
 mod demo;
 mod setup;
 mod test;
@@ -23,6 +25,13 @@ fn main() -> Result<()> {
         "demo" => {
             setup::run()?;
             demo::run(rest)
+        }
+        "bench" => {
+            // The release srvprof needs the eBPF toolchain; --render only reads old runs.
+            if !rest.iter().any(|a| a == "--render") {
+                setup::run()?;
+            }
+            bench::run(rest)
         }
         other => bail!("unknown task '{other}'; {USAGE}"),
     }

@@ -26,7 +26,14 @@ pub fn run(args: &[String]) -> Result<()> {
     run_cmd(
         cargo()
             // crates/ebpf is built for the BPF target by build.rs, never for the host.
-            .args(["test", "--workspace", "--exclude", "srvprof-integration", "--exclude", "srvprof-ebpf"])
+            .args([
+                "test",
+                "--workspace",
+                "--exclude",
+                "srvprof-integration",
+                "--exclude",
+                "srvprof-ebpf",
+            ])
             .args(args),
     )?;
     run_cmd(
@@ -35,6 +42,8 @@ pub fn run(args: &[String]) -> Result<()> {
             .args(args)
             .args(["--", "--test-threads=1"]),
     )?;
+    // The reference servers under the release srvprof: every cell must complete requests.
+    crate::bench::run(&["--quick".to_string()])?;
     Ok(())
 }
 
