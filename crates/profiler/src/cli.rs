@@ -69,7 +69,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub freq: u64,
     /// Record on-CPU and off-CPU stacks (flamegraphs): on or off.
-    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub stacks: bool,
 }
 
@@ -126,4 +126,32 @@ pub struct CheckArgs {
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[cfg(test)]
+mod stacks_args_tests {
+    use super::*;
+    use clap::Parser;
+
+    fn run_args(extra: &[&str]) -> RunArgs {
+        let mut argv = vec!["srvprof", "run", "--pid", "1"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Run(args) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn stacks_default_on_at_99_hz_and_can_be_turned_off() {
+        let default = run_args(&[]);
+        assert!(default.stacks);
+        assert_eq!(default.freq, 99);
+        let off = run_args(&["--stacks", "off", "--freq", "49"]);
+        assert!(!off.stacks);
+        assert_eq!(off.freq, 49);
+        assert!(
+            Cli::try_parse_from(["srvprof", "run", "--pid", "1", "--stacks", "maybe"]).is_err()
+        );
+    }
 }
