@@ -211,17 +211,23 @@ fn pick_servers(list: &str) -> Result<Vec<ServerSpec>> {
     if list == "all" {
         return Ok(SERVERS.to_vec());
     }
-    list.split(',')
-        .map(|name| {
-            let name = name.trim();
-            // "erlang" alone means both study variants.
-            SERVERS
-                .iter()
-                .find(|s| s.label == name)
-                .cloned()
-                .with_context(|| format!("unknown server '{name}'; known: {}", labels()))
-        })
-        .collect()
+    let mut picked: Vec<ServerSpec> = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        // A label, or a server directory: "erlang" means both study variants.
+        let matches: Vec<&ServerSpec> = match SERVERS.iter().find(|s| s.label == name) {
+            Some(spec) => vec![spec],
+            None => SERVERS.iter().filter(|s| s.dir == name).collect(),
+        };
+        if matches.is_empty() {
+            bail!("unknown server '{name}'; known: {}", labels());
+        }
+        for spec in matches {
+            if !picked.iter().any(|p| p.label == spec.label) {
+                picked.push(spec.clone());
+            }
+        }
+    }
+    Ok(picked)
 }
 
 fn parse_secs(text: &str) -> Result<Duration> {
