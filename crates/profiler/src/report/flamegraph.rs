@@ -24,7 +24,21 @@ pub fn svg(kind: StackKind, title: &str, lines: &[FoldedLine]) -> Option<String>
     let mut out = Vec::new();
     flamegraph::from_lines(&mut opt, text.lines(), &mut out).ok()?;
     let svg = String::from_utf8(out).ok()?;
-    Some(without_scripts(strip_prolog(&svg)).replacen(" onload=\"init(evt)\"", "", 1))
+    Some(unique_ids(
+        &without_scripts(strip_prolog(&svg)).replacen(" onload=\"init(evt)\"", "", 1),
+        title,
+    ))
+}
+
+/// Several flamegraphs share one HTML document: suffix every id (and the background gradient
+/// reference) so each graph keeps its own.
+fn unique_ids(svg: &str, title: &str) -> String {
+    let slug: String = title
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    svg.replace("id=\"", &format!("id=\"{slug}-"))
+        .replace("url(#", &format!("url(#{slug}-"))
 }
 
 /// Even with no_javascript inferno declares a few script variables; several flamegraphs in one
@@ -63,7 +77,10 @@ mod tests {
         let svg = svg(StackKind::OnCpu, "on-CPU", &lines).unwrap();
         assert!(svg.starts_with("<svg"));
         assert!(svg.contains("srvprof_busy_spin"));
-        assert!(!svg.contains("<script"));
+        assert!(!svg.contains("<script") && !svg.contains("onload"));
+        assert!(
+            svg.contains("id=\"on-CPU-background\"") && svg.contains("url(#on-CPU-background)")
+        );
         assert!(svg.trim_end().ends_with("</svg>"));
     }
 }

@@ -65,7 +65,8 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     figure(&mut o, plots::spectrum(run), "No latency was recorded.");
 
     o.push_str("<h2 id=\"flamegraphs\">Flamegraphs</h2><p class=\"note\">Hover a frame for its name and value. \
-On-CPU: cpu-clock samples; off-CPU: microseconds from switch-out to switch-in. Kernel frames end in _[k].</p>");
+On-CPU: cpu-clock samples; off-CPU: microseconds from switch-out to switch-in. Kernel frames end in _[k]. \
+Stacks cover the whole run, warmup included; frames that did not resolve read module+0xoffset.</p>");
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
             let label = match kind {
