@@ -51,6 +51,8 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
         overflows_after - overflows_before
     );
     assert!(tcp["syn_retransmits"].as_u64().unwrap() > 0, "{tcp}");
+    // Attributed to nginx's own listening socket: never more than the drops it counted.
+    assert!(overflows <= tcp["listen_drops"].as_u64().unwrap(), "{tcp}");
     let p99 = run["load"]["latency_us"]["p99"].as_u64().unwrap();
     assert!(
         p99 >= 1_000_000,
@@ -68,6 +70,65 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
             .as_str()
             .unwrap()
             .contains("accept-queue overflows")
+    );
+}
+
+#[test]
+fn overflows_of_another_listener_are_not_blamed_on_the_server() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    // A listener with a tiny backlog that never accepts, flooded with connects during the run.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_addr = other.local_addr().unwrap();
+    // SAFETY: shrinking the backlog of our own listening socket.
+    unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&other), 1) };
+    let flood = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+        while std::time::Instant::now() < deadline && held.len() < 200 {
+            if let Ok(c) = std::net::TcpStream::connect_timeout(
+                &other_addr,
+                std::time::Duration::from_millis(20),
+            ) {
+                held.push(c);
+            }
+        }
+        held.len()
+    });
+    let overflows_before = net_counter("TcpExt:", "ListenOverflows");
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &nginx.pid().to_string(),
+            "-c",
+            "20",
+            "-d",
+            "4s",
+            "--warmup",
+            "1s",
+            "--cpus",
+            "0",
+        ],
+        "other-listener",
+    );
+    let overflows_after = net_counter("TcpExt:", "ListenOverflows");
+    flood.join().unwrap();
+    drop(other);
+    assert!(status.success(), "{stderr}");
+    let tcp = &run["server"]["tcp"];
+    assert!(
+        overflows_after > overflows_before,
+        "the flood overflowed the other listener"
+    );
+    assert!(tcp["netns_listen_overflows"].as_u64().unwrap() > 0, "{tcp}");
+    assert_eq!(
+        tcp["listen_overflows"], 0,
+        "nginx's own socket dropped nothing: {tcp}"
+    );
+    assert_eq!(tcp["listen_drops"], 0, "{tcp}");
+    assert!(
+        finding(&run, "listen_overflows").is_none()
+            && finding(&run, "syn_retransmit_tail").is_none()
     );
 }
 

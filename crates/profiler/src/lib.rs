@@ -12,5 +12,6 @@ pub mod procfs;
 pub mod report;
 pub mod run_text;
 pub mod sampler;
+pub mod sockdiag;
 pub mod target;
 pub mod text;

@@ -78,7 +78,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
         s.totals.user_ns as f64 / secs / 1e7,
         s.totals.sys_ns as f64 / secs / 1e7,
         s.tcp.listen_overflows,
-        s.tcp.syn_retransmits.max(s.tcp.mib_syn_retransmits)
+        s.tcp.syn_retransmits
     );
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(

@@ -32,6 +32,9 @@ pub struct Sample {
     pub process_cpu: Vec<CpuUse>,
     /// TCP MIB counters of the server's network namespace ("TcpExt:ListenOverflows", ...).
     pub net_mib: BTreeMap<String, u64>,
+    /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
+    #[serde(default)]
+    pub listen_socket_drops: Option<u64>,
 }
 
 /// A watched thread or process that exited during the run.
@@ -55,6 +58,7 @@ pub struct Sampler {
     processes: BTreeMap<u32, CpuUse>,
     mib_pid: Option<u32>,
     last_mib: BTreeMap<String, u64>,
+    listen_ports: Vec<u16>,
     pub exits: Vec<ExitRecord>,
 }
 
@@ -67,8 +71,15 @@ impl Sampler {
             processes: BTreeMap::new(),
             mib_pid,
             last_mib: BTreeMap::new(),
+            listen_ports: Vec::new(),
             exits: Vec::new(),
         }
+    }
+
+    /// The server's listening ports, whose sockets' drop counters are read with every sample.
+    pub fn with_listen_ports(mut self, ports: Vec<u16>) -> Self {
+        self.listen_ports = ports;
+        self
     }
 
     pub fn probes_mut(&mut self) -> &mut Probes {
@@ -121,6 +132,11 @@ impl Sampler {
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
+            listen_socket_drops: if self.listen_ports.is_empty() {
+                None
+            } else {
+                crate::sockdiag::listen_drops(&self.listen_ports)
+            },
         })
     }
 

@@ -177,24 +177,27 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     // Latency tail from accept-queue overflows and SYN retransmits (1 s initial RTO, then 3 s, 7 s).
     let p99_us = load.latency_us.p99 as f64;
     let tcp = &r.server.tcp;
-    let syn = tcp.syn_retransmits.max(tcp.mib_syn_retransmits);
+    // Only SYNs retransmitted on the server's own port: the namespace-wide counter includes others.
+    let syn = tcp.syn_retransmits;
     if p99_us >= SYN_TAIL_P99_US && (tcp.listen_overflows > 0 || syn > 0) {
-        let step = [1.0, 3.0, 7.0, 15.0]
+        // A dropped SYN is resent after the initial 1 s timeout, then after 2 s and 4 s more:
+        // a client waits 1, 3, 7 or 15 s for 1, 2, 3 or 4 retransmits.
+        let (waited_s, resends) = [(1.0, 1), (3.0, 2), (7.0, 3), (15.0, 4)]
             .into_iter()
             .min_by(|a, b| {
-                (p99_us / 1e6 - a)
+                (p99_us / 1e6 - a.0)
                     .abs()
-                    .total_cmp(&(p99_us / 1e6 - b).abs())
+                    .total_cmp(&(p99_us / 1e6 - b.0).abs())
             })
-            .unwrap_or(1.0);
+            .unwrap_or((1.0, 1));
         out.push(finding(
             "syn_retransmit_tail",
             Severity::Critical,
             format!(
-                "p99 of {:.2} s = SYN retransmit ({:.0} s retransmission timeout) after {} accept-queue overflows: {} SYNs retransmitted, {} listen drops",
+                "p99 of {:.2} s = SYN retransmit after {} accept-queue overflows: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket",
                 p99_us / 1e6,
-                step,
                 tcp.listen_overflows,
+                if resends == 1 { "" } else { "s" },
                 syn,
                 tcp.listen_drops
             ),
@@ -203,7 +206,8 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
                 ("listen_overflows", tcp.listen_overflows as f64),
                 ("listen_drops", tcp.listen_drops as f64),
                 ("syn_retransmits", syn as f64),
-                ("rto_step_s", step),
+                ("wait_s", waited_s),
+                ("retransmits_per_wait", resends as f64),
             ],
         ));
     } else if tcp.listen_overflows > 0 {

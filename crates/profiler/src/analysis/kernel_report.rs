@@ -91,17 +91,26 @@ pub struct HardirqReport {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpReport {
-    /// Kernel MIB TcpExt:ListenOverflows of the server's network namespace.
+    /// Accept-queue overflows attributed to the server's listening sockets: the namespace's
+    /// TcpExt:ListenOverflows, bounded by the drop counter of the server's own sockets (an overflow
+    /// there always counts as one of its drops). The namespace figure alone when the sockets are unknown.
     pub listen_overflows: u64,
+    /// Connections the server's listening sockets dropped (their sk_drops), or the namespace's
+    /// TcpExt:ListenDrops when the sockets are unknown.
     pub listen_drops: u64,
+    /// SYNs retransmitted on connections to or from the watched ports (tcp_retransmit_skb in SYN_SENT).
     pub syn_retransmits: u64,
     pub synack_retransmits: u64,
     pub retransmits: u64,
     pub resets_sent: u64,
     pub resets_received: u64,
-    /// Kernel MIB TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits, namespace-wide).
+    /// Whole network namespace (every listener, not just the server's): TcpExt:ListenOverflows.
+    pub netns_listen_overflows: u64,
+    /// Whole network namespace: TcpExt:ListenDrops.
+    pub netns_listen_drops: u64,
+    /// Whole network namespace: TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits).
     pub mib_syn_retransmits: u64,
-    /// Kernel MIB Tcp:RetransSegs (namespace-wide).
+    /// Whole network namespace: Tcp:RetransSegs.
     pub mib_retransmits: u64,
 }
 
@@ -289,14 +298,22 @@ pub fn kernel_report(
             .unwrap_or(0)
             .saturating_sub(start.kernel.tcp.get(i).copied().unwrap_or(0))
     };
+    let netns_overflows = mib_delta(end, start, "TcpExt:ListenOverflows");
+    let netns_drops = mib_delta(end, start, "TcpExt:ListenDrops");
+    let socket_drops = match (end.listen_socket_drops, start.listen_socket_drops) {
+        (Some(e), Some(s)) => Some(e.saturating_sub(s)),
+        _ => None,
+    };
     r.tcp = TcpReport {
-        listen_overflows: mib_delta(end, start, "TcpExt:ListenOverflows"),
-        listen_drops: mib_delta(end, start, "TcpExt:ListenDrops"),
+        listen_overflows: socket_drops.map_or(netns_overflows, |d| d.min(netns_overflows)),
+        listen_drops: socket_drops.unwrap_or(netns_drops),
         syn_retransmits: tcp_d(tcp::SYN_RETRANSMITS),
         synack_retransmits: tcp_d(tcp::SYNACK_RETRANSMITS),
         retransmits: tcp_d(tcp::RETRANSMITS),
         resets_sent: tcp_d(tcp::RESETS_SENT),
         resets_received: tcp_d(tcp::RESETS_RECEIVED),
+        netns_listen_overflows: netns_overflows,
+        netns_listen_drops: netns_drops,
         mib_syn_retransmits: mib_delta(end, start, "TcpExt:TCPSynRetrans"),
         mib_retransmits: mib_delta(end, start, "Tcp:RetransSegs"),
     };

@@ -63,13 +63,22 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         output::check_writable(out, args.force)?;
     }
     let stop = super::stop_flag();
+    // TCP figures are about the targets' own listening ports, when they have any.
+    let mut ports: Vec<u16> =
+        crate::target::listening_addrs(&crate::target::with_descendants(&pids))
+            .iter()
+            .map(|a| a.port())
+            .collect();
+    ports.dedup();
     let targets = ProbeTargets {
         server_pids: pids.clone(),
+        tcp_ports: ports.clone(),
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     let start_ns = clock::monotonic_ns();
-    let mut sampler = Sampler::new(probes, start_ns, pids.first().copied());
+    let mut sampler =
+        Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
     let first = sampler.sample()?;
     let mut prev = first.clone();
     let mut last = first.clone();

@@ -68,7 +68,8 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let interval = config.interval;
     let measure_start =
         clock::monotonic_ns() + config.warmup.as_nanos() as u64 + config.ramp_up.as_nanos() as u64;
-    let sampler = Sampler::new(probes, measure_start, pids.first().copied());
+    let sampler = Sampler::new(probes, measure_start, pids.first().copied())
+        .with_listen_ports(listen_ports(&pids, port));
     let load_done = Arc::new(AtomicBool::new(false));
     let sampling = {
         let load_done = Arc::clone(&load_done);
@@ -183,6 +184,19 @@ pub fn write_run(
         stacks.write_dir(dir, force)?;
     }
     report::write_html(dir, report, &FoldedStacks::read_dir(dir), force)
+}
+
+/// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
+fn listen_ports(pids: &[u32], url_port: u16) -> Vec<u16> {
+    let mut ports: Vec<u16> = target::listening_addrs(pids)
+        .iter()
+        .map(|a| a.port())
+        .collect();
+    if ports.is_empty() {
+        ports.push(url_port);
+    }
+    ports.dedup();
+    ports
 }
 
 fn join(pids: &[u32]) -> String {
