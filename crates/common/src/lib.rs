@@ -12,9 +12,12 @@ pub const GROUP_CLIENT: u32 = 1;
 pub const NUM_GROUPS: u32 = 2;
 
 /// Upper bounds on map sizes.
+/// TARGET_BITMAP words: one bit per tgid below 64 * 65536 = 4194304 (the largest pid_max).
+pub const TARGET_BITMAP_WORDS: u32 = 65536;
 pub const MAX_TARGET_PROCESSES: u32 = 4096;
 pub const MAX_THREADS: u32 = 65536;
-pub const MAX_SYSCALL_KEYS: u32 = 2048;
+/// Syscall numbers counted one by one; higher numbers share the last slot.
+pub const MAX_SYSCALL_NR: u32 = 512;
 pub const MAX_IRQS: u32 = 1024;
 pub const MAX_PORTS: u32 = 64;
 pub const EXIT_RING_BYTES: u32 = 256 * 1024;
@@ -48,13 +51,12 @@ pub mod globals {
 /// Names of the maps, used by userspace to find them.
 pub mod maps {
     pub const TARGET_TGIDS: &str = "TARGET_TGIDS";
+    pub const TARGET_BITMAP: &str = "TARGET_BITMAP";
     pub const THREADS: &str = "THREADS";
     pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
     pub const RUNQ_HIST: &str = "RUNQ_HIST";
-    pub const SYSCALL_START: &str = "SYSCALL_START";
     pub const SYSCALLS: &str = "SYSCALLS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
-    pub const SOFTIRQ_START: &str = "SOFTIRQ_START";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
     pub const TCP_COUNTERS: &str = "TCP_COUNTERS";
@@ -89,23 +91,10 @@ pub struct ThreadStats {
     pub last_switch_out_ns: u64,
     /// When the thread became runnable and started waiting for a CPU; 0 when not waiting.
     pub runnable_since_ns: u64,
+    /// The syscall in flight: when it was entered (0: none) and its number.
+    pub syscall_start_ns: u64,
+    pub syscall_nr: u64,
     pub comm: [u8; 16],
-}
-
-/// A syscall in flight on a watched thread.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SyscallStart {
-    pub start_ns: u64,
-    pub nr: u32,
-    pub group: u32,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct SyscallKey {
-    pub group: u32,
-    pub nr: u32,
 }
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
@@ -114,6 +103,15 @@ pub struct SyscallKey {
 pub struct CountTime {
     pub count: u64,
     pub total_ns: u64,
+}
+
+/// One softirq vector on one CPU: count and time, and when the running one started (0: none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoftirqSlot {
+    pub count: u64,
+    pub total_ns: u64,
+    pub start_ns: u64,
 }
 
 /// Indexes into TCP_COUNTERS.
@@ -130,8 +128,7 @@ pub mod tcp {
 pub mod lost {
     pub const EXIT_RING_FULL: u32 = 0;
     pub const THREADS_MAP_FULL: u32 = 1;
-    pub const SYSCALL_MAP_FULL: u32 = 2;
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 2;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -172,9 +169,8 @@ mod pod {
     use super::*;
     // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
     unsafe impl aya::Pod for ThreadStats {}
-    unsafe impl aya::Pod for SyscallStart {}
-    unsafe impl aya::Pod for SyscallKey {}
     unsafe impl aya::Pod for CountTime {}
+    unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}
     unsafe impl aya::Pod for OffcpuStart {}

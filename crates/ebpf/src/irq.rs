@@ -6,12 +6,11 @@ use aya_ebpf::{
     maps::{PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
-use srvprof_common::{CountTime, MAX_IRQS, NR_SOFTIRQS};
+use srvprof_common::{CountTime, MAX_IRQS, NR_SOFTIRQS, SoftirqSlot};
 
+/// Per CPU (the per-CPU split is the per-CPU map itself), per vector: one slot, one lookup per event.
 #[map]
-static SOFTIRQS: PerCpuArray<CountTime> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
-#[map]
-static SOFTIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
+static SOFTIRQS: PerCpuArray<SoftirqSlot> = PerCpuArray::with_max_entries(NR_SOFTIRQS, 0);
 #[map]
 static HARDIRQS: PerCpuHashMap<u32, CountTime> = PerCpuHashMap::with_max_entries(MAX_IRQS, 0);
 #[map]
@@ -21,14 +20,11 @@ static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[btf_tracepoint(function = "softirq_entry")]
 pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
-    if vec >= NR_SOFTIRQS {
-        return 0;
-    }
-    if let Some(ct) = SOFTIRQS.get_ptr_mut(vec) {
-        unsafe { (*ct).count += 1 };
-    }
-    if let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) {
-        unsafe { *start = bpf_ktime_get_ns() };
+    if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
+        unsafe {
+            (*slot).count += 1;
+            (*slot).start_ns = bpf_ktime_get_ns();
+        }
     }
     0
 }
@@ -37,19 +33,13 @@ pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "softirq_exit")]
 pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
-    if vec >= NR_SOFTIRQS {
-        return 0;
-    }
-    let Some(start) = SOFTIRQ_START.get_ptr_mut(vec) else {
-        return 0;
-    };
-    let started = unsafe { *start };
-    if started == 0 {
-        return 0;
-    }
-    unsafe { *start = 0 };
-    if let Some(ct) = SOFTIRQS.get_ptr_mut(vec) {
-        unsafe { (*ct).total_ns += bpf_ktime_get_ns().saturating_sub(started) };
+    if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
+        unsafe {
+            if (*slot).start_ns != 0 {
+                (*slot).total_ns += bpf_ktime_get_ns().saturating_sub((*slot).start_ns);
+                (*slot).start_ns = 0;
+            }
+        }
     }
     0
 }

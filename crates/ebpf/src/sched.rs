@@ -9,7 +9,7 @@ use aya_ebpf::{
 };
 use srvprof_common::{NUM_GROUPS, hist};
 
-use crate::target::{TARGET_TGIDS, current_comm, group_of, task_comm, task_ids, thread_stats};
+use crate::target::{current_comm, group_of, task_comm, task_ids, watch, watched_thread};
 
 /// Off-CPU durations (switch-out to switch-in, ns), SLOTS per group.
 #[map]
@@ -36,25 +36,22 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let prev_state: u64 = ctx.arg(3);
 
     // prev is the current task: the tracepoint fires before the switch.
-    let prev_tgid = ctx.tgid();
-    if let Some(group) = group_of(prev_tgid) {
-        if let Some(st) = thread_stats(ctx.pid(), prev_tgid, group, current_comm()) {
-            // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
-            let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
-            if involuntary {
-                st.involuntary_switches += 1;
-                st.runnable_since_ns = now;
-            } else {
-                st.voluntary_switches += 1;
-                // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
-                st.runnable_since_ns = 0;
-            }
-            if st.last_switch_in_ns != 0 {
-                st.oncpu_ns += now - st.last_switch_in_ns;
-                st.last_switch_in_ns = 0;
-            }
-            st.last_switch_out_ns = now;
+    if let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) {
+        // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
+        let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
+        if involuntary {
+            st.involuntary_switches += 1;
+            st.runnable_since_ns = now;
+        } else {
+            st.voluntary_switches += 1;
+            // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
+            st.runnable_since_ns = 0;
         }
+        if st.last_switch_in_ns != 0 {
+            st.oncpu_ns += now - st.last_switch_in_ns;
+            st.last_switch_in_ns = 0;
+        }
+        st.last_switch_out_ns = now;
     }
 
     let Some((next_tid, next_tgid)) = task_ids(next) else {
@@ -63,8 +60,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if next_tid == 0 {
         return 0;
     }
-    if let Some(group) = group_of(next_tgid) {
-        if let Some(st) = thread_stats(next_tid, next_tgid, group, task_comm(next)) {
+    if let Some(st) = watched_thread(next_tid, next_tgid, || task_comm(next)) {
+        let group = st.group;
+        {
             if st.last_switch_out_ns != 0 {
                 let off = now.saturating_sub(st.last_switch_out_ns);
                 st.offcpu_ns += off;
@@ -91,12 +89,10 @@ fn on_wakeup(ctx: &BtfTracePointContext) -> i32 {
     let Some((tid, tgid)) = task_ids(task) else {
         return 0;
     };
-    if let Some(group) = group_of(tgid) {
-        if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
-            // A task woken while still on a CPU (it had not switched out yet) waits for nothing.
-            if st.runnable_since_ns == 0 && st.last_switch_in_ns == 0 {
-                st.runnable_since_ns = unsafe { bpf_ktime_get_ns() };
-            }
+    if let Some(st) = watched_thread(tid, tgid, || task_comm(task)) {
+        // A task woken while still on a CPU (it had not switched out yet) waits for nothing.
+        if st.runnable_since_ns == 0 && st.last_switch_in_ns == 0 {
+            st.runnable_since_ns = unsafe { bpf_ktime_get_ns() };
         }
     }
     0
@@ -121,10 +117,8 @@ pub fn sched_migrate_task(ctx: BtfTracePointContext) -> i32 {
     let Some((tid, tgid)) = task_ids(task) else {
         return 0;
     };
-    if let Some(group) = group_of(tgid) {
-        if let Some(st) = thread_stats(tid, tgid, group, task_comm(task)) {
-            st.migrations += 1;
-        }
+    if let Some(st) = watched_thread(tid, tgid, || task_comm(task)) {
+        st.migrations += 1;
     }
     0
 }
@@ -142,7 +136,7 @@ pub fn sched_process_fork(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     if child_tgid != parent_tgid {
-        let _ = TARGET_TGIDS.insert(&child_tgid, &group, 0);
+        watch(child_tgid, group);
     }
     0
 }

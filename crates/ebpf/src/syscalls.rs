@@ -1,76 +1,59 @@
 //! Syscall counts and time per syscall number, for watched threads.
+//!
+//! Every syscall on the machine passes through here, so the path is kept short: one lookup of
+//! the process, then the thread's own slot holds the syscall in flight (no map insert or delete
+//! per call), and the totals go to a per-CPU array indexed by group and syscall number.
 
 use aya_ebpf::{
     EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuHashMap},
+    maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
-use srvprof_common::{CountTime, MAX_SYSCALL_KEYS, MAX_THREADS, SyscallKey, SyscallStart, lost};
+use srvprof_common::{CountTime, MAX_SYSCALL_NR, NUM_GROUPS};
 
-use crate::target::{THREADS, count_lost, group_of};
+use crate::target::{current_comm, watched_thread};
 
-/// tid -> the syscall it is in.
+/// [group * MAX_SYSCALL_NR + nr] -> count and total time.
 #[map]
-static SYSCALL_START: HashMap<u32, SyscallStart> = HashMap::with_max_entries(MAX_THREADS, 0);
-
-/// (group, syscall number) -> count and total time.
-#[map]
-static SYSCALLS: PerCpuHashMap<SyscallKey, CountTime> =
-    PerCpuHashMap::with_max_entries(MAX_SYSCALL_KEYS, 0);
+static SYSCALLS: PerCpuArray<CountTime> =
+    PerCpuArray::with_max_entries(MAX_SYSCALL_NR * NUM_GROUPS, 0);
 
 /// sys_enter(struct pt_regs *regs, long id)
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
-    let Some(group) = group_of(ctx.tgid()) else {
+    let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) else {
         return 0;
     };
     let nr: i64 = ctx.arg(1);
-    let start = SyscallStart {
-        start_ns: unsafe { bpf_ktime_get_ns() },
-        nr: nr as u32,
-        group,
-    };
-    if SYSCALL_START.insert(&ctx.pid(), &start, 0).is_err() {
-        count_lost(lost::SYSCALL_MAP_FULL);
-    }
+    st.syscall_nr = nr as u64;
+    st.syscall_start_ns = unsafe { bpf_ktime_get_ns() };
     0
 }
 
 /// sys_exit(struct pt_regs *regs, long ret). Syscalls that never return (exit, exit_group) are not counted.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
-    let tid = ctx.pid();
-    let Some(start) = (unsafe { SYSCALL_START.get(&tid) }).copied() else {
+    let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) else {
         return 0;
     };
-    let _ = SYSCALL_START.remove(&tid);
-    let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(start.start_ns);
-    let key = SyscallKey {
-        group: start.group,
-        nr: start.nr,
+    if st.syscall_start_ns == 0 {
+        return 0;
+    }
+    let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(st.syscall_start_ns);
+    st.syscall_start_ns = 0;
+    st.syscalls += 1;
+    st.syscall_ns += elapsed;
+    let nr = if st.syscall_nr < MAX_SYSCALL_NR as u64 {
+        st.syscall_nr as u32
+    } else {
+        MAX_SYSCALL_NR - 1
     };
-    match SYSCALLS.get_ptr_mut(&key) {
-        Some(ct) => unsafe {
+    if let Some(ct) = SYSCALLS.get_ptr_mut(st.group * MAX_SYSCALL_NR + nr) {
+        unsafe {
             (*ct).count += 1;
             (*ct).total_ns += elapsed;
-        },
-        None => {
-            let _ = SYSCALLS.insert(
-                &key,
-                &CountTime {
-                    count: 1,
-                    total_ns: elapsed,
-                },
-                0,
-            );
-        }
-    }
-    if let Some(st) = THREADS.get_ptr_mut(&tid) {
-        unsafe {
-            (*st).syscalls += 1;
-            (*st).syscall_ns += elapsed;
         }
     }
     0

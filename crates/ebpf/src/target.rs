@@ -3,13 +3,19 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_comm, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
     macros::map,
-    maps::{HashMap, PerCpuArray},
+    maps::{Array, HashMap, PerCpuArray},
 };
-use srvprof_common::{MAX_TARGET_PROCESSES, MAX_THREADS, ThreadStats, lost};
+use srvprof_common::{MAX_TARGET_PROCESSES, MAX_THREADS, TARGET_BITMAP_WORDS, ThreadStats, lost};
 
 /// tgid -> group (server or client). Children forked by a watched process join its group.
 #[map]
 pub static TARGET_TGIDS: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TARGET_PROCESSES, 0);
+
+/// Bit tgid % 64 of word tgid / 64 is set for every watched process: the filter every syscall
+/// and scheduler event on the machine passes, so it is an array load (inlined by the JIT), not a
+/// hash lookup. TARGET_TGIDS stays the truth; userspace re-sets any bit a racing fork lost.
+#[map]
+pub static TARGET_BITMAP: Array<u64> = Array::with_max_entries(TARGET_BITMAP_WORDS, 0);
 
 /// tid -> cumulative figures for every watched thread.
 #[map]
@@ -67,10 +73,55 @@ pub fn current_comm() -> [u8; 16] {
     bpf_get_current_comm().unwrap_or([0u8; 16])
 }
 
+/// False when the process is certainly not watched (the bit is clear): the cheap first test.
+#[inline(always)]
+fn maybe_watched(tgid: u32) -> bool {
+    let word = tgid / 64;
+    if word >= TARGET_BITMAP_WORDS {
+        return true; // beyond the bitmap: ask the hash
+    }
+    let bits = TARGET_BITMAP.get(word).copied().unwrap_or(0);
+    bits & (1u64 << (tgid % 64)) != 0
+}
+
 /// The group of a watched process, or None when it is not watched.
 #[inline(always)]
 pub fn group_of(tgid: u32) -> Option<u32> {
+    if !maybe_watched(tgid) {
+        return None;
+    }
     unsafe { TARGET_TGIDS.get(&tgid).copied() }
+}
+
+/// The stats of a thread of a watched process, or None when it is not watched. The hot path is
+/// one array load and one hash lookup: the group is kept in the thread's stats, so the process
+/// map is asked only the first time a thread is seen (or when its tid was reused).
+#[inline(always)]
+pub fn watched_thread(
+    tid: u32,
+    tgid: u32,
+    comm: impl FnOnce() -> [u8; 16],
+) -> Option<&'static mut ThreadStats> {
+    if !maybe_watched(tgid) {
+        return None;
+    }
+    if let Some(st) = THREADS.get_ptr_mut(&tid) {
+        let st = unsafe { &mut *st };
+        if st.tgid == tgid {
+            return Some(st);
+        }
+    }
+    let group = unsafe { TARGET_TGIDS.get(&tgid).copied() }?;
+    new_thread_stats(tid, tgid, group, comm)
+}
+
+/// Starts watching a process (a child forked by a watched one).
+#[inline(always)]
+pub fn watch(tgid: u32, group: u32) {
+    let _ = TARGET_TGIDS.insert(&tgid, &group, 0);
+    if let Some(bits) = TARGET_BITMAP.get_ptr_mut(tgid / 64) {
+        unsafe { *bits |= 1u64 << (tgid % 64) };
+    }
 }
 
 #[inline(always)]
@@ -80,23 +131,22 @@ pub fn count_lost(reason: u32) {
     }
 }
 
-/// The stats of a watched thread, created on first sight.
+/// Fresh stats for a thread seen for the first time (or whose tid now names another thread).
+/// `comm` is only called here: reading a name on every event would cost a kernel read each time.
 #[inline(always)]
-pub fn thread_stats(
+fn new_thread_stats(
     tid: u32,
     tgid: u32,
     group: u32,
-    comm: [u8; 16],
+    comm: impl FnOnce() -> [u8; 16],
 ) -> Option<&'static mut ThreadStats> {
-    if let Some(st) = THREADS.get_ptr_mut(&tid) {
-        return Some(unsafe { &mut *st });
-    }
     let fresh = ThreadStats {
         tgid,
         group,
-        comm,
+        comm: comm(),
         ..ThreadStats::default()
     };
+    // BPF_ANY: replaces the stats of a dead thread whose tid was reused.
     if THREADS.insert(&tid, &fresh, 0).is_err() {
         count_lost(lost::THREADS_MAP_FULL);
         return None;

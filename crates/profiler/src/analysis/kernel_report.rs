@@ -22,6 +22,8 @@ pub struct ThreadReport {
     pub user_ns: u64,
     pub sys_ns: u64,
     pub runq_ns: u64,
+    /// How many times the thread waited in a run queue (runq_ns is their sum).
+    pub runq_waits: u64,
     pub migrations: u64,
     pub syscalls: u64,
     pub syscall_ns: u64,
@@ -210,6 +212,7 @@ pub fn kernel_report(
             user_ns,
             sys_ns,
             runq_ns: d.runq_ns,
+            runq_waits: d.runq_count,
             migrations: d.migrations,
             syscalls: d.syscalls,
             syscall_ns: d.syscall_ns,
@@ -320,7 +323,6 @@ pub fn kernel_report(
     for (i, name) in [
         (lost::EXIT_RING_FULL, "exit_ring_full"),
         (lost::THREADS_MAP_FULL, "threads_map_full"),
-        (lost::SYSCALL_MAP_FULL, "syscall_map_full"),
     ] {
         r.lost_events.insert(
             name.into(),

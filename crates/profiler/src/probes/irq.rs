@@ -4,7 +4,7 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use srvprof_common::{CountTime, NR_SOFTIRQS, maps};
+use srvprof_common::{CountTime, NR_SOFTIRQS, SoftirqSlot, maps};
 
 use super::{map_error, map_ref};
 use crate::counters::{CountNs, KernelCounters};
@@ -18,7 +18,7 @@ fn count_ns(ct: &CountTime) -> CountNs {
 }
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
-    let soft: PerCpuArray<&MapData, CountTime> = map_ref(ebpf, maps::SOFTIRQS)?;
+    let soft: PerCpuArray<&MapData, SoftirqSlot> = map_ref(ebpf, maps::SOFTIRQS)?;
     let ncpus = aya::util::nr_cpus().unwrap_or(1);
     counters.softirqs = vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus];
     for vec in 0..NR_SOFTIRQS {
@@ -26,7 +26,10 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
             .get(&vec, 0)
             .map_err(|e| map_error(maps::SOFTIRQS, e))?;
         for (cpu, ct) in per_cpu.iter().enumerate().take(ncpus) {
-            counters.softirqs[cpu][vec as usize] = count_ns(ct);
+            counters.softirqs[cpu][vec as usize] = CountNs {
+                count: ct.count,
+                total_ns: ct.total_ns,
+            };
         }
     }
     let hard: PerCpuHashMap<&MapData, u32, CountTime> = map_ref(ebpf, maps::HARDIRQS)?;

@@ -109,6 +109,13 @@ impl Probes {
             }
         }
 
+        let all: Vec<u32> = targets
+            .server_pids
+            .iter()
+            .chain(&targets.client_pids)
+            .copied()
+            .collect();
+        set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         for (program, tracepoint) in PROGRAMS {
             let result = attach_one(&mut ebpf, &btf, program, tracepoint);
@@ -134,7 +141,8 @@ impl Probes {
             map_mut(&mut self.ebpf, maps::TARGET_TGIDS)?;
         tgids
             .insert(pid, group, 0)
-            .map_err(|e| map_error(maps::TARGET_TGIDS, e))
+            .map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
+        set_target_bits(&mut self.ebpf, &[pid])
     }
 
     /// The processes watched now, children forked during the run included.
@@ -145,6 +153,13 @@ impl Probes {
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.
     pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
+        // Two forks on two CPUs may race on one bitmap word; the hash is the truth.
+        let watched: Vec<u32> = self
+            .watched_pids()?
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .collect();
+        set_target_bits(&mut self.ebpf, &watched)?;
         let ncpus = aya::util::nr_cpus().unwrap_or(1);
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
@@ -175,6 +190,27 @@ impl Probes {
     pub fn drain_exits(&mut self) -> Vec<srvprof_common::ExitEvent> {
         self.exits.drain()
     }
+}
+
+/// Sets the TARGET_BITMAP bits of these processes (the in-kernel prefilter of TARGET_TGIDS).
+fn set_target_bits(ebpf: &mut Ebpf, pids: &[u32]) -> Result<(), SrvprofError> {
+    let mut bitmap: aya::maps::Array<&mut MapData, u64> = map_mut(ebpf, maps::TARGET_BITMAP)?;
+    for &pid in pids {
+        let word = pid / 64;
+        if word >= srvprof_common::TARGET_BITMAP_WORDS {
+            continue; // beyond the bitmap: the programs fall back to the hash lookup
+        }
+        let bits = bitmap
+            .get(&word, 0)
+            .map_err(|e| map_error(maps::TARGET_BITMAP, e))?;
+        let wanted = bits | (1u64 << (pid % 64));
+        if wanted != bits {
+            bitmap
+                .set(word, wanted, 0)
+                .map_err(|e| map_error(maps::TARGET_BITMAP, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn attach_one(

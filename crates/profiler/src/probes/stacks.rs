@@ -51,7 +51,9 @@ pub fn attach(ebpf: &mut Ebpf, btf: &Btf, hz: u64) -> Result<(), SrvprofError> {
         prog.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
             PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Frequency(hz),
+            // cpu-clock counts nanoseconds: a fixed period of 1e9/hz samples at exactly hz per
+            // second of CPU time, without the burst of frequency mode's adaptive start.
+            SamplePolicy::Period(1_000_000_000 / hz.max(1)),
             false,
         )
         .map_err(|e| SrvprofError::ProgramAttach {

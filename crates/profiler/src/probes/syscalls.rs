@@ -2,27 +2,31 @@
 
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuHashMap},
+    maps::{MapData, PerCpuArray},
 };
-use srvprof_common::{CountTime, SyscallKey, maps};
+use srvprof_common::{CountTime, MAX_SYSCALL_NR, maps};
 
 use super::{map_error, map_ref};
 use crate::counters::{CountNs, KernelCounters};
 use crate::error::SrvprofError;
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
-    let map: PerCpuHashMap<&MapData, SyscallKey, CountTime> = map_ref(ebpf, maps::SYSCALLS)?;
+    let map: PerCpuArray<&MapData, CountTime> = map_ref(ebpf, maps::SYSCALLS)?;
     counters.syscalls.clear();
-    for entry in map.iter() {
-        let (key, per_cpu) = entry.map_err(|e| map_error(maps::SYSCALLS, e))?;
+    for (index, per_cpu) in map.iter().enumerate() {
+        let per_cpu = per_cpu.map_err(|e| map_error(maps::SYSCALLS, e))?;
         let mut total = CountNs::default();
         for ct in per_cpu.iter() {
             total.count += ct.count;
             total.total_ns += ct.total_ns;
         }
-        counters.syscalls.push((key.group, key.nr, total));
+        if total.count > 0 {
+            let index = index as u32;
+            counters
+                .syscalls
+                .push((index / MAX_SYSCALL_NR, index % MAX_SYSCALL_NR, total));
+        }
     }
-    counters.syscalls.sort_by_key(|(g, nr, _)| (*g, *nr));
     Ok(())
 }
 
