@@ -92,10 +92,14 @@ fn sleeps_and_syscalls_are_counted_exactly_and_switches_match_proc() {
         "on-CPU: probe {} ns vs schedstat {run} ns",
         t.oncpu_ns
     );
-    // Run-queue wait against the scheduler's run_delay.
+    // Run-queue wait against the scheduler's run_delay. The two clocks start at different points:
+    // srvprof (like bcc's runqlat) times each wait from the sched_wakeup tracepoint to the switch-in
+    // with bpf_ktime_get_ns, the kernel from its rq_clock stamps; measured here, each wait reads
+    // about 30 us longer (a VM leaving idle), so each may differ by up to 50 us.
     let delay = delay1 - delay0;
+    let per_wait_allowance = t.runq_waits * 50_000;
     assert!(
-        t.runq_ns.abs_diff(delay) <= delay / 5 + 2_000_000,
+        t.runq_ns.abs_diff(delay) <= delay / 5 + per_wait_allowance + 2_000_000,
         "run-queue: probe {} ns vs schedstat {delay} ns",
         t.runq_ns
     );
