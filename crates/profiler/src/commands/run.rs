@@ -65,6 +65,11 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         stack_sample_hz: args.stacks.then_some(args.freq),
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
+    // Scripts and tests bracket the probed window with this line and "reading stacks".
+    eprintln!(
+        "srvprof: probes attached; warming up for {:?}, then measuring",
+        config.warmup + config.ramp_up
+    );
     let interval = config.interval;
     let measure_start =
         clock::monotonic_ns() + config.warmup.as_nanos() as u64 + config.ramp_up.as_nanos() as u64;
@@ -148,6 +153,7 @@ fn sample_every(
         }
         k += 1;
     }
+    eprintln!("srvprof: load done; reading stacks");
     let stacks = match sampler.probes_mut().read_stacks() {
         Ok(raw) => raw.map(|raw| symbolize::fold(&raw)),
         Err(e) => {
