@@ -56,7 +56,7 @@ pub struct LoadArgs {
     #[arg(long = "warmup", default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// Worker threads, each with its own runtime and connections (default: CPUs available).
+    /// Worker threads, each with its own runtime and connections (default: one per --cpus CPU, else CPUs available).
     #[arg(long = "threads")]
     pub threads: Option<usize>,
 
@@ -138,7 +138,11 @@ impl LoadArgs {
         Ok(LoadConfig {
             url: String::new(),
             connections: self.connections,
-            threads: self.threads.unwrap_or_else(crate::sys::available_cpus),
+            // One thread per pinned CPU: two threads on one CPU only take turns.
+            threads: self.threads.unwrap_or_else(|| match &self.cpus {
+                Some(list) if !list.0.is_empty() => list.0.len(),
+                _ => crate::sys::available_cpus(),
+            }),
             duration,
             requests: self.requests,
             rate: self.rate,
@@ -336,5 +340,20 @@ mod tests {
         .unwrap();
         assert_eq!(c.duration, None);
         assert_eq!(c.headers, vec![("X-Test".to_string(), "a: b".to_string())]);
+    }
+
+    #[test]
+    fn pinned_runs_default_to_one_thread_per_cpu() {
+        let pinned = LoadArgs {
+            cpus: Some(CpuList(vec![0])),
+            ..LoadArgs::default()
+        };
+        assert_eq!(pinned.to_config().unwrap().threads, 1);
+        let explicit = LoadArgs {
+            cpus: Some(CpuList(vec![0])),
+            threads: Some(3),
+            ..LoadArgs::default()
+        };
+        assert_eq!(explicit.to_config().unwrap().threads, 3);
     }
 }
