@@ -1,0 +1,408 @@
+//! A profiler must never become the incident: every exit path detaches every program, files
+//! belong to the invoking user and are never written through a planted link, and a real network
+//! path (two network namespaces joined by a veth pair) is measured like loopback.
+
+use std::os::unix::fs::MetadataExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use srvprof_integration::*;
+
+const WORKLOAD: &str = env!("CARGO_BIN_EXE_srvprof-known-workload");
+
+/// Ids of the BPF programs a process holds: the kernel lists them in /proc/PID/fdinfo
+/// (`prog_id:` of every program and link descriptor).
+fn programs_held_by(pid: u32) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Of these program ids, the ones still loaded after their last user is gone, and the links still
+/// attached to them. The kernel frees programs after an RCU grace period: allow it 5 s.
+fn left_behind(ids: &[u64]) -> (Vec<u64>, usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let (loaded, links) = still_loaded(ids);
+        if (loaded.is_empty() && links == 0) || std::time::Instant::now() > deadline {
+            return (loaded, links);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Of these program ids, the ones loaded now, and the links attached to them.
+fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
+    let progs: serde_json::Value = serde_json::from_slice(
+        &Command::new("bpftool")
+            .args(["-j", "prog", "show"])
+            .output()
+            .expect("bpftool")
+            .stdout,
+    )
+    .unwrap_or_default();
+    let loaded: Vec<u64> = progs
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| p["id"].as_u64())
+                .filter(|id| ids.contains(id))
+                .collect()
+        })
+        .unwrap_or_default();
+    let links: serde_json::Value = serde_json::from_slice(
+        &Command::new("bpftool")
+            .args(["-j", "link", "show"])
+            .output()
+            .expect("bpftool")
+            .stdout,
+    )
+    .unwrap_or_default();
+    let links = links
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|l| ids.contains(&l["prog_id"].as_u64().unwrap_or(0)))
+                .count()
+        })
+        .unwrap_or(0);
+    (loaded, links)
+}
+
+fn wait_attached(child: &mut std::process::Child, marker: &str) {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains(marker) {
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return;
+        }
+        line.clear();
+    }
+    panic!("srvprof ended before '{marker}'");
+}
+
+#[test]
+fn every_exit_path_detaches_every_program_and_link() {
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let pid = w.pid().to_string();
+    for (how, signal) in [
+        ("normal end", None),
+        ("Ctrl-C", Some(libc::SIGINT)),
+        ("SIGTERM", Some(libc::SIGTERM)),
+        ("SIGKILL", Some(libc::SIGKILL)),
+    ] {
+        let mut child = Command::new(srvprof_bin())
+            .args([
+                "probe",
+                "--pid",
+                &pid,
+                "-d",
+                if signal.is_some() { "60s" } else { "2s" },
+                "--format",
+                "json",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_attached(&mut child, "watching PIDs");
+        let held = programs_held_by(child.id());
+        let (loaded, links) = still_loaded(&held);
+        assert!(
+            held.len() >= srvprof::probes::PROGRAMS.len()
+                && loaded.len() == held.len()
+                && links >= srvprof::probes::PROGRAMS.len(),
+            "{how}: holds {held:?}, {links} links"
+        );
+        if let Some(sig) = signal {
+            std::thread::sleep(Duration::from_millis(500));
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(child.id() as i32, sig) };
+        }
+        child.wait().unwrap();
+        let (after, links_after) = left_behind(&held);
+        assert!(
+            after.is_empty() && links_after == 0,
+            "{how}: left behind programs {after:?} and {links_after} links"
+        );
+    }
+    // An error after attaching (the load cannot reach its URL) also leaves nothing.
+    let port = free_port();
+    let mut child = Command::new(srvprof_bin())
+        .args([
+            "run",
+            "--pid",
+            &pid,
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+            "-d",
+            "2s",
+            "--stacks",
+            "off",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_attached(&mut child, "probes attached");
+    let held = programs_held_by(child.id());
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    let (after, links_after) = left_behind(&held);
+    assert!(
+        !held.is_empty() && after.is_empty() && links_after == 0,
+        "error path: held {held:?}, left {after:?}, {links_after} links"
+    );
+}
+
+#[test]
+fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let dir = std::env::temp_dir().join(format!("srvprof-owner-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.join("probe.json");
+    let status = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "-d",
+            "1s",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&out)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    // --out for probe is a file in an existing folder; make the folder first.
+    if !status.success() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = Command::new(srvprof_bin())
+            .args([
+                "probe",
+                "--pid",
+                &w.pid().to_string(),
+                "-d",
+                "1s",
+                "--format",
+                "json",
+                "--out",
+            ])
+            .arg(&out)
+            .env("SUDO_UID", "65534")
+            .env("SUDO_GID", "65534")
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let meta = std::fs::metadata(&out).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (65534, 65534),
+        "owned by the user who ran sudo"
+    );
+
+    // A symlink planted where the report goes: refused, its target untouched.
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let planted = dir.join("planted.json");
+    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let o = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "-d",
+            "1s",
+            "--format",
+            "json",
+            "--force",
+            "--out",
+        ])
+        .arg(&planted)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("symbolic link"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A file srvprof did not write is not overwritten without --force.
+    let mine = dir.join("notes.txt");
+    std::fs::write(&mine, "mine").unwrap();
+    let o = Command::new(srvprof_bin())
+        .args([
+            "probe",
+            "--pid",
+            &w.pid().to_string(),
+            "-d",
+            "1s",
+            "--format",
+            "json",
+            "--out",
+        ])
+        .arg(&mine)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&mine).unwrap(), "mine");
+}
+
+/// Two network namespaces joined by a veth pair, made and removed by the test.
+struct Netns {
+    names: [String; 2],
+}
+
+impl Netns {
+    fn create() -> Self {
+        let id = std::process::id() % 10000;
+        let names = [format!("srvprof-srv-{id}"), format!("srvprof-cli-{id}")];
+        let ip = |args: &[&str]| {
+            let st = Command::new("ip").args(args).status().expect("ip");
+            assert!(st.success(), "ip {args:?}");
+        };
+        for n in &names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+            ip(&["netns", "add", n]);
+        }
+        let (a, b) = (format!("vs{id}"), format!("vc{id}"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        ip(&["link", "set", &a, "netns", &names[0]]);
+        ip(&["link", "set", &b, "netns", &names[1]]);
+        ip(&["-n", &names[0], "addr", "add", "10.231.0.1/24", "dev", &a]);
+        ip(&["-n", &names[1], "addr", "add", "10.231.0.2/24", "dev", &b]);
+        for (n, dev) in [(&names[0], &a), (&names[1], &b)] {
+            ip(&["-n", n, "link", "set", dev, "up"]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        Netns { names }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
+#[test]
+fn a_veth_path_between_namespaces_is_measured_like_loopback() {
+    require_root();
+    let ns = Netns::create();
+    // nginx in the server namespace, listening on its veth address.
+    let state = std::env::temp_dir().join(format!("srvprof-veth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    let conf = state.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+             events {{ worker_connections 4096; }}\n\
+             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+               server {{ listen 10.231.0.1:8080; location / {{ return 200 \"hello world\"; }} }} }}\n",
+            d = state.display()
+        ),
+    )
+    .unwrap();
+    let mut nginx = Command::new("ip")
+        .args(["netns", "exec", &ns.names[0], "/usr/sbin/nginx", "-c"])
+        .arg(&conf)
+        .arg("-p")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let master = nginx.id();
+    let before = proc_softirq("NET_RX");
+    // srvprof (and so its load generator) in the client namespace; the URL is found from nginx's socket.
+    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-veth", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.names[1]])
+        .arg(srvprof_bin())
+        .args([
+            "run",
+            "--pid",
+            &master.to_string(),
+            "-c",
+            "20",
+            "-d",
+            "3s",
+            "--warmup",
+            "1s",
+            "--stacks",
+            "off",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let after = proc_softirq("NET_RX");
+    // SAFETY: the master stops its worker on SIGTERM.
+    unsafe { libc::kill(master as i32, libc::SIGTERM) };
+    let _ = nginx.wait();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("10.231.0.1:8080"),
+        "the URL came from nginx's own listening socket: {stderr}"
+    );
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    assert!(completed > 1000, "{completed} requests crossed the veth");
+    // NET_RX per CPU: the probe's window lies inside the /proc window read around the run.
+    let mut probe_total = 0;
+    for s in run["server"]["softirqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["vector"] == "NET_RX")
+    {
+        let cpu = s["cpu"].as_u64().unwrap() as usize;
+        let n = s["count"].as_u64().unwrap();
+        assert!(
+            n <= after[cpu] - before[cpu],
+            "cpu{cpu}: probe {n} > /proc {}",
+            after[cpu] - before[cpu]
+        );
+        probe_total += n;
+    }
+    // Every request crosses the veth both ways: at least one NET_RX softirq per response received.
+    assert!(
+        probe_total as f64 >= completed as f64 * 0.5,
+        "{probe_total} NET_RX for {completed} requests"
+    );
+    assert!(run["per_request"]["net_softirqs"].as_f64().unwrap() > 0.0);
+    assert!(
+        run["per_request"]["syscalls"].as_f64().unwrap() >= 1.0,
+        "nginx's syscalls are attributed across namespaces"
+    );
+}
