@@ -178,8 +178,12 @@ pub struct Server {
 impl Server {
     /// Starts servers/NAME/run --port P ARGS... and waits until it accepts connections.
     pub fn start(name: &str, args: &[&str]) -> Self {
+        Self::start_on(name, free_port(), args)
+    }
+
+    /// The same on a given port (a server restarted where the old one listened).
+    pub fn start_on(name: &str, port: u16, args: &[&str]) -> Self {
         use std::os::unix::process::CommandExt;
-        let port = free_port();
         let mut cmd = Command::new(workspace_root().join("servers").join(name).join("run"));
         cmd.arg("--port")
             .arg(port.to_string())

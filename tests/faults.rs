@@ -1,0 +1,303 @@
+//! Servers that misbehave by construction, profiled with `srvprof run`: the run counts what went
+//! wrong by kind, never panics, and leaves a complete run.json.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use srvprof_integration::*;
+
+fn faulty(mode: &[&str]) -> String {
+    let port = free_port();
+    format!(
+        "{}/servers/faulty/run --port {port} {}",
+        workspace_root().display(),
+        mode.join(" ")
+    )
+}
+
+fn errors_of(run: &serde_json::Value, kind: &str) -> u64 {
+    run["load"]["errors_by_kind"][kind].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_server_that_never_answers_gives_read_timeouts() {
+    require_root();
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(&["--mode", "never-answer"]),
+            "-c",
+            "5",
+            "-d",
+            "3s",
+            "--warmup",
+            "0s",
+            "--timeout",
+            "1s",
+            "--stacks",
+            "off",
+        ],
+        "never",
+    );
+    assert!(
+        !status.success(),
+        "no request succeeded, so the exit status says so: {stderr}"
+    );
+    assert_eq!(run["load"]["completed"], 0);
+    let timeouts = errors_of(&run, "read_timeout");
+    // 5 connections, each timing out after 1 s, over 3 s: about 15.
+    assert!(
+        (5..=20).contains(&timeouts),
+        "{timeouts} read timeouts: {}",
+        run["load"]["errors_by_kind"]
+    );
+    assert!(
+        run["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["kind"] == "no_success")
+    );
+}
+
+#[test]
+fn malformed_http_is_counted_as_protocol_errors_without_a_panic() {
+    require_root();
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(&["--mode", "malformed"]),
+            "-c",
+            "4",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--stacks",
+            "off",
+        ],
+        "malformed",
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!status.success());
+    let n = errors_of(&run, "protocol_error");
+    assert!(
+        n > 0 && n == run["load"]["errors"].as_u64().unwrap(),
+        "{}",
+        run["load"]["errors_by_kind"]
+    );
+}
+
+#[test]
+fn a_connection_closed_mid_response_is_an_error_not_a_success() {
+    require_root();
+    let (_, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(&["--mode", "close-mid-response"]),
+            "-c",
+            "4",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--stacks",
+            "off",
+        ],
+        "midclose",
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        run["load"]["completed"], 0,
+        "a 10-byte body of a 100-byte response is no success"
+    );
+    assert!(
+        run["load"]["errors"].as_u64().unwrap() > 0,
+        "{}",
+        run["load"]["errors_by_kind"]
+    );
+}
+
+#[test]
+fn a_slow_server_gets_correct_latency() {
+    require_root();
+    // A ~40-byte response written one byte every 5 ms: at least ~200 ms per request.
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(&["--mode", "slow", "--byte-delay-ms", "5"]),
+            "-c",
+            "4",
+            "-d",
+            "3s",
+            "--warmup",
+            "0s",
+            "--stacks",
+            "off",
+        ],
+        "slow",
+    );
+    assert!(status.success(), "{stderr}");
+    let p50 = run["load"]["latency_us"]["p50"].as_u64().unwrap();
+    assert!((150_000..2_000_000).contains(&p50), "p50 {p50} us");
+}
+
+#[test]
+fn a_server_killed_and_restarted_on_its_port_mid_run() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let port = nginx.port;
+    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-restart", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let child = Command::new(srvprof_bin())
+        .args([
+            "run",
+            "--pid",
+            &nginx.pid().to_string(),
+            "-c",
+            "10",
+            "-d",
+            "8s",
+            "--warmup",
+            "0s",
+            "--timeout",
+            "1s",
+            "--stacks",
+            "off",
+            "--out",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    drop(nginx); // SIGKILL to the whole group: master and worker die
+    std::thread::sleep(Duration::from_secs(1));
+    let restarted = Server::start_on("nginx-hello", port, &["--cpus", "1"]);
+    let out = child.wait_with_output().unwrap();
+    drop(restarted);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let timeline = run["timeline"].as_array().unwrap();
+    let first = timeline.first().unwrap()["completed"].as_u64().unwrap();
+    let last = timeline.last().unwrap()["completed"].as_u64().unwrap();
+    assert!(
+        first > 0 && last > 0,
+        "served before the kill and again after the restart: {first} / {last}"
+    );
+    assert!(
+        run["load"]["errors"].as_u64().unwrap() > 0,
+        "the gap shows as errors"
+    );
+    let died = run["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "target_died")
+        .count();
+    assert!(
+        died >= 1,
+        "the killed processes are reported: {:?}",
+        run["findings"]
+    );
+    assert!(
+        run["server"]["exits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["signal"] == 9)
+    );
+}
+
+#[test]
+fn sigterm_in_any_phase_leaves_only_complete_files() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    // Into attach, warmup, measurement and the end of the run; after attach, timed from srvprof's
+    // own "probes attached" line so a slow attach does not shift the phase.
+    for (phase, after_attach_ms) in [
+        ("attach", None),
+        ("warmup", Some(1000)),
+        ("measurement", Some(3500)),
+        ("late", Some(5900)),
+    ] {
+        let dir =
+            std::env::temp_dir().join(format!("srvprof-run-{}-term-{phase}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut child = Command::new(srvprof_bin())
+            .args([
+                "run",
+                "--pid",
+                &nginx.pid().to_string(),
+                "-c",
+                "10",
+                "-d",
+                "4s",
+                "--warmup",
+                "2s",
+                "--out",
+            ])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr_lines = std::io::BufReader::new(child.stderr.take().unwrap());
+        match after_attach_ms {
+            None => std::thread::sleep(Duration::from_millis(100)),
+            Some(ms) => {
+                let mut line = String::new();
+                while std::io::BufRead::read_line(&mut stderr_lines, &mut line).unwrap() > 0
+                    && !line.contains("probes attached")
+                {
+                    line.clear();
+                }
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+        }
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr_lines, &mut rest);
+        let status = child.wait().unwrap();
+        let out = std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr: rest.into_bytes(),
+        };
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{phase}: {stderr}");
+        // Whatever exists is whole: JSON parses, no temporary file is left.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                assert!(
+                    !name.contains("srvprof-tmp"),
+                    "{phase}: temporary file {name} left"
+                );
+                if name.ends_with(".json") {
+                    let text = std::fs::read_to_string(e.path()).unwrap();
+                    serde_json::from_str::<serde_json::Value>(&text)
+                        .unwrap_or_else(|err| panic!("{phase}: {name} is not whole JSON: {err}"));
+                }
+            }
+        }
+        if phase == "measurement" {
+            let run: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap())
+                    .unwrap();
+            assert!(
+                run["load"]["completed"].as_u64().unwrap() > 0,
+                "measured until the signal"
+            );
+            assert!(run["notes"].to_string().contains("interrupted"));
+        }
+    }
+}
