@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 const NGINX: &str = "/usr/sbin/nginx";
-const CLIENT_CPU: &str = "0";
-const SERVER_CPU: &str = "1";
+pub(crate) const CLIENT_CPU: &str = "0";
+pub(crate) const SERVER_CPU: &str = "1";
 
 /// One measured run of one tool.
 #[derive(Clone, Debug)]
-struct Sample {
-    rps: f64,
-    p99_ms: f64,
+pub(crate) struct Sample {
+    pub(crate) rps: f64,
+    pub(crate) p99_ms: f64,
     /// The client's own CPU time (user + sys) per request sent: its efficiency, which the
     /// server's share of a busy machine does not blur.
     cpu_us_per_request: Option<f64>,
@@ -164,7 +164,7 @@ pub fn run(quick: bool) -> Result<String> {
 }
 
 /// The workspace this file was built in, or the current directory when built elsewhere.
-fn workspace_root() -> PathBuf {
+pub(crate) fn workspace_root() -> PathBuf {
     let built_in = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
     match built_in {
         Some(root) if root.join("crates/loadgen").is_dir() => root.to_path_buf(),
@@ -211,12 +211,12 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
     ])
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
     Ok(listener.local_addr()?.port())
 }
 
-fn which(tool: &str) -> Option<PathBuf> {
+pub(crate) fn which(tool: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(tool))
@@ -224,12 +224,12 @@ fn which(tool: &str) -> Option<PathBuf> {
 }
 
 /// One nginx master with one worker pinned to SERVER_CPU; stopped on drop.
-struct Nginx {
-    child: Child,
+pub(crate) struct Nginx {
+    pub(crate) child: Child,
 }
 
 impl Nginx {
-    fn start(dir: &Path, port: u16) -> Result<Nginx> {
+    pub(crate) fn start(dir: &Path, port: u16) -> Result<Nginx> {
         if !Path::new(NGINX).exists() {
             bail!("nginx is not installed at {NGINX}; run `apt-get install nginx-light`");
         }
@@ -343,7 +343,7 @@ fn per_request_us(cpu_s: Option<f64>, requests: f64) -> Option<f64> {
     cpu_s.filter(|_| requests > 0.0).map(|s| s * 1e6 / requests)
 }
 
-fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sample> {
+pub(crate) fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sample> {
     let (text, cpu_s) = output_of(
         client_command().args([
             "wrk",
@@ -511,7 +511,7 @@ fn duration_ms(text: &str) -> Option<f64> {
     number.trim().parse::<f64>().ok().map(|v| v * scale)
 }
 
-fn median(samples: &[Sample]) -> Sample {
+pub(crate) fn median(samples: &[Sample]) -> Sample {
     median_opt(samples).unwrap_or(Sample {
         rps: 0.0,
         p99_ms: 0.0,

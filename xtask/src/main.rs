@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_loadgen;
+mod bench_overhead;
 mod demo;
 mod setup;
 mod test;

@@ -88,7 +88,7 @@ pub const SERVERS: &[ServerSpec] = &[
     },
 ];
 
-const USAGE: &str = "usage: cargo xtask bench [loadgen [--quick]] [--servers a,b] \
+const USAGE: &str = "usage: cargo xtask bench [loadgen [--quick]] [overhead [--quick]] [--servers a,b] \
 [--concurrency 30,100,1000,5000] [--keepalive on,off] [--duration 10s] [--warmup 2s] [--quick] \
 [--render] [--srvprof BIN] [--out DIR]\n  --render: rebuild tables, charts and index from the run folders already in --out\n  \
 --srvprof BIN: use this srvprof binary instead of building the release one\n  \
@@ -240,6 +240,11 @@ fn parse_secs(text: &str) -> Result<Duration> {
 
 /// `cargo xtask bench ...`
 pub fn run(args: &[String]) -> Result<()> {
+    if args.first().map(String::as_str) == Some("overhead") {
+        let quick = args[1..].iter().any(|a| a == "--quick");
+        crate::bench_overhead::run(quick)?;
+        return Ok(());
+    }
     if args.first().map(String::as_str) == Some("loadgen") {
         let quick = args[1..].iter().any(|a| a == "--quick");
         crate::bench_loadgen::run(quick)?;

@@ -1,0 +1,238 @@
+//! `cargo xtask bench overhead`: what watching costs the watched. nginx (1 worker, CPU 1) driven by
+//! wrk (CPU 0), runs alternating tool by tool so drift hits all alike: nothing attached, every
+//! srvprof probe attached (`srvprof probe`), bpftrace counting the same events, and
+//! `perf record -g -F 99` (the stack-sampling peer). Throughput ratios against the bare runs.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use crate::bench_loadgen::{Nginx, Sample, free_port, median, run_wrk, which, workspace_root};
+use crate::run_cmd;
+
+const CONNECTIONS: usize = 100;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Watcher {
+    None,
+    Srvprof,
+    Bpftrace,
+    Perf,
+}
+
+impl Watcher {
+    fn name(self) -> &'static str {
+        match self {
+            Watcher::None => "nothing attached",
+            Watcher::Srvprof => "srvprof probe (every probe)",
+            Watcher::Bpftrace => "bpftrace, same counting",
+            Watcher::Perf => "perf record -g -F 99",
+        }
+    }
+}
+
+pub fn run(quick: bool) -> Result<String> {
+    let root = workspace_root();
+    let rounds = if quick { 1 } else { 5 };
+    let seconds = if quick { 3 } else { 5 };
+    for tool in ["wrk", "taskset", "bpftrace", "perf"] {
+        if which(tool).is_none() {
+            bail!("`{tool}` is not installed; run `cargo xtask setup`");
+        }
+    }
+    // bpftrace attaches classic tracepoints, which need tracefs (srvprof does not): mount it if missing.
+    if !Path::new("/sys/kernel/tracing/events").exists() {
+        eprintln!("xtask: mounting tracefs at /sys/kernel/tracing for bpftrace");
+        run_cmd(Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]))?;
+    }
+    run_cmd(Command::new("cargo").current_dir(&root).args([
+        "build",
+        "--release",
+        "-p",
+        "srvprof",
+        "--bins",
+    ]))?;
+    let srvprof = root.join("target/release/srvprof");
+    let dir = std::env::temp_dir().join(format!("srvprof-bench-overhead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let port = free_port()?;
+    let nginx = Nginx::start(&dir, port)?;
+    let master = nginx.child.id();
+    let worker = child_of(master).ok_or_else(|| anyhow!("nginx {master} has no worker"))?;
+    let url = format!("http://127.0.0.1:{port}/");
+
+    let watchers = [
+        Watcher::None,
+        Watcher::Srvprof,
+        Watcher::Bpftrace,
+        Watcher::Perf,
+    ];
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); watchers.len()];
+    let mut report = format!(
+        "# What watching costs: nginx throughput with and without probes\n\n\
+         nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s), \
+         tools alternating within each round.\n\n| round | watcher | req/s | p99 ms |\n|---|---|---|---|\n"
+    );
+    for round in 1..=rounds {
+        for (i, w) in watchers.iter().enumerate() {
+            let attached = attach(*w, &srvprof, master, worker, &dir)?;
+            let sample = run_wrk(&url, CONNECTIONS, seconds);
+            detach(attached);
+            let sample = sample?;
+            report.push_str(&format!(
+                "| {round} | {} | {:.0} | {:.2} |\n",
+                w.name(),
+                sample.rps,
+                sample.p99_ms
+            ));
+            samples[i].push(sample);
+        }
+    }
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+    let bare = median(&samples[0]).rps;
+    report.push_str(
+        "\n## Medians\n\n| watcher | req/s | ratio to bare | p99 ms |\n|---|---|---|---|\n",
+    );
+    for (i, w) in watchers.iter().enumerate() {
+        let m = median(&samples[i]);
+        report.push_str(&format!(
+            "| {} | {:.0} | {:.3} | {:.2} |\n",
+            w.name(),
+            m.rps,
+            m.rps / bare.max(1e-9),
+            m.p99_ms
+        ));
+    }
+    println!("{report}");
+    let out = root.join("target/bench/overhead.md");
+    std::fs::create_dir_all(out.parent().expect("has a parent"))?;
+    std::fs::write(&out, &report)?;
+    eprintln!("xtask: wrote {}", out.display());
+    Ok(report)
+}
+
+/// The first child process of `pid` (nginx's worker).
+fn child_of(pid: u32) -> Option<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        let out = Command::new("pgrep")
+            .args(["-P", &pid.to_string()])
+            .output()
+            .ok()?;
+        if let Some(child) = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .next()
+        {
+            return child.parse().ok();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Starts a watcher and returns once it is attached.
+fn attach(
+    w: Watcher,
+    srvprof: &Path,
+    master: u32,
+    worker: u32,
+    dir: &Path,
+) -> Result<Option<Child>> {
+    let (mut cmd, ready): (Command, Option<&str>) = match w {
+        Watcher::None => return Ok(None),
+        Watcher::Srvprof => {
+            let mut c = Command::new(srvprof);
+            c.args([
+                "probe",
+                "--pid",
+                &master.to_string(),
+                &worker.to_string(),
+                "-d",
+                "120s",
+                "--format",
+                "json",
+            ]);
+            (c, Some("watching PIDs"))
+        }
+        Watcher::Bpftrace => {
+            let script = format!(
+                "tracepoint:sched:sched_switch {{ @switches[args->prev_pid] = count(); }} \
+                 tracepoint:raw_syscalls:sys_enter /pid == {worker}/ {{ @start[tid] = nsecs; }} \
+                 tracepoint:raw_syscalls:sys_exit /@start[tid]/ {{ @syscalls[args->id] = count(); @ns[args->id] = sum(nsecs - @start[tid]); delete(@start[tid]); }} \
+                 tracepoint:irq:softirq_entry {{ @softirqs[cpu, args->vec] = count(); }}"
+            );
+            let mut c = Command::new("bpftrace");
+            c.args(["-e", &script]);
+            (c, Some("Attaching"))
+        }
+        Watcher::Perf => {
+            let mut c = Command::new("perf");
+            c.args(["record", "-g", "-F", "99", "-p", &worker.to_string(), "-o"])
+                .arg(dir.join("perf.data"));
+            (c, None)
+        }
+    };
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", w.name()))?;
+    match ready {
+        Some(marker) => wait_for_line(&mut child, marker)
+            .with_context(|| format!("{} did not attach", w.name()))?,
+        None => std::thread::sleep(Duration::from_secs(1)),
+    }
+    Ok(Some(child))
+}
+
+/// Reads stdout and stderr until a line contains `marker`, then keeps draining both in the background.
+fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    for stream in [
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        let marker = marker.to_string();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if line.contains(&marker) {
+                    let _ = tx.send(());
+                }
+            }
+        });
+    }
+    rx.recv_timeout(Duration::from_secs(60))
+        .map_err(|_| anyhow!("no '{marker}' within 60 s"))
+}
+
+/// Stops a watcher with SIGINT (each writes what it has and detaches), SIGKILL after 20 s.
+fn detach(child: Option<Child>) {
+    let Some(mut child) = child else { return };
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
