@@ -266,14 +266,9 @@ fn sigterm_in_any_phase_leaves_only_complete_files() {
         let mut rest = String::new();
         let _ = std::io::Read::read_to_string(&mut stderr_lines, &mut rest);
         let status = child.wait().unwrap();
-        let out = std::process::Output {
-            status,
-            stdout: Vec::new(),
-            stderr: rest.into_bytes(),
-        };
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{phase}: {stderr}");
+        assert!(!rest.contains("panicked"), "{phase}: {rest}");
+        // Ended by the signal's handler (status 0 or 1), not killed by it.
+        assert!(status.code().is_some(), "{phase}: {status:?}");
         // Whatever exists is whole: JSON parses, no temporary file is left.
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {

@@ -51,7 +51,8 @@ fn spawn_probe(
         }
         line.clear();
     }
-    panic!("srvprof probe ended before attaching");
+    let status = child.wait();
+    panic!("srvprof probe ended before attaching: {status:?}");
 }
 
 #[test]

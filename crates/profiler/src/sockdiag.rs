@@ -58,12 +58,12 @@ fn dump_listeners(family: u8, socket_id: SocketId, ports: &[u16]) -> Option<u64>
                 NetlinkMessage::<SockDiagMessage>::deserialize(&receive[offset..size]).ok()?;
             let length = message.header.length as usize;
             match message.payload {
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response)) => {
-                    if ports.contains(&response.header.socket_id.source_port) {
-                        for nla in &response.nlas {
-                            if let Nla::MemInfo(mem) = nla {
-                                total += u64::from(mem.drops);
-                            }
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response))
+                    if ports.contains(&response.header.socket_id.source_port) =>
+                {
+                    for nla in &response.nlas {
+                        if let Nla::MemInfo(mem) = nla {
+                            total += u64::from(mem.drops);
                         }
                     }
                 }

@@ -223,12 +223,12 @@ impl ServerProcess {
         unsafe { libc::kill(group, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                if !procfs::process_alive(self.pid) {
-                    // Members of the group may outlive the leader (nginx workers): make sure.
-                    unsafe { libc::kill(group, libc::SIGKILL) };
-                    return;
-                }
+            if let Ok(Some(_)) = self.child.try_wait()
+                && !procfs::process_alive(self.pid)
+            {
+                // Members of the group may outlive the leader (nginx workers): make sure.
+                unsafe { libc::kill(group, libc::SIGKILL) };
+                return;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

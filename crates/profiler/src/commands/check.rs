@@ -92,13 +92,12 @@ pub fn checks() -> Vec<CheckResult> {
                 Err(e) => out.push(result(&format!("program {program}"), false, e)),
             }
         }
-        if let Err(e) = outcome {
-            if !out
+        if let Err(e) = outcome
+            && !out
                 .iter()
                 .any(|c| c.name.starts_with("program ") && !c.pass)
-            {
-                out.push(result("eBPF object", false, e.to_string()));
-            }
+        {
+            out.push(result("eBPF object", false, e.to_string()));
         }
     } else {
         out.push(result(

@@ -54,6 +54,8 @@ pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, S
 }
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
+    // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
+    let stop = super::stop_flag();
     if !procfs::has_bpf_privileges() {
         return Err(SrvprofError::NotRoot);
     }
@@ -62,7 +64,6 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     if let Some(out) = &args.out {
         output::check_writable(out, args.force)?;
     }
-    let stop = super::stop_flag();
     // TCP figures are about the targets' own listening ports, when they have any.
     let mut ports: Vec<u16> =
         crate::target::listening_addrs(&crate::target::with_descendants(&pids))

@@ -20,6 +20,8 @@ use crate::{clock, output, procfs, run_text};
 pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
 
 pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError> {
+    // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
+    let stop = super::stop_flag();
     if !procfs::has_bpf_privileges() {
         return Err(SrvprofError::NotRoot);
     }
@@ -56,7 +58,6 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         join(&pids)
     );
 
-    let stop = super::stop_flag();
     let port = target::url_port(&url).unwrap_or(80);
     let targets = ProbeTargets {
         server_pids: pids.clone(),

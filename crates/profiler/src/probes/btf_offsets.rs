@@ -68,7 +68,7 @@ fn member_offset(btf: &Btf, path: &[&str]) -> Result<u64, SrvprofError> {
         bits += offset;
         current = next;
     }
-    if bits % 8 != 0 {
+    if !bits.is_multiple_of(8) {
         return Err(err("member is a bitfield".into()));
     }
     Ok(bits / 8)
@@ -86,10 +86,10 @@ fn find_member(btf: &Btf, ty: &Type, wanted: &str) -> btf_rs::Result<Option<(u64
         if name == wanted {
             return Ok(Some((u64::from(member.bit_offset()), member_type)));
         }
-        if name.is_empty() {
-            if let Some((inner, t)) = find_member(btf, &member_type, wanted)? {
-                return Ok(Some((u64::from(member.bit_offset()) + inner, t)));
-            }
+        if name.is_empty()
+            && let Some((inner, t)) = find_member(btf, &member_type, wanted)?
+        {
+            return Ok(Some((u64::from(member.bit_offset()) + inner, t)));
         }
     }
     Ok(None)
