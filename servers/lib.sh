@@ -245,7 +245,8 @@ pid $s/nginx.pid;
 error_log $s/error.log notice;
 
 events {
-    worker_connections 10240;
+    # Room for a 10,000-connection client plus listeners, within the 20,000 open-file limit.
+    worker_connections 16384;
 }
 
 http {

@@ -4,3 +4,4 @@ pub mod findings;
 pub mod interval;
 pub mod kernel_report;
 pub mod run_report;
+pub mod series;

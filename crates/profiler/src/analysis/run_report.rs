@@ -6,10 +6,11 @@ use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 use srvprof_loadgen::LoadReport;
 
 use super::findings::{Finding, findings};
-use super::interval::{IntervalRow, interval_row};
+use super::interval::IntervalRow;
 use super::kernel_report::{KernelReport, kernel_report};
+use super::series::SampleSeries;
 use crate::counters::NsHistogram;
-use crate::sampler::{ExitRecord, Sample};
+use crate::sampler::ExitRecord;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetInfo {
@@ -229,32 +230,29 @@ pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
     out
 }
 
-/// Builds the run report from the samples taken at the start of each interval (the last one at the end).
+/// Builds the run report from the series of samples taken at the load's interval boundaries.
 pub fn build(
     target: TargetInfo,
     load: LoadReport,
-    samples: &[Sample],
+    series: &SampleSeries,
     exits: &[ExitRecord],
     notes: Vec<String>,
 ) -> RunReport {
     // Kernel intervals line up with the load's: the sampler sampled at its interval boundaries.
     // A last partial interval after the load's end (teardown) is left out.
-    let intervals = samples
-        .len()
-        .saturating_sub(1)
-        .min(load.timeline.len().max(1));
-    let samples = &samples[..(intervals + 1).min(samples.len())];
-    let (first, last) = (
-        samples.first().cloned().unwrap_or_default(),
-        samples.last().cloned().unwrap_or_default(),
-    );
-    let run_start = first.monotonic_ns;
+    let intervals = series.server_rows.len().min(load.timeline.len().max(1));
+    let first = series.first().cloned().unwrap_or_default();
+    let last = series.end_of(intervals).cloned().unwrap_or_default();
     let server = kernel_report(&first, &last, GROUP_SERVER, exits);
     let client = kernel_report(&first, &last, GROUP_CLIENT, exits);
     let mut timeline = Vec::new();
-    for (i, pair) in samples.windows(2).enumerate() {
-        let server_row = interval_row(&pair[0], &pair[1], GROUP_SERVER, run_start);
-        let client_row = interval_row(&pair[0], &pair[1], GROUP_CLIENT, run_start);
+    for (i, (server_row, client_row)) in series
+        .server_rows
+        .iter()
+        .zip(&series.client_rows)
+        .take(intervals)
+        .enumerate()
+    {
         let load_row = load.timeline.get(i);
         timeline.push(TimelineRow {
             t_s: server_row.t_s,
@@ -266,7 +264,7 @@ pub fn build(
             p99_us: load_row.map(|l| l.p99_us).unwrap_or(0),
             client_user_pct: client_row.user_pct,
             client_sys_pct: client_row.sys_pct,
-            server: server_row,
+            server: server_row.clone(),
         });
     }
     let per_request = PerRequestReport {

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::analysis::run_report::{RunReport, TargetInfo, build};
+use crate::analysis::series::SampleSeries;
 use crate::cli::RunArgs;
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
 use crate::report::{self, folded::FoldedStacks, symbolize};
-use crate::sampler::{Sample, Sampler};
+use crate::sampler::Sampler;
 use crate::target::{self, ServerProcess};
 use crate::{clock, output, procfs, run_text};
 
@@ -124,12 +125,12 @@ fn sample_every(
     interval: Duration,
     load_done: &AtomicBool,
 ) -> (
-    Vec<Sample>,
+    SampleSeries,
     Vec<crate::sampler::ExitRecord>,
     Option<SrvprofError>,
     Option<FoldedStacks>,
 ) {
-    let mut samples = Vec::new();
+    let mut samples = SampleSeries::default();
     let mut error = None;
     let mut k = 0u64;
     loop {
