@@ -257,22 +257,20 @@ async fn per_request_connections(
         let buf = buffer.take().unwrap_or_else(Connection::new_buffer);
         let opened = tokio::select! {
             biased;
-            opened = Connection::open_with_buffer(plan.addr, buf) => opened,
+            opened = Connection::open_and_send(plan.addr, buf, request) => opened,
             _ = timer.as_mut() => Err(ErrorKind::ConnectTimeout),
         };
         let (outcome, bytes) = match opened {
             Err(kind) => (Err(kind), 0),
-            Ok(mut conn) => {
-                recorder.borrow_mut().connected(start, now.elapsed());
+            Ok((mut conn, connected_at, sent)) => {
+                recorder
+                    .borrow_mut()
+                    .connected(start, connected_at.saturating_duration_since(now));
                 let outcome = tokio::select! {
                     biased;
-                    outcome = conn.roundtrip(request, head) => outcome,
-                    _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
+                    outcome = conn.finish_request(&request[sent..], head) => outcome,
+                    _ = timer.as_mut() => Err(ErrorKind::ReadTimeout),
                 };
-                let outcome = outcome.map_err(|f| match f {
-                    Failure::Kind(kind) => kind,
-                    Failure::Stale => ErrorKind::Reset,
-                });
                 let bytes = conn.bytes_read;
                 buffer = Some(conn.into_buffer());
                 (outcome, bytes)

@@ -4,6 +4,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -64,11 +65,9 @@ impl Connection {
 
     /// Open with a read buffer left by an earlier connection (`--no-keepalive` reuses one).
     pub async fn open_with_buffer(addr: SocketAddr, buf: Vec<u8>) -> Result<Connection, ErrorKind> {
-        let stream = TcpStream::connect(addr).await.map_err(|e| match e.kind() {
-            io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-            io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
-            _ => io_error_kind(&e),
-        })?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| connect_error_kind(&e))?;
         // Requests are small and latency-bound: never wait for Nagle.
         let _ = stream.set_nodelay(true);
         Ok(Connection {
@@ -79,6 +78,51 @@ impl Connection {
             bytes_read: 0,
             responses: 0,
         })
+    }
+
+    /// `--no-keepalive`: open a connection and send `request` on it. On loopback (and wherever the
+    /// handshake completes inside `connect`) the request goes out right after `connect` returns,
+    /// which saves the wakeup for writability, the SO_ERROR check and TCP_NODELAY (a request sent
+    /// in one call never waits for Nagle); otherwise it waits for the connect like any client.
+    /// Returns the connection, when it was known to be connected and how many bytes of the
+    /// request went out (`finish_request` sends the rest).
+    pub async fn open_and_send(
+        addr: SocketAddr,
+        buf: Vec<u8>,
+        request: &[u8],
+    ) -> Result<(Connection, Instant, usize), ErrorKind> {
+        let std_stream = crate::sys::start_connect(&addr).map_err(|e| connect_error_kind(&e))?;
+        let sent = match crate::sys::send_nosignal(&std_stream, request) {
+            Ok(n) => Some(n),
+            // Still connecting (SYN_SENT): wait for writability below.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            // The connect failed (refused, unreachable) and the send reports why.
+            Err(e) => return Err(connect_error_kind(&e)),
+        };
+        let connected_at = sent.map(|_| Instant::now());
+        let stream = TcpStream::from_std(std_stream).map_err(|e| io_error_kind(&e))?;
+        let (sent, connected_at) = match (sent, connected_at) {
+            (Some(n), Some(at)) => (n, at),
+            _ => {
+                stream
+                    .writable()
+                    .await
+                    .map_err(|e| connect_error_kind(&e))?;
+                if let Some(e) = stream.take_error().map_err(|e| io_error_kind(&e))? {
+                    return Err(connect_error_kind(&e));
+                }
+                (0, Instant::now())
+            }
+        };
+        let conn = Connection {
+            stream,
+            buf,
+            start: 0,
+            end: 0,
+            bytes_read: 0,
+            responses: 0,
+        };
+        Ok((conn, connected_at, sent))
     }
 
     /// Close the connection and keep its read buffer for the next one.
@@ -100,9 +144,7 @@ impl Connection {
                 .write_all(request)
                 .await
                 .map_err(|e| io_error_kind(&e))?;
-            let (status, framing, keep_alive) = self.read_head(head).await?;
-            let keep_alive = self.skip_body(framing).await? && keep_alive;
-            Ok::<_, ErrorKind>(Response { status, keep_alive })
+            self.read_response(head).await
         }
         .await;
         match result {
@@ -115,6 +157,32 @@ impl Connection {
             }
             Err(kind) => Err(Failure::Kind(kind)),
         }
+    }
+
+    /// Send what `open_and_send` could not (`unsent`, usually nothing), then read the whole
+    /// response.
+    pub async fn finish_request(
+        &mut self,
+        unsent: &[u8],
+        head: bool,
+    ) -> Result<Response, ErrorKind> {
+        if !unsent.is_empty() {
+            // The request goes out in more than one segment: never let Nagle hold the last one.
+            let _ = self.stream.set_nodelay(true);
+            self.stream
+                .write_all(unsent)
+                .await
+                .map_err(|e| io_error_kind(&e))?;
+        }
+        let response = self.read_response(head).await?;
+        self.responses += 1;
+        Ok(response)
+    }
+
+    async fn read_response(&mut self, head: bool) -> Result<Response, ErrorKind> {
+        let (status, framing, keep_alive) = self.read_head(head).await?;
+        let keep_alive = self.skip_body(framing).await? && keep_alive;
+        Ok(Response { status, keep_alive })
     }
 
     /// Parse the status line and headers; informational (1xx) heads are skipped.
@@ -301,6 +369,14 @@ fn last_token_is(value: &[u8], token: &[u8]) -> bool {
         .is_some_and(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
+fn connect_error_kind(e: &io::Error) -> ErrorKind {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
+        io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
+        _ => io_error_kind(e),
+    }
+}
+
 pub(crate) fn io_error_kind(e: &io::Error) -> ErrorKind {
     match e.kind() {
         io::ErrorKind::ConnectionReset
@@ -420,6 +496,36 @@ mod tests {
         assert_eq!(r, Err(Failure::Kind(ErrorKind::ProtocolError)));
         let (r, _) = roundtrip(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhel").await;
         assert_eq!(r, Err(Failure::Kind(ErrorKind::Reset)));
+    }
+
+    #[tokio::test]
+    async fn new_connection_sends_at_once_and_reports_refusal() {
+        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+        let (addr, server) = one_answer(answer).await;
+        let request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        let (mut conn, _, sent) =
+            Connection::open_and_send(addr, Connection::new_buffer(), request)
+                .await
+                .unwrap();
+        // Loopback completes the handshake inside connect(): the whole request is out already.
+        assert_eq!(sent, request.len());
+        let r = conn.finish_request(&request[sent..], false).await;
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 200,
+                keep_alive: false
+            })
+        );
+        assert_eq!(conn.bytes_read, answer.len() as u64);
+        server.abort();
+
+        let closed = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap()
+        };
+        let refused = Connection::open_and_send(closed, Connection::new_buffer(), request).await;
+        assert_eq!(refused.err(), Some(ErrorKind::ConnectRefused));
     }
 
     #[test]

@@ -118,3 +118,91 @@ pub fn available_cpus() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
+
+/// Start a non-blocking TCP connect: one `socket` and one `connect` call, nothing else (no
+/// SO_ERROR check, no socket options). `EINPROGRESS` is not an error: the caller learns how the
+/// connect went from its first send, or from writability and SO_ERROR when that would block.
+pub(crate) fn start_connect(addr: &std::net::SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    let domain = match addr {
+        std::net::SocketAddr::V4(_) => libc::AF_INET,
+        std::net::SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: plain socket(2); the descriptor is owned by the TcpStream right after.
+    let fd = unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::IPPROTO_TCP,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh socket nobody else owns; the stream closes it on drop.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    let (storage, len) = sockaddr_of(addr);
+    // SAFETY: storage holds a sockaddr_in/sockaddr_in6 of `len` bytes.
+    let rc = unsafe { libc::connect(fd, (&raw const storage).cast::<libc::sockaddr>(), len) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINPROGRESS) {
+            return Err(err);
+        }
+    }
+    Ok(stream)
+}
+
+/// `send` with MSG_NOSIGNAL (a reset peer is an error to count, never a SIGPIPE).
+pub(crate) fn send_nosignal(stream: &std::net::TcpStream, bytes: &[u8]) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: bytes is a valid slice for the whole call.
+    let n = unsafe {
+        libc::send(
+            stream.as_raw_fd(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+fn sockaddr_of(addr: &std::net::SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data, valid when zeroed.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        std::net::SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { std::ptr::write((&raw mut storage).cast::<libc::sockaddr_in>(), sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        std::net::SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { std::ptr::write((&raw mut storage).cast::<libc::sockaddr_in6>(), sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
