@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::time::{Sleep, sleep_until};
 
 use crate::http1::{Connection, Failure};
+use crate::pacer::{Pacer, Schedule};
 use crate::report::ErrorKind;
 use crate::request::RequestTemplate;
 use crate::stats::ThreadRecorder;
@@ -68,42 +69,6 @@ impl RunPlan {
     }
 }
 
-/// When each request of one connection should go out.
-pub(crate) struct Pacer {
-    /// Open loop: intended time of the next request and the spacing between requests.
-    next: Option<(Instant, Duration)>,
-}
-
-impl Pacer {
-    fn new(plan: &RunPlan, index: usize, started: Instant) -> Pacer {
-        let next = plan.rate.map(|rate| {
-            let period = Duration::from_secs_f64(plan.connections as f64 / rate);
-            // Spread connections over one period so the schedule is even, not bursty.
-            let offset = Duration::from_secs_f64(index as f64 / rate);
-            ((plan.run_start + offset).max(started), period)
-        });
-        Pacer { next }
-    }
-
-    /// Wait for the next intended send time; returns when the request starts (its latency
-    /// origin): the intended time in open loop, so a stalled server shows in the percentiles.
-    #[inline]
-    pub(crate) async fn wait(&self) -> Option<Instant> {
-        let (at, _) = self.next?;
-        if at > Instant::now() {
-            sleep_until(at.into()).await;
-        }
-        Some(at)
-    }
-
-    #[inline]
-    pub(crate) fn advance(&mut self) {
-        if let Some((at, period)) = &mut self.next {
-            *at += *period;
-        }
-    }
-}
-
 /// How a keep-alive connection ended.
 pub(crate) enum ConnEnd {
     /// Open a new connection and go on.
@@ -115,6 +80,7 @@ pub(crate) enum ConnEnd {
 pub(crate) async fn connection(
     plan: Arc<RunPlan>,
     recorder: Rc<RefCell<ThreadRecorder>>,
+    schedule: Option<Rc<Schedule>>,
     index: usize,
 ) {
     let ramp = plan
@@ -124,7 +90,7 @@ pub(crate) async fn connection(
     if start_at > Instant::now() {
         sleep_until(start_at.into()).await;
     }
-    let mut pacer = Pacer::new(&plan, index, start_at);
+    let mut pacer = Pacer::new(&plan, index, start_at, schedule);
     match (plan.engine, plan.keepalive) {
         (Engine::Builtin, true) => {
             while let ConnEnd::Reconnect = keepalive_connection(&plan, &recorder, &mut pacer).await
@@ -312,9 +278,19 @@ pub(crate) async fn run_thread_connections(
     connection_indices: Vec<usize>,
 ) {
     const TICK: Duration = Duration::from_millis(10);
+    // Open loop: one timer for the thread's schedule (without a timerfd, tokio's timers).
+    let schedule = plan.rate.and_then(|_| Schedule::new(plan.connections).ok());
+    let timer_task = schedule
+        .clone()
+        .map(|schedule| tokio::task::spawn_local(schedule.run()));
     let mut tasks = tokio::task::JoinSet::new();
     for index in connection_indices {
-        tasks.spawn_local(connection(plan.clone(), recorder.clone(), index));
+        tasks.spawn_local(connection(
+            plan.clone(),
+            recorder.clone(),
+            schedule.clone(),
+            index,
+        ));
     }
     loop {
         tokio::select! {
@@ -329,5 +305,8 @@ pub(crate) async fn run_thread_connections(
             while tasks.join_next().await.is_some() {}
             break;
         }
+    }
+    if let Some(task) = timer_task {
+        task.abort();
     }
 }

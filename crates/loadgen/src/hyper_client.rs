@@ -18,7 +18,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{Sleep, sleep_until};
 
-use crate::client::{ConnEnd, Pacer, RECONNECT_BACKOFF, RunPlan, begin};
+use crate::client::{ConnEnd, RECONNECT_BACKOFF, RunPlan, begin};
+use crate::pacer::Pacer;
 use crate::report::ErrorKind;
 use crate::stats::ThreadRecorder;
 

@@ -18,6 +18,7 @@ mod client;
 mod error;
 mod http1;
 mod hyper_client;
+mod pacer;
 pub mod printer;
 mod report;
 mod request;

@@ -185,6 +185,45 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
 }
 
 #[test]
+fn open_loop_latency_is_the_servers_not_the_timers() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    // The server's own answer time, from a closed loop that never waits on a timer.
+    let closed = run(&LoadConfig {
+        connections: 1,
+        threads: 1,
+        duration: Some(Duration::from_secs(1)),
+        ..config(&server.url())
+    });
+    // An open loop well below capacity: every request waits for its send time. Timers that
+    // round up to the next millisecond (tokio's) would add about 1 ms to each latency, as the
+    // latency counts from the intended send time.
+    let open = run(&LoadConfig {
+        connections: 10,
+        threads: 1,
+        rate: Some(1000.0),
+        duration: Some(Duration::from_secs(2)),
+        ..config(&server.url())
+    });
+    assert_accounted(&open);
+    assert!(
+        (1_900..=2_050).contains(&open.sent),
+        "open-loop sent {}",
+        open.sent
+    );
+    eprintln!(
+        "closed-loop p50 {}us, open-loop p50 {}us min {}us",
+        closed.latency_us.p50, open.latency_us.p50, open.latency_us.min
+    );
+    assert!(
+        open.latency_us.p50 < closed.latency_us.p50 + 600,
+        "open-loop p50 {}us against the server's {}us",
+        open.latency_us.p50,
+        closed.latency_us.p50
+    );
+}
+
+#[test]
 fn non_2xx_responses_are_counted_as_errors_and_by_status() {
     let _serial = serial();
     for engine in ENGINES {

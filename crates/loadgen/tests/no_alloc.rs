@@ -35,12 +35,18 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations (client and test server together) during a keep-alive run of `n` requests.
 fn allocations_for(server: &TestServer, engine: Engine, n: u64) -> u64 {
+    allocations_at(server, engine, n, None)
+}
+
+/// The same, open loop at `rate` requests per second when given.
+fn allocations_at(server: &TestServer, engine: Engine, n: u64, rate: Option<f64>) -> u64 {
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let r = run(&LoadConfig {
         connections: 10,
         threads: 1,
         requests: Some(n),
         duration: None,
+        rate,
         engine,
         ..config(&server.url())
     });
@@ -56,6 +62,14 @@ fn builtin_client_allocates_nothing_per_request() {
     let large = allocations_for(&server, Engine::Builtin, 20_000);
     let per_request = large.saturating_sub(small) as f64 / 18_000.0;
     eprintln!("builtin: {small} allocations for 2000 requests, {large} for 20000");
+    assert!(per_request < 0.01, "{per_request} allocations per request");
+
+    // Open loop: the schedule (one timer per thread) allocates nothing per request either.
+    let rate = Some(40_000.0);
+    let small = allocations_at(&server, Engine::Builtin, 2_000, rate);
+    let large = allocations_at(&server, Engine::Builtin, 20_000, rate);
+    let per_request = large.saturating_sub(small) as f64 / 18_000.0;
+    eprintln!("builtin open loop: {small} allocations for 2000 requests, {large} for 20000");
     assert!(per_request < 0.01, "{per_request} allocations per request");
 
     // For contrast, hyper's client allocates on every request.
