@@ -1,8 +1,9 @@
 //! `bench loadgen`: srvprof's load generator side by side with wrk and ab (and oha when
 //! installed) against one pinned nginx worker, so "srvprof load" can be trusted as a client.
 //!
-//! nginx (1 worker) runs on CPU 1, every client on CPU 0, runs alternate tool by tool so drift
-//! in the machine hits both sides alike. Returns (and prints) a markdown report.
+//! nginx (1 worker) runs on CPU 1, every client on CPU 0, runs alternate tool by tool (the order
+//! flips every round) so drift in the machine hits both sides alike. Returns (and prints) a
+//! markdown report. SRVPROF_BENCH_ROUNDS overrides the number of rounds.
 
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -52,7 +53,11 @@ const SCENARIOS: [Scenario; 3] = [
 
 pub fn run(quick: bool) -> Result<String> {
     let root = workspace_root();
-    let rounds = if quick { 1 } else { 3 };
+    let rounds = std::env::var("SRVPROF_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse::<usize>().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(if quick { 1 } else { 5 });
     let seconds = if quick { 3 } else { 5 };
     let ab_requests: u64 = if quick { 20_000 } else { 50_000 };
 
@@ -67,15 +72,16 @@ pub fn run(quick: bool) -> Result<String> {
     let dir = std::env::temp_dir().join(format!("srvprof-bench-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
-    let nginx = Nginx::start(&dir, port)?;
+    let mut nginx = Nginx::start(&dir, port)?;
     let url = format!("http://127.0.0.1:{port}/");
 
     let mut report = String::new();
     report.push_str("# Load generator: srvprof vs wrk / ab\n\n");
     report.push_str(&format!(
         "nginx 1 worker on CPU {SERVER_CPU} (`return 200 \"hello world\"`), clients on CPU {CLIENT_CPU}, \
-         {rounds} alternating round(s), {seconds}s per keep-alive run, {ab_requests} requests per \
-         new-connection run. srvprof: `{}`.\n\n",
+         {rounds} alternating round(s) (the order flips every round), {seconds}s per keep-alive \
+         run, {ab_requests} requests per new-connection run. srvprof: `{}` (the loadgen crate \
+         built from this tree; `srvprof load` runs the same code).\n\n",
         load.join(" ")
     ));
     report.push_str(
@@ -83,18 +89,32 @@ pub fn run(quick: bool) -> Result<String> {
     );
 
     let mut summary = Vec::new();
+    let mut restarts = 0;
     for scenario in &SCENARIOS {
         let peer_name = if scenario.keepalive { "wrk" } else { "ab" };
         let mut peer = Vec::new();
         let mut ours = Vec::new();
         let mut oha_samples = Vec::new();
         for round in 1..=rounds {
-            let p = if scenario.keepalive {
-                run_wrk(&url, scenario.connections, seconds)?
-            } else {
-                run_ab(&url, scenario.connections, ab_requests)?
+            let run_peer = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
+                *restarts += nginx.ensure_running(&dir, port)? as usize;
+                if scenario.keepalive {
+                    run_wrk(&url, scenario.connections, seconds)
+                } else {
+                    run_ab(&url, scenario.connections, ab_requests)
+                }
             };
-            let s = run_srvprof(&load, &url, scenario, seconds, ab_requests)?;
+            let run_ours = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
+                *restarts += nginx.ensure_running(&dir, port)? as usize;
+                run_srvprof(&load, &url, scenario, seconds, ab_requests)
+            };
+            let (p, s) = if round % 2 == 1 {
+                let p = run_peer(&mut nginx, &mut restarts)?;
+                (p, run_ours(&mut nginx, &mut restarts)?)
+            } else {
+                let s = run_ours(&mut nginx, &mut restarts)?;
+                (run_peer(&mut nginx, &mut restarts)?, s)
+            };
             for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
                 report.push_str(&format!(
                     "| {} | {tool} | {round} | {:.0} | {:.2} | {} |\n",
@@ -115,23 +135,36 @@ pub fn run(quick: bool) -> Result<String> {
             peer.push(p);
             ours.push(s);
         }
+        // Rounds run back to back, so a paired count says more than medians on a noisy machine.
+        let faster = peer
+            .iter()
+            .zip(&ours)
+            .filter(|(p, s)| s.rps >= p.rps)
+            .count();
+        let tail_ok = peer
+            .iter()
+            .zip(&ours)
+            .filter(|(p, s)| p99_no_worse(s.p99_ms, p.p99_ms, !scenario.keepalive))
+            .count();
         summary.push((
-            scenario.name,
+            scenario,
             peer_name,
             median(&peer),
             median(&ours),
             median_opt(&oha_samples),
+            (faster, tail_ok),
         ));
     }
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 
     report.push_str(
-        "\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|\n",
+        "\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms | rounds srvprof faster | rounds srvprof p99 no worse | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for (name, peer_name, peer, ours, _) in &summary {
+    for (scenario, peer_name, peer, ours, _, (faster, tail_ok)) in &summary {
         report.push_str(&format!(
-            "| {name} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} | {} | {} |\n",
+            "| {} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} | {faster}/{rounds} | {tail_ok}/{rounds} | {} | {} |\n",
+            scenario.name,
             peer.rps,
             ours.rps,
             ours.rps / peer.rps.max(1e-9),
@@ -141,15 +174,25 @@ pub fn run(quick: bool) -> Result<String> {
             fmt_cpu(ours.cpu_us_per_request)
         ));
     }
+    report.push_str(
+        "\nab prints its percentiles rounded to whole milliseconds, so against ab srvprof's p99 is \
+         compared at that resolution (rounded the same way).\n",
+    );
+    if restarts > 0 {
+        report.push_str(&format!(
+            "\nnginx was found stopped (killed by something else on the machine) and restarted {restarts} time(s) between runs.\n"
+        ));
+    }
     if oha.is_none() {
         report.push_str(
             "\noha: not installed (`cargo install oha` to add it to the comparison); skipped.\n",
         );
     } else {
-        for (name, _, _, ours, o) in &summary {
+        for (scenario, _, _, ours, o, _) in &summary {
             if let Some(o) = o {
                 report.push_str(&format!(
-                    "\noha {name}: {:.0} req/s, p99 {:.2} ms (srvprof/oha {:.2}x)",
+                    "\noha {}: {:.0} req/s, p99 {:.2} ms (srvprof/oha {:.2}x)",
+                    scenario.name,
                     o.rps,
                     o.p99_ms,
                     ours.rps / o.rps.max(1e-9)
@@ -172,22 +215,13 @@ pub(crate) fn workspace_root() -> PathBuf {
     }
 }
 
-/// `srvprof load` when the release binary has it, otherwise the loadgen crate's example binary;
-/// SRVPROF_BENCH_LOAD_BIN names another binary that takes the same arguments.
+/// The loadgen crate's `load` example, built from this tree now: it runs exactly the code of
+/// `srvprof load` (same arguments, same `run_load_command`), and a target/release/srvprof left by
+/// an earlier build could be older than the tree. SRVPROF_BENCH_LOAD_BIN names another binary
+/// that takes the same arguments.
 fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
     if let Some(bin) = std::env::var_os("SRVPROF_BENCH_LOAD_BIN") {
         return Ok(vec![PathBuf::from(bin).display().to_string()]);
-    }
-    let srvprof = root.join("target/release/srvprof");
-    if srvprof.exists()
-        && Command::new(&srvprof)
-            .args(["load", "--help"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    {
-        return Ok(vec![srvprof.display().to_string(), "load".to_string()]);
     }
     let status = Command::new("cargo")
         .current_dir(root)
@@ -279,6 +313,22 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(nginx)
+    }
+}
+
+impl Nginx {
+    /// Restart nginx when it is no longer listening (another process on a shared machine may
+    /// have stopped it); true when it had to.
+    pub(crate) fn ensure_running(&mut self, dir: &Path, port: u16) -> Result<bool> {
+        let exited = matches!(self.child.try_wait(), Ok(Some(_)));
+        if !exited && TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(false);
+        }
+        eprintln!("bench: nginx on port {port} is gone; starting it again");
+        let fresh = Nginx::start(dir, port)?;
+        // The old one's Drop stops whatever is left of it.
+        drop(std::mem::replace(self, fresh));
+        Ok(true)
     }
 }
 
@@ -511,6 +561,16 @@ fn duration_ms(text: &str) -> Option<f64> {
     number.trim().parse::<f64>().ok().map(|v| v * scale)
 }
 
+/// srvprof's p99 is no worse than the peer's; ab prints whole milliseconds (rounded), so against
+/// ab the comparison is made at that resolution.
+fn p99_no_worse(ours_ms: f64, peer_ms: f64, peer_rounds_to_ms: bool) -> bool {
+    if peer_rounds_to_ms {
+        ours_ms.round() <= peer_ms
+    } else {
+        ours_ms <= peer_ms
+    }
+}
+
 pub(crate) fn median(samples: &[Sample]) -> Sample {
     median_opt(samples).unwrap_or(Sample {
         rps: 0.0,
@@ -547,6 +607,14 @@ mod tests {
         assert_eq!(duration_ms("1.80ms"), Some(1.8));
         assert!((duration_ms("950.00us").unwrap() - 0.95).abs() < 1e-9);
         assert_eq!(duration_ms("1.02s"), Some(1020.0));
+    }
+
+    #[test]
+    fn p99_against_ab_is_compared_in_whole_milliseconds() {
+        assert!(p99_no_worse(6.4, 6.0, true));
+        assert!(!p99_no_worse(6.6, 6.0, true));
+        assert!(!p99_no_worse(6.4, 6.0, false));
+        assert!(p99_no_worse(5.9, 6.0, false));
     }
 
     #[test]
