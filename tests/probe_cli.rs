@@ -254,3 +254,94 @@ fn ctrl_c_still_writes_the_report() {
     assert!(j["notes"].to_string().contains("interrupted"));
     assert!(j["duration_s"].as_f64().unwrap() < 30.0);
 }
+
+/// Names of the BPF programs process `pid` holds, from the kernel: the prog_id of each BPF
+/// program fd in /proc/PID/fdinfo, named by the kernel's list of loaded programs (bpftool).
+fn programs_held_by(pid: u32) -> Vec<String> {
+    let mut ids = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let is_prog = std::fs::read_link(fd.path())
+            .is_ok_and(|target| target.to_string_lossy().contains("bpf-prog"));
+        if !is_prog {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!(
+            "/proc/{pid}/fdinfo/{}",
+            fd.file_name().to_string_lossy()
+        ))
+        .unwrap_or_default();
+        ids.extend(
+            info.lines()
+                .filter_map(|l| l.strip_prefix("prog_id:"))
+                .filter_map(|v| v.trim().parse::<u64>().ok()),
+        );
+    }
+    let out = Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .expect("bpftool runs (cargo xtask setup installs it)");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
+    progs
+        .as_array()
+        .expect("a list of programs")
+        .iter()
+        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
+        .filter_map(|p| p["name"].as_str().map(String::from))
+        .collect()
+}
+
+#[test]
+fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
+    require_root();
+    let mut w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    for (setting, attached) in [("on", true), ("off", false)] {
+        let path = out_file(&format!("syscalls-{setting}"));
+        let probe = spawn_probe(pid, "60s", &path, &["--syscalls", setting]);
+        let held = programs_held_by(probe.id());
+        assert!(
+            held.iter().any(|n| n == "sched_switch"),
+            "--syscalls {setting}: the kernel lists {held:?}"
+        );
+        for name in ["sys_enter", "sys_exit"] {
+            assert_eq!(
+                held.iter().any(|n| n == name),
+                attached,
+                "--syscalls {setting}: {name} in the kernel's list {held:?}"
+            );
+        }
+        let (v0, _) = proc_ctxt_switches(pid, pid);
+        w.command("syscalls 3000");
+        w.command("sleep 20 1");
+        let (v1, _) = proc_ctxt_switches(pid, pid);
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
+        assert!(probe.wait_with_output().unwrap().status.success());
+        let j: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(j["syscalls_off"], !attached, "{setting}");
+        let getppid = j["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "getppid")
+            .map(|s| s["count"].as_u64().unwrap());
+        assert_eq!(getppid, attached.then_some(3000), "--syscalls {setting}");
+        // Everything else is still measured: switches against the kernel's own count.
+        let thread = j["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tid"] == pid)
+            .expect("the workload's thread");
+        let switches = thread["voluntary_switches"].as_u64().unwrap();
+        assert!(
+            switches + 2 >= v1 - v0 && v1 - v0 >= 20,
+            "--syscalls {setting}: probe {switches} voluntary switches, /proc {} in the commands",
+            v1 - v0
+        );
+    }
+}

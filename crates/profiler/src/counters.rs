@@ -111,6 +111,8 @@ pub struct KernelCounters {
     pub runq_hist: Vec<NsHistogram>,
     /// (group, syscall number, count and time).
     pub syscalls: Vec<(u32, u32, CountNs)>,
+    /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
+    pub syscalls_off: bool,
     /// Per CPU, per softirq vector.
     pub softirqs: Vec<Vec<CountNs>>,
     /// (irq line, per-CPU count and time).
@@ -129,6 +131,7 @@ impl KernelCounters {
             offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
+            syscalls_off: false,
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; tcp::COUNT as usize],

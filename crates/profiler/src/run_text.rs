@@ -52,8 +52,13 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
     ] {
         let _ = writeln!(
             out,
-            "{who:<16} {:>10.3} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
-            p.context_switches, p.syscalls, p.cpu_us, p.user_us, p.sys_us, p.net_softirqs
+            "{who:<16} {:>10.3} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
+            p.context_switches,
+            crate::text::opt(p.syscalls, 2),
+            p.cpu_us,
+            p.user_us,
+            p.sys_us,
+            p.net_softirqs
         );
     }
     if !r.per_request.server.top_syscalls.is_empty() {
@@ -99,7 +104,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
     for row in &r.timeline {
         let _ = writeln!(
             out,
-            "  {:>6.1} {:>10.0} {:>8} {:>9} {:>9} {:>9.0} {:>9.0} {:>6.1} {:>6.1} {:>11.0} {:>8.1}",
+            "  {:>6.1} {:>10.0} {:>8} {:>9} {:>9} {:>9.0} {:>9.0} {:>6.1} {:>6.1} {:>11} {:>8.1}",
             row.t_s,
             row.throughput_rps,
             row.errors,
@@ -109,7 +114,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             row.server.involuntary_switches_per_s,
             row.server.user_pct,
             row.server.sys_pct,
-            row.server.syscalls_per_s,
+            crate::text::opt(row.server.syscalls_per_s, 0),
             row.client_user_pct + row.client_sys_pct
         );
     }
@@ -145,7 +150,7 @@ pub fn timeline_csv(r: &RunReport) -> String {
         let s = &t.server;
         let _ = write!(
             csv,
-            "{:.3},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{:.2},{:.2},{:.1},{},{},{},{:.2}",
+            "{:.3},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{:.2},{:.2},{},{},{},{},{:.2}",
             t.t_s,
             t.throughput_rps,
             t.completed,
@@ -157,7 +162,10 @@ pub fn timeline_csv(r: &RunReport) -> String {
             s.runq_p99_us,
             s.user_pct,
             s.sys_pct,
-            s.syscalls_per_s,
+            // An empty cell: not recorded (--syscalls off).
+            s.syscalls_per_s
+                .map(|v| format!("{v:.1}"))
+                .unwrap_or_default(),
             s.listen_overflows,
             s.syn_retransmits,
             s.retransmits,

@@ -18,14 +18,14 @@ pub fn interval_header(out: &mut impl Write, ncpus: usize) {
 
 pub fn interval_line(out: &mut impl Write, r: &IntervalRow) {
     let mut l = format!(
-        "{:>6.1} {:>10.0} {:>10.0} {:>10.0} {:>6.1} {:>6.1} {:>11.0}",
+        "{:>6.1} {:>10.0} {:>10.0} {:>10.0} {:>6.1} {:>6.1} {:>11}",
         r.t_s + r.duration_s,
         r.voluntary_switches_per_s,
         r.involuntary_switches_per_s,
         r.runq_p99_us,
         r.user_pct,
         r.sys_pct,
-        r.syscalls_per_s
+        opt(r.syscalls_per_s, 0)
     );
     for v in &r.net_rx_per_s {
         l.push_str(&format!(" {v:>11.0}"));
@@ -66,17 +66,21 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
         r.runq_latency_us.max,
         r.runq_latency_us.count
     );
-    let _ = writeln!(
-        out,
-        "syscalls: {} ({:.0}/s)",
-        t.syscalls,
-        t.syscalls as f64 / secs
-    );
-    let _ = writeln!(
-        out,
-        "  {:<20} {:>10} {:>12} {:>10}",
-        "syscall", "count", "total ms", "avg us"
-    );
+    if r.syscalls_off {
+        let _ = writeln!(out, "syscalls: not recorded (--syscalls off)");
+    } else {
+        let _ = writeln!(
+            out,
+            "syscalls: {} ({:.0}/s)",
+            t.syscalls,
+            t.syscalls as f64 / secs
+        );
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>10} {:>12} {:>10}",
+            "syscall", "count", "total ms", "avg us"
+        );
+    }
     for s in r.syscalls.iter().take(10) {
         let _ = writeln!(
             out,
@@ -163,6 +167,12 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     for n in notes {
         let _ = writeln!(out, "note: {n}");
     }
+}
+
+/// A figure with `prec` decimals, or "-" when it was not measured.
+pub fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map(|v| format!("{v:.prec$}"))
+        .unwrap_or_else(|| "-".into())
 }
 
 pub fn signal_name(sig: i32) -> &'static str {

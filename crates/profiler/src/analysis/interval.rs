@@ -16,7 +16,8 @@ pub struct IntervalRow {
     /// Percent of one CPU.
     pub user_pct: f64,
     pub sys_pct: f64,
-    pub syscalls_per_s: f64,
+    /// None when syscalls were not recorded (--syscalls off).
+    pub syscalls_per_s: Option<f64>,
     pub migrations_per_s: f64,
     /// Per CPU, system-wide.
     pub net_rx_per_s: Vec<f64>,
@@ -65,7 +66,7 @@ pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow 
         runq_p99_us: r.runq_latency_us.p99,
         user_pct: r.totals.user_ns as f64 / (secs * 1e9) * 100.0,
         sys_pct: r.totals.sys_ns as f64 / (secs * 1e9) * 100.0,
-        syscalls_per_s: per_s(r.totals.syscalls),
+        syscalls_per_s: (!r.syscalls_off).then(|| per_s(r.totals.syscalls)),
         migrations_per_s: per_s(r.totals.migrations),
         net_rx_per_s: net_rx,
         net_tx_per_s: net_tx,

@@ -125,6 +125,10 @@ pub struct KernelReport {
     pub runq_latency_us: LatencyUs,
     pub offcpu_us: LatencyUs,
     pub syscalls: Vec<SyscallReport>,
+    /// True when the run was made with --syscalls off: `syscalls` and every syscall total are
+    /// then not measured (their 0 means nothing), rather than "no syscalls".
+    #[serde(default)]
+    pub syscalls_off: bool,
     pub softirqs: Vec<SoftirqReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
@@ -186,6 +190,7 @@ pub fn kernel_report(
     let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
     let mut r = KernelReport {
         duration_s,
+        syscalls_off: end.kernel.syscalls_off,
         ..Default::default()
     };
 

@@ -46,7 +46,8 @@ pub struct PerRequest {
     pub context_switches: f64,
     pub voluntary_switches: f64,
     pub involuntary_switches: f64,
-    pub syscalls: f64,
+    /// None when syscalls were not recorded (--syscalls off).
+    pub syscalls: Option<f64>,
     pub cpu_us: f64,
     pub user_us: f64,
     pub sys_us: f64,
@@ -110,7 +111,7 @@ pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
         context_switches: (t.voluntary_switches + t.involuntary_switches) as f64 / n,
         voluntary_switches: t.voluntary_switches as f64 / n,
         involuntary_switches: t.involuntary_switches as f64 / n,
-        syscalls: t.syscalls as f64 / n,
+        syscalls: (!r.syscalls_off).then(|| t.syscalls as f64 / n),
         cpu_us: (t.user_ns + t.sys_ns) as f64 / 1e3 / n,
         user_us: t.user_ns as f64 / 1e3 / n,
         sys_us: t.sys_ns as f64 / 1e3 / n,
@@ -183,7 +184,10 @@ pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
         ),
         (
             "syscalls/s",
-            timeline.iter().map(|r| r.server.syscalls_per_s).collect(),
+            timeline
+                .iter()
+                .map(|r| r.server.syscalls_per_s.unwrap_or(0.0))
+                .collect(),
         ),
         (
             "NET_RX/s on the busiest CPU",

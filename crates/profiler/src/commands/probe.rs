@@ -74,6 +74,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let targets = ProbeTargets {
         server_pids: pids.clone(),
         tcp_ports: ports.clone(),
+        skip_syscalls: !args.syscalls.on,
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;

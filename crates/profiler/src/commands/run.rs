@@ -65,6 +65,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         client_pids: vec![std::process::id()],
         tcp_ports: vec![port],
         stack_sample_hz: args.stacks.then_some(args.freq),
+        skip_syscalls: !args.syscalls.on,
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     // Scripts and tests bracket the probed window with this line and "reading stacks".

@@ -54,13 +54,21 @@ pub struct ProbeTargets {
     pub tcp_ports: Vec<u16>,
     /// Sample on-CPU stacks at this frequency (Hz) and record off-CPU stacks; None: no stacks.
     pub stack_sample_hz: Option<u64>,
+    /// Leave the syscall tracepoints alone. While any program is attached to them, every syscall
+    /// of every process on the machine takes the kernel's slower traced path (~65 ns here, even
+    /// for an empty program), so this is the cheapest setting for a busy server.
+    pub skip_syscalls: bool,
 }
+
+/// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
+pub const SYSCALL_PROGRAMS: [&str; 2] = ["sys_enter", "sys_exit"];
 
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
     ebpf: Ebpf,
     exits: exits::ExitReader,
     stack_sample_hz: Option<u64>,
+    syscalls_off: bool,
 }
 
 impl Probes {
@@ -118,6 +126,9 @@ impl Probes {
         set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         for (program, tracepoint) in PROGRAMS {
+            if targets.skip_syscalls && SYSCALL_PROGRAMS.contains(program) {
+                continue;
+            }
             let result = attach_one(&mut ebpf, &btf, program, tracepoint);
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
@@ -132,6 +143,7 @@ impl Probes {
             ebpf,
             exits,
             stack_sample_hz: targets.stack_sample_hz,
+            syscalls_off: targets.skip_syscalls,
         })
     }
 
@@ -163,6 +175,7 @@ impl Probes {
         let ncpus = aya::util::nr_cpus().unwrap_or(1);
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
+            syscalls_off: self.syscalls_off,
             ..KernelCounters::empty(ncpus)
         };
         sched::read(&self.ebpf, &mut counters)?;

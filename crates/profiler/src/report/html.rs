@@ -206,15 +206,24 @@ fn tables(o: &mut String, run: &RunReport) {
     o.push_str("<h2 id=\"tables\">Per request</h2><table><tr><th class=\"l\">per request</th><th>server</th><th>client</th></tr>");
     let (s, c) = (&run.per_request.server, &run.per_request.client);
     for (name, a, b) in [
-        ("context switches", s.context_switches, c.context_switches),
+        (
+            "context switches",
+            Some(s.context_switches),
+            Some(c.context_switches),
+        ),
         ("syscalls", s.syscalls, c.syscalls),
-        ("CPU (us)", s.cpu_us, c.cpu_us),
-        ("sys CPU (us)", s.sys_us, c.sys_us),
-        ("NET softirqs", s.net_softirqs, c.net_softirqs),
+        ("CPU (us)", Some(s.cpu_us), Some(c.cpu_us)),
+        ("sys CPU (us)", Some(s.sys_us), Some(c.sys_us)),
+        ("NET softirqs", Some(s.net_softirqs), Some(c.net_softirqs)),
     ] {
+        let cell = |v: Option<f64>| {
+            v.map(|v| format!("{v:.3}"))
+                .unwrap_or_else(|| "not recorded".into())
+        };
+        let (a, b) = (cell(a), cell(b));
         let _ = write!(
             o,
-            "<tr><td class=\"l\">{name}</td><td>{a:.3}</td><td>{b:.3}</td></tr>"
+            "<tr><td class=\"l\">{name}</td><td>{a}</td><td>{b}</td></tr>"
         );
     }
     o.push_str("</table><h2>Server syscalls</h2><table><tr><th class=\"l\">syscall</th><th>count</th><th>total (ms)</th></tr>");
