@@ -528,6 +528,65 @@ mod tests {
         assert_eq!(refused.err(), Some(ErrorKind::ConnectRefused));
     }
 
+    /// A SYN the server drops (its accept queue is full) leaves the connect in progress: the
+    /// request waits for the handshake instead of failing, and goes out whole once it completes.
+    #[tokio::test]
+    async fn new_connection_waits_for_a_slow_handshake() {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Fill the accept queue so that the kernel drops the next SYN.
+        let mut fillers = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(s)) = tokio::time::timeout(
+                std::time::Duration::from_millis(100),
+                TcpStream::connect(addr),
+            )
+            .await
+            {
+                fillers.push(s);
+            }
+        }
+        let request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        let client = tokio::spawn(async move {
+            let (mut conn, _, sent) =
+                Connection::open_and_send(addr, Connection::new_buffer(), request)
+                    .await
+                    .unwrap();
+            let r = conn.finish_request(&request[sent..], false).await;
+            (sent, r)
+        });
+        // Serve everything that arrives; the dropped SYN is retransmitted after about 1 s.
+        let server = tokio::spawn(async move {
+            loop {
+                let (mut s, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    if s.read(&mut buf).await.unwrap_or(0) > 0 {
+                        let _ = s
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                            .await;
+                    }
+                });
+            }
+        });
+        let (sent, r) = tokio::time::timeout(std::time::Duration::from_secs(10), client)
+            .await
+            .expect("the request completes after the SYN retransmit")
+            .unwrap();
+        server.abort();
+        drop(fillers);
+        assert_eq!(sent, 0, "the handshake was still in progress");
+        assert_eq!(
+            r,
+            Ok(Response {
+                status: 200,
+                keep_alive: true
+            })
+        );
+    }
+
     #[test]
     fn head_parser() {
         assert_eq!(
