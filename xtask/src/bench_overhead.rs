@@ -1,6 +1,8 @@
 //! `cargo xtask bench overhead`: what watching costs the watched. nginx (1 worker, CPU 1) driven by
-//! wrk (CPU 0), runs alternating tool by tool so drift hits all alike: nothing attached, every
-//! srvprof probe attached (`srvprof probe`), bpftrace counting the same events, and
+//! wrk (CPU 0), runs alternating tool by tool so drift hits all alike: nothing attached; every
+//! srvprof probe (`srvprof probe`), and the same with `--syscalls off`; `srvprof run` with stacks
+//! at 99 Hz on top (its own load reduced to 1 request/s, wrk drives); an empty syscall tracepoint
+//! (the kernel's floor for anyone who traces syscalls); bpftrace counting the same events; and
 //! `perf record -g -F 99` (the stack-sampling peer). Throughput ratios against the bare runs.
 
 use std::io::{BufRead, BufReader};
@@ -19,6 +21,10 @@ const CONNECTIONS: usize = 100;
 enum Watcher {
     None,
     Srvprof,
+    SrvprofNoSyscalls,
+    SrvprofRun,
+    SrvprofRunNoSyscalls,
+    SyscallFloor,
     Bpftrace,
     Perf,
 }
@@ -28,6 +34,10 @@ impl Watcher {
         match self {
             Watcher::None => "nothing attached",
             Watcher::Srvprof => "srvprof probe (every probe)",
+            Watcher::SrvprofNoSyscalls => "srvprof probe --syscalls off",
+            Watcher::SrvprofRun => "srvprof run (every probe + stacks 99 Hz)",
+            Watcher::SrvprofRunNoSyscalls => "srvprof run --syscalls off (stacks 99 Hz)",
+            Watcher::SyscallFloor => "empty syscall tracepoint (bpftrace, matches nothing)",
             Watcher::Bpftrace => "bpftrace, same counting",
             Watcher::Perf => "perf record -g -F 99",
         }
@@ -67,6 +77,10 @@ pub fn run(quick: bool) -> Result<String> {
     let watchers = [
         Watcher::None,
         Watcher::Srvprof,
+        Watcher::SrvprofNoSyscalls,
+        Watcher::SrvprofRun,
+        Watcher::SrvprofRunNoSyscalls,
+        Watcher::SyscallFloor,
         Watcher::Bpftrace,
         Watcher::Perf,
     ];
@@ -144,7 +158,7 @@ fn attach(
 ) -> Result<Option<Child>> {
     let (mut cmd, ready): (Command, Option<&str>) = match w {
         Watcher::None => return Ok(None),
-        Watcher::Srvprof => {
+        Watcher::Srvprof | Watcher::SrvprofNoSyscalls => {
             let mut c = Command::new(srvprof);
             c.args([
                 "probe",
@@ -155,8 +169,45 @@ fn attach(
                 "120s",
                 "--format",
                 "json",
+                "--syscalls",
+                if w == Watcher::Srvprof { "on" } else { "off" },
             ]);
             (c, Some("watching PIDs"))
+        }
+        Watcher::SrvprofRun | Watcher::SrvprofRunNoSyscalls => {
+            let mut c = Command::new(srvprof);
+            c.args([
+                "run",
+                "--pid",
+                &master.to_string(),
+                &worker.to_string(),
+                "--rate",
+                "1",
+                "-c",
+                "1",
+                "-d",
+                "120s",
+                "--warmup",
+                "0s",
+                "--force",
+                "--syscalls",
+                if w == Watcher::SrvprofRun {
+                    "on"
+                } else {
+                    "off"
+                },
+                "--out",
+            ])
+            .arg(dir.join("run"));
+            (c, Some("probes attached"))
+        }
+        Watcher::SyscallFloor => {
+            let mut c = Command::new("bpftrace");
+            c.args([
+                "-e",
+                "tracepoint:raw_syscalls:sys_enter /pid == 1/ { @n = count(); }",
+            ]);
+            (c, Some("Attaching"))
         }
         Watcher::Bpftrace => {
             let script = format!(
