@@ -68,7 +68,14 @@ fn check_passes_every_prerequisite_here() {
         .iter()
         .filter(|c| c["name"].as_str().unwrap().starts_with("program "))
         .count();
-    assert_eq!(programs, srvprof::probes::PROGRAMS.len());
+    // Every tracepoint program, and the two stack programs `run` attaches.
+    assert_eq!(programs, srvprof::probes::PROGRAMS.len() + 2);
+    for stack_program in ["program offcpu_switch", "program oncpu_sample"] {
+        assert!(
+            results.iter().any(|c| c["name"] == stack_program),
+            "{stack_program} is checked"
+        );
+    }
     for c in results {
         assert_eq!(c["pass"], true, "{c}");
     }

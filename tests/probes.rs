@@ -296,3 +296,43 @@ fn forked_processes_are_followed() {
             .any(|e| e.pid == child && e.exit_code == Some(0))
     );
 }
+
+#[test]
+fn wakers_are_named_and_counted_like_the_woken_threads_own_switches() {
+    let mut w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    let mut sampler = attach(vec![pid]);
+    let s0 = sampler.sample().unwrap();
+    let answer = w.command("pingpong 2000");
+    let s1 = sampler.sample().unwrap();
+    let r = report(&s0, &s1, sampler);
+    let words: Vec<u64> = answer
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (pong, pong_nvcsw) = (words[0] as u32, words[1]);
+    // pong blocks only in read() on a pipe that only the main thread writes: every voluntary
+    // switch of pong (the kernel's count, from pong itself) is one wakeup by the main thread.
+    assert!(pong_nvcsw >= 100, "pong blocked {pong_nvcsw} times");
+    let by_main = r
+        .wakeups
+        .iter()
+        .find(|x| x.waker_tid == pid && x.wakee_tid == pong)
+        .unwrap_or_else(|| panic!("no main -> pong pair in {:?}", r.wakeups));
+    assert_eq!(by_main.waker_pid, pid);
+    assert_eq!(by_main.wakee_comm, "pong");
+    assert!(
+        by_main.count.abs_diff(pong_nvcsw) <= 2,
+        "main woke pong {} times; pong's own nvcsw {pong_nvcsw}",
+        by_main.count
+    );
+    // And the other direction is there too.
+    assert!(
+        r.wakeups
+            .iter()
+            .any(|x| x.waker_tid == pong && x.wakee_tid == pid && x.count >= 100),
+        "{:?}",
+        r.wakeups
+    );
+}

@@ -7,6 +7,10 @@
 //! fork-signal SIG   fork a child that dies by signal SIG (default action); answers its pid
 //! fork-exit CODE    fork a child that exits with CODE; answers its pid
 //! thread-exit       start a thread that exits at once; answers its tid
+//! pingpong N        a thread "pong" and this one pass a byte N times each way over two pipes;
+//!                   answers "ok PONG_TID PONG_NVCSW": every voluntary switch of pong is a block in
+//!                   read() that only this thread's write ends, so it is woken by this thread that
+//!                   many times
 //! exit CODE         exit the whole process with CODE
 
 use std::io::{BufRead, Write};
@@ -79,11 +83,58 @@ fn main() {
                 let tid = handle.join().unwrap_or(0);
                 format!("ok {tid}")
             }
+            Some("pingpong") => pingpong(arg(1) as usize),
             Some("exit") => std::process::exit(arg(1) as i32),
             _ => "error unknown command".to_string(),
         };
         let _ = writeln!(out, "{answer}");
         let _ = out.flush();
+    }
+}
+
+fn pingpong(rounds: usize) -> String {
+    let (mut ping_r, mut ping_w) = pipe();
+    let (mut pong_r, mut pong_w) = pipe();
+    let pong = std::thread::Builder::new()
+        .name("pong".into())
+        .spawn(move || {
+            use std::io::{Read, Write};
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let mut byte = [0u8; 1];
+            for _ in 0..rounds {
+                ping_r.read_exact(&mut byte).expect("ping");
+                pong_w.write_all(&byte).expect("pong");
+            }
+            // This thread's own count, before it exits (its /proc entry goes with it).
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: getrusage writes into the struct we own.
+            unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+            (tid, usage.ru_nvcsw)
+        })
+        .expect("spawn pong");
+    {
+        use std::io::{Read, Write};
+        let mut byte = [7u8; 1];
+        for _ in 0..rounds {
+            ping_w.write_all(&byte).expect("ping");
+            pong_r.read_exact(&mut byte).expect("pong");
+        }
+    }
+    let (tid, nvcsw) = pong.join().expect("pong thread");
+    format!("ok {tid} {nvcsw}")
+}
+
+fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two new descriptors we then own.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
     }
 }
 

@@ -18,6 +18,8 @@ pub const MAX_TARGET_PROCESSES: u32 = 4096;
 pub const MAX_THREADS: u32 = 65536;
 /// Syscall numbers counted one by one; higher numbers share the last slot.
 pub const MAX_SYSCALL_NR: u32 = 512;
+/// Distinct (waker thread, woken thread) pairs kept per run.
+pub const MAX_WAKE_PAIRS: u32 = 16384;
 pub const MAX_IRQS: u32 = 1024;
 pub const MAX_PORTS: u32 = 64;
 pub const EXIT_RING_BYTES: u32 = 256 * 1024;
@@ -56,6 +58,7 @@ pub mod maps {
     pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
     pub const RUNQ_HIST: &str = "RUNQ_HIST";
     pub const SYSCALLS: &str = "SYSCALLS";
+    pub const WAKEUPS: &str = "WAKEUPS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
@@ -97,6 +100,25 @@ pub struct ThreadStats {
     pub comm: [u8; 16],
 }
 
+/// Who woke a watched thread: the task running when the wakeup was issued (sched_waking fires in
+/// the waker's context; an interrupt's wakeup names the task it interrupted, often the idle task).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WakeKey {
+    pub waker_tid: u32,
+    pub wakee_tid: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakeCount {
+    pub count: u64,
+    pub waker_tgid: u32,
+    /// The woken thread's group (server or client).
+    pub wakee_group: u32,
+    pub waker_comm: [u8; 16],
+}
+
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,7 +150,14 @@ pub mod tcp {
 pub mod lost {
     pub const EXIT_RING_FULL: u32 = 0;
     pub const THREADS_MAP_FULL: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// A stack whose hash bucket in STACK_TRACES held another stack: shown as [unknown].
+    pub const STACK_TRACES_FULL: u32 = 2;
+    /// A new (process, thread name, stacks) key found ONCPU_STACKS or OFFCPU_STACKS full.
+    pub const STACK_KEYS_FULL: u32 = 3;
+    /// A switched-out thread found OFFCPU_START full: that off-CPU period has no stack.
+    pub const OFFCPU_START_FULL: u32 = 4;
+    pub const WAKEUPS_MAP_FULL: u32 = 5;
+    pub const COUNT: u32 = 6;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -170,6 +199,8 @@ mod pod {
     // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
     unsafe impl aya::Pod for ThreadStats {}
     unsafe impl aya::Pod for CountTime {}
+    unsafe impl aya::Pod for WakeKey {}
+    unsafe impl aya::Pod for WakeCount {}
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}

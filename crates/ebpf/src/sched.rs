@@ -2,14 +2,21 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
-use srvprof_common::{NUM_GROUPS, hist};
+use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
+use srvprof_common::{MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost};
 
-use crate::target::{current_comm, group_of, task_comm, task_ids, watch, watched_thread};
+use crate::target::{
+    count_lost, current_comm, group_of, task_comm, task_ids, watch, watched_thread,
+};
+
+/// (waker, woken watched thread) -> wakeups.
+#[map]
+static WAKEUPS: HashMap<WakeKey, WakeCount> = HashMap::with_max_entries(MAX_WAKE_PAIRS, 0);
 
 /// Off-CPU durations (switch-out to switch-in, ns), SLOTS per group.
 #[map]
@@ -93,6 +100,66 @@ fn on_wakeup(ctx: &BtfTracePointContext) -> i32 {
         // A task woken while still on a CPU (it had not switched out yet) waits for nothing.
         if st.runnable_since_ns == 0 && st.last_switch_in_ns == 0 {
             st.runnable_since_ns = unsafe { bpf_ktime_get_ns() };
+        }
+    }
+    0
+}
+
+/// sched_waking(struct task_struct *p): fires in the waker's context (sched_wakeup may run later
+/// on the woken task's CPU), so the current task is who woke `p`.
+#[btf_tracepoint(function = "sched_waking")]
+pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
+    let task: *const u8 = ctx.arg(0);
+    let Some((wakee_tid, wakee_tgid)) = task_ids(task) else {
+        return 0;
+    };
+    let Some(group) = group_of(wakee_tgid) else {
+        return 0;
+    };
+    let key = WakeKey {
+        waker_tid: ctx.pid(),
+        wakee_tid,
+    };
+    if let Some(n) = WAKEUPS.get_ptr_mut(&key) {
+        unsafe { (*n).count += 1 };
+        return 0;
+    }
+    let first = WakeCount {
+        count: 1,
+        waker_tgid: ctx.tgid(),
+        wakee_group: group,
+        waker_comm: current_comm(),
+    };
+    if WAKEUPS.insert(&key, &first, BPF_NOEXIST as u64).is_err() {
+        // Another CPU inserted the pair first, or the map is full.
+        match WAKEUPS.get_ptr_mut(&key) {
+            Some(n) => unsafe { (*n).count += 1 },
+            None => count_lost(lost::WAKEUPS_MAP_FULL),
+        }
+    }
+    0
+}
+
+/// task_rename(struct task_struct *task, const char *comm): fires before the new name is copied
+/// in, so a watched thread that names itself (Rust, Java, nginx, tokio threads do) is reported by
+/// that name, not the one it was first seen with.
+#[btf_tracepoint(function = "task_rename")]
+pub fn task_rename(ctx: BtfTracePointContext) -> i32 {
+    let task: *const u8 = ctx.arg(0);
+    let comm: *const u8 = ctx.arg(1);
+    let Some((tid, tgid)) = task_ids(task) else {
+        return 0;
+    };
+    if group_of(tgid).is_none() {
+        return 0;
+    }
+    if let Some(st) = crate::target::THREADS.get_ptr_mut(&tid) {
+        let st = unsafe { &mut *st };
+        if st.tgid == tgid {
+            let mut name = [0u8; 16];
+            if unsafe { bpf_probe_read_kernel_str_bytes(comm, &mut name) }.is_ok() {
+                st.comm = name;
+            }
         }
     }
     0

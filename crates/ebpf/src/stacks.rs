@@ -9,9 +9,25 @@ use aya_ebpf::{
     maps::{HashMap, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
-use srvprof_common::{MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey};
+use srvprof_common::{MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey, lost};
 
-use crate::target::{current_comm, group_of, task_ids};
+use crate::target::{count_lost, current_comm, group_of, task_ids};
+
+/// get_stackid's error when the stack's bucket holds another stack (the map is too full).
+const EEXIST: i32 = 17;
+
+#[inline(always)]
+fn stack_id(result: Result<i64, i32>) -> i32 {
+    match result {
+        Ok(id) => id as i32,
+        Err(e) => {
+            if e == -EEXIST {
+                count_lost(lost::STACK_TRACES_FULL);
+            }
+            -1
+        }
+    }
+}
 
 /// stack id -> frames (instruction pointers, leaf first), kernel and user stacks alike.
 #[map]
@@ -37,8 +53,8 @@ fn current_stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> Stack
     StackKey {
         tgid,
         group,
-        user_stack_id: user.map(|id| id as i32).unwrap_or(-1),
-        kernel_stack_id: kernel.map(|id| id as i32).unwrap_or(-1),
+        user_stack_id: stack_id(user),
+        kernel_stack_id: stack_id(kernel),
         comm: current_comm(),
     }
 }
@@ -52,9 +68,10 @@ fn add(map: &HashMap<StackKey, u64>, key: &StackKey, n: u64) {
         return;
     }
     if map.insert(key, &n, BPF_NOEXIST as u64).is_err() {
-        // Another CPU inserted it first (or the map is full: then this is dropped).
-        if let Some(v) = map.get_ptr_mut(key) {
-            unsafe { *v += n };
+        // Another CPU inserted it first, or the map is full: then this is dropped, and counted.
+        match map.get_ptr_mut(key) {
+            Some(v) => unsafe { *v += n },
+            None => count_lost(lost::STACK_KEYS_FULL),
         }
     }
 }
@@ -86,7 +103,9 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
                 start_ns: now,
                 key: current_stack_key(&ctx, prev_tgid, group),
             };
-            let _ = OFFCPU_START.insert(&prev_tid, &start, 0);
+            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
+                count_lost(lost::OFFCPU_START_FULL);
+            }
         }
     }
     let next: *const u8 = ctx.arg(2);

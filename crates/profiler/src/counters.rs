@@ -22,6 +22,17 @@ pub struct ThreadCounters {
     pub cpu_mask: u64,
 }
 
+/// Cumulative wakeups of one watched thread by one waker.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakePair {
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    pub waker_comm: String,
+    pub wakee_tid: u32,
+    pub wakee_group: u32,
+    pub count: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountNs {
     pub count: u64,
@@ -111,6 +122,8 @@ pub struct KernelCounters {
     pub runq_hist: Vec<NsHistogram>,
     /// (group, syscall number, count and time).
     pub syscalls: Vec<(u32, u32, CountNs)>,
+    /// Who woke the watched threads, and how often.
+    pub wakeups: Vec<WakePair>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Per CPU, per softirq vector.
@@ -132,6 +145,7 @@ impl KernelCounters {
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
             syscalls_off: false,
+            wakeups: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; tcp::COUNT as usize],

@@ -91,6 +91,16 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
             s.total_ns as f64 / 1e3 / s.count.max(1) as f64
         );
     }
+    if !r.wakeups.is_empty() {
+        let _ = writeln!(out, "top wakers (waker pid/tid -> woken tid: wakeups):");
+        for w in r.wakeups.iter().take(5) {
+            let _ = writeln!(
+                out,
+                "  {} {}/{} -> {} {}: {}",
+                w.waker_comm, w.waker_pid, w.waker_tid, w.wakee_comm, w.wakee_tid, w.count
+            );
+        }
+    }
     let _ = writeln!(out, "threads:");
     let _ = writeln!(
         out,

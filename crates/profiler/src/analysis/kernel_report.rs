@@ -10,6 +10,21 @@ use crate::counters::{CountNs, NsHistogram, ThreadCounters};
 use crate::probes::syscalls::syscall_name;
 use crate::sampler::{CpuUse, ExitRecord, Sample};
 
+/// How often one thread woke a watched thread in the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WakeupReport {
+    pub waker_pid: u32,
+    pub waker_tid: u32,
+    /// The waker's name; an interrupt's wakeup names the task it interrupted (swapper/N: idle).
+    pub waker_comm: String,
+    pub wakee_tid: u32,
+    pub wakee_comm: String,
+    pub count: u64,
+}
+
+/// The pairs kept in a report, most frequent first.
+pub const TOP_WAKEUPS: usize = 20;
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ThreadReport {
     pub tid: u32,
@@ -130,11 +145,72 @@ pub struct KernelReport {
     #[serde(default)]
     pub syscalls_off: bool,
     pub softirqs: Vec<SoftirqReport>,
+    /// The most frequent waker -> woken-thread pairs (woken thread in this group).
+    #[serde(default)]
+    pub wakeups: Vec<WakeupReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     pub tcp: TcpReport,
     /// Records the kernel side could not keep, by reason; all must be 0 for a complete run.
     pub lost_events: BTreeMap<String, u64>,
+}
+
+fn wakeup_deltas(
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    threads: &[ThreadReport],
+) -> Vec<WakeupReport> {
+    let before: BTreeMap<(u32, u32), u64> = start
+        .kernel
+        .wakeups
+        .iter()
+        .map(|w| ((w.waker_tid, w.wakee_tid), w.count))
+        .collect();
+    let comm_of = |tid: u32| {
+        threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map(|t| t.comm.clone())
+            .or_else(|| {
+                end.kernel
+                    .threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .map(|t| t.comm.clone())
+            })
+            .unwrap_or_default()
+    };
+    let mut out: Vec<WakeupReport> = end
+        .kernel
+        .wakeups
+        .iter()
+        .filter(|w| w.wakee_group == group)
+        .filter_map(|w| {
+            let count = w.count.saturating_sub(
+                before
+                    .get(&(w.waker_tid, w.wakee_tid))
+                    .copied()
+                    .unwrap_or(0),
+            );
+            (count > 0).then(|| WakeupReport {
+                waker_pid: w.waker_pid,
+                waker_tid: w.waker_tid,
+                waker_comm: w.waker_comm.clone(),
+                wakee_tid: w.wakee_tid,
+                wakee_comm: comm_of(w.wakee_tid),
+                count,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.waker_tid.cmp(&b.waker_tid))
+            .then(a.wakee_tid.cmp(&b.wakee_tid))
+    });
+    out.truncate(TOP_WAKEUPS);
+    out
 }
 
 fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadCounters {
@@ -293,6 +369,7 @@ pub fn kernel_report(
     r.syscalls
         .sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
 
+    r.wakeups = wakeup_deltas(start, end, group, &r.threads);
     r.softirqs = softirq_deltas(start, end);
     r.hardirqs = hardirq_deltas(start, end, &crate::procfs::interrupt_names());
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
@@ -328,6 +405,10 @@ pub fn kernel_report(
     for (i, name) in [
         (lost::EXIT_RING_FULL, "exit_ring_full"),
         (lost::THREADS_MAP_FULL, "threads_map_full"),
+        (lost::STACK_TRACES_FULL, "stack_traces_full"),
+        (lost::STACK_KEYS_FULL, "stack_keys_full"),
+        (lost::OFFCPU_START_FULL, "offcpu_start_full"),
+        (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
     ] {
         r.lost_events.insert(
             name.into(),

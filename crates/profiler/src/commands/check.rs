@@ -74,8 +74,10 @@ pub fn checks() -> Vec<CheckResult> {
     ));
     if privileged && btf {
         // Load and attach every program, watching only ourselves, then detach.
+        // Stacks too, at run's default frequency: check covers every program run can attach.
         let targets = ProbeTargets {
             server_pids: vec![std::process::id()],
+            stack_sample_hz: Some(99),
             ..Default::default()
         };
         let mut attached = Vec::new();

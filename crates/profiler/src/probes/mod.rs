@@ -28,6 +28,8 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("sched_switch", "sched_switch"),
     ("sched_wakeup", "sched_wakeup"),
     ("sched_wakeup_new", "sched_wakeup_new"),
+    ("sched_waking", "sched_waking"),
+    ("task_rename", "task_rename"),
     ("sched_migrate_task", "sched_migrate_task"),
     ("sched_process_fork", "sched_process_fork"),
     ("sched_process_exit", "sched_process_exit"),
@@ -134,7 +136,10 @@ impl Probes {
             result?;
         }
         if let Some(hz) = targets.stack_sample_hz {
-            let result = stacks::attach(&mut ebpf, &btf, hz);
+            let result = stacks::attach_offcpu(&mut ebpf, &btf);
+            on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
+            result?;
+            let result = stacks::attach_sampler(&mut ebpf, hz);
             on_attach(stacks::ONCPU_PROGRAM, result.as_ref().map(|_| ()));
             result?;
         }

@@ -4,10 +4,10 @@ use aya::{
     Ebpf,
     maps::{HashMap, MapData, PerCpuArray},
 };
-use srvprof_common::{NUM_GROUPS, ThreadStats, hist, maps};
+use srvprof_common::{NUM_GROUPS, ThreadStats, WakeCount, WakeKey, hist, maps};
 
 use super::{map_error, map_ref};
-use crate::counters::{KernelCounters, NsHistogram, ThreadCounters};
+use crate::counters::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
 use crate::error::SrvprofError;
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
@@ -18,6 +18,19 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
         .map(|(tid, st)| thread_counters(tid, &st))
         .collect();
     counters.threads.sort_by_key(|t| t.tid);
+    let wakeups: HashMap<&MapData, WakeKey, WakeCount> = map_ref(ebpf, maps::WAKEUPS)?;
+    counters.wakeups = wakeups
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(k, v)| WakePair {
+            waker_pid: v.waker_tgid,
+            waker_tid: k.waker_tid,
+            waker_comm: comm_string(&v.waker_comm),
+            wakee_tid: k.wakee_tid,
+            wakee_group: v.wakee_group,
+            count: v.count,
+        })
+        .collect();
     counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
     counters.runq_hist = read_hist(ebpf, maps::RUNQ_HIST)?;
     Ok(())

@@ -34,8 +34,13 @@ pub struct RawStacks {
 
 /// Samples every online CPU at `hz` with the software cpu-clock event (no hardware PMU needed),
 /// and adds the off-CPU program on sched_switch.
-pub fn attach(ebpf: &mut Ebpf, btf: &Btf, hz: u64) -> Result<(), SrvprofError> {
-    attach_one(ebpf, btf, OFFCPU_PROGRAM, "sched_switch")?;
+/// The off-CPU program, on sched_switch.
+pub fn attach_offcpu(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), SrvprofError> {
+    attach_one(ebpf, btf, OFFCPU_PROGRAM, "sched_switch")
+}
+
+/// The on-CPU sampler: the software cpu-clock event on every online CPU.
+pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     let load_err = |reason: String| SrvprofError::ProgramLoad {
         program: ONCPU_PROGRAM.into(),
         reason,

@@ -174,6 +174,7 @@ fn context_switches(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         );
     }
     o.push_str("</table>");
+    wakeups(o, run);
     for (k, label) in [(&run.server, "server"), (&run.client, "client")] {
         let _ = write!(
             o,
@@ -196,6 +197,36 @@ fn context_switches(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
                 "<tr><td>{:.1}</td><td class=\"l\"><code>{}</code></td></tr>",
                 us as f64 / 1000.0,
                 esc(&short_stack(&frames, 8))
+            );
+        }
+        o.push_str("</table>");
+    }
+}
+
+/// Who wakes whom: the top waker -> woken-thread pairs of each group.
+fn wakeups(o: &mut String, run: &RunReport) {
+    let requests = run.load.completed.max(1) as f64;
+    for (k, label) in [(&run.server, "server"), (&run.client, "client")] {
+        if k.wakeups.is_empty() {
+            continue;
+        }
+        let secs = k.duration_s.max(1e-9);
+        let _ = write!(
+            o,
+            "<h3>Who wakes the {label}'s threads</h3><table><tr><th class=\"l\">waker (PID/TID)</th><th class=\"l\">woken thread (TID)</th><th>wakeups</th><th>per second</th><th>per request</th></tr>"
+        );
+        for w in &k.wakeups {
+            let _ = write!(
+                o,
+                "<tr><td class=\"l\">{} ({}/{})</td><td class=\"l\">{} ({})</td><td>{}</td><td>{:.1}</td><td>{:.3}</td></tr>",
+                esc(&w.waker_comm),
+                w.waker_pid,
+                w.waker_tid,
+                esc(&w.wakee_comm),
+                w.wakee_tid,
+                w.count,
+                w.count as f64 / secs,
+                w.count as f64 / requests
             );
         }
         o.push_str("</table>");
