@@ -23,7 +23,6 @@ fn spawn_probe(
     path: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Child {
-    use std::io::BufRead;
     let mut child = Command::new(srvprof_bin())
         .args([
             "probe",
@@ -41,18 +40,8 @@ fn spawn_probe(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap() > 0 {
-        if line.contains("watching PIDs") {
-            // Keep draining stderr so the probe never blocks on a full pipe.
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return child;
-        }
-        line.clear();
-    }
-    let status = child.wait();
-    panic!("srvprof probe ended before attaching: {status:?}");
+    wait_attached(&mut child, "watching PIDs");
+    child
 }
 
 #[test]
@@ -262,44 +251,6 @@ fn ctrl_c_still_writes_the_report() {
     assert!(j["duration_s"].as_f64().unwrap() < 30.0);
 }
 
-/// Names of the BPF programs process `pid` holds, from the kernel: the prog_id of each BPF
-/// program fd in /proc/PID/fdinfo, named by the kernel's list of loaded programs (bpftool).
-fn programs_held_by(pid: u32) -> Vec<String> {
-    let mut ids = Vec::new();
-    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap()
-        .flatten()
-    {
-        let is_prog = std::fs::read_link(fd.path())
-            .is_ok_and(|target| target.to_string_lossy().contains("bpf-prog"));
-        if !is_prog {
-            continue;
-        }
-        let info = std::fs::read_to_string(format!(
-            "/proc/{pid}/fdinfo/{}",
-            fd.file_name().to_string_lossy()
-        ))
-        .unwrap_or_default();
-        ids.extend(
-            info.lines()
-                .filter_map(|l| l.strip_prefix("prog_id:"))
-                .filter_map(|v| v.trim().parse::<u64>().ok()),
-        );
-    }
-    let out = Command::new("bpftool")
-        .args(["-j", "prog", "show"])
-        .output()
-        .expect("bpftool runs (cargo xtask setup installs it)");
-    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
-    progs
-        .as_array()
-        .expect("a list of programs")
-        .iter()
-        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
-        .filter_map(|p| p["name"].as_str().map(String::from))
-        .collect()
-}
-
 #[test]
 fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
     require_root();
@@ -308,7 +259,7 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
     for (setting, attached) in [("on", true), ("off", false)] {
         let path = out_file(&format!("syscalls-{setting}"));
         let probe = spawn_probe(pid, "60s", &path, &["--syscalls", setting]);
-        let held = programs_held_by(probe.id());
+        let held = program_names_held_by(probe.id());
         assert!(
             held.iter().any(|n| n == "sched_switch"),
             "--syscalls {setting}: the kernel lists {held:?}"

@@ -10,24 +10,6 @@ use srvprof_integration::*;
 
 const WORKLOAD: &str = env!("CARGO_BIN_EXE_srvprof-known-workload");
 
-/// Ids of the BPF programs a process holds: the kernel lists them in /proc/PID/fdinfo
-/// (`prog_id:` of every program and link descriptor).
-fn programs_held_by(pid: u32) -> Vec<u64> {
-    let mut ids: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
-        .filter_map(|info| {
-            info.lines()
-                .find_map(|l| l.strip_prefix("prog_id:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
-        .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    ids
-}
-
 /// Of these program ids, the ones still loaded after their last user is gone, and the links still
 /// attached to them. The kernel frees programs after an RCU grace period: allow it 5 s.
 fn left_behind(ids: &[u64]) -> (Vec<u64>, usize) {
@@ -77,20 +59,6 @@ fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
         })
         .unwrap_or(0);
     (loaded, links)
-}
-
-fn wait_attached(child: &mut std::process::Child, marker: &str) {
-    use std::io::BufRead;
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while stderr.read_line(&mut line).unwrap() > 0 {
-        if line.contains(marker) {
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return;
-        }
-        line.clear();
-    }
-    panic!("srvprof ended before '{marker}'");
 }
 
 #[test]

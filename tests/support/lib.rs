@@ -301,3 +301,55 @@ pub fn finding<'a>(run: &'a serde_json::Value, kind: &str) -> Option<&'a serde_j
         .iter()
         .find(|f| f["kind"] == kind)
 }
+
+/// Ids of the BPF programs a process holds: the kernel lists them in /proc/PID/fdinfo
+/// (`prog_id:` of every program and link descriptor).
+pub fn programs_held_by(pid: u32) -> Vec<u64> {
+    let mut ids: Vec<u64> = std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter_map(|info| {
+            info.lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// Names of the BPF programs a process holds: its program ids (above) named by the kernel's list
+/// of loaded programs (bpftool).
+pub fn program_names_held_by(pid: u32) -> Vec<String> {
+    let ids = programs_held_by(pid);
+    let out = std::process::Command::new("bpftool")
+        .args(["-j", "prog", "show"])
+        .output()
+        .expect("bpftool runs (cargo xtask setup installs it)");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool JSON");
+    progs
+        .as_array()
+        .expect("a list of programs")
+        .iter()
+        .filter(|p| p["id"].as_u64().is_some_and(|id| ids.contains(&id)))
+        .filter_map(|p| p["name"].as_str().map(String::from))
+        .collect()
+}
+
+/// Reads a spawned srvprof's stderr until a line contains `marker` (it says "probes attached",
+/// "watching PIDs", ...), then keeps draining it so srvprof never blocks on a full pipe.
+pub fn wait_attached(child: &mut std::process::Child, marker: &str) {
+    use std::io::BufRead;
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if line.contains(marker) {
+            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+            return;
+        }
+        line.clear();
+    }
+    panic!("srvprof ended before '{marker}'");
+}
