@@ -43,7 +43,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let prev_state: u64 = ctx.arg(3);
 
     // prev is the current task: the tracepoint fires before the switch.
-    if let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) {
+    if let Some(st) = crate::target::watched_thread_current() {
         // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
         let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
         if involuntary {

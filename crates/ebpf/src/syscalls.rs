@@ -5,7 +5,6 @@
 //! per call), and the totals go to a per-CPU array indexed by group and syscall number.
 
 use aya_ebpf::{
-    EbpfContext,
     helpers::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
@@ -13,7 +12,7 @@ use aya_ebpf::{
 };
 use srvprof_common::{CountTime, MAX_SYSCALL_NR, NUM_GROUPS};
 
-use crate::target::{current_comm, watched_thread};
+use crate::target::watched_thread_current;
 
 /// [group * MAX_SYSCALL_NR + nr] -> count and total time.
 #[map]
@@ -23,7 +22,7 @@ static SYSCALLS: PerCpuArray<CountTime> =
 /// sys_enter(struct pt_regs *regs, long id)
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
-    let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) else {
+    let Some(st) = watched_thread_current() else {
         return 0;
     };
     let nr: i64 = ctx.arg(1);
@@ -34,8 +33,8 @@ pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
 
 /// sys_exit(struct pt_regs *regs, long ret). Syscalls that never return (exit, exit_group) are not counted.
 #[btf_tracepoint(function = "sys_exit")]
-pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
-    let Some(st) = watched_thread(ctx.pid(), ctx.tgid(), current_comm) else {
+pub fn sys_exit(_ctx: BtfTracePointContext) -> i32 {
+    let Some(st) = watched_thread_current() else {
         return 0;
     };
     if st.syscall_start_ns == 0 {

@@ -1,7 +1,10 @@
 //! Which processes are watched, and reading task_struct fields at offsets userspace found in BTF.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_comm, bpf_probe_read_kernel, bpf_probe_read_kernel_buf},
+    helpers::{
+        bpf_get_current_comm, bpf_get_current_pid_tgid, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_buf,
+    },
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
 };
@@ -113,6 +116,14 @@ pub fn watched_thread(
     }
     let group = unsafe { TARGET_TGIDS.get(&tgid).copied() }?;
     new_thread_stats(tid, tgid, group, comm)
+}
+
+/// The stats of the current thread if it is watched: one helper call for both ids (the context's
+/// pid() and tgid() would make two), as the syscall programs run on every syscall.
+#[inline(always)]
+pub fn watched_thread_current() -> Option<&'static mut ThreadStats> {
+    let ids = bpf_get_current_pid_tgid();
+    watched_thread(ids as u32, (ids >> 32) as u32, current_comm)
 }
 
 /// Starts watching a process (a child forked by a watched one).
