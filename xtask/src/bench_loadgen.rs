@@ -141,6 +141,13 @@ pub fn run(quick: bool) -> Result<String> {
             .zip(&ours)
             .filter(|(p, s)| s.rps >= p.rps)
             .count();
+        let mut ratios: Vec<f64> = peer
+            .iter()
+            .zip(&ours)
+            .map(|(p, s)| s.rps / p.rps.max(1e-9))
+            .collect();
+        ratios.sort_by(|a, b| a.total_cmp(b));
+        let paired_ratio = ratios[ratios.len() / 2];
         let tail_ok = peer
             .iter()
             .zip(&ours)
@@ -152,18 +159,20 @@ pub fn run(quick: bool) -> Result<String> {
             median(&peer),
             median(&ours),
             median_opt(&oha_samples),
-            (faster, tail_ok),
+            (faster, tail_ok, paired_ratio),
         ));
     }
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
 
     report.push_str(
-        "\n## Medians\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | peer p99 ms | srvprof p99 ms | rounds srvprof faster | rounds srvprof p99 no worse | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\n## Medians\n\nsrvprof/peer is the ratio of the two medians; the paired ratio is the median of \
+         the per-round ratios (each round's two runs are back to back, so drift between rounds \
+         cancels).\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | paired ratio | peer p99 ms | srvprof p99 ms | rounds srvprof faster | rounds srvprof p99 no worse | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
-    for (scenario, peer_name, peer, ours, _, (faster, tail_ok)) in &summary {
+    for (scenario, peer_name, peer, ours, _, (faster, tail_ok, paired_ratio)) in &summary {
         report.push_str(&format!(
-            "| {} | {peer_name} | {:.0} | {:.0} | {:.2}x | {:.2} | {:.2} | {faster}/{rounds} | {tail_ok}/{rounds} | {} | {} |\n",
+            "| {} | {peer_name} | {:.0} | {:.0} | {:.2}x | {paired_ratio:.2}x | {:.2} | {:.2} | {faster}/{rounds} | {tail_ok}/{rounds} | {} | {} |\n",
             scenario.name,
             peer.rps,
             ours.rps,
