@@ -25,6 +25,20 @@ pub(crate) struct Sample {
     /// The client's own CPU time (user + sys) per request sent: its efficiency, which the
     /// server's share of a busy machine does not blur.
     cpu_us_per_request: Option<f64>,
+    /// The tool's own mean latency; with the throughput it tells how much of each connection's
+    /// request cycle the tool's latency covers (Little's law: mean = connections / throughput).
+    mean_ms: Option<f64>,
+}
+
+impl Sample {
+    /// Share of the closed-loop cycle (connections / throughput) the mean latency accounts for:
+    /// near 1 when the tool times everything from send to answer; lower when requests wait
+    /// inside the tool before their clock starts (wrk starts it only when the socket is writable
+    /// again on a later turn of its event loop).
+    fn cycle_covered(&self, connections: usize) -> Option<f64> {
+        self.mean_ms
+            .map(|mean| mean / 1000.0 * self.rps / connections as f64)
+    }
 }
 
 struct Scenario {
@@ -85,7 +99,7 @@ pub fn run(quick: bool) -> Result<String> {
         load.join(" ")
     ));
     report.push_str(
-        "| scenario | tool | round | req/s | p99 ms | client CPU us/req |\n|---|---|---|---|---|---|\n",
+        "| scenario | tool | round | req/s | p99 ms | mean ms | cycle covered | client CPU us/req |\n|---|---|---|---|---|---|---|---|\n",
     );
 
     let mut summary = Vec::new();
@@ -117,18 +131,24 @@ pub fn run(quick: bool) -> Result<String> {
             };
             for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
                 report.push_str(&format!(
-                    "| {} | {tool} | {round} | {:.0} | {:.2} | {} |\n",
+                    "| {} | {tool} | {round} | {:.0} | {:.2} | {} | {} | {} |\n",
                     scenario.name,
                     sample.rps,
                     sample.p99_ms,
+                    fmt_opt(sample.mean_ms, 2),
+                    fmt_opt(sample.cycle_covered(scenario.connections), 2),
                     fmt_cpu(sample.cpu_us_per_request)
                 ));
             }
             if let Some(oha) = &oha {
                 let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
                 report.push_str(&format!(
-                    "| {} | oha | {round} | {:.0} | {:.2} | n/a |\n",
-                    scenario.name, o.rps, o.p99_ms
+                    "| {} | oha | {round} | {:.0} | {:.2} | {} | {} | n/a |\n",
+                    scenario.name,
+                    o.rps,
+                    o.p99_ms,
+                    fmt_opt(o.mean_ms, 2),
+                    fmt_opt(o.cycle_covered(scenario.connections), 2)
                 ));
                 oha_samples.push(o);
             }
@@ -168,23 +188,30 @@ pub fn run(quick: bool) -> Result<String> {
     report.push_str(
         "\n## Medians\n\nsrvprof/peer is the ratio of the two medians; the paired ratio is the median of \
          the per-round ratios (each round's two runs are back to back, so drift between rounds \
-         cancels).\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | paired ratio | peer p99 ms | srvprof p99 ms | rounds srvprof faster | rounds srvprof p99 no worse | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         cancels).\n\n| scenario | peer | peer req/s | srvprof req/s | srvprof/peer | paired ratio | peer p99 ms | srvprof p99 ms | rounds srvprof faster | rounds srvprof p99 no worse | peer cycle covered | srvprof cycle covered | peer CPU us/req | srvprof CPU us/req |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (scenario, peer_name, peer, ours, _, (faster, tail_ok, paired_ratio)) in &summary {
         report.push_str(&format!(
-            "| {} | {peer_name} | {:.0} | {:.0} | {:.2}x | {paired_ratio:.2}x | {:.2} | {:.2} | {faster}/{rounds} | {tail_ok}/{rounds} | {} | {} |\n",
+            "| {} | {peer_name} | {:.0} | {:.0} | {:.2}x | {paired_ratio:.2}x | {:.2} | {:.2} | {faster}/{rounds} | {tail_ok}/{rounds} | {} | {} | {} | {} |\n",
             scenario.name,
             peer.rps,
             ours.rps,
             ours.rps / peer.rps.max(1e-9),
             peer.p99_ms,
             ours.p99_ms,
+            fmt_opt(peer.cycle_covered(scenario.connections), 2),
+            fmt_opt(ours.cycle_covered(scenario.connections), 2),
             fmt_cpu(peer.cpu_us_per_request),
             fmt_cpu(ours.cpu_us_per_request)
         ));
     }
     report.push_str(
-        "\nab prints its percentiles rounded to whole milliseconds, so against ab srvprof's p99 is \
+        "\nCycle covered = mean latency x throughput / connections: by Little's law a closed loop's \
+         requests take connections / throughput each, from one answer to the next. A tool whose \
+         mean latency covers less of that cycle starts its clock after the request has already \
+         waited inside the tool (wrk writes the next request on a later turn of its event loop \
+         and starts timing there); its p99 leaves that wait out, srvprof's does not.\n\
+         \nab prints its percentiles rounded to whole milliseconds, so against ab srvprof's p99 is \
          compared at that resolution (rounded the same way).\n",
     );
     if restarts > 0 {
@@ -433,7 +460,26 @@ pub(crate) fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sam
         rps,
         p99_ms: p99,
         cpu_us_per_request: per_request_us(cpu_s, requests),
+        mean_ms: wrk_mean_ms(&text),
     })
+}
+
+/// "    Latency     5.89ms    1.23ms  26.06ms   87.65%" (Thread Stats: avg, stdev, max, +/-).
+fn wrk_mean_ms(text: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("Latency")
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(duration_ms)
+    })
+}
+
+/// "Total:          0    3   0.9      3       7" (Connection Times: min, mean, sd, median, max).
+fn ab_mean_ms(text: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Total:"))
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
 }
 
 fn run_ab(url: &str, connections: usize, requests: u64) -> Result<Sample> {
@@ -462,6 +508,7 @@ fn run_ab(url: &str, connections: usize, requests: u64) -> Result<Sample> {
         rps,
         p99_ms: p99,
         cpu_us_per_request: per_request_us(cpu_s, requests as f64),
+        mean_ms: ab_mean_ms(&text),
     })
 }
 
@@ -507,6 +554,7 @@ fn run_srvprof(
         rps,
         p99_ms: p99_us / 1000.0,
         cpu_us_per_request: per_request_us(cpu_s, requests),
+        mean_ms: json["latency_us"]["mean"].as_f64().map(|us| us / 1000.0),
     })
 }
 
@@ -542,7 +590,12 @@ fn run_oha(
         rps,
         p99_ms: p99_s * 1000.0,
         cpu_us_per_request: None,
+        mean_ms: json["summary"]["average"].as_f64().map(|s| s * 1000.0),
     })
+}
+
+fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
 }
 
 fn fmt_cpu(us: Option<f64>) -> String {
@@ -585,6 +638,7 @@ pub(crate) fn median(samples: &[Sample]) -> Sample {
         rps: 0.0,
         p99_ms: 0.0,
         cpu_us_per_request: None,
+        mean_ms: None,
     })
 }
 
@@ -600,10 +654,12 @@ fn median_opt(samples: &[Sample]) -> Option<Sample> {
         .iter()
         .filter_map(|s| s.cpu_us_per_request)
         .collect();
+    let means: Vec<f64> = samples.iter().filter_map(|s| s.mean_ms).collect();
     Some(Sample {
         rps: mid(samples.iter().map(|s| s.rps).collect()),
         p99_ms: mid(samples.iter().map(|s| s.p99_ms).collect()),
         cpu_us_per_request: (!cpu.is_empty()).then(|| mid(cpu)),
+        mean_ms: (!means.is_empty()).then(|| mid(means)),
     })
 }
 
@@ -624,6 +680,21 @@ mod tests {
         assert!(!p99_no_worse(6.6, 6.0, true));
         assert!(!p99_no_worse(6.4, 6.0, false));
         assert!(p99_no_worse(5.9, 6.0, false));
+    }
+
+    #[test]
+    fn finds_mean_latencies() {
+        let wrk = "  Thread Stats   Avg      Stdev     Max   +/- Stdev\n    Latency     5.89ms    1.23ms  26.06ms   87.65%\n  Latency Distribution\n     50%    4.86ms\n";
+        assert_eq!(wrk_mean_ms(wrk), Some(5.89));
+        let ab = "Connection Times (ms)\n              min  mean[+/-sd] median   max\nConnect:        0    1   0.4      1       3\nTotal:          0    3   0.9      3       7\n";
+        assert_eq!(ab_mean_ms(ab), Some(3.0));
+        let s = Sample {
+            rps: 100_000.0,
+            p99_ms: 1.0,
+            cpu_us_per_request: None,
+            mean_ms: Some(5.0),
+        };
+        assert!((s.cycle_covered(1000).unwrap() - 0.5).abs() < 1e-9);
     }
 
     #[test]
