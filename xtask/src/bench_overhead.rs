@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::bench_loadgen::{Nginx, Sample, free_port, median, run_wrk, which, workspace_root};
+use crate::bench_loadgen::{
+    Nginx, SERVER_CPU, Sample, free_port, median, run_wrk, which, workspace_root,
+};
 use crate::run_cmd;
 
 const CONNECTIONS: usize = 100;
@@ -85,40 +87,58 @@ pub fn run(quick: bool) -> Result<String> {
         Watcher::Perf,
     ];
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); watchers.len()];
+    // The server CPU's busy time per request: what watching costs the server itself, steadier
+    // than throughput when the machine drifts between runs (a shared VM does).
+    let mut cpu_costs: Vec<Vec<f64>> = vec![Vec::new(); watchers.len()];
     let mut report = format!(
         "# What watching costs: nginx throughput with and without probes\n\n\
          nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s), \
-         tools alternating within each round.\n\n| round | watcher | req/s | p99 ms |\n|---|---|---|---|\n"
+         tools alternating within each round. `CPU {SERVER_CPU} us/req`: the server CPU's busy time \
+         (user, system, irq, softirq from /proc/stat) per request.\n\n\
+         | round | watcher | req/s | p99 ms | CPU {SERVER_CPU} us/req |\n|---|---|---|---|---|\n"
     );
     for round in 1..=rounds {
         for (i, w) in watchers.iter().enumerate() {
             let attached = attach(*w, &srvprof, master, worker, &dir)?;
+            let busy_before = cpu_busy_ticks(SERVER_CPU)?;
             let sample = run_wrk(&url, CONNECTIONS, seconds);
+            let busy_after = cpu_busy_ticks(SERVER_CPU)?;
             detach(attached);
             let sample = sample?;
+            let requests = sample.rps * seconds as f64;
+            let us_per_request =
+                (busy_after - busy_before) as f64 * 1e6 / CLOCK_TICKS_PER_S / requests.max(1.0);
             report.push_str(&format!(
-                "| {round} | {} | {:.0} | {:.2} |\n",
+                "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
                 w.name(),
                 sample.rps,
-                sample.p99_ms
+                sample.p99_ms,
+                us_per_request
             ));
             samples[i].push(sample);
+            cpu_costs[i].push(us_per_request);
         }
     }
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     let bare = median(&samples[0]).rps;
-    report.push_str(
-        "\n## Medians\n\n| watcher | req/s | ratio to bare | p99 ms |\n|---|---|---|---|\n",
-    );
+    let bare_cost = median_f64(&cpu_costs[0]);
+    report.push_str(&format!(
+        "\n## Medians\n\n`cost ratio`: bare CPU {SERVER_CPU} us/req over this watcher's, the throughput a \
+         server-bound run would keep.\n\n\
+         | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio |\n|---|---|---|---|---|---|\n"
+    ));
     for (i, w) in watchers.iter().enumerate() {
         let m = median(&samples[i]);
+        let cost = median_f64(&cpu_costs[i]);
         report.push_str(&format!(
-            "| {} | {:.0} | {:.3} | {:.2} |\n",
+            "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} |\n",
             w.name(),
             m.rps,
             m.rps / bare.max(1e-9),
-            m.p99_ms
+            m.p99_ms,
+            cost,
+            bare_cost / cost.max(1e-9)
         ));
     }
     println!("{report}");
@@ -127,6 +147,32 @@ pub fn run(quick: bool) -> Result<String> {
     std::fs::write(&out, &report)?;
     eprintln!("xtask: wrote {}", out.display());
     Ok(report)
+}
+
+/// USER_HZ: the unit of /proc/stat's CPU times.
+const CLOCK_TICKS_PER_S: f64 = 100.0;
+
+/// CPU `cpu`'s busy time so far (user, nice, system, irq, softirq; not steal), in clock ticks.
+fn cpu_busy_ticks(cpu: &str) -> Result<u64> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let name = format!("cpu{cpu}");
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))
+        .ok_or_else(|| anyhow!("no {name} line in /proc/stat"))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    Ok([0, 1, 2, 5, 6].iter().filter_map(|&i| v.get(i)).sum())
+}
+
+fn median_f64(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The first child process of `pid` (nginx's worker).
