@@ -148,7 +148,7 @@ pub struct ClientCpu {
 }
 
 /// The settings of the run, echoed into the report.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct ConfigEcho {
     pub url: String,
     pub connections: usize,
@@ -170,7 +170,7 @@ pub struct ConfigEcho {
     pub engine: crate::Engine,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct LoadReport {
     /// Successful (2xx) responses per second over the measured window.
     pub throughput_rps: f64,

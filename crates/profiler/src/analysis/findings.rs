@@ -158,17 +158,21 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
                 )
             })
             .collect();
+        let sys_goes_to = if r.server.syscalls_off {
+            "syscalls not recorded (--syscalls off)".to_string()
+        } else {
+            format!("sys goes to {}", top.join(", "))
+        };
         out.push(finding(
             "server_cpu_saturated",
             Severity::Warning,
             format!(
-                "server thread {} ({}) was {:.0}% busy: user {:.0}%, sys {:.0}% of its time; sys goes to {}",
+                "server thread {} ({}) was {:.0}% busy: user {:.0}%, sys {:.0}% of its time; {sys_goes_to}",
                 t.tid,
                 t.comm,
                 busy * 100.0,
                 (1.0 - sys_share) * 100.0,
                 sys_share * 100.0,
-                top.join(", ")
             ),
             &[("busy_share", busy), ("sys_share", sys_share), ("tid", t.tid as f64)],
         ));
@@ -358,4 +362,69 @@ fn errors_near(timeline: &[TimelineRow], t_s: f64) -> u64 {
         .filter(|row| row.t_s <= t_s + row.duration_s && row.t_s + 2.0 * row.duration_s > t_s)
         .map(|row| row.errors)
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::kernel_report::{KernelReport, SyscallReport, ThreadReport};
+
+    fn busy_server(syscalls_off: bool) -> RunReport {
+        let mut server = KernelReport {
+            duration_s: 10.0,
+            syscalls_off,
+            ..Default::default()
+        };
+        server.threads.push(ThreadReport {
+            tid: 7,
+            pid: 7,
+            comm: "nginx".into(),
+            user_ns: 4_000_000_000,
+            sys_ns: 5_800_000_000,
+            ..Default::default()
+        });
+        if !syscalls_off {
+            server.syscalls.push(SyscallReport {
+                name: "writev".into(),
+                nr: 20,
+                count: 1000,
+                total_ns: 1,
+            });
+        }
+        let mut load = srvprof_loadgen::LoadReport::default();
+        load.completed = 1000;
+        RunReport {
+            tool: "srvprof".into(),
+            version: String::new(),
+            target: Default::default(),
+            load,
+            server,
+            client: KernelReport::default(),
+            timeline: Vec::new(),
+            per_request: Default::default(),
+            correlations: Vec::new(),
+            findings: Vec::new(),
+            notes: Vec::new(),
+            histograms: Vec::new(),
+        }
+    }
+
+    fn saturated(run: &RunReport) -> String {
+        findings(run)
+            .into_iter()
+            .find(|f| f.kind == "server_cpu_saturated")
+            .expect("a 98% busy thread is saturated")
+            .summary
+    }
+
+    #[test]
+    fn a_saturated_server_names_its_syscalls_or_says_they_were_not_recorded() {
+        assert!(saturated(&busy_server(false)).contains("sys goes to writev 1.0/req"));
+        let off = saturated(&busy_server(true));
+        assert!(
+            off.contains("syscalls not recorded (--syscalls off)"),
+            "{off}"
+        );
+        assert!(!off.contains("sys goes to"), "{off}");
+    }
 }
