@@ -391,8 +391,10 @@ mod tests {
                 total_ns: 1,
             });
         }
-        let mut load = srvprof_loadgen::LoadReport::default();
-        load.completed = 1000;
+        let load = srvprof_loadgen::LoadReport {
+            completed: 1000,
+            ..Default::default()
+        };
         RunReport {
             tool: "srvprof".into(),
             version: String::new(),
