@@ -122,12 +122,10 @@ fn sleeps_and_syscalls_are_counted_exactly_and_switches_match_proc() {
         .filter(|(slot, _)| srvprof_common::hist::slot_upper_bound(*slot as u32) >= 2_000_000)
         .map(|(_, n)| n)
         .sum();
-    // Known defect, measured: the sched_switch program sees every switch-out of a watched thread
-    // (they match /proc's nvcsw exactly) but misses about 1 switch-in in 5,000 (0.02-0.1 % in
-    // runs of 20,000 sleeps, no recursion misses reported), and that sleep's off-CPU period is
-    // then not recorded. Cause not found yet; allow it once or twice in 100.
+    // Every sleep, including the rare one whose switch-in the kernel did not report (the
+    // scheduler's sum_exec_runtime splits that period; see switch_ins_unseen).
     assert!(
-        (98..=100).contains(&long),
+        long >= 100,
         "{long} off-CPU periods of 2 ms or more, want the 100 sleeps"
     );
     // user and sys time: /proc/PID/stat is the kernel's tick-based accounting; the spin is user time.
@@ -339,4 +337,36 @@ fn wakers_are_named_and_counted_like_the_woken_threads_own_switches() {
         "{:?}",
         r.wakeups
     );
+}
+
+#[test]
+fn every_sleep_is_an_off_cpu_period_even_when_the_kernel_skips_a_switch_in() {
+    // The kernel emits sched_switch for every switch-out of a thread but, here, for about one
+    // switch-in in 5,000 it does not (bpftrace on the classic tracepoint sees the same). srvprof
+    // then splits the time between two switch-outs with the scheduler's sum_exec_runtime.
+    // 3,000 sleeps of 1 ms make a skipped switch-in likely (1 or 2 per run here); every sleep
+    // must still be an off-CPU period of at least 1 ms. (On-CPU time is compared with schedstat
+    // in the test above: with 3,000 wakeups from idle, schedstat's ~30 us per wakeup would
+    // swamp it.)
+    let mut w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    let mut sampler = attach(vec![pid]);
+    let s0 = sampler.sample().unwrap();
+    w.command("sleep 3000 1");
+    let s1 = sampler.sample().unwrap();
+    let offcpu = s1.kernel.offcpu_hist[GROUP_SERVER as usize]
+        .minus(&s0.kernel.offcpu_hist[GROUP_SERVER as usize]);
+    let long: u64 = offcpu
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(slot, _)| srvprof_common::hist::slot_upper_bound(*slot as u32) >= 1_000_000)
+        .map(|(_, n)| n)
+        .sum();
+    let r = report(&s0, &s1, sampler);
+    eprintln!(
+        "switch-ins the kernel did not report: {}",
+        r.switch_ins_unseen
+    );
+    assert!(long >= 3000, "{long} off-CPU periods of 1 ms or more");
 }

@@ -43,6 +43,7 @@ pub mod globals {
     pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
     pub const TASK_COMM_OFFSET: &str = "TASK_COMM_OFFSET";
     pub const TASK_EXIT_CODE_OFFSET: &str = "TASK_EXIT_CODE_OFFSET";
+    pub const TASK_EXEC_RUNTIME_OFFSET: &str = "TASK_EXEC_RUNTIME_OFFSET";
     pub const SOCK_STATE_OFFSET: &str = "SOCK_STATE_OFFSET";
     pub const SOCK_NUM_OFFSET: &str = "SOCK_NUM_OFFSET";
     pub const SOCK_DPORT_OFFSET: &str = "SOCK_DPORT_OFFSET";
@@ -94,6 +95,8 @@ pub struct ThreadStats {
     pub last_switch_out_ns: u64,
     /// When the thread became runnable and started waiting for a CPU; 0 when not waiting.
     pub runnable_since_ns: u64,
+    /// The task's sum_exec_runtime at its last switch-out (0: not yet read).
+    pub exec_at_switch_out_ns: u64,
     /// The syscall in flight: when it was entered (0: none) and its number.
     pub syscall_start_ns: u64,
     pub syscall_nr: u64,
@@ -157,7 +160,11 @@ pub mod lost {
     /// A switched-out thread found OFFCPU_START full: that off-CPU period has no stack.
     pub const OFFCPU_START_FULL: u32 = 4;
     pub const WAKEUPS_MAP_FULL: u32 = 5;
-    pub const COUNT: u32 = 6;
+    /// A watched thread ran without a sched_switch event naming it as next (the kernel does not
+    /// always emit one; bpftrace sees the same). Its on- and off-CPU time were then taken from the
+    /// scheduler's sum_exec_runtime instead: nothing is lost, this counts how often.
+    pub const SWITCH_INS_UNSEEN: u32 = 6;
+    pub const COUNT: u32 = 7;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:

@@ -11,7 +11,8 @@ use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost};
 
 use crate::target::{
-    count_lost, current_comm, group_of, task_comm, task_ids, watch, watched_thread,
+    count_lost, current_comm, group_of, task_comm, task_exec_runtime, task_ids, watch,
+    watched_thread,
 };
 
 /// (waker, woken watched thread) -> wakeups.
@@ -54,10 +55,23 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
         }
+        // The scheduler updated prev's sum_exec_runtime just before this tracepoint.
+        let prev: *const u8 = ctx.arg(1);
+        let exec = task_exec_runtime(prev).unwrap_or(0);
         if st.last_switch_in_ns != 0 {
             st.oncpu_ns += now - st.last_switch_in_ns;
             st.last_switch_in_ns = 0;
+        } else if st.last_switch_out_ns != 0 && st.exec_at_switch_out_ns != 0 && exec != 0 {
+            // It ran since its last switch-out, but no sched_switch named it as next: split the
+            // time between the two switch-outs with the scheduler's own on-CPU total.
+            let on = exec.saturating_sub(st.exec_at_switch_out_ns);
+            let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
+            st.oncpu_ns += on;
+            st.offcpu_ns += off;
+            record(&OFFCPU_HIST, st.group, off);
+            count_lost(lost::SWITCH_INS_UNSEEN);
         }
+        st.exec_at_switch_out_ns = exec;
         st.last_switch_out_ns = now;
     }
 

@@ -37,6 +37,8 @@ static TASK_TGID_OFFSET: u64 = 0;
 static TASK_COMM_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_EXIT_CODE_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TASK_EXEC_RUNTIME_OFFSET: u64 = 0;
 
 /// Reads a global set at load time; volatile so the compiler does not fold the zero default.
 #[inline(always)]
@@ -60,6 +62,12 @@ pub fn task_ids(task: *const u8) -> Option<(u32, u32)> {
 #[inline(always)]
 pub fn task_exit_code(task: *const u8) -> Option<i32> {
     read_field(task, global(&TASK_EXIT_CODE_OFFSET))
+}
+
+/// The scheduler's on-CPU total for the task (se.sum_exec_runtime), ns.
+#[inline(always)]
+pub fn task_exec_runtime(task: *const u8) -> Option<u64> {
+    read_field(task, global(&TASK_EXEC_RUNTIME_OFFSET))
 }
 
 #[inline(always)]

@@ -153,6 +153,10 @@ pub struct KernelReport {
     pub tcp: TcpReport,
     /// Records the kernel side could not keep, by reason; all must be 0 for a complete run.
     pub lost_events: BTreeMap<String, u64>,
+    /// Times a watched thread ran with no sched_switch naming it as next (machine-wide, in the
+    /// window). Not a loss: its on/off-CPU split came from the scheduler's sum_exec_runtime.
+    #[serde(default)]
+    pub switch_ins_unseen: u64,
 }
 
 fn wakeup_deltas(
@@ -415,6 +419,14 @@ pub fn kernel_report(
             end.kernel.lost.get(i as usize).copied().unwrap_or(0),
         );
     }
+    let unseen = |s: &Sample| {
+        s.kernel
+            .lost
+            .get(lost::SWITCH_INS_UNSEEN as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    r.switch_ins_unseen = unseen(end).saturating_sub(unseen(start));
     r
 }
 

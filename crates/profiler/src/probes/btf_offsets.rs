@@ -16,6 +16,8 @@ pub struct KernelOffsets {
     pub task_tgid: u64,
     pub task_comm: u64,
     pub task_exit_code: u64,
+    /// task_struct.se.sum_exec_runtime: the scheduler's own on-CPU total for the task.
+    pub task_exec_runtime: u64,
     pub sock_state: u64,
     pub sock_num: u64,
     pub sock_dport: u64,
@@ -38,6 +40,7 @@ impl KernelOffsets {
             task_tgid: field(&["task_struct", "tgid"])?,
             task_comm: field(&["task_struct", "comm"])?,
             task_exit_code: field(&["task_struct", "exit_code"])?,
+            task_exec_runtime: field(&["task_struct", "se", "sum_exec_runtime"])?,
             sock_state: sk_common + field(&["sock_common", "skc_state"])?,
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,
             sock_dport: sk_common + field(&["sock_common", "skc_dport"])?,

@@ -90,6 +90,11 @@ impl Probes {
                 &offsets.task_exit_code,
                 true,
             )
+            .override_global(
+                globals::TASK_EXEC_RUNTIME_OFFSET,
+                &offsets.task_exec_runtime,
+                true,
+            )
             .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
             .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)
             .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
