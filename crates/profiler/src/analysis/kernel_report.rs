@@ -157,6 +157,11 @@ pub struct KernelReport {
     /// window). Not a loss: its on/off-CPU split came from the scheduler's sum_exec_runtime.
     #[serde(default)]
     pub switch_ins_unseen: u64,
+    /// Stacks (machine-wide, in the window) whose bucket in the fixed-size stack map held another
+    /// stack: the sample or off-CPU time is kept, its frames show as [unknown]. Common when
+    /// thousands of distinct stacks are seen; not a lost record.
+    #[serde(default)]
+    pub stack_ids_collided: u64,
 }
 
 fn wakeup_deltas(
@@ -409,7 +414,6 @@ pub fn kernel_report(
     for (i, name) in [
         (lost::EXIT_RING_FULL, "exit_ring_full"),
         (lost::THREADS_MAP_FULL, "threads_map_full"),
-        (lost::STACK_TRACES_FULL, "stack_traces_full"),
         (lost::STACK_KEYS_FULL, "stack_keys_full"),
         (lost::OFFCPU_START_FULL, "offcpu_start_full"),
         (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
@@ -427,6 +431,14 @@ pub fn kernel_report(
             .unwrap_or(0)
     };
     r.switch_ins_unseen = unseen(end).saturating_sub(unseen(start));
+    let collided = |s: &Sample| {
+        s.kernel
+            .lost
+            .get(lost::STACK_TRACES_FULL as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    r.stack_ids_collided = collided(end).saturating_sub(collided(start));
     r
 }
 

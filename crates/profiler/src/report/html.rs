@@ -67,6 +67,14 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     o.push_str("<h2 id=\"flamegraphs\">Flamegraphs</h2><p class=\"note\">Hover a frame for its name and value. \
 On-CPU: cpu-clock samples; off-CPU: microseconds from switch-out to switch-in. Kernel frames end in _[k]. \
 Stacks cover the whole run, warmup included; frames that did not resolve read module+0xoffset.</p>");
+    if run.server.stack_ids_collided > 0 {
+        let _ = write!(
+            o,
+            "<p class=\"note\">{} stacks in the measured window read [unknown]: their bucket in the \
+             kernel's fixed-size stack map held another stack (the samples and off-CPU time are kept).</p>",
+            run.server.stack_ids_collided
+        );
+    }
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
             let label = match kind {
