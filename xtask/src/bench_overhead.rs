@@ -60,14 +60,7 @@ pub fn run(quick: bool) -> Result<String> {
         eprintln!("xtask: mounting tracefs at /sys/kernel/tracing for bpftrace");
         run_cmd(Command::new("mount").args(["-t", "tracefs", "nodev", "/sys/kernel/tracing"]))?;
     }
-    run_cmd(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "-p",
-        "srvprof",
-        "--bins",
-    ]))?;
-    let srvprof = root.join("target/release/srvprof");
+    let srvprof = crate::release_srvprof()?;
     let dir = std::env::temp_dir().join(format!("srvprof-bench-overhead-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;

@@ -13,13 +13,7 @@ pub fn run(args: &[String]) -> Result<()> {
     if unsafe { geteuid() } != 0 {
         bail!("srvprof loads eBPF programs and needs root: run `sudo cargo xtask demo`");
     }
-    run_cmd(Command::new("cargo").current_dir(&root).args([
-        "build",
-        "--release",
-        "-p",
-        "srvprof",
-        "--bins",
-    ]))?;
+    let srvprof = crate::release_srvprof()?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -27,7 +21,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let server = root.join("servers/rust-hyper/run");
     let cmd = format!("{} --port {port} --cpus 1", server.display());
     run_cmd(
-        Command::new(root.join("target/release/srvprof"))
+        Command::new(&srvprof)
             .args([
                 "run", "--cmd", &cmd, "-c", "100", "-d", "10s", "--cpus", "0", "--force", "--out",
             ])

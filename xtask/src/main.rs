@@ -57,6 +57,17 @@ pub fn succeeds(cmd: &mut std::process::Command) -> bool {
         .unwrap_or(false)
 }
 
+/// Builds the release `srvprof` binary of this tree and returns its path.
+pub fn release_srvprof() -> Result<std::path::PathBuf> {
+    let root = workspace_root();
+    run_cmd(
+        std::process::Command::new("cargo")
+            .current_dir(&root)
+            .args(["build", "--release", "-p", "srvprof", "--bins"]),
+    )?;
+    Ok(root.join("target/release/srvprof"))
+}
+
 /// The workspace root (xtask lives one level below it).
 pub fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

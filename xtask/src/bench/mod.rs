@@ -10,12 +10,11 @@ mod index;
 mod tables;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::{run_cmd, workspace_root};
+use crate::workspace_root;
 pub use cells::{Cell, Outcome};
 
 /// One server configuration of the grid: a label, the `servers/<dir>/run` script, its CPUs and
@@ -273,16 +272,7 @@ pub fn run(args: &[String]) -> Result<()> {
 fn run_grid(bench: &BenchArgs, cells: &[Cell]) -> Result<Vec<Outcome>> {
     let srvprof = match &bench.srvprof {
         Some(path) => path.clone(),
-        None => {
-            let root = workspace_root();
-            run_cmd(Command::new("cargo").current_dir(&root).args([
-                "build",
-                "--release",
-                "-p",
-                "srvprof",
-            ]))?;
-            root.join("target/release/srvprof")
-        }
+        None => crate::release_srvprof()?,
     };
     let max_connections = bench.concurrency.iter().copied().max().unwrap_or(0);
     cells::ensure_fd_limit(max_connections)?;

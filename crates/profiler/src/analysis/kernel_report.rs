@@ -423,22 +423,13 @@ pub fn kernel_report(
             end.kernel.lost.get(i as usize).copied().unwrap_or(0),
         );
     }
-    let unseen = |s: &Sample| {
-        s.kernel
-            .lost
-            .get(lost::SWITCH_INS_UNSEEN as usize)
-            .copied()
-            .unwrap_or(0)
+    // Counted in the same per-CPU array, but not losses: reported for the window.
+    let in_window = |i: u32| {
+        let at = |s: &Sample| s.kernel.lost.get(i as usize).copied().unwrap_or(0);
+        at(end).saturating_sub(at(start))
     };
-    r.switch_ins_unseen = unseen(end).saturating_sub(unseen(start));
-    let collided = |s: &Sample| {
-        s.kernel
-            .lost
-            .get(lost::STACK_TRACES_FULL as usize)
-            .copied()
-            .unwrap_or(0)
-    };
-    r.stack_ids_collided = collided(end).saturating_sub(collided(start));
+    r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);
+    r.stack_ids_collided = in_window(lost::STACK_TRACES_FULL);
     r
 }
 
