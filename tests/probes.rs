@@ -361,7 +361,9 @@ fn every_switch_out_gets_its_off_cpu_period_even_when_the_kernel_skips_the_switc
         "switch-ins the kernel did not report: {}; /proc switches {switches}; off-CPU periods {}",
         r.switch_ins_unseen, r.offcpu_us.count
     );
-    assert!(switches >= 3000, "/proc counts {switches} switches");
+    // The kernel's own count is the reference: a sleep can come back without a switch (one CI
+    // rehearsal: 2,998 switches for 3,000 sleeps), so only check that the sleeps did switch.
+    assert!(switches >= 2900, "/proc counts {switches} switches");
     // The window opens and closes with the thread blocked in read(): one period that began
     // before it is counted in it, one that ends after it is not.
     assert!(

@@ -2,7 +2,10 @@
 
 use aya_ebpf::{
     EbpfContext,
-    helpers::{bpf_get_smp_processor_id, bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_str_bytes,
+    },
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
     programs::BtfTracePointContext,
@@ -130,8 +133,9 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
     let Some(group) = group_of(wakee_tgid) else {
         return 0;
     };
+    let waker = bpf_get_current_pid_tgid();
     let key = WakeKey {
-        waker_tid: ctx.pid(),
+        waker_tid: waker as u32,
         wakee_tid,
     };
     if let Some(n) = WAKEUPS.get_ptr_mut(&key) {
@@ -140,7 +144,7 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
     }
     let first = WakeCount {
         count: 1,
-        waker_tgid: ctx.tgid(),
+        waker_tgid: (waker >> 32) as u32,
         wakee_group: group,
         waker_comm: current_comm(),
     };
@@ -164,7 +168,8 @@ pub fn task_rename(ctx: BtfTracePointContext) -> i32 {
     let Some((tid, tgid)) = task_ids(task) else {
         return 0;
     };
-    if group_of(tgid).is_none() {
+    // The bitmap filters; the thread's own entry (with its tgid) is the truth.
+    if !crate::target::maybe_watched(tgid) {
         return 0;
     }
     if let Some(st) = crate::target::THREADS.get_ptr_mut(&tid) {

@@ -86,7 +86,7 @@ pub fn current_comm() -> [u8; 16] {
 
 /// False when the process is certainly not watched (the bit is clear): the cheap first test.
 #[inline(always)]
-fn maybe_watched(tgid: u32) -> bool {
+pub fn maybe_watched(tgid: u32) -> bool {
     let word = tgid / 64;
     if word >= TARGET_BITMAP_WORDS {
         return true; // beyond the bitmap: ask the hash
