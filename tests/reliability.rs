@@ -406,13 +406,16 @@ fn thousands_of_connections_held_with_flat_memory_and_nothing_lost() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_attached(&mut child, "probes attached");
+    let later_lines = wait_attached(&mut child, "probes attached");
     let pid = child.id();
-    // One RSS reading a second over the measured part of the run.
+    // One RSS reading a second over the measured part of the run: until srvprof says the load is
+    // done (then it reads and symbolizes stacks, a one-off after the connections are closed).
     std::thread::sleep(Duration::from_secs(4));
     let mut rss = Vec::new();
     while let Some(kb) = rss_kb(pid) {
-        if child.try_wait().unwrap().is_some() {
+        if child.try_wait().unwrap().is_some()
+            || later_lines.try_iter().any(|l| l.contains("load done"))
+        {
             break;
         }
         rss.push(kb);

@@ -340,14 +340,23 @@ pub fn program_names_held_by(pid: u32) -> Vec<String> {
 
 /// Reads a spawned srvprof's stderr until a line contains `marker` (it says "probes attached",
 /// "watching PIDs", ...), then keeps draining it so srvprof never blocks on a full pipe.
-pub fn wait_attached(child: &mut std::process::Child, marker: &str) {
+/// The lines after the marker arrive on the returned channel.
+pub fn wait_attached(
+    child: &mut std::process::Child,
+    marker: &str,
+) -> std::sync::mpsc::Receiver<String> {
     use std::io::BufRead;
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     while stderr.read_line(&mut line).unwrap() > 0 {
         if line.contains(marker) {
-            std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-            return;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in stderr.lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            return rx;
         }
         line.clear();
     }
