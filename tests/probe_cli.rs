@@ -76,7 +76,7 @@ fn json_contract_and_known_counts() {
     require_root();
     let mut w = Workload::start(WORKLOAD);
     let path = out_file("contract");
-    let mut probe = spawn_probe(w.pid(), "3s", &path, &["--interval", "500ms"]);
+    let mut probe = spawn_probe(w.pid(), "3s", &path, &["--interval", "500ms", "--exact"]);
     w.command("syscalls 12345");
     assert!(probe.wait().unwrap().success());
     let j: serde_json::Value =
@@ -136,6 +136,7 @@ fn json_contract_and_known_counts() {
         .find(|s| s["name"] == "getppid")
         .expect("getppid counted");
     assert_eq!(getppid["count"], 12345);
+    assert!(j["traced_fraction"].is_null(), "--exact traces all along");
     assert!(j["duration_s"].as_f64().unwrap() >= 2.5);
     assert!(j["intervals"].as_array().unwrap().len() >= 5);
 }
@@ -258,7 +259,7 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
     let pid = w.pid();
     for (setting, attached) in [("on", true), ("off", false)] {
         let path = out_file(&format!("syscalls-{setting}"));
-        let probe = spawn_probe(pid, "60s", &path, &["--syscalls", setting]);
+        let probe = spawn_probe(pid, "60s", &path, &["--syscalls", setting, "--exact"]);
         let held = program_names_held_by(probe.id());
         assert!(
             held.iter().any(|n| n == "sched_switch"),
@@ -302,4 +303,45 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
             v1 - v0
         );
     }
+}
+
+/// The default, sampled mode: the syscall programs are attached a tenth of the time and the
+/// counts scaled up. Against a syscall rate fixed by construction (K getppid every millisecond),
+/// the estimate must land near the true count; were the programs attached all along, or never,
+/// it would be ten times too high, or zero.
+#[test]
+fn sampled_syscall_counts_estimate_a_paced_rate() {
+    require_root();
+    let mut w = Workload::start(WORKLOAD);
+    let path = out_file("sampled");
+    let mut probe = spawn_probe(w.pid(), "5s", &path, &[]);
+    // Outlasts the probe, so the whole window sees the same rate.
+    w.command("paced 7 20");
+    assert!(probe.wait().unwrap().success());
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let fraction = j["traced_fraction"].as_f64().expect("sampled by default");
+    assert!((0.08..=0.12).contains(&fraction), "traced {fraction}");
+    let duration_s = j["duration_s"].as_f64().unwrap();
+    let count = |name: &str| {
+        j["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map_or(0, |s| s["count"].as_u64().unwrap()) as f64
+    };
+    for (name, per_s) in [("getppid", 20_000.0), ("clock_nanosleep", 1_000.0)] {
+        let truth = per_s * duration_s;
+        let estimate = count(name);
+        assert!(
+            (estimate - truth).abs() <= truth * 0.1,
+            "{name}: estimated {estimate:.0} over {duration_s:.2} s, paced at {truth:.0}"
+        );
+    }
+    assert!(
+        j["notes"].to_string().contains("estimates"),
+        "the report says which figures are estimates: {}",
+        j["notes"]
+    );
 }

@@ -3,6 +3,9 @@
 //!
 //! sleep N MS        N nanosleeps of MS milliseconds (N voluntary context switches, N clock_nanosleep)
 //! syscalls M        M getppid syscalls
+//! paced S K         for S seconds, K getppid syscalls at every millisecond tick (absolute
+//!                   sleeps, so a late tick catches up): a syscall rate fixed by construction,
+//!                   whatever tracing costs; answers "ok TOTAL"
 //! spin MS           burn MS milliseconds of user CPU time
 //! fork-signal SIG   fork a child that dies by signal SIG (default action); answers its pid
 //! fork-exit CODE    fork a child that exits with CODE; answers its pid
@@ -46,6 +49,7 @@ fn main() {
                 }
                 "ok".to_string()
             }
+            Some("paced") => paced(arg(1) as u64, arg(2) as u64),
             Some("spin") => {
                 // Bounded by this thread's CPU time, not wall time, so a busy machine does not shorten it.
                 let end = thread_cpu_ns() + arg(1) as u64 * 1_000_000;
@@ -146,4 +150,36 @@ fn thread_cpu_ns() -> u64 {
     // SAFETY: clock_gettime writes into the timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn paced(seconds: u64, per_tick: u64) -> String {
+    let mut tick = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut tick) };
+    let mut total = 0u64;
+    for _ in 0..seconds * 1000 {
+        tick.tv_nsec += 1_000_000;
+        if tick.tv_nsec >= 1_000_000_000 {
+            tick.tv_nsec -= 1_000_000_000;
+            tick.tv_sec += 1;
+        }
+        // SAFETY: an absolute sleep to a valid time, no remainder wanted.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &tick,
+                std::ptr::null_mut(),
+            )
+        };
+        for _ in 0..per_tick {
+            // SAFETY: getppid has no preconditions.
+            unsafe { libc::syscall(libc::SYS_getppid) };
+        }
+        total += per_tick;
+    }
+    format!("ok {total}")
 }

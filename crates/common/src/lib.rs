@@ -44,6 +44,7 @@ pub mod globals {
     pub const TASK_COMM_OFFSET: &str = "TASK_COMM_OFFSET";
     pub const TASK_EXIT_CODE_OFFSET: &str = "TASK_EXIT_CODE_OFFSET";
     pub const TASK_EXEC_RUNTIME_OFFSET: &str = "TASK_EXEC_RUNTIME_OFFSET";
+    pub const REGS_ORIG_AX_OFFSET: &str = "REGS_ORIG_AX_OFFSET";
     pub const SOCK_STATE_OFFSET: &str = "SOCK_STATE_OFFSET";
     pub const SOCK_NUM_OFFSET: &str = "SOCK_NUM_OFFSET";
     pub const SOCK_DPORT_OFFSET: &str = "SOCK_DPORT_OFFSET";
@@ -71,6 +72,18 @@ pub mod maps {
     pub const ONCPU_STACKS: &str = "ONCPU_STACKS";
     pub const OFFCPU_STACKS: &str = "OFFCPU_STACKS";
     pub const OFFCPU_START: &str = "OFFCPU_START";
+    pub const TRACE_WINDOW: &str = "TRACE_WINDOW";
+}
+
+/// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and interrupt
+/// programs for a window (sampled mode; in exact mode both stay 0: attached all along).
+pub mod window {
+    /// bpf_ktime_get_ns() when the window opened: a start recorded before it is stale (its end
+    /// happened while the programs were detached), so that period is not timed.
+    pub const START_NS: u32 = 0;
+    /// The window's length; 0 in exact mode.
+    pub const LEN_NS: u32 = 1;
+    pub const COUNT: u32 = 2;
 }
 
 /// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,

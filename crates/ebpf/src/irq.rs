@@ -1,4 +1,6 @@
 //! System-wide, per-CPU hardirq and softirq counts and time (per-CPU maps are the per-CPU split).
+//! In sampled mode these run only inside windows: userspace then takes the counts from
+//! /proc/softirqs and /proc/interrupts, and the time per event from here.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -7,6 +9,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use srvprof_common::{CountTime, MAX_IRQS, NR_SOFTIRQS, SoftirqSlot};
+
+use crate::window;
 
 /// Per CPU (the per-CPU split is the per-CPU map itself), per vector: one slot, one lookup per event.
 #[map]
@@ -35,7 +39,8 @@ pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {
-            if (*slot).start_ns != 0 {
+            // A start from before the window opened is stale: that softirq's exit was missed.
+            if (*slot).start_ns != 0 && (*slot).start_ns >= window::start_ns() {
                 (*slot).total_ns += bpf_ktime_get_ns().saturating_sub((*slot).start_ns);
                 (*slot).start_ns = 0;
             }
@@ -75,7 +80,7 @@ pub fn irq_handler_exit(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     let started = unsafe { *start };
-    if started == 0 {
+    if started == 0 || started < window::start_ns() {
         return 0;
     }
     unsafe { *start = 0 };

@@ -11,6 +11,7 @@ mod stacks;
 mod syscalls;
 mod target;
 mod tcp;
+mod window;
 
 #[cfg(not(test))]
 #[panic_handler]

@@ -3,6 +3,10 @@
 //! Every syscall on the machine passes through here, so the path is kept short: one lookup of
 //! the process, then the thread's own slot holds the syscall in flight (no map insert or delete
 //! per call), and the totals go to a per-CPU array indexed by group and syscall number.
+//!
+//! A syscall is counted when it returns. One that began before the programs were attached (at
+//! start, or before a sampled window opened) is counted with its number from the registers, but
+//! not timed: its start was not seen.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -12,12 +16,17 @@ use aya_ebpf::{
 };
 use srvprof_common::{CountTime, MAX_SYSCALL_NR, NUM_GROUPS};
 
-use crate::target::watched_thread_current;
+use crate::target::{global, read_field, watched_thread_current};
+use crate::window;
 
 /// [group * MAX_SYSCALL_NR + nr] -> count and total time.
 #[map]
 static SYSCALLS: PerCpuArray<CountTime> =
     PerCpuArray::with_max_entries(MAX_SYSCALL_NR * NUM_GROUPS, 0);
+
+/// Offset of pt_regs.orig_ax (the syscall number), set by userspace from BTF.
+#[unsafe(no_mangle)]
+static REGS_ORIG_AX_OFFSET: u64 = 0;
 
 /// sys_enter(struct pt_regs *regs, long id)
 #[btf_tracepoint(function = "sys_enter")]
@@ -33,19 +42,24 @@ pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
 
 /// sys_exit(struct pt_regs *regs, long ret). Syscalls that never return (exit, exit_group) are not counted.
 #[btf_tracepoint(function = "sys_exit")]
-pub fn sys_exit(_ctx: BtfTracePointContext) -> i32 {
+pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     let Some(st) = watched_thread_current() else {
         return 0;
     };
-    if st.syscall_start_ns == 0 {
-        return 0;
-    }
-    let elapsed = unsafe { bpf_ktime_get_ns() }.saturating_sub(st.syscall_start_ns);
+    let start = st.syscall_start_ns;
     st.syscall_start_ns = 0;
+    let (nr, elapsed) = if start != 0 && start >= window::start_ns() {
+        let d = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+        (st.syscall_nr, window::weighted(d))
+    } else {
+        let regs: *const u8 = ctx.arg(0);
+        let nr: i64 = read_field(regs, global(&REGS_ORIG_AX_OFFSET)).unwrap_or(-1);
+        (nr as u64, 0)
+    };
     st.syscalls += 1;
     st.syscall_ns += elapsed;
-    let nr = if st.syscall_nr < MAX_SYSCALL_NR as u64 {
-        st.syscall_nr as u32
+    let nr = if nr < MAX_SYSCALL_NR as u64 {
+        nr as u32
     } else {
         MAX_SYSCALL_NR - 1
     };

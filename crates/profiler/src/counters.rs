@@ -126,6 +126,10 @@ pub struct KernelCounters {
     pub wakeups: Vec<WakePair>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
+    /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
+    /// counts cover only that time). None in exact mode: attached all along.
+    #[serde(default)]
+    pub traced_ns: Option<u64>,
     /// Per CPU, per softirq vector.
     pub softirqs: Vec<Vec<CountNs>>,
     /// (irq line, per-CPU count and time).
@@ -145,6 +149,7 @@ impl KernelCounters {
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
             syscalls_off: false,
+            traced_ns: None,
             wakeups: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),

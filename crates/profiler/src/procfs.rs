@@ -131,32 +131,81 @@ pub fn softirqs() -> BTreeMap<String, Vec<u64>> {
         .unwrap_or_default()
 }
 
-/// /proc/interrupts: irq number -> name (the device or handler name in the last column).
-pub fn parse_interrupt_names(text: &str) -> BTreeMap<u32, String> {
+/// One numbered line of /proc/interrupts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterruptLine {
+    pub irq: u32,
+    /// The device or handler name (the last column).
+    pub name: String,
+    pub per_cpu: Vec<u64>,
+}
+
+/// /proc/interrupts' numbered lines (NMI, LOC and the other named rows are not IRQ lines).
+pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
     let mut lines = text.lines();
     let ncpus = lines
         .next()
         .map(|h| h.split_whitespace().count())
         .unwrap_or(0);
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     for line in lines {
         let mut parts = line.split_whitespace();
         let Some(label) = parts.next() else { continue };
         let Ok(irq) = label.trim_end_matches(':').parse::<u32>() else {
             continue;
         };
-        let rest: Vec<&str> = parts.skip(ncpus).collect();
+        let fields: Vec<&str> = parts.collect();
+        let per_cpu = fields
+            .iter()
+            .take(ncpus)
+            .map(|f| f.parse().unwrap_or(0))
+            .collect();
         // e.g. "IO-APIC 2-edge timer" or "PCI-MSIX-0000:00:03.0 0-edge virtio0-input.0": the last word is the handler.
-        let name = rest.last().map(|s| s.to_string()).unwrap_or_default();
-        out.insert(irq, name);
+        let name = fields
+            .iter()
+            .skip(ncpus)
+            .last()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        out.push(InterruptLine { irq, name, per_cpu });
     }
     out
 }
 
-pub fn interrupt_names() -> BTreeMap<u32, String> {
+fn interrupts() -> Vec<InterruptLine> {
     fs::read_to_string("/proc/interrupts")
-        .map(|t| parse_interrupt_names(&t))
+        .map(|t| parse_interrupts(&t))
         .unwrap_or_default()
+}
+
+/// irq number -> name.
+pub fn interrupt_names() -> BTreeMap<u32, String> {
+    interrupts().into_iter().map(|l| (l.irq, l.name)).collect()
+}
+
+/// (irq line, per-CPU count), the kernel's own count of each line's interrupts.
+pub fn interrupt_counts() -> Vec<(u32, Vec<u64>)> {
+    interrupts().into_iter().map(|l| (l.irq, l.per_cpu)).collect()
+}
+
+/// /proc/softirqs as [cpu][vector], vectors in srvprof_common::SOFTIRQ_NAMES order.
+pub fn softirq_counts() -> Vec<Vec<u64>> {
+    let by_name = softirqs();
+    let ncpus = by_name.values().map(Vec::len).max().unwrap_or(0);
+    (0..ncpus)
+        .map(|cpu| {
+            srvprof_common::SOFTIRQ_NAMES
+                .iter()
+                .map(|v| {
+                    by_name
+                        .get(*v)
+                        .and_then(|c| c.get(cpu))
+                        .copied()
+                        .unwrap_or(0)
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// TCP counters of the network namespace `pid` lives in (/proc/PID/net/netstat and snmp),
@@ -246,12 +295,14 @@ mod tests {
     }
 
     #[test]
-    fn interrupt_names_take_the_handler() {
+    fn interrupt_lines_take_the_handler_and_the_counts() {
         let text = "           CPU0       CPU1\n  0:         48          0   IO-APIC   2-edge      timer\n 24:          0        933  PCI-MSIX-0000:00:03.0   0-edge      virtio0-input.0\nNMI:          0          0   Non-maskable interrupts\n";
-        let n = parse_interrupt_names(text);
-        assert_eq!(n[&0], "timer");
-        assert_eq!(n[&24], "virtio0-input.0");
+        let n = parse_interrupts(text);
         assert_eq!(n.len(), 2);
+        assert_eq!((n[0].irq, n[0].name.as_str()), (0, "timer"));
+        assert_eq!(n[0].per_cpu, vec![48, 0]);
+        assert_eq!((n[1].irq, n[1].name.as_str()), (24, "virtio0-input.0"));
+        assert_eq!(n[1].per_cpu, vec![0, 933]);
     }
 
     #[test]

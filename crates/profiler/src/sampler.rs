@@ -35,6 +35,12 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
+    /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order).
+    #[serde(default)]
+    pub softirq_counts: Vec<Vec<u64>>,
+    /// /proc/interrupts: (irq line, per-CPU count).
+    #[serde(default)]
+    pub irq_counts: Vec<(u32, Vec<u64>)>,
 }
 
 /// A watched thread or process that exited during the run.
@@ -60,6 +66,11 @@ pub struct Sampler {
     last_mib: BTreeMap<String, u64>,
     listen_ports: Vec<u16>,
     pub exits: Vec<ExitRecord>,
+    /// Sampled mode: the last sample's time, until this interval's window of the syscall and
+    /// interrupt programs has opened.
+    window_from_ns: Option<u64>,
+    /// Sampled mode: when the open window ends.
+    window_end_ns: Option<u64>,
 }
 
 impl Sampler {
@@ -73,6 +84,8 @@ impl Sampler {
             last_mib: BTreeMap::new(),
             listen_ports: Vec::new(),
             exits: Vec::new(),
+            window_from_ns: None,
+            window_end_ns: None,
         }
     }
 
@@ -86,9 +99,13 @@ impl Sampler {
         &mut self.probes
     }
 
-    /// Reads everything once.
+    /// Reads everything once; in sampled mode, the interval that starts now gets its window of
+    /// the syscall and interrupt programs (opened by wait_until).
     pub fn sample(&mut self) -> Result<Sample, SrvprofError> {
+        self.close_window();
         let kernel = self.probes.read()?;
+        let softirq_counts = procfs::softirq_counts();
+        let irq_counts = procfs::interrupt_counts();
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
         for (pid, group) in self.probes.watched_pids()? {
@@ -126,9 +143,14 @@ impl Sampler {
                 self.last_mib = mib;
             }
         }
+        if self.probes.window().is_some() {
+            self.window_from_ns = Some(crate::clock::monotonic_ns());
+        }
         Ok(Sample {
             monotonic_ns: kernel.monotonic_ns,
             kernel,
+            softirq_counts,
+            irq_counts,
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
@@ -138,6 +160,44 @@ impl Sampler {
                 crate::sockdiag::listen_drops(&self.listen_ports)
             },
         })
+    }
+
+    /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode it opens the
+    /// interval's window in its middle, away from the reading at each end (srvprof's own CPU burst,
+    /// which would otherwise slow the server in exactly the time measured), and closes it on time.
+    pub fn wait_until(&mut self, due_ns: u64, stop: impl Fn() -> bool) -> Result<(), SrvprofError> {
+        loop {
+            let now = crate::clock::monotonic_ns();
+            if self.window_end_ns.is_some_and(|end| now >= end) {
+                self.close_window();
+            }
+            let mut wake = due_ns;
+            if let (Some(from), Some((window, _))) = (self.window_from_ns, self.probes.window()) {
+                let len = window.as_nanos() as u64;
+                let open_at = from + due_ns.saturating_sub(from).saturating_sub(len) / 2;
+                if now >= open_at {
+                    self.window_from_ns = None;
+                    self.probes.open_window()?;
+                    self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
+                } else {
+                    wake = wake.min(open_at);
+                }
+            }
+            if now >= due_ns || stop() {
+                return Ok(());
+            }
+            if let Some(end) = self.window_end_ns {
+                wake = wake.min(end);
+            }
+            let nap = wake.saturating_sub(now).min(20_000_000);
+            std::thread::sleep(std::time::Duration::from_nanos(nap));
+        }
+    }
+
+    fn close_window(&mut self) {
+        self.probes.close_window();
+        self.window_from_ns = None;
+        self.window_end_ns = None;
     }
 
     fn collect_exits(&mut self) {
@@ -158,6 +218,7 @@ impl Sampler {
 
     /// Detaches every probe, returning what was recorded.
     pub fn finish(mut self) -> Vec<ExitRecord> {
+        self.close_window();
         self.collect_exits();
         drop(self.probes);
         self.exits

@@ -66,7 +66,7 @@ pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow 
         runq_p99_us: r.runq_latency_us.p99,
         user_pct: r.totals.user_ns as f64 / (secs * 1e9) * 100.0,
         sys_pct: r.totals.sys_ns as f64 / (secs * 1e9) * 100.0,
-        syscalls_per_s: (!r.syscalls_off).then(|| per_s(r.totals.syscalls)),
+        syscalls_per_s: r.syscalls_recorded().then(|| per_s(r.totals.syscalls)),
         migrations_per_s: per_s(r.totals.migrations),
         net_rx_per_s: net_rx,
         net_tx_per_s: net_tx,

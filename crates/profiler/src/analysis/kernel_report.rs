@@ -144,6 +144,13 @@ pub struct KernelReport {
     /// then not measured (their 0 means nothing), rather than "no syscalls".
     #[serde(default)]
     pub syscalls_off: bool,
+    /// None: syscalls and interrupts were traced all the time (--exact), every figure counted.
+    /// Otherwise the share of the window their programs were attached (sampled mode, the
+    /// default): syscall counts and times are scaled up from those windows, interrupt counts are
+    /// the kernel's own (/proc/softirqs, /proc/interrupts) and their times are the windows' mean
+    /// per event times those counts.
+    #[serde(default)]
+    pub traced_fraction: Option<f64>,
     pub softirqs: Vec<SoftirqReport>,
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]
@@ -162,6 +169,29 @@ pub struct KernelReport {
     /// thousands of distinct stacks are seen; not a lost record.
     #[serde(default)]
     pub stack_ids_collided: u64,
+}
+
+impl KernelReport {
+    /// Whether the syscall figures mean anything: not with --syscalls off, nor in a sampled
+    /// window where the syscall programs were never attached.
+    pub fn syscalls_recorded(&self) -> bool {
+        !self.syscalls_off && self.traced_fraction != Some(0.0)
+    }
+
+    /// In sampled mode, one sentence saying which figures are estimates and from how much time.
+    pub fn sampling_note(&self) -> Option<String> {
+        let f = self.traced_fraction?;
+        let what = if self.syscalls_off {
+            "interrupt times are estimates"
+        } else {
+            "syscall counts and times, and interrupt times, are estimates"
+        };
+        Some(format!(
+            "{what} from the {:.0}% of the time their probes were attached (sampled mode; \
+             interrupt counts are the kernel's own); --exact traces them all the time",
+            f * 100.0
+        ))
+    }
 }
 
 fn wakeup_deltas(
@@ -264,6 +294,30 @@ fn mib_delta(end: &Sample, start: &Sample, name: &str) -> u64 {
     e.saturating_sub(s)
 }
 
+/// Sampled mode: the share of the window between two samples the syscall and interrupt programs
+/// were attached. None in exact mode (attached all along).
+pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
+    let traced = end
+        .kernel
+        .traced_ns?
+        .saturating_sub(start.kernel.traced_ns.unwrap_or(0));
+    let wall = end.monotonic_ns.saturating_sub(start.monotonic_ns);
+    Some(if wall == 0 {
+        0.0
+    } else {
+        (traced as f64 / wall as f64).min(1.0)
+    })
+}
+
+/// Scales a count seen while the programs were attached up to the whole window.
+fn scaled(n: u64, fraction: Option<f64>) -> u64 {
+    match fraction {
+        None => n,
+        Some(f) if f > 0.0 => (n as f64 / f).round() as u64,
+        Some(_) => 0,
+    }
+}
+
 /// The report for `group` between two samples. Threads and processes first seen after `start`
 /// count from zero (they were born in the window).
 pub fn kernel_report(
@@ -273,9 +327,11 @@ pub fn kernel_report(
     exits: &[ExitRecord],
 ) -> KernelReport {
     let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
+    let fraction = traced_fraction(start, end);
     let mut r = KernelReport {
         duration_s,
         syscalls_off: end.kernel.syscalls_off,
+        traced_fraction: fraction,
         ..Default::default()
     };
 
@@ -304,8 +360,8 @@ pub fn kernel_report(
             runq_ns: d.runq_ns,
             runq_waits: d.runq_count,
             migrations: d.migrations,
-            syscalls: d.syscalls,
-            syscall_ns: d.syscall_ns,
+            syscalls: scaled(d.syscalls, fraction),
+            syscall_ns: scaled(d.syscall_ns, fraction),
             cpus: (0..64).filter(|c| d.cpu_mask & (1u64 << c) != 0).collect(),
         });
     }
@@ -370,8 +426,8 @@ pub fn kernel_report(
             r.syscalls.push(SyscallReport {
                 name: syscall_name(*nr),
                 nr: *nr,
-                count: d.count,
-                total_ns: d.total_ns,
+                count: scaled(d.count, fraction),
+                total_ns: scaled(d.total_ns, fraction),
             });
         }
     }
@@ -433,23 +489,56 @@ pub fn kernel_report(
     r
 }
 
+/// The probes' delta of one counter between two samples.
+fn probe_delta(end: Option<&CountNs>, start: Option<&CountNs>) -> CountNs {
+    end.copied()
+        .unwrap_or_default()
+        .minus(start.copied().unwrap_or_default())
+}
+
+/// Delta of one of the kernel's own counters (entry `index` of a row) between two samples.
+fn kernel_delta(end: Option<&Vec<u64>>, start: Option<&Vec<u64>>, index: usize) -> u64 {
+    let at = |v: Option<&Vec<u64>>| v.and_then(|c| c.get(index)).copied().unwrap_or(0);
+    at(end).saturating_sub(at(start))
+}
+
+/// Sampled mode: `count` events (the kernel's own count) at the mean time per event the probes
+/// measured in their windows.
+fn at_probe_mean(probe: CountNs, count: u64) -> CountNs {
+    let total_ns = if probe.count == 0 {
+        0
+    } else {
+        (u128::from(probe.total_ns) * u128::from(count) / u128::from(probe.count)) as u64
+    };
+    CountNs { count, total_ns }
+}
+
 /// Softirqs per CPU and vector in the window (system-wide), vectors with no events left out.
+/// Exact mode: as the probes counted them. Sampled mode: the kernel's counts (/proc/softirqs).
 pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
+    let sampled = end.kernel.traced_ns.is_some();
+    let ncpus = end.kernel.softirqs.len().max(end.softirq_counts.len());
     let mut out = Vec::new();
-    for (cpu, vecs) in end.kernel.softirqs.iter().enumerate() {
-        for (v, c) in vecs.iter().enumerate() {
-            let s = start
-                .kernel
-                .softirqs
-                .get(cpu)
-                .and_then(|x| x.get(v))
-                .copied()
-                .unwrap_or_default();
-            let d = c.minus(s);
+    for cpu in 0..ncpus {
+        for (v, vector) in SOFTIRQ_NAMES.iter().enumerate() {
+            let probe = probe_delta(
+                end.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
+                start.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
+            );
+            let d = if sampled {
+                let count = kernel_delta(
+                    end.softirq_counts.get(cpu),
+                    start.softirq_counts.get(cpu),
+                    v,
+                );
+                at_probe_mean(probe, count)
+            } else {
+                probe
+            };
             if d.count > 0 {
                 out.push(SoftirqReport {
                     cpu: cpu as u32,
-                    vector: SOFTIRQ_NAMES[v].into(),
+                    vector: (*vector).into(),
                     count: d.count,
                     total_ns: d.total_ns,
                 });
@@ -459,31 +548,60 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
     out
 }
 
-/// Hardirqs per CPU and line in the window (system-wide).
+/// Hardirqs per CPU and line in the window (system-wide). Exact mode: as the probes counted them.
+/// Sampled mode: the kernel's counts (/proc/interrupts).
 pub fn hardirq_deltas(
     start: &Sample,
     end: &Sample,
     names: &BTreeMap<u32, String>,
 ) -> Vec<HardirqReport> {
-    let mut out = Vec::new();
-    for (irq, per_cpu) in &end.kernel.hardirqs {
-        let earlier = start
-            .kernel
+    let sampled = end.kernel.traced_ns.is_some();
+    let probe_of = |s: &Sample, irq: u32| {
+        s.kernel
             .hardirqs
             .iter()
-            .find(|(i, _)| i == irq)
-            .map(|(_, v)| v);
-        for (cpu, c) in per_cpu.iter().enumerate() {
-            let s = earlier
-                .and_then(|v| v.get(cpu))
-                .copied()
-                .unwrap_or_default();
-            let d = c.minus(s);
+            .find(|(i, _)| *i == irq)
+            .map(|(_, v)| v.clone())
+    };
+    let mut irqs: Vec<u32> = if sampled {
+        end.irq_counts.iter().map(|(irq, _)| *irq).collect()
+    } else {
+        end.kernel.hardirqs.iter().map(|(irq, _)| *irq).collect()
+    };
+    irqs.sort_unstable();
+    irqs.dedup();
+    let mut out = Vec::new();
+    for irq in irqs {
+        let (probe_end, probe_start) = (probe_of(end, irq), probe_of(start, irq));
+        let kernel_of = |s: &Sample| {
+            s.irq_counts
+                .iter()
+                .find(|(i, _)| *i == irq)
+                .map(|(_, v)| v.clone())
+        };
+        let (kernel_end, kernel_start) = (kernel_of(end), kernel_of(start));
+        let ncpus = probe_end
+            .as_ref()
+            .map_or(0, Vec::len)
+            .max(kernel_end.as_ref().map_or(0, Vec::len));
+        for cpu in 0..ncpus {
+            let probe = probe_delta(
+                probe_end.as_ref().and_then(|v| v.get(cpu)),
+                probe_start.as_ref().and_then(|v| v.get(cpu)),
+            );
+            let d = if sampled {
+                at_probe_mean(
+                    probe,
+                    kernel_delta(kernel_end.as_ref(), kernel_start.as_ref(), cpu),
+                )
+            } else {
+                probe
+            };
             if d.count > 0 {
                 out.push(HardirqReport {
                     cpu: cpu as u32,
-                    irq: *irq,
-                    name: names.get(irq).cloned().unwrap_or_default(),
+                    irq,
+                    name: names.get(&irq).cloned().unwrap_or_default(),
                     count: d.count,
                     total_ns: d.total_ns,
                 });

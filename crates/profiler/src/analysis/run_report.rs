@@ -111,7 +111,7 @@ pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
         context_switches: (t.voluntary_switches + t.involuntary_switches) as f64 / n,
         voluntary_switches: t.voluntary_switches as f64 / n,
         involuntary_switches: t.involuntary_switches as f64 / n,
-        syscalls: (!r.syscalls_off).then(|| t.syscalls as f64 / n),
+        syscalls: r.syscalls_recorded().then(|| t.syscalls as f64 / n),
         cpu_us: (t.user_ns + t.sys_ns) as f64 / 1e3 / n,
         user_us: t.user_ns as f64 / 1e3 / n,
         sys_us: t.sys_ns as f64 / 1e3 / n,
@@ -249,6 +249,8 @@ pub fn build(
     let last = series.end_of(intervals).cloned().unwrap_or_default();
     let server = kernel_report(&first, &last, GROUP_SERVER, exits);
     let client = kernel_report(&first, &last, GROUP_CLIENT, exits);
+    let mut notes = notes;
+    notes.extend(server.sampling_note());
     let mut timeline = Vec::new();
     for (i, (server_row, client_row)) in series
         .server_rows

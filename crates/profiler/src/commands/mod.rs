@@ -17,15 +17,3 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     }
     stop
 }
-
-/// Sleeps up to `dur`, waking early when `stop` is set.
-pub fn sleep_unless_stopped(dur: std::time::Duration, stop: &AtomicBool) {
-    let end = std::time::Instant::now() + dur;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let now = std::time::Instant::now();
-        if now >= end {
-            break;
-        }
-        std::thread::sleep((end - now).min(std::time::Duration::from_millis(50)));
-    }
-}

@@ -75,6 +75,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         server_pids: pids.clone(),
         tcp_ports: ports.clone(),
         skip_syscalls: !args.syscalls.on,
+        sampled_window: args.syscalls.sampled_window(args.interval),
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
@@ -101,7 +102,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let started = Instant::now();
     while started.elapsed() < args.duration && !stop.load(Ordering::Relaxed) {
         let remaining = args.duration.saturating_sub(started.elapsed());
-        super::sleep_unless_stopped(args.interval.min(remaining), &stop);
+        let due = clock::monotonic_ns() + args.interval.min(remaining).as_nanos() as u64;
+        sampler.wait_until(due, || stop.load(Ordering::Relaxed))?;
         let cur = sampler.sample()?;
         let row = interval_row(&prev, &cur, GROUP_SERVER, start_ns);
         if args.format == Format::Text {
@@ -131,6 +133,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     }
     let exits = sampler.finish();
     let report = kernel_report(&first, &last, GROUP_SERVER, &exits);
+    notes.extend(report.sampling_note());
     let out = ProbeOutput {
         tool: "srvprof",
         report,

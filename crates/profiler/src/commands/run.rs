@@ -66,6 +66,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         tcp_ports: vec![port],
         stack_sample_hz: args.stacks.then_some(args.freq),
         skip_syscalls: !args.syscalls.on,
+        sampled_window: args.syscalls.sampled_window(config.interval),
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     // Scripts and tests bracket the probed window with this line and "reading stacks".
@@ -136,9 +137,9 @@ fn sample_every(
     let mut k = 0u64;
     loop {
         let due = measure_start + k * interval.as_nanos() as u64;
-        while clock::monotonic_ns() < due && !load_done.load(Ordering::Relaxed) {
-            let left = due.saturating_sub(clock::monotonic_ns());
-            std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+        if let Err(e) = sampler.wait_until(due, || load_done.load(Ordering::Relaxed)) {
+            error = Some(e);
+            break;
         }
         let done = load_done.load(Ordering::Relaxed);
         if done && k == 0 {

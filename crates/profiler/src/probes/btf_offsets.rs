@@ -18,6 +18,8 @@ pub struct KernelOffsets {
     pub task_exit_code: u64,
     /// task_struct.se.sum_exec_runtime: the scheduler's own on-CPU total for the task.
     pub task_exec_runtime: u64,
+    /// pt_regs.orig_ax: the syscall number, for a syscall whose entry was not seen.
+    pub regs_orig_ax: u64,
     pub sock_state: u64,
     pub sock_num: u64,
     pub sock_dport: u64,
@@ -41,6 +43,7 @@ impl KernelOffsets {
             task_comm: field(&["task_struct", "comm"])?,
             task_exit_code: field(&["task_struct", "exit_code"])?,
             task_exec_runtime: field(&["task_struct", "se", "sum_exec_runtime"])?,
+            regs_orig_ax: field(&["pt_regs", "orig_ax"])?,
             sock_state: sk_common + field(&["sock_common", "skc_state"])?,
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,
             sock_dport: sk_common + field(&["sock_common", "skc_dport"])?,

@@ -3,6 +3,7 @@
 
 pub mod btf_offsets;
 pub mod exits;
+pub mod gate;
 pub mod irq;
 pub mod sched;
 pub mod stacks;
@@ -19,6 +20,7 @@ use srvprof_common::{globals, lost, maps};
 use crate::counters::KernelCounters;
 use crate::error::SrvprofError;
 pub use btf_offsets::KernelOffsets;
+use gate::{Gate, IRQ_PROGRAMS};
 
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
@@ -60,6 +62,10 @@ pub struct ProbeTargets {
     /// of every process on the machine takes the kernel's slower traced path (~65 ns here, even
     /// for an empty program), so this is the cheapest setting for a busy server.
     pub skip_syscalls: bool,
+    /// Sampled mode: attach the syscall and interrupt programs only for this long at the start
+    /// of each interval (the Sampler opens and closes the window). None: attached all along,
+    /// every syscall and interrupt counted and timed (exact mode).
+    pub sampled_window: Option<std::time::Duration>,
 }
 
 /// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
@@ -71,6 +77,8 @@ pub struct Probes {
     exits: exits::ExitReader,
     stack_sample_hz: Option<u64>,
     syscalls_off: bool,
+    /// The syscall and interrupt programs' window, in sampled mode.
+    gate: Option<Gate>,
 }
 
 impl Probes {
@@ -95,6 +103,7 @@ impl Probes {
                 &offsets.task_exec_runtime,
                 true,
             )
+            .override_global(globals::REGS_ORIG_AX_OFFSET, &offsets.regs_orig_ax, true)
             .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
             .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)
             .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
@@ -132,14 +141,28 @@ impl Probes {
             .collect();
         set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
+        let mut gated = Vec::new();
         for (program, tracepoint) in PROGRAMS {
-            if targets.skip_syscalls && SYSCALL_PROGRAMS.contains(program) {
+            let syscall = SYSCALL_PROGRAMS.contains(program);
+            if targets.skip_syscalls && syscall {
                 continue;
             }
-            let result = attach_one(&mut ebpf, &btf, program, tracepoint);
+            let windowed =
+                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(program));
+            let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
+                if windowed {
+                    gated.push(*program);
+                    Ok(())
+                } else {
+                    attach_loaded(prog, program, tracepoint)
+                }
+            });
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
+        let gate = targets
+            .sampled_window
+            .map(|window| Gate::new(gated, window));
         if let Some(hz) = targets.stack_sample_hz {
             let result = stacks::attach_offcpu(&mut ebpf, &btf);
             on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
@@ -154,7 +177,28 @@ impl Probes {
             exits,
             stack_sample_hz: targets.stack_sample_hz,
             syscalls_off: targets.skip_syscalls,
+            gate,
         })
+    }
+
+    /// Sampled mode: attaches the syscall and interrupt programs for a window. No-op in exact mode.
+    pub fn open_window(&mut self) -> Result<(), SrvprofError> {
+        match self.gate.as_mut() {
+            Some(gate) => gate.open(&mut self.ebpf),
+            None => Ok(()),
+        }
+    }
+
+    /// Sampled mode: detaches them until the next window.
+    pub fn close_window(&mut self) {
+        if let Some(gate) = self.gate.as_mut() {
+            gate.close(&mut self.ebpf);
+        }
+    }
+
+    /// The window's length (sampled mode) and whether it is open now.
+    pub fn window(&self) -> Option<(std::time::Duration, bool)> {
+        self.gate.as_ref().map(|g| (g.window(), g.is_open()))
     }
 
     /// Adds processes to watch while running (a restarted worker, a late client).
@@ -186,6 +230,7 @@ impl Probes {
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
             syscalls_off: self.syscalls_off,
+            traced_ns: self.gate.as_ref().map(Gate::traced_ns),
             ..KernelCounters::empty(ncpus)
         };
         sched::read(&self.ebpf, &mut counters)?;
@@ -236,12 +281,22 @@ fn set_target_bits(ebpf: &mut Ebpf, pids: &[u32]) -> Result<(), SrvprofError> {
     Ok(())
 }
 
-fn attach_one(
+pub(crate) fn attach_one(
     ebpf: &mut Ebpf,
     btf: &Btf,
     program: &str,
     tracepoint: &str,
 ) -> Result<(), SrvprofError> {
+    let prog = load_one(ebpf, btf, program, tracepoint)?;
+    attach_loaded(prog, program, tracepoint)
+}
+
+fn load_one<'a>(
+    ebpf: &'a mut Ebpf,
+    btf: &Btf,
+    program: &str,
+    tracepoint: &str,
+) -> Result<&'a mut BtfTracePoint, SrvprofError> {
     let prog: &mut BtfTracePoint = ebpf
         .program_mut(program)
         .ok_or_else(|| SrvprofError::ProgramLoad {
@@ -258,6 +313,14 @@ fn attach_one(
             program: program.into(),
             reason: error_chain(&e),
         })?;
+    Ok(prog)
+}
+
+fn attach_loaded(
+    prog: &mut BtfTracePoint,
+    program: &str,
+    tracepoint: &str,
+) -> Result<(), SrvprofError> {
     prog.attach().map_err(|e| SrvprofError::ProgramAttach {
         program: program.into(),
         tracepoint: tracepoint.into(),

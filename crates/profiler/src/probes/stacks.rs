@@ -32,8 +32,6 @@ pub struct RawStacks {
     pub sample_hz: u64,
 }
 
-/// Samples every online CPU at `hz` with the software cpu-clock event (no hardware PMU needed),
-/// and adds the off-CPU program on sched_switch.
 /// The off-CPU program, on sched_switch.
 pub fn attach_offcpu(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), SrvprofError> {
     attach_one(ebpf, btf, OFFCPU_PROGRAM, "sched_switch")

@@ -1,0 +1,39 @@
+//! The window the syscall and interrupt programs are attached in (sampled mode): a start recorded
+//! before the window opened belongs to an event whose end the programs missed, so it is not timed.
+
+use aya_ebpf::{macros::map, maps::Array};
+use srvprof_common::window;
+
+/// [START_NS, LEN_NS], written by userspace before it attaches the programs for a window.
+#[map]
+static TRACE_WINDOW: Array<u64> = Array::with_max_entries(window::COUNT, 0);
+
+#[inline(always)]
+fn get(index: u32) -> u64 {
+    TRACE_WINDOW.get(index).copied().unwrap_or(0)
+}
+
+/// When the current window opened (0 in exact mode: the programs stay attached).
+#[inline(always)]
+pub fn start_ns() -> u64 {
+    get(window::START_NS)
+}
+
+/// A timed duration weighted for the chance it had to be timed at all. In sampled mode a period of
+/// length d that ends inside a window of length W was timed only if it also began inside it, which
+/// happens with probability (W - d) / W; weighting it by W / (W - d) keeps the estimated total
+/// unbiased for long syscalls (epoll_wait, accept) as for short ones. Capped at 10x.
+#[inline(always)]
+pub fn weighted(d: u64) -> u64 {
+    let w = get(window::LEN_NS);
+    if w == 0 {
+        return d;
+    }
+    // Plain arithmetic (saturating_mul would need 128-bit helpers BPF lacks): d and w are
+    // nanoseconds well below 2^32 * 10 in practice, and the products stay far below 2^64.
+    if d >= w - w / 10 {
+        return d.wrapping_mul(10);
+    }
+    // checked_div: a plain `/` brings a divide-by-zero panic path the verifier rejects.
+    d.wrapping_mul(w).checked_div(w - d).unwrap_or(d)
+}
