@@ -1,9 +1,11 @@
 //! `cargo xtask bench overhead`: what watching costs the watched. nginx (1 worker, CPU 1) driven by
 //! wrk (CPU 0), runs alternating tool by tool so drift hits all alike: nothing attached; every
-//! srvprof probe (`srvprof probe`), and the same with `--syscalls off`; `srvprof run` with stacks
-//! at 99 Hz on top (its own load reduced to 1 request/s, wrk drives); an empty syscall tracepoint
-//! (the kernel's floor for anyone who traces syscalls); bpftrace counting the same events; and
-//! `perf record -g -F 99` (the stack-sampling peer). Throughput ratios against the bare runs.
+//! srvprof probe (`srvprof probe`: syscall and interrupt programs in sampled windows, the
+//! default), and the same with `--exact` (attached all along); `srvprof run` with stacks at 99 Hz
+//! and with `--stacks off` (their difference is what stacks cost; its own load reduced to 1
+//! request/s, wrk drives); an empty syscall tracepoint (the kernel's floor for anyone who traces
+//! syscalls); bpftrace counting the same events; and `perf record -g -F 99` (the stack-sampling
+//! peer). Throughput and CPU-cost ratios against the bare runs.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -23,9 +25,9 @@ const CONNECTIONS: usize = 100;
 enum Watcher {
     None,
     Srvprof,
-    SrvprofNoSyscalls,
+    SrvprofExact,
     SrvprofRun,
-    SrvprofRunNoSyscalls,
+    SrvprofRunNoStacks,
     SyscallFloor,
     Bpftrace,
     Perf,
@@ -35,10 +37,10 @@ impl Watcher {
     fn name(self) -> &'static str {
         match self {
             Watcher::None => "nothing attached",
-            Watcher::Srvprof => "srvprof probe (every probe)",
-            Watcher::SrvprofNoSyscalls => "srvprof probe --syscalls off",
+            Watcher::Srvprof => "srvprof probe (every probe; syscalls, irqs sampled)",
+            Watcher::SrvprofExact => "srvprof probe --exact (every probe, all along)",
             Watcher::SrvprofRun => "srvprof run (every probe + stacks 99 Hz)",
-            Watcher::SrvprofRunNoSyscalls => "srvprof run --syscalls off (stacks 99 Hz)",
+            Watcher::SrvprofRunNoStacks => "srvprof run --stacks off",
             Watcher::SyscallFloor => "empty syscall tracepoint (bpftrace, matches nothing)",
             Watcher::Bpftrace => "bpftrace, same counting",
             Watcher::Perf => "perf record -g -F 99",
@@ -72,9 +74,9 @@ pub fn run(quick: bool) -> Result<String> {
     let watchers = [
         Watcher::None,
         Watcher::Srvprof,
-        Watcher::SrvprofNoSyscalls,
+        Watcher::SrvprofExact,
         Watcher::SrvprofRun,
-        Watcher::SrvprofRunNoSyscalls,
+        Watcher::SrvprofRunNoStacks,
         Watcher::SyscallFloor,
         Watcher::Bpftrace,
         Watcher::Perf,
@@ -197,7 +199,7 @@ fn attach(
 ) -> Result<Option<Child>> {
     let (mut cmd, ready): (Command, Option<&str>) = match w {
         Watcher::None => return Ok(None),
-        Watcher::Srvprof | Watcher::SrvprofNoSyscalls => {
+        Watcher::Srvprof | Watcher::SrvprofExact => {
             let mut c = Command::new(srvprof);
             c.args([
                 "probe",
@@ -208,12 +210,13 @@ fn attach(
                 "120s",
                 "--format",
                 "json",
-                "--syscalls",
-                if w == Watcher::Srvprof { "on" } else { "off" },
             ]);
+            if w == Watcher::SrvprofExact {
+                c.arg("--exact");
+            }
             (c, Some("watching PIDs"))
         }
-        Watcher::SrvprofRun | Watcher::SrvprofRunNoSyscalls => {
+        Watcher::SrvprofRun | Watcher::SrvprofRunNoStacks => {
             let mut c = Command::new(srvprof);
             c.args([
                 "run",
@@ -229,7 +232,7 @@ fn attach(
                 "--warmup",
                 "0s",
                 "--force",
-                "--syscalls",
+                "--stacks",
                 if w == Watcher::SrvprofRun {
                     "on"
                 } else {

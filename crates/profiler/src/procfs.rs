@@ -185,7 +185,10 @@ pub fn interrupt_names() -> BTreeMap<u32, String> {
 
 /// (irq line, per-CPU count), the kernel's own count of each line's interrupts.
 pub fn interrupt_counts() -> Vec<(u32, Vec<u64>)> {
-    interrupts().into_iter().map(|l| (l.irq, l.per_cpu)).collect()
+    interrupts()
+        .into_iter()
+        .map(|l| (l.irq, l.per_cpu))
+        .collect()
 }
 
 /// /proc/softirqs as [cpu][vector], vectors in srvprof_common::SOFTIRQ_NAMES order.

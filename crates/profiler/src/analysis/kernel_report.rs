@@ -610,3 +610,79 @@ pub fn hardirq_deltas(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::KernelCounters;
+
+    /// A sample at `t_ns` whose probes saw `probe` NET_RX softirqs on CPU 0 taking `probe_ns`,
+    /// while /proc/softirqs said `kernel`, and whose syscall programs were attached `traced_ns`.
+    fn sample(t_ns: u64, traced_ns: Option<u64>, probe: CountNs, kernel: u64) -> Sample {
+        let mut k = KernelCounters::empty(1);
+        k.monotonic_ns = t_ns;
+        k.traced_ns = traced_ns;
+        k.softirqs[0][3] = probe;
+        k.syscalls.push((
+            0,
+            39,
+            CountNs {
+                count: probe.count,
+                total_ns: probe.total_ns,
+            },
+        ));
+        let mut counts = vec![vec![0; SOFTIRQ_NAMES.len()]];
+        counts[0][3] = kernel;
+        Sample {
+            monotonic_ns: t_ns,
+            kernel: k,
+            softirq_counts: counts,
+            ..Default::default()
+        }
+    }
+
+    fn ct(count: u64, total_ns: u64) -> CountNs {
+        CountNs { count, total_ns }
+    }
+
+    #[test]
+    fn sampled_softirqs_count_as_the_kernel_and_time_at_the_windows_mean() {
+        // 1 s, attached 100 ms: the probes saw 100 softirqs of 2 us; the kernel counted 1,000.
+        let start = sample(0, Some(0), ct(0, 0), 5_000);
+        let end = sample(1_000_000_000, Some(100_000_000), ct(100, 200_000), 6_000);
+        let s = softirq_deltas(&start, &end);
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            (s[0].vector.as_str(), s[0].count, s[0].total_ns),
+            ("NET_RX", 1_000, 2_000_000)
+        );
+        let r = kernel_report(&start, &end, 0, &[]);
+        assert_eq!(r.traced_fraction, Some(0.1));
+        // Syscalls are scaled up from the windows: 100 seen in a tenth of the time.
+        assert_eq!(
+            (r.syscalls[0].count, r.syscalls[0].total_ns),
+            (1_000, 2_000_000)
+        );
+        assert!(r.sampling_note().unwrap().contains("10%"));
+    }
+
+    #[test]
+    fn exact_softirqs_are_the_probes_own_and_nothing_is_scaled() {
+        let start = sample(0, None, ct(0, 0), 5_000);
+        let end = sample(1_000_000_000, None, ct(100, 200_000), 6_000);
+        let s = softirq_deltas(&start, &end);
+        assert_eq!((s[0].count, s[0].total_ns), (100, 200_000));
+        let r = kernel_report(&start, &end, 0, &[]);
+        assert_eq!(r.traced_fraction, None);
+        assert_eq!(r.syscalls[0].count, 100);
+        assert!(r.sampling_note().is_none());
+    }
+
+    #[test]
+    fn a_window_where_nothing_was_traced_records_no_syscalls() {
+        let start = sample(0, Some(100), ct(0, 0), 0);
+        let end = sample(1_000_000_000, Some(100), ct(0, 0), 0);
+        let r = kernel_report(&start, &end, 0, &[]);
+        assert!(!r.syscalls_recorded());
+    }
+}
