@@ -143,6 +143,21 @@ pub struct CountTime {
     pub total_ns: u64,
 }
 
+/// One group's syscalls, indexed by number: one map value, so userspace reads a group with one
+/// lookup instead of one per syscall number.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct SyscallTable {
+    pub by_nr: [CountTime; MAX_SYSCALL_NR as usize],
+}
+
+/// One group's log-linear histogram (hist slots): one map value, read with one lookup.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct HistSlots {
+    pub slots: [u64; hist::SLOTS as usize],
+}
+
 /// One softirq vector on one CPU: count and time, and when the running one started (0: none).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -220,6 +235,8 @@ mod pod {
     // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
     unsafe impl aya::Pod for ThreadStats {}
     unsafe impl aya::Pod for CountTime {}
+    unsafe impl aya::Pod for SyscallTable {}
+    unsafe impl aya::Pod for HistSlots {}
     unsafe impl aya::Pod for WakeKey {}
     unsafe impl aya::Pod for WakeCount {}
     unsafe impl aya::Pod for SoftirqSlot {}

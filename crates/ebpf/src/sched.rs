@@ -11,7 +11,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
-use srvprof_common::{MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost};
+use srvprof_common::{HistSlots, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost};
 
 use crate::target::{
     count_lost, current_comm, group_of, task_comm, task_exec_runtime, task_ids, watch,
@@ -22,19 +22,21 @@ use crate::target::{
 #[map]
 static WAKEUPS: HashMap<WakeKey, WakeCount> = HashMap::with_max_entries(MAX_WAKE_PAIRS, 0);
 
-/// Off-CPU durations (switch-out to switch-in, ns), SLOTS per group.
+/// Off-CPU durations (switch-out to switch-in, ns), one histogram per group.
 #[map]
-static OFFCPU_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS * NUM_GROUPS, 0);
+static OFFCPU_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
-/// Run-queue latency (runnable to on-CPU, ns), SLOTS per group.
+/// Run-queue latency (runnable to on-CPU, ns), one histogram per group.
 #[map]
-static RUNQ_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::SLOTS * NUM_GROUPS, 0);
+static RUNQ_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
 #[inline(always)]
-fn record(hist_map: &PerCpuArray<u64>, group: u32, value_ns: u64) {
-    let index = group * hist::SLOTS + hist::slot_of(value_ns);
-    if let Some(n) = hist_map.get_ptr_mut(index) {
-        unsafe { *n += 1 };
+fn record(hist_map: &PerCpuArray<HistSlots>, group: u32, value_ns: u64) {
+    let slot = (hist::slot_of(value_ns) & (hist::SLOTS - 1)) as usize;
+    if let Some(h) = hist_map.get_ptr_mut(group) {
+        if let Some(n) = unsafe { (*h).slots.get_mut(slot) } {
+            *n += 1;
+        }
     }
 }
 

@@ -14,15 +14,14 @@ use aya_ebpf::{
     maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
-use srvprof_common::{CountTime, MAX_SYSCALL_NR, NUM_GROUPS};
+use srvprof_common::{MAX_SYSCALL_NR, NUM_GROUPS, SyscallTable};
 
 use crate::target::{global, read_field, watched_thread_current};
 use crate::window;
 
-/// [group * MAX_SYSCALL_NR + nr] -> count and total time.
+/// [group].by_nr[nr] -> count and total time.
 #[map]
-static SYSCALLS: PerCpuArray<CountTime> =
-    PerCpuArray::with_max_entries(MAX_SYSCALL_NR * NUM_GROUPS, 0);
+static SYSCALLS: PerCpuArray<SyscallTable> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
 /// Offset of pt_regs.orig_ax (the syscall number), set by userspace from BTF.
 #[unsafe(no_mangle)]
@@ -63,10 +62,10 @@ pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     } else {
         MAX_SYSCALL_NR - 1
     };
-    if let Some(ct) = SYSCALLS.get_ptr_mut(st.group * MAX_SYSCALL_NR + nr) {
-        unsafe {
-            (*ct).count += 1;
-            (*ct).total_ns += elapsed;
+    if let Some(table) = SYSCALLS.get_ptr_mut(st.group) {
+        if let Some(ct) = unsafe { (*table).by_nr.get_mut(nr as usize) } {
+            ct.count += 1;
+            ct.total_ns += elapsed;
         }
     }
     0

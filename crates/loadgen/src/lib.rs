@@ -20,6 +20,7 @@ mod http1;
 mod hyper_client;
 mod pacer;
 pub mod printer;
+mod progress;
 mod report;
 mod request;
 mod stats;
@@ -27,6 +28,7 @@ mod sys;
 
 pub use client::Engine;
 pub use error::LoadError;
+pub use progress::Progress;
 pub use report::{
     ClientCpu, ConfigEcho, ErrorKind, LatencySummary, LoadReport, SpectrumPoint, TimelineEntry,
 };
@@ -172,6 +174,15 @@ impl LoadConfig {
 /// Run the load described by `config`, blocking until it is over or `stop` becomes true (then it
 /// returns early with everything measured so far).
 pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, LoadError> {
+    run_with_progress(config, stop, Arc::new(Progress::default()))
+}
+
+/// [`run`], counting responses into `progress` as they arrive, for a watcher on another thread.
+pub fn run_with_progress(
+    config: &LoadConfig,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> Result<LoadReport, LoadError> {
     config.validate()?;
     let target = Target::parse(&config.url)?;
     let template = RequestTemplate::new(
@@ -185,6 +196,7 @@ pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, Loa
     preflight(&target, config.timeout)?;
 
     let threads = config.threads.min(config.connections);
+    progress.init(threads);
     let run_start = Instant::now();
     let measure_start = run_start + config.ramp_up + config.warmup;
     let plan = Arc::new(client::RunPlan {
@@ -219,9 +231,10 @@ pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, Loa
         let cpu = config.cpus.as_ref().map(|c| c[thread % c.len()]);
         let interval = config.interval;
         let indices: Vec<usize> = (thread..config.connections).step_by(threads).collect();
+        let progress = progress.clone();
         let worker = std::thread::Builder::new()
             .name(format!("loadgen-{thread}"))
-            .spawn(move || worker_thread(plan, thread, indices, cpu, interval, tx))
+            .spawn(move || worker_thread(plan, thread, indices, cpu, interval, tx, progress))
             .map_err(|e| LoadError::Runtime(format!("cannot spawn worker thread: {e}")))?;
         workers.push(worker);
     }
@@ -282,6 +295,7 @@ fn worker_thread(
     cpu: Option<usize>,
     interval: Duration,
     tx: std::sync::mpsc::Sender<stats::IntervalFlush>,
+    progress: Arc<Progress>,
 ) -> Result<stats::ThreadTotals, LoadError> {
     if let Some(cpu) = cpu {
         sys::pin_current_thread(cpu).map_err(|e| {
@@ -298,6 +312,7 @@ fn worker_thread(
         plan.measure_end,
         interval,
         tx,
+        progress,
     )));
     let local = tokio::task::LocalSet::new();
     local.block_on(

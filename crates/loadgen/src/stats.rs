@@ -68,6 +68,7 @@ pub(crate) struct ThreadRecorder {
     interval_errors: u64,
     cpu_at_start: Option<(CpuTime, Instant)>,
     tx: Sender<IntervalFlush>,
+    progress: std::sync::Arc<crate::Progress>,
     pub totals: ThreadTotals,
 }
 
@@ -78,6 +79,7 @@ impl ThreadRecorder {
         measure_end: Option<Instant>,
         interval: Duration,
         tx: Sender<IntervalFlush>,
+        progress: std::sync::Arc<crate::Progress>,
     ) -> ThreadRecorder {
         ThreadRecorder {
             thread,
@@ -91,6 +93,7 @@ impl ThreadRecorder {
             interval_errors: 0,
             cpu_at_start: None,
             tx,
+            progress,
             totals: ThreadTotals {
                 sent: 0,
                 completed: 0,
@@ -136,6 +139,7 @@ impl ThreadRecorder {
             return;
         }
         self.roll(now);
+        self.progress.bump(self.thread);
         self.totals.in_flight -= 1;
         self.totals.bytes += bytes;
         self.totals.status_codes[(status as usize).min(STATUS_SLOTS - 1)] += 1;
@@ -154,6 +158,7 @@ impl ThreadRecorder {
             return;
         }
         self.roll(now);
+        self.progress.bump(self.thread);
         self.totals.in_flight -= 1;
         self.totals.bytes += bytes;
         self.count_error(kind);

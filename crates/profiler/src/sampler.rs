@@ -41,6 +41,12 @@ pub struct Sample {
     /// /proc/interrupts: (irq line, per-CPU count).
     #[serde(default)]
     pub irq_counts: Vec<(u32, Vec<u64>)>,
+    /// `run`: responses the load generator has received so far, and how many of them arrived
+    /// while the sampled window was open (None for `probe`, or in exact mode).
+    #[serde(default)]
+    pub responses: Option<u64>,
+    #[serde(default)]
+    pub traced_responses: Option<u64>,
 }
 
 /// A watched thread or process that exited during the run.
@@ -71,6 +77,11 @@ pub struct Sampler {
     window_from_ns: Option<u64>,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
+    /// `run`: the load generator's responses so far.
+    responses: Option<Box<dyn Fn() -> u64 + Send>>,
+    /// Responses when the open window opened, and the sum over the closed windows.
+    responses_at_open: Option<u64>,
+    traced_responses: u64,
 }
 
 impl Sampler {
@@ -86,12 +97,24 @@ impl Sampler {
             exits: Vec::new(),
             window_from_ns: None,
             window_end_ns: None,
+            responses: None,
+            responses_at_open: None,
+            traced_responses: 0,
         }
     }
 
     /// The server's listening ports, whose sockets' drop counters are read with every sample.
     pub fn with_listen_ports(mut self, ports: Vec<u16>) -> Self {
         self.listen_ports = ports;
+        self
+    }
+
+    /// `run`: how many responses the load generator has received so far. In sampled mode the
+    /// syscall figures are then scaled by the responses served in the windows, not by their
+    /// time: the server runs slower while traced, and fewer requests in a window mean fewer
+    /// syscalls, not a lower rate per request.
+    pub fn with_responses(mut self, responses: impl Fn() -> u64 + Send + 'static) -> Self {
+        self.responses = Some(Box::new(responses));
         self
     }
 
@@ -146,11 +169,17 @@ impl Sampler {
         if self.probes.window().is_some() {
             self.window_from_ns = Some(crate::clock::monotonic_ns());
         }
+        let responses = self.responses.as_ref().map(|r| r());
+        let traced_responses = responses
+            .filter(|_| kernel.traced_ns.is_some())
+            .map(|_| self.traced_responses);
         Ok(Sample {
             monotonic_ns: kernel.monotonic_ns,
             kernel,
             softirq_counts,
             irq_counts,
+            responses,
+            traced_responses,
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
@@ -177,6 +206,7 @@ impl Sampler {
                 let open_at = from + due_ns.saturating_sub(from).saturating_sub(len) / 2;
                 if now >= open_at {
                     self.window_from_ns = None;
+                    self.responses_at_open = self.responses.as_ref().map(|r| r());
                     self.probes.open_window()?;
                     self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
                 } else {
@@ -196,6 +226,9 @@ impl Sampler {
 
     fn close_window(&mut self) {
         self.probes.close_window();
+        if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
+            self.traced_responses += r().saturating_sub(at_open);
+        }
         self.window_from_ns = None;
         self.window_end_ns = None;
     }

@@ -151,6 +151,11 @@ pub struct KernelReport {
     /// per event times those counts.
     #[serde(default)]
     pub traced_fraction: Option<f64>,
+    /// What the syscall figures were divided by: with a load generator (`run`), the share of
+    /// its responses that arrived while the programs were attached (the server is slower then,
+    /// so time would undercount); else traced_fraction. None in exact mode.
+    #[serde(default)]
+    pub traced_share: Option<f64>,
     pub softirqs: Vec<SoftirqReport>,
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]
@@ -309,6 +314,27 @@ pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
     })
 }
 
+/// Fewer responses than this in the windows: too few to scale by, so time is the measure.
+const MIN_TRACED_RESPONSES: u64 = 100;
+
+/// Sampled mode: the share of the window's work the syscall programs saw, which their counts are
+/// divided by. With a load generator (`run`), the share of its responses that arrived while they
+/// were attached: the server runs slower while traced, so a share of time would undercount a
+/// CPU-bound server by the tracing cost. Otherwise the share of time. None in exact mode.
+pub fn traced_share(start: &Sample, end: &Sample) -> Option<f64> {
+    let time = traced_fraction(start, end)?;
+    let delta = |e: Option<u64>, s: Option<u64>| Some(e?.saturating_sub(s.unwrap_or(0)));
+    match (
+        delta(end.traced_responses, start.traced_responses),
+        delta(end.responses, start.responses),
+    ) {
+        (Some(traced), Some(all)) if traced >= MIN_TRACED_RESPONSES && all >= traced => {
+            Some(traced as f64 / all as f64)
+        }
+        _ => Some(time),
+    }
+}
+
 /// Scales a count seen while the programs were attached up to the whole window.
 fn scaled(n: u64, fraction: Option<f64>) -> u64 {
     match fraction {
@@ -327,11 +353,12 @@ pub fn kernel_report(
     exits: &[ExitRecord],
 ) -> KernelReport {
     let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
-    let fraction = traced_fraction(start, end);
+    let fraction = traced_share(start, end);
     let mut r = KernelReport {
         duration_s,
         syscalls_off: end.kernel.syscalls_off,
-        traced_fraction: fraction,
+        traced_fraction: traced_fraction(start, end),
+        traced_share: fraction,
         ..Default::default()
     };
 
@@ -676,6 +703,25 @@ mod tests {
         assert_eq!(r.traced_fraction, None);
         assert_eq!(r.syscalls[0].count, 100);
         assert!(r.sampling_note().is_none());
+    }
+
+    #[test]
+    fn with_a_load_generator_syscalls_scale_by_the_responses_served_while_traced() {
+        // Traced a tenth of the time, but the server, slower while traced, answered only 300 of
+        // the 4,000 responses then: the 100 syscalls seen stand for 100 / 0.075.
+        let mut start = sample(0, Some(0), ct(0, 0), 0);
+        let mut end = sample(1_000_000_000, Some(100_000_000), ct(100, 200_000), 0);
+        (start.responses, start.traced_responses) = (Some(1_000), Some(0));
+        (end.responses, end.traced_responses) = (Some(5_000), Some(300));
+        let r = kernel_report(&start, &end, 0, &[]);
+        assert_eq!(r.traced_fraction, Some(0.1));
+        assert_eq!(r.traced_share, Some(0.075));
+        assert_eq!(r.syscalls[0].count, 1_333);
+        // Too few responses in the windows to scale by: time it is.
+        end.traced_responses = Some(50);
+        let r = kernel_report(&start, &end, 0, &[]);
+        assert_eq!(r.traced_share, Some(0.1));
+        assert_eq!(r.syscalls[0].count, 1_000);
     }
 
     #[test]

@@ -77,15 +77,20 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let interval = config.interval;
     let measure_start =
         clock::monotonic_ns() + config.warmup.as_nanos() as u64 + config.ramp_up.as_nanos() as u64;
+    let progress = Arc::new(srvprof_loadgen::Progress::default());
     let sampler = Sampler::new(probes, measure_start, pids.first().copied())
-        .with_listen_ports(listen_ports(&pids, port));
+        .with_listen_ports(listen_ports(&pids, port))
+        .with_responses({
+            let progress = Arc::clone(&progress);
+            move || progress.responses()
+        });
     let load_done = Arc::new(AtomicBool::new(false));
     let sampling = {
         let load_done = Arc::clone(&load_done);
         std::thread::spawn(move || sample_every(sampler, measure_start, interval, &load_done))
     };
 
-    let load = srvprof_loadgen::run(&config, Arc::clone(&stop));
+    let load = srvprof_loadgen::run_with_progress(&config, Arc::clone(&stop), progress);
     load_done.store(true, Ordering::Relaxed);
     let (samples, exits, sample_error, stacks) = sampling.join().expect("sampling thread");
     if let Some(s) = server_process.as_mut() {

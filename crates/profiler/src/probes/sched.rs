@@ -4,7 +4,7 @@ use aya::{
     Ebpf,
     maps::{HashMap, MapData, PerCpuArray},
 };
-use srvprof_common::{NUM_GROUPS, ThreadStats, WakeCount, WakeKey, hist, maps};
+use srvprof_common::{HistSlots, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps};
 
 use super::{map_error, map_ref};
 use crate::counters::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
@@ -61,14 +61,16 @@ pub fn comm_string(comm: &[u8; 16]) -> String {
 }
 
 fn read_hist(ebpf: &Ebpf, name: &str) -> Result<Vec<NsHistogram>, SrvprofError> {
-    let map: PerCpuArray<&MapData, u64> = map_ref(ebpf, name)?;
+    let map: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, name)?;
     let mut out = vec![NsHistogram::default(); NUM_GROUPS as usize];
-    for (i, per_cpu) in map.iter().enumerate() {
-        let per_cpu = per_cpu.map_err(|e| map_error(name, e))?;
-        let group = i / hist::SLOTS as usize;
-        let slot = i % hist::SLOTS as usize;
-        if group < out.len() {
-            out[group].slots[slot] = per_cpu.iter().sum();
+    for (group, hist) in out.iter_mut().enumerate() {
+        let per_cpu = map
+            .get(&(group as u32), 0)
+            .map_err(|e| map_error(name, e))?;
+        for cpu in per_cpu.iter() {
+            for (sum, n) in hist.slots.iter_mut().zip(&cpu.slots) {
+                *sum += n;
+            }
         }
     }
     Ok(out)

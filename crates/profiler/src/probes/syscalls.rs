@@ -4,27 +4,29 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray},
 };
-use srvprof_common::{CountTime, MAX_SYSCALL_NR, maps};
+use srvprof_common::{MAX_SYSCALL_NR, NUM_GROUPS, SyscallTable, maps};
 
 use super::{map_error, map_ref};
 use crate::counters::{CountNs, KernelCounters};
 use crate::error::SrvprofError;
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
-    let map: PerCpuArray<&MapData, CountTime> = map_ref(ebpf, maps::SYSCALLS)?;
+    let map: PerCpuArray<&MapData, SyscallTable> = map_ref(ebpf, maps::SYSCALLS)?;
     counters.syscalls.clear();
-    for (index, per_cpu) in map.iter().enumerate() {
-        let per_cpu = per_cpu.map_err(|e| map_error(maps::SYSCALLS, e))?;
-        let mut total = CountNs::default();
-        for ct in per_cpu.iter() {
-            total.count += ct.count;
-            total.total_ns += ct.total_ns;
-        }
-        if total.count > 0 {
-            let index = index as u32;
-            counters
-                .syscalls
-                .push((index / MAX_SYSCALL_NR, index % MAX_SYSCALL_NR, total));
+    for group in 0..NUM_GROUPS {
+        let per_cpu = map
+            .get(&group, 0)
+            .map_err(|e| map_error(maps::SYSCALLS, e))?;
+        for nr in 0..MAX_SYSCALL_NR {
+            let mut total = CountNs::default();
+            for table in per_cpu.iter() {
+                let ct = &table.by_nr[nr as usize];
+                total.count += ct.count;
+                total.total_ns += ct.total_ns;
+            }
+            if total.count > 0 {
+                counters.syscalls.push((group, nr, total));
+            }
         }
     }
     Ok(())

@@ -1,0 +1,60 @@
+//! Responses so far, readable from another thread while the load runs (srvprof reads it at the
+//! edges of its sampled windows, to relate what it traced to the requests served meanwhile).
+//! One cache-line-padded counter per worker thread, written only by that thread with a plain
+//! load and store (no locked instruction): no contention and no lock per request.
+
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+/// One per run: pass it to [`crate::run_with_progress`] and read it from any thread.
+#[derive(Default)]
+pub struct Progress {
+    per_thread: OnceLock<Box<[Padded]>>,
+}
+
+impl Progress {
+    pub(crate) fn init(&self, threads: usize) {
+        let _ = self
+            .per_thread
+            .set((0..threads).map(|_| Padded::default()).collect());
+    }
+
+    /// One more response on worker `thread`; only that thread calls this with its index.
+    #[inline]
+    pub(crate) fn bump(&self, thread: usize) {
+        if let Some(c) = self.per_thread.get().and_then(|c| c.get(thread)) {
+            c.0.store(c.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Responses received in the measured window so far (any status), over all threads.
+    pub fn responses(&self) -> u64 {
+        self.per_thread
+            .get()
+            .map_or(0, |c| c.iter().map(|p| p.0.load(Ordering::Relaxed)).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_thread_counts_into_its_own_slot_and_the_sum_is_read_anywhere() {
+        let p = std::sync::Arc::new(Progress::default());
+        assert_eq!(p.responses(), 0);
+        p.init(3);
+        let handles: Vec<_> = (0..3)
+            .map(|t| {
+                let p = p.clone();
+                std::thread::spawn(move || (0..1000).for_each(|_| p.bump(t)))
+            })
+            .collect();
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        assert_eq!(p.responses(), 3000);
+    }
+}
