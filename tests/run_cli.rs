@@ -298,6 +298,52 @@ fn a_closed_port_fails_fast_with_one_sentence() {
     let _ = w.kill();
 }
 
+/// The default, sampled mode: syscalls are traced in windows and scaled up. nginx answers a
+/// keep-alive request for its fixed body with one writev and reads it with one recvfrom, by
+/// construction, so the estimate must come to one of each per request. Scaled by the share of
+/// time instead of the share of responses, a CPU-bound nginx (slower while traced) would come
+/// out short by the tracing cost.
+#[test]
+fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--pid",
+            &nginx.pid().to_string(),
+            "-c",
+            "50",
+            "-d",
+            "4s",
+            "--warmup",
+            "1s",
+            "--cpus",
+            "0",
+            "--stacks",
+            "off",
+        ],
+        "sampled",
+    );
+    assert!(status.success(), "{stderr}");
+    let server = &run["server"];
+    let fraction = server["traced_fraction"].as_f64().expect("sampled by default");
+    assert!((0.08..=0.12).contains(&fraction), "traced {fraction}");
+    let share = server["traced_share"].as_f64().unwrap();
+    for name in ["writev", "recvfrom"] {
+        let per_request = run["per_request"]["top_syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["per_request"].as_f64())
+            .unwrap_or(0.0);
+        assert!(
+            (0.95..=1.05).contains(&per_request),
+            "{per_request:.3} {name} per request (traced {fraction:.3} of the time, {share:.3} of the responses)"
+        );
+    }
+}
+
 /// The single child of a process (nginx's only worker).
 fn with_children(pid: u32) -> u32 {
     let kids = srvprof::target::with_descendants(&[pid]);
