@@ -110,6 +110,7 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         .unwrap();
     let mut stderr_lines = std::io::BufReader::new(child.stderr.take().unwrap());
     let (mut cpu_at_attach, mut cpu_at_read, mut stderr) = (None, None, String::new());
+    let (mut steal_at_attach, mut steal_at_read) = (0.0, 0.0);
     loop {
         let mut line = String::new();
         if std::io::BufRead::read_line(&mut stderr_lines, &mut line).unwrap() == 0 {
@@ -117,9 +118,11 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         }
         if line.contains("probes attached") {
             cpu_at_attach = Some(proc_schedstat(busy.pid(), spin_tid).0);
+            steal_at_attach = cpu1_steal_s();
         }
         if line.contains("reading stacks") {
             cpu_at_read = Some(proc_schedstat(busy.pid(), spin_tid).0);
+            steal_at_read = cpu1_steal_s();
         }
         stderr.push_str(&line);
     }
@@ -146,9 +149,15 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         .map(|(_, n)| n)
         .sum();
     let sampled_s = spin_samples as f64 / 99.0;
+    // The cpu-clock timer runs on the CPU's clock, schedstat on the task's: time the hypervisor
+    // stole from CPU 1 (this is a shared VM) is sampled as the spinner but not charged to it.
+    let stolen_s = steal_at_read - steal_at_attach;
+    eprintln!(
+        "on-CPU samples of the spinner: {sampled_s:.2} s sampled, {spin_cpu_s:.2} s by schedstat, {stolen_s:.2} s stolen"
+    );
     assert!(
-        sampled_s >= 0.8 * spin_cpu_s && sampled_s <= 1.15 * spin_cpu_s && *samples > 50,
-        "{spin_samples} samples ({samples} in srvprof_busy_spin) for {spin_cpu_s:.2} s on CPU"
+        sampled_s >= 0.8 * spin_cpu_s && sampled_s <= 1.15 * spin_cpu_s + stolen_s && *samples > 50,
+        "{spin_samples} samples ({samples} in srvprof_busy_spin) for {spin_cpu_s:.2} s on CPU, {stolen_s:.2} s stolen"
     );
     let spin_stack = &oncpu.iter().max_by_key(|(_, n)| *n).unwrap().0;
     assert_eq!(
@@ -297,4 +306,19 @@ fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
     // A blank page compresses to a few kB; figures and text make it far larger.
     assert!(png.len() > 100_000, "screenshot of {} bytes", png.len());
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// CPU 1's steal time so far (/proc/stat, USER_HZ ticks), seconds.
+fn cpu1_steal_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap();
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with("cpu1 "))
+        .expect("a cpu1 line");
+    let steal: u64 = line
+        .split_whitespace()
+        .nth(8)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    steal as f64 / 100.0
 }

@@ -9,12 +9,17 @@ use aya_ebpf::{
     maps::{HashMap, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
-use srvprof_common::{MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey, lost};
+use srvprof_common::{
+    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey, USER_STACK_MISS_LIMIT,
+    USER_STACK_RETRY_EVERY, lost,
+};
 
-use crate::target::{count_lost, current_comm, group_of, task_ids};
+use crate::target::{THREADS, count_lost, current_comm, group_of, task_ids};
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
 const EEXIST: i32 = 17;
+/// get_stackid's error when the walk found no frame.
+const EFAULT: i32 = 14;
 
 #[inline(always)]
 fn stack_id(result: Result<i64, i32>) -> i32 {
@@ -49,6 +54,16 @@ static OFFCPU_START: HashMap<u32, OffcpuStart> = HashMap::with_max_entries(MAX_T
 #[inline(always)]
 fn current_stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
     let user = ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
+    stack_key(ctx, tgid, group, user)
+}
+
+#[inline(always)]
+fn stack_key<C: StackIdContext>(
+    ctx: &C,
+    tgid: u32,
+    group: u32,
+    user: Result<i64, i32>,
+) -> StackKey {
     let kernel = ctx.get_stackid(&STACK_TRACES, 0);
     StackKey {
         tgid,
@@ -76,6 +91,32 @@ fn add(map: &HashMap<StackKey, u64>, key: &StackKey, n: u64) {
     }
 }
 
+/// The switching-out thread's user stack, unless its walks keep finding no frame: then one walk
+/// in USER_STACK_RETRY_EVERY, so a binary without frame pointers does not pay a failed walk
+/// (~2 us, a fault on the first frame) at every switch-out, and one that starts to have frames
+/// (a JIT warming up) is noticed.
+#[inline(always)]
+fn user_stack(ctx: &BtfTracePointContext, tid: u32, tgid: u32) -> Result<i64, i32> {
+    let st = THREADS
+        .get_ptr_mut(&tid)
+        .map(|st| unsafe { &mut *st })
+        .filter(|st| st.tgid == tgid);
+    let Some(st) = st else {
+        return ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
+    };
+    let misses = st.user_stack_misses;
+    if misses >= USER_STACK_MISS_LIMIT && misses % USER_STACK_RETRY_EVERY != 0 {
+        st.user_stack_misses = misses + 1;
+        return Err(-EFAULT);
+    }
+    let user = ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
+    st.user_stack_misses = match user {
+        Err(e) if e != -EEXIST => misses + 1,
+        _ => 0,
+    };
+    user
+}
+
 /// The software cpu-clock event fired on this CPU: count the running thread's stacks if watched.
 #[perf_event]
 pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
@@ -101,7 +142,12 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
         if let Some(group) = group_of(prev_tgid) {
             let start = OffcpuStart {
                 start_ns: now,
-                key: current_stack_key(&ctx, prev_tgid, group),
+                key: stack_key(
+                    &ctx,
+                    prev_tgid,
+                    group,
+                    user_stack(&ctx, prev_tid, prev_tgid),
+                ),
             };
             if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
                 count_lost(lost::OFFCPU_START_FULL);
