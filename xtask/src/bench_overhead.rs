@@ -114,6 +114,7 @@ pub fn run(quick: bool) -> Result<String> {
             cpu_costs[i].push(us_per_request);
         }
     }
+    let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     let bare = median(&samples[0]).rps;
@@ -136,12 +137,79 @@ pub fn run(quick: bool) -> Result<String> {
             bare_cost / cost.max(1e-9)
         ));
     }
+    report.push_str(&program_time);
     println!("{report}");
     let out = root.join("target/bench/overhead.md");
     std::fs::create_dir_all(out.parent().expect("has a parent"))?;
     std::fs::write(&out, &report)?;
     eprintln!("xtask: wrote {}", out.display());
     Ok(report)
+}
+
+/// One more wrk run per watcher with the kernel's per-program run-time accounting on (it slows
+/// every program a little, so these runs stay out of the throughput table): the watcher's own
+/// programs' time per request, stack programs apart. A floor: the traced syscall path and the
+/// tracepoint dispatch around the programs are not in it.
+fn program_time_table(
+    srvprof: &Path,
+    master: u32,
+    worker: u32,
+    dir: &Path,
+    url: &str,
+    seconds: u64,
+) -> Result<String> {
+    let mut table = format!(
+        "\n## BPF program time per request (kernel.bpf_stats_enabled)\n\n\
+         The watcher's programs' run time by the kernel's own accounting, during one more \
+         `wrk -d{seconds}s` per watcher, divided by its requests; `share` is that over CPU \
+         {SERVER_CPU}'s busy time per request in a bare run just before. Each run is also charged \
+         the accounting's own two clock reads (tens of ns); the kernel's traced-syscall path and \
+         the dispatch to the programs are not in it.\n\n\
+         | watcher | ns/req, all programs | of which on-CPU sampling (99 Hz) | of which off-CPU stacks | share of bare CPU {SERVER_CPU} time |\n\
+         |---|---|---|---|---|\n"
+    );
+    let busy_before = cpu_busy_ticks(SERVER_CPU)?;
+    let bare = run_wrk(url, CONNECTIONS, seconds)?;
+    let busy_after = cpu_busy_ticks(SERVER_CPU)?;
+    let bare_ns = (busy_after - busy_before) as f64 * 1e9
+        / CLOCK_TICKS_PER_S
+        / (bare.rps * seconds as f64).max(1.0);
+    let stats = crate::prog_time::StatsOn::enable()?;
+    for w in [
+        Watcher::Srvprof,
+        Watcher::SrvprofExact,
+        Watcher::SrvprofRun,
+        Watcher::SrvprofRunNoStacks,
+        Watcher::Bpftrace,
+    ] {
+        let loaded_before = crate::prog_time::loaded_ids()?;
+        let attached = attach(w, srvprof, master, worker, dir)?;
+        // bpftrace says "Attaching" before it loads its programs.
+        std::thread::sleep(Duration::from_secs(1));
+        // The programs that appeared with the watcher (bpftrace keeps no program fd open).
+        let ids: Vec<u64> = crate::prog_time::loaded_ids()?
+            .into_iter()
+            .filter(|id| !loaded_before.contains(id))
+            .collect();
+        let before = crate::prog_time::run_ns_by_name(&ids)?;
+        let sample = run_wrk(url, CONNECTIONS, seconds);
+        let after = crate::prog_time::run_ns_by_name(&ids)?;
+        detach(attached);
+        let requests = (sample?.rps * seconds as f64).max(1.0);
+        let spent = crate::prog_time::delta(&before, &after);
+        let all: u64 = spent.values().sum();
+        let of = |program: &str| spent.get(program).copied().unwrap_or(0) as f64 / requests;
+        table.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.1} % |\n",
+            w.name(),
+            all as f64 / requests,
+            of("oncpu_sample"),
+            of("offcpu_switch"),
+            all as f64 / requests / bare_ns.max(1.0) * 100.0
+        ));
+    }
+    drop(stats);
+    Ok(table)
 }
 
 /// USER_HZ: the unit of /proc/stat's CPU times.

@@ -4,6 +4,7 @@ mod bench;
 mod bench_loadgen;
 mod bench_overhead;
 mod demo;
+mod prog_time;
 mod setup;
 mod test;
 
