@@ -90,7 +90,7 @@ fn every_exit_path_detaches_every_program_and_link() {
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
         // Sampled mode: the syscall and interrupt programs are loaded, and linked only inside
-        // the middle tenth of each interval.
+        // the middle twentieth of each interval.
         let windowed =
             srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::gate::IRQ_PROGRAMS.len();
         assert!(
@@ -100,7 +100,7 @@ fn every_exit_path_detaches_every_program_and_link() {
             "{how}: holds {held:?}, {links} links"
         );
         if let Some(sig) = signal {
-            // 0.5 s in: inside the first window (0.45-0.55 s), so its links are open too.
+            // 0.5 s in: inside the first window (0.475-0.525 s), so its links are open too.
             std::thread::sleep(Duration::from_millis(500));
             // SAFETY: signalling our own child.
             unsafe { libc::kill(child.id() as i32, sig) };

@@ -113,9 +113,10 @@ pub struct ThreadStats {
     /// The syscall in flight: when it was entered (0: none) and its number.
     pub syscall_start_ns: u64,
     pub syscall_nr: u64,
-    /// Off-CPU stacks: user stack walks in a row that found no frame (a binary built without
-    /// frame pointers, like Debian's nginx). Past USER_STACK_MISS_LIMIT only one walk in
-    /// USER_STACK_RETRY_EVERY is tried: each failed walk costs ~2 us at every switch-out.
+    /// Off-CPU stacks: user stack walks in a row that failed, finding no frame or a stack that
+    /// collided in the map (a binary built without frame pointers, like Debian's nginx, gives
+    /// either). Past USER_STACK_MISS_LIMIT only one walk in USER_STACK_RETRY_EVERY is tried:
+    /// each failed walk costs ~2 us at every switch-out.
     pub user_stack_misses: u64,
     pub comm: [u8; 16],
 }

@@ -91,7 +91,7 @@ fn add(map: &HashMap<StackKey, u64>, key: &StackKey, n: u64) {
     }
 }
 
-/// The switching-out thread's user stack, unless its walks keep finding no frame: then one walk
+/// The switching-out thread's user stack, unless its walks keep failing: then one walk
 /// in USER_STACK_RETRY_EVERY, so a binary without frame pointers does not pay a failed walk
 /// (~2 us, a fault on the first frame) at every switch-out, and one that starts to have frames
 /// (a JIT warming up) is noticed.
@@ -110,10 +110,10 @@ fn user_stack(ctx: &BtfTracePointContext, tid: u32, tgid: u32) -> Result<i64, i3
         return Err(-EFAULT);
     }
     let user = ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
-    st.user_stack_misses = match user {
-        Err(e) if e != -EEXIST => misses + 1,
-        _ => 0,
-    };
+    // A collision (EEXIST: the bucket holds another stack) counts as a miss too: a walk through
+    // garbage frames gives a new stack every time, so those fill the map and collide, and the
+    // sample shows no user frames either way.
+    st.user_stack_misses = if user.is_ok() { 0 } else { misses + 1 };
     user
 }
 

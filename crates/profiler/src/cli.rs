@@ -85,17 +85,20 @@ pub struct SyscallsArg {
     pub on: bool,
     /// Trace syscalls and interrupts all the time: exact counts and times. By default their
     /// programs, which run on every syscall and interrupt of the machine, are attached for the
-    /// first tenth of each interval only, and the figures are scaled up from those windows
-    /// (interrupt counts are always exact: the kernel's own). Exact costs a syscall-heavy server
-    /// several percent of its throughput more.
+    /// middle twentieth of each interval only, and the figures are scaled up from those windows
+    /// (interrupt counts are always exact: the kernel's own). Exact cost a one-worker nginx
+    /// 9-12 % of its throughput here, against 2-5 % sampled (docs/benchmarks.md).
     #[arg(long)]
     pub exact: bool,
 }
 
+/// Sampled mode attaches the syscall and interrupt programs for interval / this.
+pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
+
 impl SyscallsArg {
     /// The syscall and interrupt programs' window per interval; None: attached all along.
     pub fn sampled_window(&self, interval: std::time::Duration) -> Option<std::time::Duration> {
-        (!self.exact).then(|| interval / 10)
+        (!self.exact).then(|| interval / SAMPLED_WINDOW_DIVISOR)
     }
 }
 

@@ -4,7 +4,7 @@
 //! While any program sits on the syscall tracepoints, every syscall of every process takes the
 //! kernel's traced path (~65 ns more here, even for an empty program), and every softirq runs two
 //! programs. On a server doing a few syscalls and a softirq per request that is several percent
-//! of its CPU. A window of a tenth of the time costs a tenth of that; the figures are then
+//! of its CPU. A window of a twentieth of the time costs a twentieth of that; the figures are then
 //! scaled up from the windows (see analysis::kernel_report), and the interrupt counts come from
 //! the kernel's own /proc/softirqs and /proc/interrupts.
 
@@ -30,10 +30,13 @@ pub const IRQ_PROGRAMS: [&str; 4] = [
 ];
 
 pub struct Gate {
+    /// In attach order. The window is the time the last one was attached: the counting program
+    /// (sys_exit, which counts syscalls) goes last, so attaching and detaching the others, a few
+    /// hundred microseconds each, does not stretch the time its counts are scaled by.
     programs: Vec<&'static str>,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     window: Duration,
-    /// When the open window began (monotonic ns), None when closed.
+    /// When the open window began (monotonic ns, the last program's attach), None when closed.
     opened_ns: Option<u64>,
     /// Time the programs were attached in closed windows.
     closed_traced_ns: u64,
@@ -71,30 +74,37 @@ impl Gate {
             w.set(window::START_NS, clock::monotonic_ns(), 0)
                 .map_err(|e| map_error(maps::TRACE_WINDOW, e))?;
         }
+        let mut last_attached = 0;
         for &name in &self.programs {
             let prog = btf_program(ebpf, name)?;
+            let before = clock::monotonic_ns();
             let link = prog.attach().map_err(|e| SrvprofError::ProgramAttach {
                 program: name.into(),
                 tracepoint: name.into(),
                 reason: error_chain(&e),
             })?;
+            last_attached = midpoint(before, clock::monotonic_ns());
             self.links.push((name, link));
         }
-        self.opened_ns = Some(clock::monotonic_ns());
+        self.opened_ns = Some(last_attached);
         Ok(())
     }
 
-    /// Detaches the programs, adding the window to the traced time.
+    /// Detaches the programs, last attached first, adding the window to the traced time.
     pub fn close(&mut self, ebpf: &mut Ebpf) {
         let Some(opened) = self.opened_ns.take() else {
             return;
         };
-        self.closed_traced_ns += clock::monotonic_ns().saturating_sub(opened);
-        for (name, link) in self.links.drain(..) {
+        let mut first_detached = None;
+        while let Some((name, link)) = self.links.pop() {
+            let before = clock::monotonic_ns();
             if let Ok(prog) = btf_program(ebpf, name) {
                 let _ = prog.detach(link);
             }
+            first_detached.get_or_insert(midpoint(before, clock::monotonic_ns()));
         }
+        let closed = first_detached.unwrap_or_else(clock::monotonic_ns);
+        self.closed_traced_ns += closed.saturating_sub(opened);
     }
 
     /// Time the programs have been attached so far, the open window included.
@@ -104,6 +114,12 @@ impl Gate {
                 .opened_ns
                 .map_or(0, |t| clock::monotonic_ns().saturating_sub(t))
     }
+}
+
+/// The middle of an attach or detach call: where in it the program started or stopped running
+/// is not known, so the window's edges are each off by at most half a call.
+fn midpoint(before: u64, after: u64) -> u64 {
+    before + after.saturating_sub(before) / 2
 }
 
 fn btf_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut BtfTracePoint, SrvprofError> {

@@ -160,6 +160,8 @@ impl Probes {
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
+        // The syscall programs last (sys_exit counts): the window is timed on the last one.
+        gated.sort_by_key(|p| SYSCALL_PROGRAMS.contains(p));
         let gate = targets
             .sampled_window
             .map(|window| Gate::new(gated, window));
