@@ -201,7 +201,7 @@ impl Sampler {
                 self.close_window();
             }
             let mut wake = due_ns;
-            if let (Some(from), Some((window, _))) = (self.window_from_ns, self.probes.window()) {
+            if let (Some(from), Some(window)) = (self.window_from_ns, self.probes.window()) {
                 let len = window.as_nanos() as u64;
                 let open_at = from + due_ns.saturating_sub(from).saturating_sub(len) / 2;
                 if now >= open_at {

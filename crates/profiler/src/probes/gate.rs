@@ -1,5 +1,6 @@
 //! Sampled mode: the syscall and interrupt programs, the ones that run on every syscall and every
-//! interrupt of the machine, are attached only for a window at the start of each interval.
+//! interrupt of the machine, are attached only for a window in the middle of each interval
+//! (the Sampler opens and closes it).
 //!
 //! While any program sits on the syscall tracepoints, every syscall of every process takes the
 //! kernel's traced path (~65 ns more here, even for an empty program), and every softirq runs two

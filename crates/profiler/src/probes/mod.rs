@@ -62,7 +62,7 @@ pub struct ProbeTargets {
     /// of every process on the machine takes the kernel's slower traced path (~65 ns here, even
     /// for an empty program), so this is the cheapest setting for a busy server.
     pub skip_syscalls: bool,
-    /// Sampled mode: attach the syscall and interrupt programs only for this long at the start
+    /// Sampled mode: attach the syscall and interrupt programs only for this long in the middle
     /// of each interval (the Sampler opens and closes the window). None: attached all along,
     /// every syscall and interrupt counted and timed (exact mode).
     pub sampled_window: Option<std::time::Duration>,
@@ -198,9 +198,9 @@ impl Probes {
         }
     }
 
-    /// The window's length (sampled mode) and whether it is open now.
-    pub fn window(&self) -> Option<(std::time::Duration, bool)> {
-        self.gate.as_ref().map(|g| (g.window(), g.is_open()))
+    /// The window's length in sampled mode; None in exact mode.
+    pub fn window(&self) -> Option<std::time::Duration> {
+        self.gate.as_ref().map(Gate::window)
     }
 
     /// Adds processes to watch while running (a restarted worker, a late client).
