@@ -35,10 +35,10 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
-    /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order).
+    /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order); sampled mode only.
     #[serde(default)]
     pub softirq_counts: Vec<Vec<u64>>,
-    /// /proc/interrupts: (irq line, per-CPU count).
+    /// /proc/interrupts: (irq line, per-CPU count); sampled mode only.
     #[serde(default)]
     pub irq_counts: Vec<(u32, Vec<u64>)>,
     /// `run`: responses the load generator has received so far, and how many of them arrived
@@ -127,8 +127,12 @@ impl Sampler {
     pub fn sample(&mut self) -> Result<Sample, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
-        let softirq_counts = procfs::softirq_counts();
-        let irq_counts = procfs::interrupt_counts();
+        // The kernel's interrupt counts stand in for the probes' only in sampled mode.
+        let (softirq_counts, irq_counts) = if kernel.traced_ns.is_some() {
+            (procfs::softirq_counts(), procfs::interrupt_counts())
+        } else {
+            (Vec::new(), Vec::new())
+        };
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
         for (pid, group) in self.probes.watched_pids()? {

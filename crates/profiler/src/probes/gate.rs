@@ -14,11 +14,11 @@ use std::time::Duration;
 use aya::{
     Ebpf,
     maps::{Array, MapData},
-    programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
+    programs::tp_btf::BtfTracePointLinkId,
 };
 use srvprof_common::{maps, window};
 
-use super::{error_chain, map_error, map_mut};
+use super::{attach_loaded, btf_program, map_error, map_mut};
 use crate::clock;
 use crate::error::SrvprofError;
 
@@ -79,11 +79,7 @@ impl Gate {
         for &name in &self.programs {
             let prog = btf_program(ebpf, name)?;
             let before = clock::monotonic_ns();
-            let link = prog.attach().map_err(|e| SrvprofError::ProgramAttach {
-                program: name.into(),
-                tracepoint: name.into(),
-                reason: error_chain(&e),
-            })?;
+            let link = attach_loaded(prog, name, name)?;
             last_attached = midpoint(before, clock::monotonic_ns());
             self.links.push((name, link));
         }
@@ -121,17 +117,4 @@ impl Gate {
 /// is not known, so the window's edges are each off by at most half a call.
 fn midpoint(before: u64, after: u64) -> u64 {
     before + after.saturating_sub(before) / 2
-}
-
-fn btf_program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut BtfTracePoint, SrvprofError> {
-    ebpf.program_mut(name)
-        .ok_or_else(|| SrvprofError::ProgramLoad {
-            program: name.into(),
-            reason: "not in the BPF object".into(),
-        })?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
-            program: name.into(),
-            reason: e.to_string(),
-        })
 }

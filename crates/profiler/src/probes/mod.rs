@@ -13,7 +13,7 @@ pub mod tcp;
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray},
-    programs::BtfTracePoint,
+    programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
 use srvprof_common::{globals, lost, maps};
 
@@ -154,7 +154,7 @@ impl Probes {
                     gated.push(*program);
                     Ok(())
                 } else {
-                    attach_loaded(prog, program, tracepoint)
+                    attach_loaded(prog, program, tracepoint).map(|_| ())
                 }
             });
             on_attach(program, result.as_ref().map(|_| ()));
@@ -290,7 +290,7 @@ pub(crate) fn attach_one(
     tracepoint: &str,
 ) -> Result<(), SrvprofError> {
     let prog = load_one(ebpf, btf, program, tracepoint)?;
-    attach_loaded(prog, program, tracepoint)
+    attach_loaded(prog, program, tracepoint).map(|_| ())
 }
 
 fn load_one<'a>(
@@ -299,17 +299,7 @@ fn load_one<'a>(
     program: &str,
     tracepoint: &str,
 ) -> Result<&'a mut BtfTracePoint, SrvprofError> {
-    let prog: &mut BtfTracePoint = ebpf
-        .program_mut(program)
-        .ok_or_else(|| SrvprofError::ProgramLoad {
-            program: program.into(),
-            reason: "not in the BPF object".into(),
-        })?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
-            program: program.into(),
-            reason: e.to_string(),
-        })?;
+    let prog = btf_program(ebpf, program)?;
     prog.load(tracepoint, btf)
         .map_err(|e| SrvprofError::ProgramLoad {
             program: program.into(),
@@ -318,17 +308,34 @@ fn load_one<'a>(
     Ok(prog)
 }
 
-fn attach_loaded(
+/// The object's BTF tracepoint program `name` (loaded or not).
+pub(crate) fn btf_program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &str,
+) -> Result<&'a mut BtfTracePoint, SrvprofError> {
+    ebpf.program_mut(name)
+        .ok_or_else(|| SrvprofError::ProgramLoad {
+            program: name.into(),
+            reason: "not in the BPF object".into(),
+        })?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
+            program: name.into(),
+            reason: e.to_string(),
+        })
+}
+
+/// Attaches a loaded program; the link lives until detached or the object is dropped.
+pub(crate) fn attach_loaded(
     prog: &mut BtfTracePoint,
     program: &str,
     tracepoint: &str,
-) -> Result<(), SrvprofError> {
+) -> Result<BtfTracePointLinkId, SrvprofError> {
     prog.attach().map_err(|e| SrvprofError::ProgramAttach {
         program: program.into(),
         tracepoint: tracepoint.into(),
         reason: error_chain(&e),
-    })?;
-    Ok(())
+    })
 }
 
 /// An error with its sources, so the verifier's or kernel's reason is not lost.
