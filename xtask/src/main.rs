@@ -1,16 +1,19 @@
-//! Developer tasks: `cargo xtask setup | test | demo | bench`.
+//! Developer tasks: `cargo xtask setup | test | demo | bench | dist`.
 
 mod bench;
 mod bench_loadgen;
 mod bench_overhead;
 mod demo;
+mod dist;
+mod llvm;
 mod prog_time;
 mod setup;
 mod test;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup | test | demo | bench [loadgen]>";
+const USAGE: &str =
+    "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen] | dist [--smoke]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -19,7 +22,14 @@ fn main() -> Result<()> {
     };
     let rest = &args[1..];
     match task.as_str() {
-        "setup" => setup::run(),
+        "setup" => {
+            setup::run()?;
+            // Proves the bpf-linker part from an empty CARGO_HOME, as `cargo xtask test` does.
+            if rest.iter().any(|a| a == "--from-scratch") {
+                dist::from_scratch()?;
+            }
+            Ok(())
+        }
         "test" => {
             setup::run()?;
             test::run(rest)
@@ -27,6 +37,10 @@ fn main() -> Result<()> {
         "demo" => {
             setup::run()?;
             demo::run(rest)
+        }
+        "dist" => {
+            setup::bpf_build_tools()?;
+            dist::run(rest)
         }
         "bench" => {
             // The release srvprof needs the eBPF toolchain; --render only reads old runs.

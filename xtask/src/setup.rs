@@ -1,6 +1,6 @@
-//! Installs, idempotently, what a fresh machine lacks to build and test srvprof:
-//! nightly + rust-src, bpf-linker linked against nightly's own LLVM, and Debian packages.
-//! A second run with everything present only checks.
+//! Installs, idempotently, what a fresh machine lacks to build and test srvprof: the pinned
+//! nightly (crates/ebpf/rust-toolchain.toml) with rust-src, bpf-linker linked against that
+//! nightly's own LLVM, and Debian packages. A second run with everything present only checks.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,15 +26,35 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
 const BPF_LINKER_VERSION: &str = "0.13.0";
 
 pub fn run() -> Result<()> {
-    nightly_with_rust_src()?;
-    bpf_linker()?;
-    debian_packages()?;
+    bpf_build_tools()?;
+    debian_packages()
+}
+
+/// The pinned nightly with rust-src and a bpf-linker for it in CARGO_HOME: what building
+/// srvprof needs beyond stable Rust.
+pub fn bpf_build_tools() -> Result<()> {
+    let toolchain = bpf_toolchain()?;
+    toolchain_with_rust_src(&toolchain)?;
+    bpf_linker(&toolchain, &cargo_home())?;
     Ok(())
 }
 
-fn nightly_with_rust_src() -> Result<()> {
+/// The dated nightly the BPF programs are built with: the channel named in
+/// crates/ebpf/rust-toolchain.toml, the one place the pin is written.
+pub fn bpf_toolchain() -> Result<String> {
+    let file = crate::workspace_root().join("crates/ebpf/rust-toolchain.toml");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading the BPF toolchain pin {}", file.display()))?;
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .find_map(|rest| rest.trim().strip_prefix('=')?.trim().split('"').nth(1))
+        .map(str::to_string)
+        .ok_or_else(|| anyhow!("{} names no channel = \"...\"", file.display()))
+}
+
+fn toolchain_with_rust_src(toolchain: &str) -> Result<()> {
     let installed = Command::new("rustup")
-        .args(["component", "list", "--toolchain", "nightly", "--installed"])
+        .args(["component", "list", "--toolchain", toolchain, "--installed"])
         .output()
         .map(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("rust-src"))
         .unwrap_or(false);
@@ -44,60 +64,59 @@ fn nightly_with_rust_src() -> Result<()> {
     run_cmd(Command::new("rustup").args([
         "toolchain",
         "install",
-        "nightly",
+        toolchain,
         "--profile",
         "minimal",
         "--component",
         "rust-src",
     ]))
-    .context("installing the nightly toolchain with rust-src (needed to build the BPF programs)")
+    .with_context(|| format!("installing {toolchain} with rust-src (it builds the BPF programs)"))
 }
 
-fn cargo_bin_dir() -> PathBuf {
+/// CARGO_HOME, where `cargo install` puts bpf-linker (its bin/ is on the PATH).
+pub fn cargo_home() -> PathBuf {
     std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into())).join(".cargo")
         })
-        .join("bin")
 }
 
-fn bpf_linker() -> Result<()> {
-    // bpf-linker loads nightly's libLLVM, which `rustup run nightly` puts on the library path,
-    // as aya-build does when it links the BPF programs.
-    let linker = cargo_bin_dir().join("bpf-linker");
-    if succeeds(
-        Command::new("rustup")
-            .args(["run", "nightly"])
-            .arg(&linker)
-            .arg("--version"),
-    ) {
-        return Ok(());
+/// The pinned toolchain's lib folder, where it keeps its libLLVM.
+fn toolchain_lib_dir(toolchain: &str) -> Result<PathBuf> {
+    let out = Command::new("rustc")
+        .arg(format!("+{toolchain}"))
+        .args(["--print", "sysroot"])
+        .output()
+        .context("running rustc")?;
+    if !out.status.success() {
+        bail!("`rustc +{toolchain} --print sysroot` failed: is {toolchain} installed?");
     }
-    // bpf-linker must use an LLVM of nightly's major version; nightly ships its own libLLVM.
-    let sysroot = String::from_utf8(
-        Command::new("rustc")
-            .args(["+nightly", "--print", "sysroot"])
-            .output()?
-            .stdout,
-    )?;
-    let lib_dir = Path::new(sysroot.trim()).join("lib");
-    let llvm = std::fs::read_dir(&lib_dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .find(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("libLLVM.so.")
-                || (name.starts_with("libLLVM-") && name.ends_with(".so"))
-        })
-        .ok_or_else(|| anyhow!("no libLLVM in {}; reinstall nightly", lib_dir.display()))?;
-    let major = llvm_major(llvm.file_name().and_then(|n| n.to_str()).unwrap_or(""))
-        .ok_or_else(|| anyhow!("cannot read the LLVM version from {}", llvm.display()))?;
-    let prefix = std::env::temp_dir().join(format!("srvprof-llvm-{major}"));
+    Ok(Path::new(String::from_utf8(out.stdout)?.trim()).join("lib"))
+}
+
+/// bpf-linker in `cargo_home`/bin, built against the pinned toolchain's own LLVM unless one that
+/// loads exactly that LLVM is already there. Returns its path.
+pub fn bpf_linker(toolchain: &str, cargo_home: &Path) -> Result<PathBuf> {
+    let linker = cargo_home.join("bin/bpf-linker");
+    let lib_dir = toolchain_lib_dir(toolchain)?;
+    if loads_llvm_from(&linker, &lib_dir) {
+        return Ok(linker);
+    }
+    let llvm = crate::llvm::find(&lib_dir)?;
+    // LLVM_PREFIX/lib/libLLVM.so is what llvm-sys links; it must be the ELF, not a script.
+    let prefix = std::env::temp_dir().join(format!("srvprof-llvm-{toolchain}"));
     std::fs::create_dir_all(prefix.join("lib"))?;
     let link = prefix.join("lib/libLLVM.so");
     let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&llvm, &link)?;
+    std::os::unix::fs::symlink(&llvm.path, &link)?;
+    eprintln!(
+        "xtask: building bpf-linker {BPF_LINKER_VERSION} against {} (LLVM {}) into {}",
+        llvm.path.display(),
+        llvm.major,
+        cargo_home.display()
+    );
+    let started = std::time::Instant::now();
     run_cmd(
         Command::new("cargo")
             .args([
@@ -105,24 +124,55 @@ fn bpf_linker() -> Result<()> {
                 "bpf-linker",
                 "--version",
                 BPF_LINKER_VERSION,
+                "--locked",
+                "--force",
                 "--no-default-features",
                 "--features",
             ])
-            .arg(format!("llvm-{major}"))
+            .arg(format!("llvm-{}", llvm.major))
+            .env("CARGO_HOME", cargo_home)
             .env("LLVM_PREFIX", &prefix),
     )
-    .context("installing bpf-linker (needed to link the BPF programs)")
+    .context("building bpf-linker (it links the BPF programs)")?;
+    if !loads_llvm_from(&linker, &lib_dir) {
+        bail!(
+            "the bpf-linker just built ({}) does not load {}'s LLVM from {}",
+            linker.display(),
+            toolchain,
+            lib_dir.display()
+        );
+    }
+    eprintln!(
+        "xtask: bpf-linker built in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(linker)
 }
 
-/// 22 from "libLLVM.so.22.1-rust-1.97.0-nightly" or "libLLVM-22-rust-1.97.0-nightly.so".
-fn llvm_major(name: &str) -> Option<u32> {
-    let rest = name
-        .strip_prefix("libLLVM.so.")
-        .or_else(|| name.strip_prefix("libLLVM-"))?;
-    rest.split(|c: char| !c.is_ascii_digit())
-        .next()?
-        .parse()
-        .ok()
+/// Whether `linker` runs with the toolchain's lib folder on the library path, as `rustup run`
+/// gives it, and its libLLVM resolves into that folder (a bpf-linker built for another nightly
+/// fails this and is rebuilt).
+fn loads_llvm_from(linker: &Path, lib_dir: &Path) -> bool {
+    let run = |trace: bool| {
+        let mut cmd = Command::new(linker);
+        cmd.env("LD_LIBRARY_PATH", lib_dir);
+        if trace {
+            // The dynamic loader lists what it resolved, as ldd does, without running the program.
+            cmd.env("LD_TRACE_LOADED_OBJECTS", "1");
+        } else {
+            cmd.arg("--version");
+        }
+        cmd.output().ok().filter(|o| o.status.success())
+    };
+    if !linker.exists() || run(false).is_none() {
+        return false;
+    }
+    run(true).is_some_and(|out| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("libLLVM"))
+            .any(|l| l.contains(&format!("=> {}/", lib_dir.display())))
+    })
 }
 
 fn debian_packages() -> Result<()> {
@@ -160,16 +210,4 @@ fn debian_packages() -> Result<()> {
         "could not install {missing:?} with apt-get; run `apt-get update && apt-get install {}` as root",
         missing.join(" ")
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::llvm_major;
-
-    #[test]
-    fn llvm_major_from_nightly_library_names() {
-        assert_eq!(llvm_major("libLLVM.so.22.1-rust-1.97.0-nightly"), Some(22));
-        assert_eq!(llvm_major("libLLVM-22-rust-1.97.0-nightly.so"), Some(22));
-        assert_eq!(llvm_major("libfoo.so"), None);
-    }
 }

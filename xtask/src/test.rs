@@ -42,6 +42,7 @@ pub fn run(args: &[String]) -> Result<()> {
             .args(args)
             .args(["--", "--test-threads=1"]),
     )?;
+    crate::dist::from_scratch()?;
     // The reference servers under the release srvprof: every cell must complete requests.
     crate::bench::run(&["--quick".to_string()])?;
     // The overhead bench, one short round: every watcher still attaches and nginx still serves.

@@ -193,7 +193,7 @@ impl Schedule {
                 tv_nsec: 0,
             },
             it_value: libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
+                tv_sec: (ns / 1_000_000_000) as _, // the field's own time_t (libc deprecates the alias on musl)
                 tv_nsec: (ns % 1_000_000_000) as libc::c_long,
             },
         };
