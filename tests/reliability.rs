@@ -477,3 +477,96 @@ fn thousands_of_connections_held_with_flat_memory_and_nothing_lost() {
         run["load"]["throughput_rps"]
     );
 }
+
+/// Runs srvprof with ARGS where the kernel shows no BTF: in a mount namespace of its own with an
+/// empty tmpfs over /sys/kernel/btf. Returns (exit code, stdout, stderr).
+fn srvprof_without_btf(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount -t tmpfs none /sys/kernel/btf && test ! -e /sys/kernel/btf/vmlinux && exec "$0" "$@""#)
+        .arg(srvprof_bin())
+        .args(args)
+        .output()
+        .expect("unshare (util-linux)");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Ids of the loaded BPF programs that carry one of srvprof's program names.
+fn srvprof_named_programs() -> Vec<u64> {
+    let progs: serde_json::Value = serde_json::from_slice(
+        &Command::new("bpftool")
+            .args(["-j", "prog", "show"])
+            .output()
+            .expect("bpftool")
+            .stdout,
+    )
+    .unwrap_or_default();
+    let names: Vec<&str> = srvprof::probes::PROGRAMS.iter().map(|(p, _)| *p).collect();
+    progs
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|p| p["name"].as_str().is_some_and(|n| names.contains(&n)))
+                .filter_map(|p| p["id"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_kernel_without_btf_gets_one_sentence_exit_3_and_nothing_started_or_attached() {
+    require_root();
+    let before = srvprof_named_programs();
+    let sentence = srvprof::error::SrvprofError::NoKernelBtf.to_string();
+    // run --cmd: the server command would leave a mark; it must never be started.
+    let mark = std::env::temp_dir().join(format!("srvprof-no-btf-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let server = workspace_root().join("servers/nginx-hello/run");
+    let cmd = format!(
+        "touch {} && exec {} --port {}",
+        mark.display(),
+        server.display(),
+        free_port()
+    );
+    let w = Workload::start(WORKLOAD);
+    let pid = w.pid().to_string();
+    for args in [
+        vec!["run", "--cmd", cmd.as_str(), "-d", "2s"],
+        vec!["probe", "--pid", pid.as_str(), "-d", "1s"],
+    ] {
+        let (code, _, stderr) = srvprof_without_btf(&args);
+        assert_eq!(code, Some(3), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim(),
+            format!("srvprof: {sentence}"),
+            "{args:?}: one sentence, nothing else"
+        );
+    }
+    assert!(
+        !mark.exists(),
+        "run --cmd started the server on a kernel it cannot probe"
+    );
+    let (code, stdout, _) = srvprof_without_btf(&["check"]);
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("kernel BTF") && l.contains(&sentence)),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("not tried")),
+        "check must not try to load programs without BTF: {stdout}"
+    );
+    let new: Vec<u64> = srvprof_named_programs()
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert!(new.is_empty(), "programs left loaded: {new:?}");
+}

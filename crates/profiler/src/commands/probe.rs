@@ -59,6 +59,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     if !procfs::has_bpf_privileges() {
         return Err(SrvprofError::NotRoot);
     }
+    crate::probes::btf_offsets::require_kernel_btf()?;
     let mut notes = Vec::new();
     let pids = live_targets(&args.pids, &mut notes)?;
     if let Some(out) = &args.out {

@@ -26,6 +26,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     if !procfs::has_bpf_privileges() {
         return Err(SrvprofError::NotRoot);
     }
+    crate::probes::btf_offsets::require_kernel_btf()?;
     if let Some(dir) = &args.out {
         check_out_dir(dir, args.force)?;
     }

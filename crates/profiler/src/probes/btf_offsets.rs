@@ -25,11 +25,19 @@ pub struct KernelOffsets {
     pub sock_dport: u64,
 }
 
+/// Fails with the one-sentence NoKernelBtf when the running kernel exposes no BTF. `run` and
+/// `probe` ask first, so on such a kernel they stop before starting a server or loading anything.
+pub fn require_kernel_btf() -> Result<(), SrvprofError> {
+    if std::path::Path::new(VMLINUX_BTF).exists() {
+        Ok(())
+    } else {
+        Err(SrvprofError::NoKernelBtf)
+    }
+}
+
 impl KernelOffsets {
     pub fn from_running_kernel() -> Result<Self, SrvprofError> {
-        if !std::path::Path::new(VMLINUX_BTF).exists() {
-            return Err(SrvprofError::NoKernelBtf);
-        }
+        require_kernel_btf()?;
         let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| SrvprofError::BtfField {
             field: "vmlinux".into(),
             reason: e.to_string(),
