@@ -33,7 +33,7 @@ pub use report::{
     ClientCpu, ConfigEcho, ErrorKind, LatencySummary, LoadReport, SpectrumPoint, TimelineEntry,
 };
 pub use request::{RequestTemplate, Target};
-pub use sys::{ensure_fd_limit, monotonic_ns};
+pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns};
 
 /// Internals the criterion benches measure; not a stable API.
 #[doc(hidden)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::LoadError;
 
 /// File descriptors the process uses besides one per connection (runtime, stdio, test servers).
-const FD_OVERHEAD: u64 = 64;
+pub const FD_OVERHEAD: u64 = 64;
 
 /// Raise the soft open-file limit to the hard limit, then refuse `connections` that cannot fit.
 pub fn ensure_fd_limit(connections: usize) -> Result<(), LoadError> {

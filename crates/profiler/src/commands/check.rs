@@ -64,12 +64,15 @@ pub fn checks() -> Vec<CheckResult> {
         "not needed: every probe is a BTF tracepoint (tp_btf), which attaches without tracefs",
     ));
     let (soft, hard) = fd_limits();
-    let fits = hard >= 2 * 1024 + 64;
+    // The load generator holds one descriptor per connection plus its own (FD_OVERHEAD); a
+    // server started by --cmd has a limit of its own.
+    let fits = hard >= 1024 + srvprof_loadgen::FD_OVERHEAD;
     out.push(result(
         "open-file limit",
         fits,
         format!(
-            "soft {soft}, hard {hard}: srvprof raises the soft limit to the hard one, so `run -c N` fits while 2*N+64 <= {hard} (raise it with `ulimit -n` or /etc/security/limits.conf)"
+            "soft {soft}, hard {hard}: srvprof raises the soft limit to the hard one, so `run -c N` fits while N+{} <= {hard}; the server needs about N of its own (raise them with `ulimit -n` or /etc/security/limits.conf)",
+            srvprof_loadgen::FD_OVERHEAD
         ),
     ));
     if privileged && btf {
