@@ -29,8 +29,59 @@ pub enum Engine {
     Hyper,
 }
 
-/// A pause after a failed connect so a dead server does not turn into a busy loop.
+/// First pause before replacing a connection that failed; doubled after each further failure of
+/// the same connection slot, up to [`RECONNECT_BACKOFF_MAX`], each pause drawn in its upper half
+/// (equal jitter) so slots that failed together do not come back together.
 pub(crate) const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
+/// Longest pause before a reconnect.
+pub(crate) const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// A connection that carried a response and stayed open this long clears its slot's failure
+/// streak: the next failure pauses [`RECONNECT_BACKOFF`] again.
+pub(crate) const STABLE_CONNECTION: Duration = Duration::from_secs(10);
+
+/// Reconnect policy of one connection slot: exponential backoff with jitter. A server that closes
+/// or resets connections (nginx closes idle keep-alive connections whenever an accept leaves fewer
+/// than 1/16 of `worker_connections` free) must not see each of them replaced at once: every
+/// replacement is an accept that can close more, which was a storm of ~15,000 connections/s with
+/// no response served (issue 21).
+pub(crate) struct Backoff {
+    streak: u32,
+    rng: u64,
+}
+
+impl Backoff {
+    pub(crate) fn new(index: usize) -> Backoff {
+        // A nonzero seed per slot, so slots draw different jitter.
+        let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        Backoff { streak: 0, rng: seed }
+    }
+
+    /// A connection of this slot ended in a failure after living `lived` with `responses`
+    /// answers: how long to wait before the slot connects again.
+    pub(crate) fn after_failure(&mut self, lived: Duration, responses: u64) -> Duration {
+        if responses > 0 && lived >= STABLE_CONNECTION {
+            self.streak = 0;
+        }
+        let ceiling = RECONNECT_BACKOFF
+            .saturating_mul(1u32 << self.streak.min(16))
+            .min(RECONNECT_BACKOFF_MAX);
+        if ceiling < RECONNECT_BACKOFF_MAX {
+            self.streak += 1;
+        }
+        // xorshift64: no allocation, no shared state.
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = ceiling / 2;
+        half + half.mul_f64((self.rng >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Failures in a row of this slot (for tests).
+    #[cfg(test)]
+    pub(crate) fn streak(&self) -> u32 {
+        self.streak
+    }
+}
 
 /// Everything the connections of all threads share; read-only except the request budget.
 pub(crate) struct RunPlan {
@@ -75,6 +126,8 @@ pub(crate) enum ConnEnd {
     Reconnect,
     /// The run is over for this connection.
     Done,
+    /// The connection failed: open a new one after the slot's backoff.
+    Failed,
 }
 
 pub(crate) async fn connection(
@@ -93,14 +146,18 @@ pub(crate) async fn connection(
     let mut pacer = Pacer::new(&plan, index, start_at, schedule);
     match (plan.engine, plan.keepalive) {
         (Engine::Builtin, true) => {
-            while let ConnEnd::Reconnect = keepalive_connection(&plan, &recorder, &mut pacer).await
+            let mut backoff = Backoff::new(index);
+            while let ConnEnd::Reconnect =
+                keepalive_connection(&plan, &recorder, &mut pacer, &mut backoff).await
             {
             }
         }
         (Engine::Builtin, false) => per_request_connections(&plan, &recorder, &mut pacer).await,
         (Engine::Hyper, true) => {
+            let mut backoff = Backoff::new(index);
             while let ConnEnd::Reconnect =
-                crate::hyper_client::keepalive_connection(&plan, &recorder, &mut pacer).await
+                crate::hyper_client::keepalive_connection(&plan, &recorder, &mut pacer, &mut backoff)
+                    .await
             {
             }
         }
@@ -115,6 +172,7 @@ async fn keepalive_connection(
     plan: &RunPlan,
     recorder: &RefCell<ThreadRecorder>,
     pacer: &mut Pacer,
+    backoff: &mut Backoff,
 ) -> ConnEnd {
     if plan.over(Instant::now()) {
         return ConnEnd::Done;
@@ -141,10 +199,11 @@ async fn keepalive_connection(
             let measured = start >= plan.measure_start;
             recorder.borrow_mut().failure(measured, now, kind, 0);
             pacer.advance();
-            sleep_until((now + RECONNECT_BACKOFF).into()).await;
+            pause(plan, now + backoff.after_failure(Duration::ZERO, 0)).await;
             return ConnEnd::Reconnect;
         }
     };
+    let mut opened_at = Instant::now();
     let request = plan.template.encoded();
     let head = plan.template.is_head();
     loop {
@@ -163,10 +222,20 @@ async fn keepalive_connection(
             _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
         };
         if outcome == Err(Failure::Stale) {
-            // The server had closed this idle connection: send the request once more on a new one.
+            // The server had closed this idle connection: send the request once more on a new
+            // one, after the slot's backoff (a server shedding idle connections must not see
+            // them all replaced at once; the wait is part of this request's latency).
+            recorder.borrow_mut().closed_idle();
+            let lived = opened_at.elapsed();
+            let wait = backoff.after_failure(lived, conn.responses);
+            if !pause(plan, Instant::now() + wait).await {
+                return ConnEnd::Done;
+            }
+            timer.as_mut().reset((Instant::now() + plan.timeout).into());
             match open(plan.addr, timer.as_mut()).await {
                 Ok(fresh) => {
                     conn = fresh;
+                    opened_at = Instant::now();
                     outcome = tokio::select! {
                         biased;
                         outcome = conn.roundtrip(request, head) => outcome,
@@ -187,16 +256,28 @@ async fn keepalive_connection(
                     return ConnEnd::Reconnect;
                 }
             }
-            Err(Failure::Kind(kind)) => {
+            Err(failure) => {
+                let kind = match failure {
+                    Failure::Kind(kind) => kind,
+                    Failure::Stale => ErrorKind::Reset,
+                };
                 rec.failure(measured, done, kind, bytes);
-                return ConnEnd::Reconnect;
-            }
-            Err(Failure::Stale) => {
-                rec.failure(measured, done, ErrorKind::Reset, bytes);
+                drop(rec);
+                pause(plan, done + backoff.after_failure(opened_at.elapsed(), conn.responses))
+                    .await;
                 return ConnEnd::Reconnect;
             }
         }
     }
+}
+
+/// Sleep until `until` or the end of the run, whichever comes first; false when the run is over.
+pub(crate) async fn pause(plan: &RunPlan, until: Instant) -> bool {
+    let end = plan.measure_end.map_or(until, |end| end.min(until));
+    if end > Instant::now() {
+        sleep_until(end.into()).await;
+    }
+    !plan.over(Instant::now())
 }
 
 /// `--no-keepalive`: a new TCP connection for every request; connect time is part of latency.
@@ -308,5 +389,31 @@ pub(crate) async fn run_thread_connections(
     }
     if let Some(task) = timer_task {
         task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap_and_clears_after_a_stable_connection() {
+        let mut b = Backoff::new(7);
+        let mut ceiling = RECONNECT_BACKOFF;
+        for _ in 0..12 {
+            let wait = b.after_failure(Duration::from_millis(1), 0);
+            assert!(wait >= ceiling / 2 && wait <= ceiling, "{wait:?} vs {ceiling:?}");
+            ceiling = (ceiling * 2).min(RECONNECT_BACKOFF_MAX);
+        }
+        assert!(b.streak() > 0);
+        // A short-lived connection with answers keeps the streak; a stable one clears it.
+        assert!(b.after_failure(Duration::from_secs(1), 100) >= RECONNECT_BACKOFF_MAX / 2);
+        assert!(b.after_failure(STABLE_CONNECTION, 1) <= RECONNECT_BACKOFF);
+        // Slots draw different pauses.
+        let (mut x, mut y) = (Backoff::new(1), Backoff::new(2));
+        assert_ne!(
+            x.after_failure(Duration::ZERO, 0),
+            y.after_failure(Duration::ZERO, 0)
+        );
     }
 }

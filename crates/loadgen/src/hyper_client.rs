@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -16,9 +16,9 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::{Sleep, sleep_until};
+use tokio::time::Sleep;
 
-use crate::client::{ConnEnd, RECONNECT_BACKOFF, RunPlan, begin};
+use crate::client::{Backoff, ConnEnd, RunPlan, begin, pause};
 use crate::pacer::Pacer;
 use crate::report::ErrorKind;
 use crate::stats::ThreadRecorder;
@@ -28,6 +28,7 @@ pub(crate) async fn keepalive_connection(
     plan: &RunPlan,
     recorder: &RefCell<ThreadRecorder>,
     pacer: &mut Pacer,
+    backoff: &mut Backoff,
 ) -> ConnEnd {
     if plan.over(Instant::now()) {
         return ConnEnd::Done;
@@ -52,14 +53,19 @@ pub(crate) async fn keepalive_connection(
             let measured = start >= plan.measure_start;
             recorder.borrow_mut().failure(measured, now, kind, 0);
             pacer.advance();
-            sleep_until((now + RECONNECT_BACKOFF).into()).await;
+            pause(plan, now + backoff.after_failure(Duration::ZERO, 0)).await;
             return ConnEnd::Reconnect;
         }
     };
+    let opened_at = Instant::now();
     let (mut sender, conn) = match http1::handshake::<_, Full<Bytes>>(io).await {
         Ok(parts) => parts,
-        Err(_) => return ConnEnd::Reconnect,
+        Err(_) => {
+            pause(plan, Instant::now() + backoff.after_failure(Duration::ZERO, 0)).await;
+            return ConnEnd::Reconnect;
+        }
     };
+    let mut responses = 0u64;
 
     // One timer per connection, pushed later for each request: extending a pending timer is
     // lock-free in tokio, registering a new one per request is not.
@@ -88,15 +94,26 @@ pub(crate) async fn keepalive_connection(
             let measured = start >= plan.measure_start;
             let mut rec = recorder.borrow_mut();
             match outcome {
-                Ok(status) => rec.response(measured, start, done, status, bytes_read.get()),
+                Ok(status) => {
+                    rec.response(measured, start, done, status, bytes_read.get());
+                    responses += 1;
+                }
                 Err(kind) => {
                     rec.failure(measured, done, kind, bytes_read.get());
-                    return ConnEnd::Reconnect;
+                    return ConnEnd::Failed;
                 }
             }
         }
     };
-    drive(conn, requests).await
+    match drive(conn, requests).await {
+        // Replaced after the slot's backoff, as in the built-in client.
+        ConnEnd::Failed => {
+            let wait = backoff.after_failure(opened_at.elapsed(), responses);
+            pause(plan, Instant::now() + wait).await;
+            ConnEnd::Reconnect
+        }
+        end => end,
+    }
 }
 
 /// `--no-keepalive`: a new TCP connection for every request; connect time is part of latency.

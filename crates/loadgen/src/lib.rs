@@ -398,6 +398,7 @@ fn build_report(
         latency_us: LatencySummary::from_histogram(&collector.latency),
         connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
         connections_opened: sum(|t| t.connections_opened),
+        idle_closed_by_server: sum(|t| t.closed_idle),
         spectrum: report::spectrum(&collector.latency),
         timeline: collector.timeline,
         client_cpu: ClientCpu {

@@ -198,6 +198,11 @@ pub struct LoadReport {
     pub connect_latency_us: Option<LatencySummary>,
     /// TCP connections opened during the measured window.
     pub connections_opened: u64,
+    /// Keep-alive connections the server closed while they were idle (found when the next
+    /// request met EOF or a reset before any byte of its answer; that request is sent again on a
+    /// new connection after the slot's reconnect backoff).
+    #[serde(default)]
+    pub idle_closed_by_server: u64,
     pub spectrum: Vec<SpectrumPoint>,
     pub timeline: Vec<TimelineEntry>,
     pub client_cpu: ClientCpu,

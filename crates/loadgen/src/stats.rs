@@ -47,6 +47,9 @@ pub(crate) struct ThreadTotals {
     pub warmup_requests: u64,
     pub bytes: u64,
     pub connections_opened: u64,
+    /// Keep-alive connections the server closed while idle (the next request met EOF or RST
+    /// before any byte of its answer).
+    pub closed_idle: u64,
     pub status_codes: Vec<u64>,
     pub errors_by_kind: [u64; ErrorKind::ALL.len()],
     pub connect_latency: Histogram<u64>,
@@ -102,6 +105,7 @@ impl ThreadRecorder {
                 warmup_requests: 0,
                 bytes: 0,
                 connections_opened: 0,
+                closed_idle: 0,
                 status_codes: vec![0; STATUS_SLOTS],
                 errors_by_kind: [0; ErrorKind::ALL.len()],
                 connect_latency: new_histogram(),
@@ -162,6 +166,13 @@ impl ThreadRecorder {
         self.totals.in_flight -= 1;
         self.totals.bytes += bytes;
         self.count_error(kind);
+    }
+
+    /// The server had closed an idle keep-alive connection (counted for the whole run, warmup
+    /// included: it explains reconnects whenever they happen).
+    #[inline]
+    pub fn closed_idle(&mut self) {
+        self.totals.closed_idle += 1;
     }
 
     #[inline]
