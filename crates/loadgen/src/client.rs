@@ -53,7 +53,10 @@ impl Backoff {
     pub(crate) fn new(index: usize) -> Backoff {
         // A nonzero seed per slot, so slots draw different jitter.
         let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        Backoff { streak: 0, rng: seed }
+        Backoff {
+            streak: 0,
+            rng: seed,
+        }
     }
 
     /// A connection of this slot ended in a failure after living `lived` with `responses`
@@ -149,17 +152,19 @@ pub(crate) async fn connection(
             let mut backoff = Backoff::new(index);
             while let ConnEnd::Reconnect =
                 keepalive_connection(&plan, &recorder, &mut pacer, &mut backoff).await
-            {
-            }
+            {}
         }
         (Engine::Builtin, false) => per_request_connections(&plan, &recorder, &mut pacer).await,
         (Engine::Hyper, true) => {
             let mut backoff = Backoff::new(index);
-            while let ConnEnd::Reconnect =
-                crate::hyper_client::keepalive_connection(&plan, &recorder, &mut pacer, &mut backoff)
-                    .await
-            {
-            }
+            while let ConnEnd::Reconnect = crate::hyper_client::keepalive_connection(
+                &plan,
+                &recorder,
+                &mut pacer,
+                &mut backoff,
+            )
+            .await
+            {}
         }
         (Engine::Hyper, false) => {
             crate::hyper_client::per_request_connections(&plan, &recorder, &mut pacer).await
@@ -263,8 +268,11 @@ async fn keepalive_connection(
                 };
                 rec.failure(measured, done, kind, bytes);
                 drop(rec);
-                pause(plan, done + backoff.after_failure(opened_at.elapsed(), conn.responses))
-                    .await;
+                pause(
+                    plan,
+                    done + backoff.after_failure(opened_at.elapsed(), conn.responses),
+                )
+                .await;
                 return ConnEnd::Reconnect;
             }
         }
@@ -402,7 +410,10 @@ mod tests {
         let mut ceiling = RECONNECT_BACKOFF;
         for _ in 0..12 {
             let wait = b.after_failure(Duration::from_millis(1), 0);
-            assert!(wait >= ceiling / 2 && wait <= ceiling, "{wait:?} vs {ceiling:?}");
+            assert!(
+                wait >= ceiling / 2 && wait <= ceiling,
+                "{wait:?} vs {ceiling:?}"
+            );
             ceiling = (ceiling * 2).min(RECONNECT_BACKOFF_MAX);
         }
         assert!(b.streak() > 0);

@@ -61,7 +61,11 @@ pub(crate) async fn keepalive_connection(
     let (mut sender, conn) = match http1::handshake::<_, Full<Bytes>>(io).await {
         Ok(parts) => parts,
         Err(_) => {
-            pause(plan, Instant::now() + backoff.after_failure(Duration::ZERO, 0)).await;
+            pause(
+                plan,
+                Instant::now() + backoff.after_failure(Duration::ZERO, 0),
+            )
+            .await;
             return ConnEnd::Reconnect;
         }
     };

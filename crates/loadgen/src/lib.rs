@@ -391,6 +391,7 @@ fn build_report(
         sent: sum(|t| t.sent),
         unfinished: sum(|t| t.in_flight),
         warmup_requests: sum(|t| t.warmup_requests),
+        carried_in: sum(|t| t.carried_in),
         duration_s: report::round3(secs),
         bytes: sum(|t| t.bytes),
         status_codes,

@@ -172,7 +172,7 @@ pub struct ConfigEcho {
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
 pub struct LoadReport {
-    /// Successful (2xx) responses per second over the measured window.
+    /// Successful (2xx) responses that arrived in the measured window, per second.
     pub throughput_rps: f64,
     /// Requests with an outcome in the measured window: `completed + errors`.
     pub requests: u64,
@@ -180,12 +180,18 @@ pub struct LoadReport {
     pub completed: u64,
     /// Failed requests of every kind (non-2xx responses included).
     pub errors: u64,
-    /// Request attempts started in the measured window: `completed + errors + unfinished`.
+    /// Request attempts started in the measured window:
+    /// `completed + errors + unfinished - carried_in`.
     pub sent: u64,
     /// Requests still waiting for an answer when the run stopped (duration over or stop asked).
     pub unfinished: u64,
-    /// Requests sent during warmup, excluded from every other figure.
+    /// Requests sent during warmup.
     pub warmup_requests: u64,
+    /// Warmup requests whose outcome arrived in the measured window: counted in `completed` or
+    /// `errors` and in the timeline where they arrived (the server's work in that time), not in
+    /// latency, which covers requests sent in the window only.
+    #[serde(default)]
+    pub carried_in: u64,
     /// Length of the measured window in seconds.
     pub duration_s: f64,
     /// Bytes read from the sockets in the measured window (headers and bodies).

@@ -45,6 +45,9 @@ pub(crate) struct ThreadTotals {
     /// Measured requests sent and not yet answered or failed.
     pub in_flight: u64,
     pub warmup_requests: u64,
+    /// Warmup requests whose outcome arrived in the measured window: counted where they arrived
+    /// (throughput, errors, the timeline), not in latency.
+    pub carried_in: u64,
     pub bytes: u64,
     pub connections_opened: u64,
     /// Keep-alive connections the server closed while idle (the next request met EOF or RST
@@ -103,6 +106,7 @@ impl ThreadRecorder {
                 errors: 0,
                 in_flight: 0,
                 warmup_requests: 0,
+                carried_in: 0,
                 bytes: 0,
                 connections_opened: 0,
                 closed_idle: 0,
@@ -139,15 +143,19 @@ impl ThreadRecorder {
         status: u16,
         bytes: u64,
     ) {
-        if !measured || self.after_window(now) {
+        if !self.arrived_in_window(measured, now) {
             return;
         }
         self.roll(now);
         self.progress.bump(self.thread);
-        self.totals.in_flight -= 1;
+        if measured {
+            self.totals.in_flight -= 1;
+            self.latency.saturating_record(micros(now - start).max(1));
+        } else {
+            self.totals.carried_in += 1;
+        }
         self.totals.bytes += bytes;
         self.totals.status_codes[(status as usize).min(STATUS_SLOTS - 1)] += 1;
-        self.latency.saturating_record(micros(now - start).max(1));
         if (200..300).contains(&status) {
             self.totals.completed += 1;
             self.interval_completed += 1;
@@ -158,12 +166,16 @@ impl ThreadRecorder {
 
     #[inline]
     pub fn failure(&mut self, measured: bool, now: Instant, kind: ErrorKind, bytes: u64) {
-        if !measured || self.after_window(now) {
+        if !self.arrived_in_window(measured, now) {
             return;
         }
         self.roll(now);
         self.progress.bump(self.thread);
-        self.totals.in_flight -= 1;
+        if measured {
+            self.totals.in_flight -= 1;
+        } else {
+            self.totals.carried_in += 1;
+        }
         self.totals.bytes += bytes;
         self.count_error(kind);
     }
@@ -183,6 +195,15 @@ impl ThreadRecorder {
                 .connect_latency
                 .saturating_record(micros(took).max(1));
         }
+    }
+
+    /// Whether an outcome arriving at `now` counts: every outcome inside the measured window,
+    /// whenever its request started (one sent in the warmup is carried in), so an interval's
+    /// count is what arrived in it. With -c 10,000 and 1 s answers, counting only requests sent
+    /// in the window left the first interval empty while the server answered 10,000 a second.
+    #[inline]
+    fn arrived_in_window(&self, measured: bool, now: Instant) -> bool {
+        (measured || now >= self.measure_start) && !self.after_window(now)
     }
 
     #[inline]

@@ -399,6 +399,37 @@ fn timeline_covers_the_window_in_intervals() {
     }
 }
 
+/// Answers slower than the interval: the warmup's requests are answered inside the window, and
+/// the first interval counts them (the server's work then), while latency covers only requests
+/// sent in the window. Known by construction: every answer takes 1.2 s, 5 connections.
+#[test]
+fn answers_to_warmup_requests_count_where_they_arrive() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::from_millis(1200)));
+    for engine in ENGINES {
+        let r = run(&LoadConfig {
+            connections: 5,
+            warmup: Duration::from_secs(1),
+            duration: Some(Duration::from_secs(2)),
+            interval: Duration::from_secs(1),
+            engine,
+            ..config(&server.url())
+        });
+        assert_accounted(&r);
+        // Sent at 0 s, answered at 1.2 s: 0.2 s into the window.
+        assert_eq!(r.carried_in, 5, "{engine:?}");
+        assert_eq!(r.timeline[0].completed, 5, "{engine:?}: {:?}", r.timeline);
+        // Sent at 1.2 s (in the window), answered at 2.4 s; the next ones at 3.6 s are after it.
+        assert_eq!(r.sent, 10, "{engine:?}");
+        assert_eq!(r.completed, 10, "{engine:?}");
+        assert_eq!(r.unfinished, 5, "{engine:?}");
+        assert_eq!(
+            r.latency_us.count, 5,
+            "{engine:?}: latency of requests sent in the window"
+        );
+    }
+}
+
 #[test]
 fn warmup_is_excluded_and_stop_returns_early() {
     let _serial = serial();
