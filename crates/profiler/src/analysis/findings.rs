@@ -48,6 +48,9 @@ pub mod thresholds {
     pub const ERROR_BURST_MIN: u64 = 10;
     /// The client kept fewer than this share of -c connections busy.
     pub const CLIENT_CONCURRENCY_SHARE: f64 = 0.5;
+    /// Keep-alive connections the server closed while idle, from this many on: it is shedding
+    /// connections, and each one is a reconnect the run did not ask for.
+    pub const IDLE_CLOSED_MIN: u64 = 10;
 }
 
 use thresholds::*;
@@ -300,6 +303,10 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
         }
     }
 
+    if let Some(f) = server_closed_idle_connections(r) {
+        out.push(f);
+    }
+
     // Error bursts.
     for row in &r.timeline {
         let total = row.completed + row.errors;
@@ -353,6 +360,44 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     }
     out.sort_by_key(|f| f.severity);
     out
+}
+
+/// The server closed keep-alive connections while they waited for their next request: a server
+/// shedding connections (nginx does so whenever fewer than 1/16 of worker_connections are free)
+/// or one whose keep-alive timeout or connection limit is below what the run holds.
+fn server_closed_idle_connections(r: &RunReport) -> Option<Finding> {
+    let load = &r.load;
+    let closed = load.idle_closed_by_server;
+    if closed < IDLE_CLOSED_MIN {
+        return None;
+    }
+    // Counted over the whole run, warmup included.
+    let secs = (load.config.warmup_s + load.duration_s).max(1e-9);
+    let connections = load.config.connections as f64;
+    let nginx = r.server.threads.iter().any(|t| t.comm == "nginx");
+    let hint = if nginx {
+        format!(
+            "nginx closes idle keep-alive connections whenever fewer than 1/16 of worker_connections are free (its error log says \"worker_connections are not enough, reusing connections\"): raise worker_connections to at least {:.0} for -c {connections:.0}, or run fewer connections",
+            (connections * 16.0 / 15.0).ceil() + 64.0
+        )
+    } else {
+        "raise the server's connection limit or keep-alive timeout above what the run holds, or run fewer connections".to_string()
+    };
+    Some(finding(
+        "server_closed_idle",
+        Severity::Warning,
+        format!(
+            "the server closed {closed} keep-alive connections while they were idle ({:.0}/s over the run, warmup included, for -c {connections:.0}); the load generator opened {} connections in the measured window to replace them, each after a backoff, and their requests waited for it. {hint}",
+            closed as f64 / secs,
+            load.connections_opened,
+        ),
+        &[
+            ("idle_closed_by_server", closed as f64),
+            ("idle_closed_per_s", closed as f64 / secs),
+            ("connections", connections),
+            ("connections_opened", load.connections_opened as f64),
+        ],
+    ))
 }
 
 /// Errors in the intervals that contain t_s and the one after it.
@@ -417,6 +462,34 @@ mod tests {
             .find(|f| f.kind == "server_cpu_saturated")
             .expect("a 98% busy thread is saturated")
             .summary
+    }
+
+    fn idle_closed(run: &mut RunReport, closed: u64) -> Option<Finding> {
+        run.load.idle_closed_by_server = closed;
+        run.load.config.connections = 10_000;
+        run.load.duration_s = 10.0;
+        findings(run)
+            .into_iter()
+            .find(|f| f.kind == "server_closed_idle")
+    }
+
+    #[test]
+    fn idle_connections_closed_by_the_server_from_the_threshold_on_with_nginx_s_fix() {
+        let mut run = busy_server(false);
+        assert!(idle_closed(&mut run, IDLE_CLOSED_MIN - 1).is_none());
+        let at = idle_closed(&mut run, IDLE_CLOSED_MIN).expect("at the threshold");
+        assert_eq!(at.evidence["idle_closed_by_server"], IDLE_CLOSED_MIN as f64);
+        let f = idle_closed(&mut run, 4_000).expect("above it");
+        assert_eq!(f.evidence["idle_closed_per_s"], 400.0);
+        // nginx (the thread's comm): worker_connections for 10,000 connections and 64 more.
+        assert!(
+            f.summary.contains("worker_connections to at least 10731"),
+            "{}",
+            f.summary
+        );
+        run.server.threads[0].comm = "hello-server".into();
+        let other = idle_closed(&mut run, 4_000).unwrap();
+        assert!(!other.summary.contains("nginx"), "{}", other.summary);
     }
 
     #[test]
