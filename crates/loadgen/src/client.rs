@@ -253,10 +253,11 @@ async fn keepalive_connection(
         let done = Instant::now();
         let measured = start >= plan.measure_start;
         let bytes = conn.bytes_read.saturating_sub(read_before);
-        let mut rec = recorder.borrow_mut();
         match outcome {
             Ok(response) => {
-                rec.response(measured, start, done, response.status, bytes);
+                recorder
+                    .borrow_mut()
+                    .response(measured, start, done, response.status, bytes);
                 if !response.keep_alive {
                     return ConnEnd::Reconnect;
                 }
@@ -266,8 +267,7 @@ async fn keepalive_connection(
                     Failure::Kind(kind) => kind,
                     Failure::Stale => ErrorKind::Reset,
                 };
-                rec.failure(measured, done, kind, bytes);
-                drop(rec);
+                recorder.borrow_mut().failure(measured, done, kind, bytes);
                 pause(
                     plan,
                     done + backoff.after_failure(opened_at.elapsed(), conn.responses),
