@@ -602,14 +602,14 @@ fn fmt_cpu(us: Option<f64>) -> String {
     us.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
 }
 
-fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+pub(crate) fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|l| l.trim().strip_prefix(label))
         .and_then(|rest| rest.split_whitespace().next())
 }
 
 /// wrk's "1.80ms", "950.00us", "1.02s" in milliseconds.
-fn duration_ms(text: &str) -> Option<f64> {
+pub(crate) fn duration_ms(text: &str) -> Option<f64> {
     let text = text.trim();
     let (number, scale) = if let Some(v) = text.strip_suffix("us") {
         (v, 1e-3)

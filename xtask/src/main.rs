@@ -1,6 +1,7 @@
 //! Developer tasks: `cargo xtask setup | test | demo | bench | dist`.
 
 mod bench;
+mod bench_conns;
 mod bench_loadgen;
 mod bench_overhead;
 mod demo;
@@ -13,7 +14,7 @@ mod test;
 use anyhow::{Result, bail};
 
 const USAGE: &str =
-    "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen] | dist [--smoke]>";
+    "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -200,16 +200,28 @@ pub fn ensure_fd_limit(connections: usize) -> Result<()> {
 }
 
 /// A reference server in its own process group; the whole group is killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     label: String,
 }
 
 impl Server {
     fn start(spec: &ServerSpec, keepalive: bool, port: u16, log: &Path) -> Result<Server> {
+        Self::start_with(spec, keepalive, port, log, &[])
+    }
+
+    /// The same with the server's own options after the common ones.
+    pub(crate) fn start_with(
+        spec: &ServerSpec,
+        keepalive: bool,
+        port: u16,
+        log: &Path,
+        extra: &[&str],
+    ) -> Result<Server> {
         let script = workspace_root().join("servers").join(spec.dir).join("run");
         let mut cmd = Command::new(&script);
         cmd.args(["--port", &port.to_string(), "--cpus", spec.cpus]);
+        cmd.args(extra);
         if let Some(workers) = spec.workers {
             cmd.args(["--workers", &workers.to_string()]);
         }
@@ -253,7 +265,7 @@ impl Server {
         }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! `cargo xtask bench loadgen` is the load generator's own comparison (bench_loadgen.rs).
 
-mod cells;
+pub(crate) mod cells;
 mod charts;
 mod index;
 mod tables;
@@ -229,7 +229,7 @@ fn pick_servers(list: &str) -> Result<Vec<ServerSpec>> {
     Ok(picked)
 }
 
-fn parse_secs(text: &str) -> Result<Duration> {
+pub(crate) fn parse_secs(text: &str) -> Result<Duration> {
     let number = text.trim_end_matches('s');
     let secs: f64 = number
         .parse()
@@ -243,6 +243,9 @@ pub fn run(args: &[String]) -> Result<()> {
         let quick = args[1..].iter().any(|a| a == "--quick");
         crate::bench_overhead::run(quick)?;
         return Ok(());
+    }
+    if args.first().map(String::as_str) == Some("conns") {
+        return crate::bench_conns::run(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("loadgen") {
         let quick = args[1..].iter().any(|a| a == "--quick");
