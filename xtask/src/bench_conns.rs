@@ -76,7 +76,10 @@ pub fn run(args: &[String]) -> Result<()> {
     let table = render(&args, &outcomes);
     std::fs::write(args.out.join("results.md"), &table)?;
     println!("{table}");
-    eprintln!("bench conns: wrote {}", args.out.join("results.md").display());
+    eprintln!(
+        "bench conns: wrote {}",
+        args.out.join("results.md").display()
+    );
     Ok(())
 }
 
@@ -208,8 +211,7 @@ fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Res
             empty_intervals: None,
         });
     }
-    let run: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("run/run.json"))?)?;
+    let run: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/run.json"))?)?;
     let load = &run["load"];
     let errors: Vec<String> = load["errors_by_kind"]
         .as_object()
@@ -220,9 +222,11 @@ fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Res
                 .collect()
         })
         .unwrap_or_default();
-    let empty = run["timeline"]
-        .as_array()
-        .map(|t| t.iter().filter(|r| r["completed"].as_u64() == Some(0)).count());
+    let empty = run["timeline"].as_array().map(|t| {
+        t.iter()
+            .filter(|r| r["completed"].as_u64() == Some(0))
+            .count()
+    });
     Ok(Outcome {
         tool,
         round,

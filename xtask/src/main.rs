@@ -13,8 +13,7 @@ mod test;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str =
-    "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
+const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
