@@ -402,6 +402,7 @@ mod tests {
             load,
             server,
             client: KernelReport::default(),
+            host_tcp: Default::default(),
             timeline: Vec::new(),
             per_request: Default::default(),
             correlations: Vec::new(),
