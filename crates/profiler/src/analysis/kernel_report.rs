@@ -857,4 +857,54 @@ mod tests {
         let r = kernel_report(&start, &end, 0, &[]);
         assert!(!r.syscalls_recorded());
     }
+
+    #[test]
+    fn each_side_gets_its_own_tcp_figures_and_the_host_its_own() {
+        use crate::counters::TcpResetCount;
+        let reset = |side, sent, state: &str, reason: Option<&str>, count| TcpResetCount {
+            side,
+            sent,
+            state: state.into(),
+            reason: reason.map(Into::into),
+            count,
+        };
+        let mut start = sample(0, None, ct(0, 0), 0);
+        let mut end = sample(1_000_000_000, None, ct(0, 0), 0);
+        start.kernel.tcp_resets = vec![reset(0, true, "CLOSE", Some("TCP_STATE"), 5)];
+        end.kernel.tcp_resets = vec![
+            reset(0, true, "CLOSE", Some("TCP_STATE"), 305),
+            reset(1, false, "ESTABLISHED", None, 300),
+        ];
+        end.kernel.tcp[tcp::index(tcp::SIDE_SERVER, tcp::RESETS_SENT) as usize] = 300;
+        end.kernel.tcp[tcp::index(tcp::SIDE_CLIENT, tcp::RESETS_RECEIVED) as usize] = 300;
+        end.kernel.tcp[tcp::index(tcp::SIDE_OTHER, tcp::RESETS_SENT) as usize] = 7;
+        start.net_mib.insert("Tcp:OutRsts".into(), 1_000);
+        end.net_mib.insert("Tcp:OutRsts".into(), 1_307);
+        start.net_mib.insert("TcpExt:ListenOverflows".into(), 0);
+        end.net_mib.insert("TcpExt:ListenOverflows".into(), 4);
+
+        let server = kernel_report(&start, &end, GROUP_SERVER, &[]);
+        assert_eq!(
+            (server.tcp.resets_sent, server.tcp.resets_received),
+            (300, 0)
+        );
+        assert_eq!(server.tcp.resets.len(), 1);
+        assert_eq!(server.tcp.resets[0].count, 300);
+        assert_eq!(server.tcp.resets[0].reason.as_deref(), Some("TCP_STATE"));
+        assert_eq!(server.tcp.listen_overflows, 4);
+
+        let client = kernel_report(&start, &end, srvprof_common::GROUP_CLIENT, &[]);
+        assert_eq!(
+            (client.tcp.resets_sent, client.tcp.resets_received),
+            (0, 300)
+        );
+        assert_eq!(client.tcp.resets[0].direction, "received");
+        assert_eq!(client.tcp.listen_overflows, 0, "the client does not listen");
+
+        for r in [&server, &client] {
+            assert_eq!(r.host_tcp.resets_sent, 307);
+            assert_eq!(r.host_tcp.other_resets_sent, 7);
+            assert_eq!(r.host_tcp.listen_overflows, 4);
+        }
+    }
 }
