@@ -118,7 +118,10 @@ pub struct TcpReport {
     /// Connections the server's listening sockets dropped (their sk_drops), or the namespace's
     /// TcpExt:ListenDrops when the sockets are unknown. 0 for the client.
     pub listen_drops: u64,
-    /// SYNs this side retransmitted (tcp_retransmit_skb in SYN_SENT): a client's, normally.
+    /// SYNs retransmitted (tcp_retransmit_skb in SYN_SENT). For the client, the SYNs it
+    /// retransmitted; for the server, which sends no SYN on its port, the SYNs retransmitted to
+    /// it by the connecting sockets on this host (the client side's count: the load generator's
+    /// in `run`, any local client in `probe`).
     pub syn_retransmits: u64,
     /// SYN-ACKs the server's listening sockets retransmitted.
     pub synack_retransmits: u64,
@@ -611,7 +614,7 @@ fn tcp_report(start: &Sample, end: &Sample, group: u32) -> TcpReport {
     TcpReport {
         listen_overflows,
         listen_drops,
-        syn_retransmits: tcp_delta(start, end, side, tcp::SYN_RETRANSMITS),
+        syn_retransmits: tcp_delta(start, end, tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS),
         synack_retransmits: tcp_delta(start, end, side, tcp::SYNACK_RETRANSMITS),
         retransmits: tcp_delta(start, end, side, tcp::RETRANSMITS),
         resets_sent: tcp_delta(start, end, side, tcp::RESETS_SENT),
