@@ -157,21 +157,35 @@ pub fn tcp_retransmit_synack(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb, enum sk_rst_reason reason).
-/// sk may be a full, TIME_WAIT or request socket, or NULL (no socket: the side comes from the
-/// segment's ports, the state is STATE_NO_SOCKET); skb is NULL for an active reset (close, abort).
+/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb, enum sk_rst_reason reason)
+/// (6.10 and newer). sk may be a full, TIME_WAIT or request socket, or NULL (no socket: the side
+/// comes from the segment's ports, the state is STATE_NO_SOCKET); skb is NULL for an active
+/// reset (close, abort).
 #[btf_tracepoint(function = "tcp_send_reset")]
 pub fn tcp_send_reset(ctx: BtfTracePointContext) -> i32 {
+    let reason: u64 = ctx.arg(2);
+    send_reset(&ctx, reason as u32);
+    0
+}
+
+/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb) before 6.10: no reason (the
+/// verifier refuses a read of a third argument there), so userspace loads this one instead.
+#[btf_tracepoint(function = "tcp_send_reset")]
+pub fn tcp_send_reset_without_reason(ctx: BtfTracePointContext) -> i32 {
+    send_reset(&ctx, tcp::REASON_NONE);
+    0
+}
+
+#[inline(always)]
+fn send_reset(ctx: &BtfTracePointContext, reason: u32) {
     let sk: *const u8 = ctx.arg(0);
     let skb: *const u8 = ctx.arg(1);
-    let reason: u64 = ctx.arg(2);
     let (side, state) = if sk.is_null() {
         (segment_side(skb), tcp::STATE_NO_SOCKET)
     } else {
         (sock_side(sk), sock_state(sk))
     };
-    count_reset(side, tcp::SENT, state, reason as u32);
-    0
+    count_reset(side, tcp::SENT, state, reason);
 }
 
 /// tcp_receive_reset(struct sock *sk)

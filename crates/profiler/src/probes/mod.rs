@@ -158,16 +158,23 @@ impl Probes {
         set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         let mut gated = Vec::new();
-        for (program, tracepoint) in PROGRAMS {
-            let syscall = SYSCALL_PROGRAMS.contains(program);
+        for &(program, tracepoint) in PROGRAMS {
+            // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
+            // sk_rst_reason in its BTF) gets the program that does not read it.
+            let program = if program == "tcp_send_reset" && tcp_names.reasons.is_empty() {
+                "tcp_send_reset_without_reason"
+            } else {
+                program
+            };
+            let syscall = SYSCALL_PROGRAMS.contains(&program);
             if targets.skip_syscalls && syscall {
                 continue;
             }
             let windowed =
-                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(program));
+                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(&program));
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
-                    gated.push(*program);
+                    gated.push(program);
                     Ok(())
                 } else {
                     attach_loaded(prog, program, tracepoint).map(|_| ())
