@@ -91,6 +91,7 @@ fn json_contract_and_known_counts() {
         "hardirqs",
         "exits",
         "tcp",
+        "host_tcp",
         "intervals",
     ] {
         assert!(j.get(key).is_some(), "missing {key}");
@@ -126,8 +127,14 @@ fn json_contract_and_known_counts() {
         "listen_drops",
         "syn_retransmits",
         "retransmits",
+        "resets_sent",
+        "resets_received",
+        "resets",
     ] {
         assert!(j["tcp"].get(key).is_some(), "tcp missing {key}");
+    }
+    for key in ["listen_overflows", "resets_sent", "other_resets_sent"] {
+        assert!(j["host_tcp"].get(key).is_some(), "host_tcp missing {key}");
     }
     let getppid = j["syscalls"]
         .as_array()

@@ -48,8 +48,12 @@ pub mod globals {
     pub const SOCK_STATE_OFFSET: &str = "SOCK_STATE_OFFSET";
     pub const SOCK_NUM_OFFSET: &str = "SOCK_NUM_OFFSET";
     pub const SOCK_DPORT_OFFSET: &str = "SOCK_DPORT_OFFSET";
-    /// 1 when TCP_PORTS holds the ports to count; 0 counts every TCP socket.
-    pub const TCP_FILTER_PORTS: &str = "TCP_FILTER_PORTS";
+    /// inet_sock.inet_sport: a full socket's own port, kept after close zeroes skc_num.
+    pub const INET_SPORT_OFFSET: &str = "INET_SPORT_OFFSET";
+    /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no socket.
+    pub const SKB_DATA_OFFSET: &str = "SKB_DATA_OFFSET";
+    /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
+    pub const TCP_STATE_SYN_SENT: &str = "TCP_STATE_SYN_SENT";
 }
 
 /// Names of the maps, used by userspace to find them.
@@ -66,6 +70,7 @@ pub mod maps {
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
     pub const TCP_COUNTERS: &str = "TCP_COUNTERS";
     pub const TCP_PORTS: &str = "TCP_PORTS";
+    pub const TCP_RESETS: &str = "TCP_RESETS";
     pub const EXITS: &str = "EXITS";
     pub const LOST_EVENTS: &str = "LOST_EVENTS";
     pub const STACK_TRACES: &str = "STACK_TRACES";
@@ -175,14 +180,51 @@ pub struct SoftirqSlot {
     pub start_ns: u64,
 }
 
-/// Indexes into TCP_COUNTERS.
+/// TCP counters by side. A socket's side comes from the watched ports (TCP_PORTS, the server's
+/// listening ports): its own (local) port watched is the server's side, its peer's (remote) port
+/// watched is a client's (the load generator's in `srvprof run`), neither is OTHER.
 pub mod tcp {
+    use super::{GROUP_CLIENT, GROUP_SERVER};
+
+    pub const SIDE_SERVER: u32 = GROUP_SERVER;
+    pub const SIDE_CLIENT: u32 = GROUP_CLIENT;
+    /// Neither port watched (every socket when no port is), or a reset with no socket.
+    pub const SIDE_OTHER: u32 = 2;
+    pub const SIDES: u32 = 3;
+
+    /// Counters of one side; TCP_COUNTERS holds them at `index(side, counter)`.
     pub const RETRANSMITS: u32 = 0;
     pub const SYN_RETRANSMITS: u32 = 1;
     pub const SYNACK_RETRANSMITS: u32 = 2;
     pub const RESETS_SENT: u32 = 3;
     pub const RESETS_RECEIVED: u32 = 4;
     pub const COUNT: u32 = 5;
+
+    pub const fn index(side: u32, counter: u32) -> u32 {
+        side * COUNT + counter
+    }
+
+    /// TcpResetKey::direction.
+    pub const SENT: u8 = 0;
+    pub const RECEIVED: u8 = 1;
+    /// TcpResetKey::state of a reset sent with no socket (the kernel's states start at 1).
+    pub const STATE_NO_SOCKET: u8 = 0;
+    /// TcpResetKey::reason of a received reset (the kernel gives no reason for those).
+    pub const REASON_NONE: u32 = u32::MAX;
+    /// Distinct (side, direction, state, reason) keys TCP_RESETS holds (server and client sides).
+    pub const MAX_RESET_KEYS: u32 = 1024;
+}
+
+/// A TCP_RESETS key: resets a side sent or received, by the socket's TCP state (the kernel's
+/// numbers) and, for sent ones, the kernel's enum sk_rst_reason (numbers named from BTF).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TcpResetKey {
+    pub side: u8,
+    pub direction: u8,
+    pub state: u8,
+    pub pad: u8,
+    pub reason: u32,
 }
 
 /// Indexes into LOST_EVENTS: records the kernel could not hand over.
@@ -201,7 +243,10 @@ pub mod lost {
     /// always emit one; bpftrace sees the same). Its on- and off-CPU time were then taken from the
     /// scheduler's sum_exec_runtime instead: nothing is lost, this counts how often.
     pub const SWITCH_INS_UNSEEN: u32 = 6;
-    pub const COUNT: u32 = 7;
+    /// A new (side, direction, state, reason) key found TCP_RESETS full: that reset is in the
+    /// side's total (TCP_COUNTERS) but not in the breakdown.
+    pub const TCP_RESETS_MAP_FULL: u32 = 7;
+    pub const COUNT: u32 = 8;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -251,4 +296,5 @@ mod pod {
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}
     unsafe impl aya::Pod for OffcpuStart {}
+    unsafe impl aya::Pod for TcpResetKey {}
 }

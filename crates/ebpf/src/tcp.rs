@@ -1,18 +1,25 @@
-//! TCP retransmits (SYN, SYN-ACK, data) and resets, optionally only on the watched ports.
+//! TCP retransmits (SYN, SYN-ACK, data) and resets, by side: a socket whose own port is watched
+//! is the server's, one whose peer's port is watched a client's (srvprof_common::tcp).
 
 use aya_ebpf::{
+    bindings::BPF_NOEXIST,
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuArray},
+    maps::{HashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
-use srvprof_common::{MAX_PORTS, tcp};
+use srvprof_common::{MAX_PORTS, TcpResetKey, lost, tcp};
 
-use crate::target::{global, read_field};
+use crate::target::{count_lost, global, read_field};
 
 #[map]
-static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::COUNT, 0);
+static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::SIDES * tcp::COUNT, 0);
 
-/// Local or remote ports whose sockets count, when TCP_FILTER_PORTS is 1.
+/// Resets of the server and client sides by direction, TCP state and the kernel's reason.
+#[map]
+static TCP_RESETS: PerCpuHashMap<TcpResetKey, u64> =
+    PerCpuHashMap::with_max_entries(tcp::MAX_RESET_KEYS, 0);
+
+/// The server's listening ports.
 #[map]
 static TCP_PORTS: HashMap<u16, u8> = HashMap::with_max_entries(MAX_PORTS, 0);
 
@@ -23,73 +30,176 @@ static SOCK_NUM_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_DPORT_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
-static TCP_FILTER_PORTS: u64 = 0;
-
-const TCP_SYN_SENT: u8 = 2;
+static INET_SPORT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SKB_DATA_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_STATE_SYN_SENT: u64 = 0;
 
 #[inline(always)]
-fn bump(counter: u32) {
-    if let Some(n) = TCP_COUNTERS.get_ptr_mut(counter) {
+fn bump(side: u32, counter: u32) {
+    if let Some(n) = TCP_COUNTERS.get_ptr_mut(tcp::index(side, counter)) {
         unsafe { *n += 1 };
     }
 }
 
-/// Whether a socket's ports are watched. A missing socket counts only when nothing is filtered.
 #[inline(always)]
-fn watched(sk: *const u8) -> bool {
-    if global(&TCP_FILTER_PORTS) == 0 {
-        return true;
+fn side_of_ports(local: u16, remote: u16) -> u32 {
+    unsafe {
+        if TCP_PORTS.get(&local).is_some() {
+            tcp::SIDE_SERVER
+        } else if TCP_PORTS.get(&remote).is_some() {
+            tcp::SIDE_CLIENT
+        } else {
+            tcp::SIDE_OTHER
+        }
     }
-    if sk.is_null() {
-        return false;
+}
+
+/// The side of a socket. A TIME_WAIT (inet_timewait_sock) or request socket starts with the
+/// same sock_common, so its ports and state are at the same offsets.
+#[inline(always)]
+fn sock_side(sk: *const u8) -> u32 {
+    let mut local: u16 = read_field(sk, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
+    if local == 0 {
+        // A full socket moved to CLOSE (an active reset is sent after that) has released its
+        // port: skc_num is 0, inet_sport still holds it. TIME_WAIT and request sockets, which
+        // have no inet_sport, keep skc_num.
+        let sport_be: u16 = read_field(sk, global(&INET_SPORT_OFFSET)).unwrap_or(0);
+        local = u16::from_be(sport_be);
     }
-    let local: u16 = read_field(sk, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
     let remote_be: u16 = read_field(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0);
-    let remote = u16::from_be(remote_be);
-    unsafe { TCP_PORTS.get(&local).is_some() || TCP_PORTS.get(&remote).is_some() }
+    side_of_ports(local, u16::from_be(remote_be))
+}
+
+#[inline(always)]
+fn sock_state(sk: *const u8) -> u8 {
+    read_field(sk, global(&SOCK_STATE_OFFSET)).unwrap_or(0)
+}
+
+/// The side of a received segment answered by a reset with no socket: its TCP header (at
+/// skb->data, as the kernel's own tracepoint reads it) has the peer's port first, then ours.
+#[inline(always)]
+fn segment_side(skb: *const u8) -> u32 {
+    if skb.is_null() {
+        return tcp::SIDE_OTHER;
+    }
+    let Some(th) = read_field::<*const u8>(skb, global(&SKB_DATA_OFFSET)) else {
+        return tcp::SIDE_OTHER;
+    };
+    let ports: u32 = read_field(th, 0).unwrap_or(0);
+    // Network order in memory: source (the peer's) port, then destination (ours).
+    let bytes = ports.to_ne_bytes();
+    let remote = u16::from_be_bytes([bytes[0], bytes[1]]);
+    let local = u16::from_be_bytes([bytes[2], bytes[3]]);
+    if local == 0 {
+        return tcp::SIDE_OTHER;
+    }
+    side_of_ports(local, remote)
+}
+
+/// Counts a reset in its side's total and, for the server and client sides, by state and reason.
+#[inline(always)]
+fn count_reset(side: u32, direction: u8, state: u8, reason: u32) {
+    bump(
+        side,
+        if direction == tcp::SENT {
+            tcp::RESETS_SENT
+        } else {
+            tcp::RESETS_RECEIVED
+        },
+    );
+    if side == tcp::SIDE_OTHER {
+        return;
+    }
+    let key = TcpResetKey {
+        side: side as u8,
+        direction,
+        state,
+        pad: 0,
+        reason,
+    };
+    if let Some(n) = TCP_RESETS.get_ptr_mut(&key) {
+        unsafe { *n += 1 };
+        return;
+    }
+    // Per-CPU values: a key another CPU inserted first has a zeroed slot for this CPU.
+    if TCP_RESETS.insert(&key, &1, BPF_NOEXIST as u64).is_err() {
+        match TCP_RESETS.get_ptr_mut(&key) {
+            Some(n) => unsafe { *n += 1 },
+            None => count_lost(lost::TCP_RESETS_MAP_FULL),
+        }
+    }
 }
 
 /// tcp_retransmit_skb(const struct sock *sk, const struct sk_buff *skb, int err)
 #[btf_tracepoint(function = "tcp_retransmit_skb")]
 pub fn tcp_retransmit_skb(ctx: BtfTracePointContext) -> i32 {
     let sk: *const u8 = ctx.arg(0);
-    if !watched(sk) {
+    if sk.is_null() {
         return 0;
     }
-    let state: u8 = read_field(sk, global(&SOCK_STATE_OFFSET)).unwrap_or(0);
-    bump(tcp::RETRANSMITS);
-    if state == TCP_SYN_SENT {
-        bump(tcp::SYN_RETRANSMITS);
+    let side = sock_side(sk);
+    bump(side, tcp::RETRANSMITS);
+    if u64::from(sock_state(sk)) == global(&TCP_STATE_SYN_SENT) {
+        bump(side, tcp::SYN_RETRANSMITS);
     }
     0
 }
 
-/// tcp_retransmit_synack(const struct sock *sk, const struct request_sock *req)
+/// tcp_retransmit_synack(const struct sock *sk, const struct request_sock *req): sk is the listener.
 #[btf_tracepoint(function = "tcp_retransmit_synack")]
 pub fn tcp_retransmit_synack(ctx: BtfTracePointContext) -> i32 {
     let sk: *const u8 = ctx.arg(0);
-    if watched(sk) {
-        bump(tcp::SYNACK_RETRANSMITS);
+    if !sk.is_null() {
+        bump(sock_side(sk), tcp::SYNACK_RETRANSMITS);
     }
     0
 }
 
-/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb, ...)
+/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb, enum sk_rst_reason reason)
+/// (6.10 and newer). sk may be a full, TIME_WAIT or request socket, or NULL (no socket: the side
+/// comes from the segment's ports, the state is STATE_NO_SOCKET); skb is NULL for an active
+/// reset (close, abort).
 #[btf_tracepoint(function = "tcp_send_reset")]
 pub fn tcp_send_reset(ctx: BtfTracePointContext) -> i32 {
-    let sk: *const u8 = ctx.arg(0);
-    if watched(sk) {
-        bump(tcp::RESETS_SENT);
-    }
+    let reason: u64 = ctx.arg(2);
+    send_reset(&ctx, reason as u32);
     0
+}
+
+/// tcp_send_reset(const struct sock *sk, const struct sk_buff *skb) before 6.10: no reason (the
+/// verifier refuses a read of a third argument there), so userspace loads this one instead.
+#[btf_tracepoint(function = "tcp_send_reset")]
+pub fn tcp_send_reset_without_reason(ctx: BtfTracePointContext) -> i32 {
+    send_reset(&ctx, tcp::REASON_NONE);
+    0
+}
+
+#[inline(always)]
+fn send_reset(ctx: &BtfTracePointContext, reason: u32) {
+    let sk: *const u8 = ctx.arg(0);
+    let skb: *const u8 = ctx.arg(1);
+    let (side, state) = if sk.is_null() {
+        (segment_side(skb), tcp::STATE_NO_SOCKET)
+    } else {
+        (sock_side(sk), sock_state(sk))
+    };
+    count_reset(side, tcp::SENT, state, reason);
 }
 
 /// tcp_receive_reset(struct sock *sk)
 #[btf_tracepoint(function = "tcp_receive_reset")]
 pub fn tcp_receive_reset(ctx: BtfTracePointContext) -> i32 {
     let sk: *const u8 = ctx.arg(0);
-    if watched(sk) {
-        bump(tcp::RESETS_RECEIVED);
+    if sk.is_null() {
+        return 0;
     }
+    count_reset(
+        sock_side(sk),
+        tcp::RECEIVED,
+        sock_state(sk),
+        tcp::REASON_NONE,
+    );
     0
 }

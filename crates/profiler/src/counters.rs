@@ -112,6 +112,19 @@ impl NsHistogram {
     }
 }
 
+/// Resets one side (srvprof_common::tcp::SIDE_*) sent or received in one TCP state, for one
+/// reason, cumulative. Names are the kernel's, read from its BTF.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TcpResetCount {
+    pub side: u32,
+    pub sent: bool,
+    /// "ESTABLISHED", "TIME_WAIT", ...; "NO_SOCKET" for a reset sent with no socket.
+    pub state: String,
+    /// The kernel's sk_rst_reason without its prefix ("TCP_ABORT_ON_CLOSE"); None when received.
+    pub reason: Option<String>,
+    pub count: u64,
+}
+
 /// Everything the probes count, cumulative since attach, read at `monotonic_ns`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelCounters {
@@ -134,8 +147,11 @@ pub struct KernelCounters {
     pub softirqs: Vec<Vec<CountNs>>,
     /// (irq line, per-CPU count and time).
     pub hardirqs: Vec<(u32, Vec<CountNs>)>,
-    /// Indexed by srvprof_common::tcp.
+    /// Indexed by srvprof_common::tcp::index(side, counter).
     pub tcp: Vec<u64>,
+    /// Resets of the server and client sides by direction, state and reason, cumulative.
+    #[serde(default)]
+    pub tcp_resets: Vec<TcpResetCount>,
     /// Indexed by srvprof_common::lost.
     pub lost: Vec<u64>,
 }
@@ -153,7 +169,8 @@ impl KernelCounters {
             wakeups: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
-            tcp: vec![0; tcp::COUNT as usize],
+            tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],
+            tcp_resets: Vec::new(),
             lost: vec![0; lost::COUNT as usize],
         }
     }

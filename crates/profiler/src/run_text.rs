@@ -85,6 +85,16 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
         s.tcp.listen_overflows,
         s.tcp.syn_retransmits
     );
+    let c = &r.client;
+    let _ = writeln!(
+        out,
+        "TCP resets sent / received: server {} / {}, client {} / {}, whole host {} sent",
+        s.tcp.resets_sent,
+        s.tcp.resets_received,
+        c.tcp.resets_sent,
+        c.tcp.resets_received,
+        r.host_tcp.resets_sent
+    );
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(
         out,

@@ -147,12 +147,33 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     let tcp = &r.tcp;
     let _ = writeln!(
         out,
-        "TCP: {} listen overflows, {} listen drops, {} SYN retransmits, {} retransmits, {} resets sent",
+        "TCP (the server's sockets): {} listen overflows, {} listen drops, {} SYN retransmits, {} retransmits, {} resets sent, {} received",
         tcp.listen_overflows,
         tcp.listen_drops,
         tcp.syn_retransmits,
         tcp.retransmits,
-        tcp.resets_sent
+        tcp.resets_sent,
+        tcp.resets_received
+    );
+    for reset in &tcp.resets {
+        let _ = writeln!(
+            out,
+            "  {} {} resets in {}{}",
+            reset.count,
+            reset.direction,
+            reset.state,
+            reset
+                .reason
+                .as_deref()
+                .map(|why| format!(", kernel reason {why}"))
+                .unwrap_or_default()
+        );
+    }
+    let host = &r.host_tcp;
+    let _ = writeln!(
+        out,
+        "TCP (whole host): {} listen overflows, {} retransmits, {} resets sent ({} on neither side's sockets)",
+        host.listen_overflows, host.retransmits, host.resets_sent, host.other_resets_sent
     );
     for e in &r.exits {
         let how = match (e.signal, e.exit_code) {

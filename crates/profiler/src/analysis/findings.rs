@@ -51,6 +51,10 @@ pub mod thresholds {
     /// Keep-alive connections the server closed while idle, from this many on: it is shedding
     /// connections, and each one is a reconnect the run did not ask for.
     pub const IDLE_CLOSED_MIN: u64 = 10;
+    /// Resets one side sent in the run: from this many on, a finding says why.
+    pub const RESETS_MIN: u64 = 10;
+    /// Resets that go with at least this share of the run's errors make the finding critical.
+    pub const RESETS_ERROR_SHARE: f64 = 0.5;
 }
 
 use thresholds::*;
@@ -102,6 +106,9 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
             ],
         ));
     }
+
+    // Who reset connections, in which state and why: ranked above the error bursts they cause.
+    out.extend(reset_findings(r));
 
     // The load generator was the bottleneck: a client thread that was always on a CPU or waiting
     // for one never waited for the server (kernel-measured on-CPU + run-queue time over wall time).
@@ -400,6 +407,135 @@ fn server_closed_idle_connections(r: &RunReport) -> Option<Finding> {
     ))
 }
 
+/// What a reset sent for the kernel's `reason` from a socket in `state` means, and what to do.
+/// (what happened, the fix). The kernel sends an active reset after the socket moved to CLOSE.
+pub fn reset_cause(reason: Option<&str>, state: &str) -> (String, &'static str) {
+    let reason = reason.unwrap_or("NOT_SPECIFIED");
+    match reason {
+        "TCP_STATE" if state == "CLOSE" => (
+            "closed with SO_LINGER 0 (or disconnected): the kernel aborts the connection with an RST instead of a FIN".into(),
+            "close normally (no SO_LINGER 0) unless aborting is intended",
+        ),
+        "TCP_ABORT_ON_CLOSE" => (
+            "closed a connection with data it had not read: the closer had not read what the peer sent, so the kernel answers with an RST instead of a FIN".into(),
+            "read what the peer sent (the whole request or response) before closing, or half-close with shutdown first",
+        ),
+        "TCP_ABORT_ON_LINGER" => (
+            "aborted a closed connection lingering in FIN_WAIT2 (TCP_LINGER2 negative or its time ran out)".into(),
+            "leave TCP_LINGER2 and tcp_fin_timeout at their defaults",
+        ),
+        "TCP_ABORT_ON_DATA" => (
+            "got data after it had closed the connection: the peer wrote on a connection this side had closed".into(),
+            "close only after the peer is done writing (wait for the response or raise the timeout), or make the peer answer sooner",
+        ),
+        "TCP_TIMEWAIT_SOCKET" => (
+            format!(
+                "got data on a connection it had already closed ({}, kept by the kernel after close): the peer wrote after this side closed",
+                if state == "TIME_WAIT" { "a TIME_WAIT or orphaned FIN_WAIT2 socket" } else { "a closed socket" }
+            ),
+            "close only after the peer is done writing (wait for the response or raise the timeout), or make the peer answer sooner",
+        ),
+        "TCP_ABORT_ON_MEMORY" => (
+            "killed connections for lack of memory or too many orphaned sockets (net.ipv4.tcp_mem, tcp_max_orphans)".into(),
+            "raise net.ipv4.tcp_max_orphans / tcp_mem, or close fewer connections at once",
+        ),
+        "NO_SOCKET" => (
+            "answered segments for which it had no socket (a closed port, or a connection it had forgotten)".into(),
+            "check that the peer does not reuse connections the other side has closed, and that the port is listening",
+        ),
+        "TCP_RFC7323_PAWS" | "TCP_TOO_OLD_ACK" | "TCP_OLD_ACK" | "TCP_INVALID_ACK_SEQUENCE"
+        | "TCP_ACK_UNSENT_DATA" => (
+            format!("rejected segments that failed the kernel's checks ({reason}: old timestamps or an ACK outside the window, typical of a reused port or a stale connection)"),
+            "avoid reusing ports in TIME_WAIT (fewer new connections, keep-alive)",
+        ),
+        "TCP_KEEPALIVE_TIMEOUT" => (
+            "gave up on connections whose keepalive probes went unanswered".into(),
+            "check the path to the peer and the peer's liveness",
+        ),
+        _ => (
+            format!("sent resets for kernel reason {reason} (socket in {state})"),
+            "see the kernel's enum sk_rst_reason for this reason",
+        ),
+    }
+}
+
+/// One finding per side that sent at least RESETS_MIN resets: its main cause in the kernel's
+/// terms and plain words, and the share of the run's errors that goes with its resets (the
+/// client's `reset` errors for the server's, its own timeouts for the client's).
+fn reset_findings(r: &RunReport) -> Vec<Finding> {
+    let errors = r.load.errors;
+    let errors_of = |kind: &str| r.load.errors_by_kind.get(kind).copied().unwrap_or(0);
+    let mut out = Vec::new();
+    for (name, report, other, related) in [
+        ("server", &r.server, &r.client, errors_of("reset")),
+        (
+            "client",
+            &r.client,
+            &r.server,
+            errors_of("read_timeout") + errors_of("connect_timeout"),
+        ),
+    ] {
+        let tcp = &report.tcp;
+        if tcp.resets_sent < RESETS_MIN {
+            continue;
+        }
+        let Some(top) = tcp.resets.iter().find(|x| x.direction == "sent") else {
+            continue;
+        };
+        let (what, fix) = reset_cause(top.reason.as_deref(), &top.state);
+        let top_share = top.count as f64 / tcp.resets_sent as f64;
+        let explained = tcp.resets_sent.min(related);
+        let error_share = if errors == 0 {
+            0.0
+        } else {
+            explained as f64 / errors as f64
+        };
+        let severity = if errors > 0 && error_share >= RESETS_ERROR_SHARE {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let errors_part = if errors == 0 {
+            "no request failed".to_string()
+        } else if name == "server" {
+            format!(
+                "the load generator saw {related} connection resets: {explained} of the run's {errors} errors ({:.0}%)",
+                error_share * 100.0
+            )
+        } else {
+            format!(
+                "they follow the load generator giving up ({related} timeouts after {:.0} ms): {explained} of the run's {errors} errors ({:.0}%)",
+                r.load.config.timeout_s * 1000.0,
+                error_share * 100.0
+            )
+        };
+        out.push(finding(
+            &format!("{name}_resets"),
+            severity,
+            format!(
+                "the {name} sent {} TCP resets; {} of them ({:.0}%) because it {what} (kernel reason {}, socket in {}); the {} received {}; {errors_part}. Fix: {fix}",
+                tcp.resets_sent,
+                top.count,
+                top_share * 100.0,
+                top.reason.as_deref().unwrap_or("NOT_SPECIFIED"),
+                top.state,
+                if name == "server" { "client" } else { "server" },
+                other.tcp.resets_received,
+            ),
+            &[
+                ("resets_sent", tcp.resets_sent as f64),
+                ("top_cause_resets", top.count as f64),
+                ("top_cause_share", top_share),
+                ("peer_resets_received", other.tcp.resets_received as f64),
+                ("errors", errors as f64),
+                ("errors_explained", explained as f64),
+                ("error_share", error_share),
+            ],
+        ));
+    }
+    out
+}
+
 /// Errors in the intervals that contain t_s and the one after it.
 fn errors_near(timeline: &[TimelineRow], t_s: f64) -> u64 {
     timeline
@@ -447,6 +583,7 @@ mod tests {
             load,
             server,
             client: KernelReport::default(),
+            host_tcp: Default::default(),
             timeline: Vec::new(),
             per_request: Default::default(),
             correlations: Vec::new(),
@@ -501,5 +638,110 @@ mod tests {
             "{off}"
         );
         assert!(!off.contains("sys goes to"), "{off}");
+    }
+
+    /// A run where the server sent `resets` resets (SO_LINGER 0 closes) and the client saw
+    /// `reset_errors` of the run's `errors`.
+    fn resets_run(resets: u64, reset_errors: u64, errors: u64) -> RunReport {
+        use crate::analysis::kernel_report::ResetReport;
+        let mut run = busy_server(false);
+        run.server.threads.clear();
+        run.server.tcp.resets_sent = resets;
+        run.server.tcp.resets.push(ResetReport {
+            direction: "sent".into(),
+            state: "CLOSE".into(),
+            reason: Some("TCP_STATE".into()),
+            count: resets,
+        });
+        run.client.tcp.resets_received = resets;
+        run.load.errors = errors;
+        run.load.errors_by_kind.insert("reset".into(), reset_errors);
+        run.load
+            .errors_by_kind
+            .insert("read_timeout".into(), errors - reset_errors);
+        run
+    }
+
+    fn reset_finding(run: &RunReport) -> Option<Finding> {
+        findings(run)
+            .into_iter()
+            .find(|f| f.kind == "server_resets")
+    }
+
+    #[test]
+    fn resets_make_a_finding_from_resets_min_on() {
+        assert!(reset_finding(&resets_run(RESETS_MIN - 1, RESETS_MIN - 1, 20)).is_none());
+        for n in [RESETS_MIN, RESETS_MIN + 1] {
+            let f = reset_finding(&resets_run(n, n, n)).expect("a finding at RESETS_MIN");
+            assert_eq!(f.evidence["resets_sent"], n as f64);
+            assert!(
+                f.summary
+                    .starts_with(&format!("the server sent {n} TCP resets")),
+                "{}",
+                f.summary
+            );
+            assert!(f.summary.contains("SO_LINGER 0"), "{}", f.summary);
+            assert!(
+                f.summary
+                    .contains("kernel reason TCP_STATE, socket in CLOSE"),
+                "{}",
+                f.summary
+            );
+        }
+    }
+
+    #[test]
+    fn resets_behind_half_the_errors_are_critical_and_rank_above_the_bursts() {
+        // 100 resets; the client saw 49, 50 or 51 of them among 100 errors.
+        let severity = |reset_errors| {
+            let f = reset_finding(&resets_run(100, reset_errors, 100)).unwrap();
+            assert_eq!(f.evidence["error_share"], reset_errors as f64 / 100.0);
+            f.severity
+        };
+        assert_eq!(severity(49), Severity::Warning);
+        assert_eq!(severity(50), Severity::Critical);
+        assert_eq!(severity(51), Severity::Critical);
+
+        let mut run = resets_run(100, 100, 100);
+        run.timeline.push(TimelineRow {
+            t_s: 0.0,
+            duration_s: 1.0,
+            completed: 200,
+            errors: 100,
+            ..Default::default()
+        });
+        let all = findings(&run);
+        let rank = |kind: &str| all.iter().position(|f| f.kind == kind).unwrap();
+        assert_eq!(rank("server_resets"), 0);
+        assert!(rank("server_resets") < rank("error_burst"));
+        // At Warning too, it comes before the bursts it causes.
+        let mut run = resets_run(100, 40, 100);
+        run.timeline = vec![TimelineRow {
+            t_s: 0.0,
+            duration_s: 1.0,
+            completed: 200,
+            errors: 100,
+            ..Default::default()
+        }];
+        let all = findings(&run);
+        let rank = |kind: &str| all.iter().position(|f| f.kind == kind).unwrap();
+        assert!(rank("server_resets") < rank("error_burst"));
+    }
+
+    #[test]
+    fn each_reason_is_told_in_plain_words() {
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_CLOSE"), "CLOSE");
+        assert!(what.contains("had not read what the peer sent"), "{what}");
+        let (what, _) = reset_cause(Some("TCP_TIMEWAIT_SOCKET"), "TIME_WAIT");
+        assert!(
+            what.contains("the peer wrote after this side closed"),
+            "{what}"
+        );
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_DATA"), "CLOSE");
+        assert!(what.contains("data after it had closed"), "{what}");
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_LINGER"), "CLOSE");
+        assert!(what.contains("FIN_WAIT2"), "{what}");
+        let (what, _) = reset_cause(Some("SOMETHING_NEW"), "ESTABLISHED");
+        assert!(what.contains("SOMETHING_NEW"), "{what}");
     }
 }

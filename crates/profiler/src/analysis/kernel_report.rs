@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use srvprof_common::{SOFTIRQ_NAMES, lost, tcp};
+use srvprof_common::{GROUP_SERVER, SOFTIRQ_NAMES, lost, tcp};
 
 use crate::counters::{CountNs, NsHistogram, ThreadCounters};
 use crate::probes::syscalls::syscall_name;
@@ -106,29 +106,82 @@ pub struct HardirqReport {
     pub total_ns: u64,
 }
 
+/// This group's side of TCP: sockets on the server's listening port for the server, sockets
+/// whose peer is on that port for the client (srvprof_common::tcp).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpReport {
     /// Accept-queue overflows attributed to the server's listening sockets: the namespace's
     /// TcpExt:ListenOverflows, bounded by the drop counter of the server's own sockets (an overflow
-    /// there always counts as one of its drops). The namespace figure alone when the sockets are unknown.
+    /// there always counts as one of its drops). The namespace figure alone when the sockets are
+    /// unknown. 0 for the client, which does not listen.
     pub listen_overflows: u64,
     /// Connections the server's listening sockets dropped (their sk_drops), or the namespace's
-    /// TcpExt:ListenDrops when the sockets are unknown.
+    /// TcpExt:ListenDrops when the sockets are unknown. 0 for the client.
     pub listen_drops: u64,
-    /// SYNs retransmitted on connections to or from the watched ports (tcp_retransmit_skb in SYN_SENT).
+    /// SYNs retransmitted (tcp_retransmit_skb in SYN_SENT). For the client, the SYNs it
+    /// retransmitted; for the server, which sends no SYN on its port, the SYNs retransmitted to
+    /// it by the connecting sockets on this host (the client side's count: the load generator's
+    /// in `run`, any local client in `probe`).
     pub syn_retransmits: u64,
+    /// SYN-ACKs the server's listening sockets retransmitted.
     pub synack_retransmits: u64,
+    /// Segments this side's sockets retransmitted, SYNs included.
     pub retransmits: u64,
+    /// RSTs this side's sockets sent (tcp_send_reset), with a socket or answering a segment
+    /// addressed to this side's port with none.
     pub resets_sent: u64,
+    /// RSTs this side's sockets received (tcp_receive_reset). The kernel also fires it when it
+    /// kills a socket for data arriving after close (reason TCP_ABORT_ON_DATA), whose RST it sends.
     pub resets_received: u64,
-    /// Whole network namespace (every listener, not just the server's): TcpExt:ListenOverflows.
-    pub netns_listen_overflows: u64,
-    /// Whole network namespace: TcpExt:ListenDrops.
-    pub netns_listen_drops: u64,
-    /// Whole network namespace: TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits).
-    pub mib_syn_retransmits: u64,
-    /// Whole network namespace: Tcp:RetransSegs.
-    pub mib_retransmits: u64,
+    /// resets_sent and resets_received by TCP state and (sent) the kernel's reason, most first.
+    #[serde(default)]
+    pub resets: Vec<ResetReport>,
+}
+
+/// Resets one side sent or received in one TCP state, for one reason.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResetReport {
+    /// "sent" or "received".
+    pub direction: String,
+    /// The socket's TCP state when the reset was sent or received, by the kernel's name
+    /// ("ESTABLISHED", "TIME_WAIT", "CLOSE": an active reset is sent after the socket moved to
+    /// CLOSE); "NO_SOCKET" when a segment found no socket.
+    pub state: String,
+    /// The kernel's enum sk_rst_reason without its SK_RST_REASON_ prefix ("TCP_ABORT_ON_CLOSE");
+    /// None for received resets.
+    pub reason: Option<String>,
+    pub count: u64,
+}
+
+/// TCP figures of the whole host (the server's network namespace, the host's unless the server
+/// runs in a container): every socket, the server's and the client's included.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostTcpReport {
+    /// TcpExt:ListenOverflows.
+    pub listen_overflows: u64,
+    /// TcpExt:ListenDrops.
+    pub listen_drops: u64,
+    /// TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits).
+    pub syn_retransmits: u64,
+    /// Tcp:RetransSegs.
+    pub retransmits: u64,
+    /// Tcp:OutRsts: RSTs sent.
+    pub resets_sent: u64,
+    /// Tcp:EstabResets: connections reset in ESTABLISHED or CLOSE_WAIT.
+    pub established_resets: u64,
+    /// TcpExt:TCPAbortOnClose: closed with unread data (an RST instead of a FIN).
+    pub abort_on_close: u64,
+    /// TcpExt:TCPAbortOnData: data arrived after close.
+    pub abort_on_data: u64,
+    /// TcpExt:TCPAbortOnLinger, TCPAbortOnMemory, TCPAbortOnTimeout.
+    pub abort_on_linger: u64,
+    pub abort_on_memory: u64,
+    pub abort_on_timeout: u64,
+    /// The probes' counts for sockets on neither side (every socket when no port was watched),
+    /// resets sent with no socket and no readable segment included.
+    pub other_retransmits: u64,
+    pub other_resets_sent: u64,
+    pub other_resets_received: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -163,6 +216,10 @@ pub struct KernelReport {
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     pub tcp: TcpReport,
+    /// The host's TCP figures (not this group's): the kernel's MIB counters and what the probes
+    /// saw on sockets on neither side.
+    #[serde(default)]
+    pub host_tcp: HostTcpReport,
     /// Records the kernel side could not keep, by reason; all must be 0 for a complete run.
     pub lost_events: BTreeMap<String, u64>,
     /// Times a watched thread ran with no sched_switch naming it as next (machine-wide, in the
@@ -466,40 +523,15 @@ pub fn kernel_report(
     r.hardirqs = hardirq_deltas(start, end, &crate::procfs::interrupt_names());
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
 
-    let tcp_d = |i: u32| {
-        let i = i as usize;
-        end.kernel
-            .tcp
-            .get(i)
-            .copied()
-            .unwrap_or(0)
-            .saturating_sub(start.kernel.tcp.get(i).copied().unwrap_or(0))
-    };
-    let netns_overflows = mib_delta(end, start, "TcpExt:ListenOverflows");
-    let netns_drops = mib_delta(end, start, "TcpExt:ListenDrops");
-    let socket_drops = match (end.listen_socket_drops, start.listen_socket_drops) {
-        (Some(e), Some(s)) => Some(e.saturating_sub(s)),
-        _ => None,
-    };
-    r.tcp = TcpReport {
-        listen_overflows: socket_drops.map_or(netns_overflows, |d| d.min(netns_overflows)),
-        listen_drops: socket_drops.unwrap_or(netns_drops),
-        syn_retransmits: tcp_d(tcp::SYN_RETRANSMITS),
-        synack_retransmits: tcp_d(tcp::SYNACK_RETRANSMITS),
-        retransmits: tcp_d(tcp::RETRANSMITS),
-        resets_sent: tcp_d(tcp::RESETS_SENT),
-        resets_received: tcp_d(tcp::RESETS_RECEIVED),
-        netns_listen_overflows: netns_overflows,
-        netns_listen_drops: netns_drops,
-        mib_syn_retransmits: mib_delta(end, start, "TcpExt:TCPSynRetrans"),
-        mib_retransmits: mib_delta(end, start, "Tcp:RetransSegs"),
-    };
+    r.tcp = tcp_report(start, end, group);
+    r.host_tcp = host_tcp_report(start, end);
     for (i, name) in [
         (lost::EXIT_RING_FULL, "exit_ring_full"),
         (lost::THREADS_MAP_FULL, "threads_map_full"),
         (lost::STACK_KEYS_FULL, "stack_keys_full"),
         (lost::OFFCPU_START_FULL, "offcpu_start_full"),
         (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
+        (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
     ] {
         r.lost_events.insert(
             name.into(),
@@ -514,6 +546,103 @@ pub fn kernel_report(
     r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);
     r.stack_ids_collided = in_window(lost::STACK_TRACES_FULL);
     r
+}
+
+/// Delta of a TCP counter of one side between two samples.
+fn tcp_delta(start: &Sample, end: &Sample, side: u32, counter: u32) -> u64 {
+    let i = tcp::index(side, counter) as usize;
+    let at = |s: &Sample| s.kernel.tcp.get(i).copied().unwrap_or(0);
+    at(end).saturating_sub(at(start))
+}
+
+/// The group's side of TCP in the window.
+fn tcp_report(start: &Sample, end: &Sample, group: u32) -> TcpReport {
+    let side = group;
+    let (listen_overflows, listen_drops) = if group == GROUP_SERVER {
+        let netns_overflows = mib_delta(end, start, "TcpExt:ListenOverflows");
+        let socket_drops = match (end.listen_socket_drops, start.listen_socket_drops) {
+            (Some(e), Some(s)) => Some(e.saturating_sub(s)),
+            _ => None,
+        };
+        (
+            socket_drops.map_or(netns_overflows, |d| d.min(netns_overflows)),
+            socket_drops.unwrap_or_else(|| mib_delta(end, start, "TcpExt:ListenDrops")),
+        )
+    } else {
+        (0, 0)
+    };
+    let before: BTreeMap<(bool, &str, Option<&str>), u64> = start
+        .kernel
+        .tcp_resets
+        .iter()
+        .filter(|c| c.side == side)
+        .map(|c| ((c.sent, c.state.as_str(), c.reason.as_deref()), c.count))
+        .collect();
+    let mut resets: Vec<ResetReport> = end
+        .kernel
+        .tcp_resets
+        .iter()
+        .filter(|c| c.side == side)
+        .filter_map(|c| {
+            let earlier = before
+                .get(&(c.sent, c.state.as_str(), c.reason.as_deref()))
+                .copied()
+                .unwrap_or(0);
+            let count = c.count.saturating_sub(earlier);
+            (count > 0).then(|| ResetReport {
+                direction: if c.sent { "sent" } else { "received" }.into(),
+                state: c.state.clone(),
+                reason: c.reason.clone(),
+                count,
+            })
+        })
+        .collect();
+    resets.sort_by(|a, b| {
+        (
+            &a.direction,
+            std::cmp::Reverse(a.count),
+            &a.state,
+            &a.reason,
+        )
+            .cmp(&(
+                &b.direction,
+                std::cmp::Reverse(b.count),
+                &b.state,
+                &b.reason,
+            ))
+    });
+    TcpReport {
+        listen_overflows,
+        listen_drops,
+        syn_retransmits: tcp_delta(start, end, tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS),
+        synack_retransmits: tcp_delta(start, end, side, tcp::SYNACK_RETRANSMITS),
+        retransmits: tcp_delta(start, end, side, tcp::RETRANSMITS),
+        resets_sent: tcp_delta(start, end, side, tcp::RESETS_SENT),
+        resets_received: tcp_delta(start, end, side, tcp::RESETS_RECEIVED),
+        resets,
+    }
+}
+
+/// The host's TCP figures in the window.
+fn host_tcp_report(start: &Sample, end: &Sample) -> HostTcpReport {
+    let mib = |name: &str| mib_delta(end, start, name);
+    let other = |counter: u32| tcp_delta(start, end, tcp::SIDE_OTHER, counter);
+    HostTcpReport {
+        listen_overflows: mib("TcpExt:ListenOverflows"),
+        listen_drops: mib("TcpExt:ListenDrops"),
+        syn_retransmits: mib("TcpExt:TCPSynRetrans"),
+        retransmits: mib("Tcp:RetransSegs"),
+        resets_sent: mib("Tcp:OutRsts"),
+        established_resets: mib("Tcp:EstabResets"),
+        abort_on_close: mib("TcpExt:TCPAbortOnClose"),
+        abort_on_data: mib("TcpExt:TCPAbortOnData"),
+        abort_on_linger: mib("TcpExt:TCPAbortOnLinger"),
+        abort_on_memory: mib("TcpExt:TCPAbortOnMemory"),
+        abort_on_timeout: mib("TcpExt:TCPAbortOnTimeout"),
+        other_retransmits: other(tcp::RETRANSMITS),
+        other_resets_sent: other(tcp::RESETS_SENT),
+        other_resets_received: other(tcp::RESETS_RECEIVED),
+    }
 }
 
 /// The probes' delta of one counter between two samples.
@@ -730,5 +859,55 @@ mod tests {
         let end = sample(1_000_000_000, Some(100), ct(0, 0), 0);
         let r = kernel_report(&start, &end, 0, &[]);
         assert!(!r.syscalls_recorded());
+    }
+
+    #[test]
+    fn each_side_gets_its_own_tcp_figures_and_the_host_its_own() {
+        use crate::counters::TcpResetCount;
+        let reset = |side, sent, state: &str, reason: Option<&str>, count| TcpResetCount {
+            side,
+            sent,
+            state: state.into(),
+            reason: reason.map(Into::into),
+            count,
+        };
+        let mut start = sample(0, None, ct(0, 0), 0);
+        let mut end = sample(1_000_000_000, None, ct(0, 0), 0);
+        start.kernel.tcp_resets = vec![reset(0, true, "CLOSE", Some("TCP_STATE"), 5)];
+        end.kernel.tcp_resets = vec![
+            reset(0, true, "CLOSE", Some("TCP_STATE"), 305),
+            reset(1, false, "ESTABLISHED", None, 300),
+        ];
+        end.kernel.tcp[tcp::index(tcp::SIDE_SERVER, tcp::RESETS_SENT) as usize] = 300;
+        end.kernel.tcp[tcp::index(tcp::SIDE_CLIENT, tcp::RESETS_RECEIVED) as usize] = 300;
+        end.kernel.tcp[tcp::index(tcp::SIDE_OTHER, tcp::RESETS_SENT) as usize] = 7;
+        start.net_mib.insert("Tcp:OutRsts".into(), 1_000);
+        end.net_mib.insert("Tcp:OutRsts".into(), 1_307);
+        start.net_mib.insert("TcpExt:ListenOverflows".into(), 0);
+        end.net_mib.insert("TcpExt:ListenOverflows".into(), 4);
+
+        let server = kernel_report(&start, &end, GROUP_SERVER, &[]);
+        assert_eq!(
+            (server.tcp.resets_sent, server.tcp.resets_received),
+            (300, 0)
+        );
+        assert_eq!(server.tcp.resets.len(), 1);
+        assert_eq!(server.tcp.resets[0].count, 300);
+        assert_eq!(server.tcp.resets[0].reason.as_deref(), Some("TCP_STATE"));
+        assert_eq!(server.tcp.listen_overflows, 4);
+
+        let client = kernel_report(&start, &end, srvprof_common::GROUP_CLIENT, &[]);
+        assert_eq!(
+            (client.tcp.resets_sent, client.tcp.resets_received),
+            (0, 300)
+        );
+        assert_eq!(client.tcp.resets[0].direction, "received");
+        assert_eq!(client.tcp.listen_overflows, 0, "the client does not listen");
+
+        for r in [&server, &client] {
+            assert_eq!(r.host_tcp.resets_sent, 307);
+            assert_eq!(r.host_tcp.other_resets_sent, 7);
+            assert_eq!(r.host_tcp.listen_overflows, 4);
+        }
     }
 }

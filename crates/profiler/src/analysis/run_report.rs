@@ -7,7 +7,7 @@ use srvprof_loadgen::LoadReport;
 
 use super::findings::{Finding, findings};
 use super::interval::IntervalRow;
-use super::kernel_report::{KernelReport, kernel_report};
+use super::kernel_report::{HostTcpReport, KernelReport, kernel_report};
 use super::series::SampleSeries;
 use crate::counters::NsHistogram;
 use crate::sampler::ExitRecord;
@@ -78,6 +78,9 @@ pub struct RunReport {
     pub load: LoadReport,
     pub server: KernelReport,
     pub client: KernelReport,
+    /// The host's TCP figures (server.host_tcp, repeated here: they belong to neither side).
+    #[serde(default)]
+    pub host_tcp: HostTcpReport,
     pub timeline: Vec<TimelineRow>,
     pub per_request: PerRequestReport,
     pub correlations: Vec<Correlation>,
@@ -282,6 +285,7 @@ pub fn build(
         version: env!("CARGO_PKG_VERSION").into(),
         target,
         load,
+        host_tcp: server.host_tcp.clone(),
         server,
         client,
         correlations: correlations(&timeline),

@@ -32,6 +32,8 @@ const ROWS: &[(&str, &str)] = &[
     ("server run-queue p99 (us)", "/server/runq_latency_us/p99"),
     ("server listen overflows", "/server/tcp/listen_overflows"),
     ("server SYN retransmits", "/server/tcp/syn_retransmits"),
+    ("server resets sent", "/server/tcp/resets_sent"),
+    ("client resets sent", "/client/tcp/resets_sent"),
     ("client CPU us / req", "/per_request/client/cpu_us"),
     ("client syscalls / req", "/per_request/client/syscalls"),
 ];

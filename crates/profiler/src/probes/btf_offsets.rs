@@ -3,6 +3,8 @@
 //! The BPF programs have no CO-RE relocations, so userspace resolves each field they read and
 //! passes the offsets in as globals: the same programs then work on any kernel with BTF.
 
+use std::collections::BTreeMap;
+
 use btf_rs::{Btf, Type};
 
 use crate::error::SrvprofError;
@@ -23,6 +25,83 @@ pub struct KernelOffsets {
     pub sock_state: u64,
     pub sock_num: u64,
     pub sock_dport: u64,
+    /// inet_sock.inet_sport (network order): a full socket's own port. Closing a socket
+    /// (tcp_set_state to CLOSE) releases its port and zeroes skc_num before an active reset is
+    /// sent, so that reset's side is read here.
+    pub inet_sport: u64,
+    /// sk_buff.data: a received segment's TCP header, for a reset sent with no socket.
+    pub skb_data: u64,
+}
+
+/// Names of the kernel's TCP numbers, read from its BTF enums: TCP states (an anonymous enum
+/// starting TCP_ESTABLISHED) and reset reasons (enum sk_rst_reason, 6.10 and newer).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpNames {
+    /// State number -> name without the TCP_ prefix ("ESTABLISHED", "TIME_WAIT").
+    pub states: BTreeMap<u32, String>,
+    /// Reason number -> name without the SK_RST_REASON_ prefix ("TCP_ABORT_ON_CLOSE"); empty on
+    /// a kernel whose tcp_send_reset gives no reason.
+    pub reasons: BTreeMap<u32, String>,
+}
+
+impl TcpNames {
+    pub fn from_running_kernel() -> Result<Self, SrvprofError> {
+        Self::from_btf(&open_vmlinux()?)
+    }
+
+    pub fn from_btf(btf: &Btf) -> Result<Self, SrvprofError> {
+        let reasons = btf
+            .resolve_types_by_name("sk_rst_reason")
+            .ok()
+            .and_then(|types| types.into_iter().find_map(|t| enum_values(btf, &t)))
+            .map(|values| strip_prefix(values, "SK_RST_REASON_"))
+            .unwrap_or_default();
+        // The states' enum has no name: find it by its first member.
+        let states = (1..)
+            .map_while(|id| btf.resolve_type_by_id(id).ok())
+            .find_map(|t| {
+                enum_values(btf, &t).filter(|v| v.values().any(|n| n == "TCP_ESTABLISHED"))
+            })
+            .map(|values| strip_prefix(values, "TCP_"))
+            .ok_or_else(|| SrvprofError::BtfField {
+                field: "enum TCP_ESTABLISHED".into(),
+                reason: "no enum of TCP states".into(),
+            })?;
+        Ok(Self { states, reasons })
+    }
+
+    /// The number of state `name` (e.g. "SYN_SENT").
+    pub fn state(&self, name: &str) -> Option<u32> {
+        self.states
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(v, _)| *v)
+    }
+}
+
+fn enum_values(btf: &Btf, ty: &Type) -> Option<BTreeMap<u32, String>> {
+    let Type::Enum(e) = ty else { return None };
+    Some(
+        e.members
+            .iter()
+            .map(|m| (m.val(), btf.resolve_name(m).unwrap_or_default()))
+            .collect(),
+    )
+}
+
+fn strip_prefix(values: BTreeMap<u32, String>, prefix: &str) -> BTreeMap<u32, String> {
+    values
+        .into_iter()
+        .map(|(v, n)| (v, n.strip_prefix(prefix).unwrap_or(&n).to_string()))
+        .collect()
+}
+
+pub fn open_vmlinux() -> Result<Btf, SrvprofError> {
+    require_kernel_btf()?;
+    Btf::from_file(VMLINUX_BTF).map_err(|e| SrvprofError::BtfField {
+        field: "vmlinux".into(),
+        reason: e.to_string(),
+    })
 }
 
 /// Fails with the one-sentence NoKernelBtf when the running kernel exposes no BTF. `run` and
@@ -37,12 +116,11 @@ pub fn require_kernel_btf() -> Result<(), SrvprofError> {
 
 impl KernelOffsets {
     pub fn from_running_kernel() -> Result<Self, SrvprofError> {
-        require_kernel_btf()?;
-        let btf = Btf::from_file(VMLINUX_BTF).map_err(|e| SrvprofError::BtfField {
-            field: "vmlinux".into(),
-            reason: e.to_string(),
-        })?;
-        let field = |path: &[&str]| member_offset(&btf, path);
+        Self::from_btf(&open_vmlinux()?)
+    }
+
+    pub fn from_btf(btf: &Btf) -> Result<Self, SrvprofError> {
+        let field = |path: &[&str]| member_offset(btf, path);
         // struct sock starts with struct sock_common __sk_common.
         let sk_common = field(&["sock", "__sk_common"])?;
         Ok(Self {
@@ -55,6 +133,8 @@ impl KernelOffsets {
             sock_state: sk_common + field(&["sock_common", "skc_state"])?,
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,
             sock_dport: sk_common + field(&["sock_common", "skc_dport"])?,
+            inet_sport: field(&["inet_sock", "inet_sport"])?,
+            skb_data: field(&["sk_buff", "data"])?,
         })
     }
 }

@@ -19,7 +19,7 @@ use srvprof_common::{globals, lost, maps};
 
 use crate::counters::KernelCounters;
 use crate::error::SrvprofError;
-pub use btf_offsets::KernelOffsets;
+pub use btf_offsets::{KernelOffsets, TcpNames};
 use gate::{Gate, IRQ_PROGRAMS};
 
 /// The compiled BPF object, built by build.rs.
@@ -54,7 +54,8 @@ pub struct ProbeTargets {
     pub server_pids: Vec<u32>,
     /// Load-generator processes, accounted separately.
     pub client_pids: Vec<u32>,
-    /// Count TCP retransmits and resets only on these ports (empty: every socket).
+    /// The server's listening ports: a socket on one of them is the server's side of TCP
+    /// figures, a socket whose peer is on one a client's; the rest count as neither (`host_tcp`).
     pub tcp_ports: Vec<u16>,
     /// Sample on-CPU stacks at this frequency (Hz) and record off-CPU stacks; None: no stacks.
     pub stack_sample_hz: Option<u64>,
@@ -79,6 +80,8 @@ pub struct Probes {
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
     gate: Option<Gate>,
+    /// The kernel's names of TCP states and reset reasons.
+    tcp_names: TcpNames,
 }
 
 impl Probes {
@@ -87,8 +90,19 @@ impl Probes {
         targets: &ProbeTargets,
         mut on_attach: impl FnMut(&str, Result<(), &SrvprofError>),
     ) -> Result<Self, SrvprofError> {
-        let offsets = KernelOffsets::from_running_kernel()?;
-        let filter_ports: u64 = u64::from(!targets.tcp_ports.is_empty());
+        let vmlinux = btf_offsets::open_vmlinux()?;
+        let offsets = KernelOffsets::from_btf(&vmlinux)?;
+        let tcp_names = TcpNames::from_btf(&vmlinux)?;
+        drop(vmlinux);
+        let syn_sent =
+            u64::from(
+                tcp_names
+                    .state("SYN_SENT")
+                    .ok_or_else(|| SrvprofError::BtfField {
+                        field: "TCP_SYN_SENT".into(),
+                        reason: "not in the enum of TCP states".into(),
+                    })?,
+            );
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
@@ -107,7 +121,9 @@ impl Probes {
             .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
             .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)
             .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
-            .override_global(globals::TCP_FILTER_PORTS, &filter_ports, true)
+            .override_global(globals::INET_SPORT_OFFSET, &offsets.inet_sport, true)
+            .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
+            .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .load(BPF_OBJECT)
             .map_err(|e| classify_load_error(e.to_string()))?;
 
@@ -142,16 +158,23 @@ impl Probes {
         set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         let mut gated = Vec::new();
-        for (program, tracepoint) in PROGRAMS {
-            let syscall = SYSCALL_PROGRAMS.contains(program);
+        for &(program, tracepoint) in PROGRAMS {
+            // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
+            // sk_rst_reason in its BTF) gets the program that does not read it.
+            let program = if program == "tcp_send_reset" && tcp_names.reasons.is_empty() {
+                "tcp_send_reset_without_reason"
+            } else {
+                program
+            };
+            let syscall = SYSCALL_PROGRAMS.contains(&program);
             if targets.skip_syscalls && syscall {
                 continue;
             }
             let windowed =
-                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(program));
+                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(&program));
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
-                    gated.push(*program);
+                    gated.push(program);
                     Ok(())
                 } else {
                     attach_loaded(prog, program, tracepoint).map(|_| ())
@@ -180,6 +203,7 @@ impl Probes {
             stack_sample_hz: targets.stack_sample_hz,
             syscalls_off: targets.skip_syscalls,
             gate,
+            tcp_names,
         })
     }
 
@@ -238,7 +262,7 @@ impl Probes {
         sched::read(&self.ebpf, &mut counters)?;
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
-        tcp::read(&self.ebpf, &mut counters)?;
+        tcp::read(&self.ebpf, &self.tcp_names, &mut counters)?;
         let lost_map: PerCpuArray<&MapData, u64> = map_ref(&self.ebpf, maps::LOST_EVENTS)?;
         for i in 0..lost::COUNT {
             let per_cpu = lost_map

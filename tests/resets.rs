@@ -1,0 +1,198 @@
+//! Who reset the connections: servers that reset, or make their client reset, by construction,
+//! profiled with `srvprof run`. The references are the load generator's own error counts (what
+//! its sockets returned, independent of the BPF programs) and the construction of the server.
+
+use srvprof_integration::*;
+
+fn faulty(port: u16, mode: &[&str]) -> String {
+    format!(
+        "{}/servers/faulty/run --port {port} {}",
+        workspace_root().display(),
+        mode.join(" ")
+    )
+}
+
+fn errors_of(run: &serde_json::Value, kind: &str) -> u64 {
+    run["load"]["errors_by_kind"][kind].as_u64().unwrap_or(0)
+}
+
+fn tcp_of(run: &serde_json::Value, side: &str, key: &str) -> u64 {
+    run[side]["tcp"][key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{side}.tcp.{key}: {}", run[side]["tcp"]))
+}
+
+/// The side's resets in `direction` with their state and reason, most first.
+fn resets_of(run: &serde_json::Value, side: &str, direction: &str) -> Vec<(String, String, u64)> {
+    run[side]["tcp"]["resets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["direction"] == direction)
+        .map(|r| {
+            (
+                r["state"].as_str().unwrap().to_string(),
+                r["reason"].as_str().unwrap_or("-").to_string(),
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Only one side sends: the two groups' figures are the two ends of the same resets, not one
+/// host-wide number twice.
+fn assert_sides_differ(run: &serde_json::Value, sender: &str, receiver: &str) {
+    let sent = tcp_of(run, sender, "resets_sent");
+    assert_ne!(
+        run["server"]["tcp"], run["client"]["tcp"],
+        "server and client TCP figures are the same"
+    );
+    assert!(
+        tcp_of(run, receiver, "resets_sent") <= 1,
+        "{receiver} sent {} resets",
+        tcp_of(run, receiver, "resets_sent")
+    );
+    assert!(tcp_of(run, sender, "resets_received") <= 1);
+    // Counted by another tracepoint on the other end's sockets.
+    let received = tcp_of(run, receiver, "resets_received");
+    assert!(
+        sent.abs_diff(received) <= 2,
+        "{sender} sent {sent}, {receiver} received {received}"
+    );
+    // The host's own counter (Tcp:OutRsts, same window) holds them, plus whatever else on this
+    // shared machine sent resets.
+    assert!(run["host_tcp"]["resets_sent"].as_u64().unwrap() >= sent);
+}
+
+#[test]
+fn a_server_resetting_every_third_connection_is_named_with_its_resets() {
+    require_root();
+    let port = free_port();
+    let (status, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(port, &["--mode", "reset-every-third"]),
+            "--no-keepalive",
+            "-c",
+            "4",
+            "--rate",
+            "300",
+            "-d",
+            "3s",
+            "--warmup",
+            "1s",
+            "--stacks",
+            "off",
+        ],
+        "reset-every-third",
+    );
+    assert!(status.success(), "{stderr}");
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    let client_resets = errors_of(&run, "reset");
+    // By construction one request in three (one connection each) is reset.
+    let requests = completed + client_resets;
+    assert!(
+        client_resets.abs_diff(requests / 3) <= 2 && client_resets > 100,
+        "{client_resets} resets of {requests} requests"
+    );
+    assert_eq!(run["load"]["errors"], client_resets);
+
+    let server_sent = tcp_of(&run, "server", "resets_sent");
+    eprintln!(
+        "server sent {server_sent} ({:?}), client saw {client_resets} reset errors; client sent {}, received {} ({:?}); host {}",
+        resets_of(&run, "server", "sent"),
+        tcp_of(&run, "client", "resets_sent"),
+        tcp_of(&run, "client", "resets_received"),
+        resets_of(&run, "client", "received"),
+        run["host_tcp"]
+    );
+    // A request in flight at either edge of the measured window can be counted by one and not
+    // the other: the load generator and the sampler start and end their windows apart.
+    assert!(
+        server_sent.abs_diff(client_resets) <= 2,
+        "server sent {server_sent} resets, the load generator saw {client_resets}"
+    );
+    assert_sides_differ(&run, "server", "client");
+    // What this kernel (6.18) says of a close with SO_LINGER 0: tcp_disconnect's reset, reason
+    // TCP_STATE, sent after the socket moved to CLOSE (and counted in TcpExt:TCPAbortOnData).
+    let top = &resets_of(&run, "server", "sent")[0];
+    assert_eq!(
+        (top.0.as_str(), top.1.as_str()),
+        ("CLOSE", "TCP_STATE"),
+        "{top:?}"
+    );
+    assert!(top.2 + 2 >= server_sent);
+
+    let first = &run["findings"][0];
+    assert_eq!(first["kind"], "server_resets", "{}", run["findings"]);
+    let summary = first["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(&format!("the server sent {server_sent} TCP resets"))
+            && summary.contains("SO_LINGER 0"),
+        "{summary}"
+    );
+    assert!(first["evidence"]["error_share"].as_f64().unwrap() >= 0.99);
+    assert!(finding(&run, "client_resets").is_none());
+}
+
+#[test]
+fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
+    require_root();
+    let port = free_port();
+    let connections = 4;
+    let (_, stderr, run) = srvprof_run(
+        &[
+            "--cmd",
+            &faulty(port, &["--mode", "delay", "--delay-ms", "500"]),
+            "-c",
+            &connections.to_string(),
+            "--timeout",
+            "100ms",
+            "-d",
+            "3s",
+            "--warmup",
+            "1s",
+            "--stacks",
+            "off",
+        ],
+        "client-timeout",
+    );
+    assert!(
+        run.is_object(),
+        "run.json was written (no request succeeds): {stderr}"
+    );
+    let timeouts = errors_of(&run, "read_timeout");
+    assert_eq!(run["load"]["completed"], 0);
+    let client_sent = tcp_of(&run, "client", "resets_sent");
+    eprintln!(
+        "client sent {client_sent} ({:?}) after {timeouts} read timeouts; server received {} ({:?}); host {}",
+        resets_of(&run, "client", "sent"),
+        tcp_of(&run, "server", "resets_received"),
+        resets_of(&run, "server", "received"),
+        run["host_tcp"]
+    );
+    // Each request the client gave up on is answered 400 ms later, and that answer draws one
+    // reset: as many as the timeouts, give or take one per connection at each window edge.
+    assert!(
+        timeouts > 50 && client_sent.abs_diff(timeouts) <= 2 * connections + 2,
+        "{client_sent} client resets for {timeouts} timeouts"
+    );
+    assert_sides_differ(&run, "client", "server");
+    // What this kernel says: the client's closed connection (an orphaned FIN_WAIT2, kept as a
+    // timewait socket) answered the server's late reply with a reset.
+    let top = &resets_of(&run, "client", "sent")[0];
+    assert_eq!(
+        (top.0.as_str(), top.1.as_str()),
+        ("TIME_WAIT", "TCP_TIMEWAIT_SOCKET"),
+        "{top:?}"
+    );
+    let f = finding(&run, "client_resets").expect("a client_resets finding");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with(&format!("the client sent {client_sent} TCP resets"))
+            && summary.contains("the peer wrote after this side closed")
+            && summary.contains("timeouts after 100 ms"),
+        "{summary}"
+    );
+    assert!(finding(&run, "server_resets").is_none());
+}
