@@ -172,10 +172,19 @@ fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
         run["host_tcp"]
     );
     // Each request the client gave up on is answered 400 ms later, and that answer draws one
-    // reset: as many as the timeouts, give or take one per connection at each window edge.
+    // reset: as many as the timeouts, but for the answers still on their way at each edge of
+    // the window (up to 500 / 100 per connection: those of the warmup's timeouts come in, the
+    // last ones' fall after it).
     assert!(
-        timeouts > 50 && client_sent.abs_diff(timeouts) <= 2 * connections + 2,
+        timeouts > 50 && client_sent.abs_diff(timeouts) <= 5 * connections,
         "{client_sent} client resets for {timeouts} timeouts"
+    );
+    // The kernel's own count (host-wide OutRsts, the only resets on this machine in a CI run)
+    // is at least the probes'.
+    assert!(
+        run["host_tcp"]["resets_sent"].as_u64().unwrap() >= client_sent,
+        "{}",
+        run["host_tcp"]
     );
     assert_sides_differ(&run, "client", "server");
     // What this kernel says: the client's closed connection (an orphaned FIN_WAIT2, kept as a

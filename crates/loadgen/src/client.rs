@@ -29,7 +29,8 @@ pub enum Engine {
     Hyper,
 }
 
-/// First pause before replacing a connection that failed; doubled after each further failure of
+/// First pause before replacing a connection that failed (refused, reset, closed by the server or
+/// answered with garbage; not one the client timed out); doubled after each further failure of
 /// the same connection slot, up to [`RECONNECT_BACKOFF_MAX`], each pause drawn in its upper half
 /// (equal jitter) so slots that failed together do not come back together.
 pub(crate) const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
@@ -268,11 +269,12 @@ async fn keepalive_connection(
                     Failure::Stale => ErrorKind::Reset,
                 };
                 recorder.borrow_mut().failure(measured, done, kind, bytes);
-                pause(
-                    plan,
-                    done + backoff.after_failure(opened_at.elapsed(), conn.responses),
-                )
-                .await;
+                // The client gave up on a slow answer (--timeout): the server refused nothing,
+                // so the next request goes at once, as -c asks.
+                if kind != ErrorKind::ReadTimeout {
+                    let lived = opened_at.elapsed();
+                    pause(plan, done + backoff.after_failure(lived, conn.responses)).await;
+                }
                 return ConnEnd::Reconnect;
             }
         }

@@ -104,7 +104,12 @@ pub(crate) async fn keepalive_connection(
                 }
                 Err(kind) => {
                     rec.failure(measured, done, kind, bytes_read.get());
-                    return ConnEnd::Failed;
+                    // The client gave up on a slow answer: the server refused nothing.
+                    return if kind == ErrorKind::ReadTimeout {
+                        ConnEnd::Reconnect
+                    } else {
+                        ConnEnd::Failed
+                    };
                 }
             }
         }

@@ -88,7 +88,12 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let load_done = Arc::new(AtomicBool::new(false));
     let sampling = {
         let load_done = Arc::clone(&load_done);
-        std::thread::spawn(move || sample_every(sampler, measure_start, interval, &load_done))
+        // The kernel figures cover the load's window: the last sample is at its end, before the
+        // load generator lets requests in flight finish and closes its connections.
+        let measure_end = config.duration.map(|d| measure_start + d.as_nanos() as u64);
+        std::thread::spawn(move || {
+            sample_every(sampler, measure_start, measure_end, interval, &load_done)
+        })
     };
 
     let load = srvprof_loadgen::run_with_progress(&config, Arc::clone(&stop), progress);
@@ -130,6 +135,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
 fn sample_every(
     mut sampler: Sampler,
     measure_start: u64,
+    measure_end: Option<u64>,
     interval: Duration,
     load_done: &AtomicBool,
 ) -> (
@@ -142,7 +148,8 @@ fn sample_every(
     let mut error = None;
     let mut k = 0u64;
     loop {
-        let due = measure_start + k * interval.as_nanos() as u64;
+        let due =
+            (measure_start + k * interval.as_nanos() as u64).min(measure_end.unwrap_or(u64::MAX));
         if let Err(e) = sampler.wait_until(due, || load_done.load(Ordering::Relaxed)) {
             error = Some(e);
             break;
@@ -158,7 +165,7 @@ fn sample_every(
                 break;
             }
         }
-        if done {
+        if done || measure_end.is_some_and(|end| due >= end) {
             break;
         }
         k += 1;
