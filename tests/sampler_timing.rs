@@ -5,14 +5,15 @@
 use srvprof_integration::*;
 use std::process::Command;
 
-const INTERVAL_S: f64 = 0.1;
+const INTERVAL_S: f64 = 0.2;
 
 #[test]
 fn timeline_intervals_stay_on_the_grid_when_srvprofs_cpu_is_saturated() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     // srvprof, its four load threads and a spinning hog all on CPU 0: as an ordinary thread the
-    // sampler waits there for a tick and a share of the CPU, 5 to 50 ms at a time.
+    // sampler waits there for a tick and a share of the CPU, 5 to 900 ms at a time. A real-time
+    // one is late by ~0.2 ms (one outlier of 5.8 ms in 360 intervals: softirqs, steal).
     let _hog = CpuHog::on("0");
     let dir = std::env::temp_dir().join(format!("srvprof-run-{}-grid", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -25,11 +26,11 @@ fn timeline_intervals_stay_on_the_grid_when_srvprofs_cpu_is_saturated() {
             "--cpus",
             "0",
             "-d",
-            "6s",
+            "8s",
             "--warmup",
             "1s",
             "--interval",
-            "100ms",
+            "200ms",
         ])
         .args(["--stacks", "off", "--out"])
         .arg(&dir)
@@ -46,7 +47,7 @@ fn timeline_intervals_stay_on_the_grid_when_srvprofs_cpu_is_saturated() {
         load_rows,
         "one kernel row per load interval"
     );
-    assert!(timeline.len() >= 55, "{} rows", timeline.len());
+    assert!(timeline.len() >= 38, "{} rows", timeline.len());
 
     let f = |row: &serde_json::Value, key: &str| row[key].as_f64().unwrap_or(f64::NAN);
     let offsets_ms: Vec<f64> = timeline
