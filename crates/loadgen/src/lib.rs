@@ -199,6 +199,10 @@ pub fn run_with_progress(
     progress.init(threads);
     let run_start = Instant::now();
     let measure_start = run_start + config.ramp_up + config.warmup;
+    // Instant is CLOCK_MONOTONIC: the same instant in ns, for watchers on the kernel's clock.
+    let measure_start_ns = sys::monotonic_ns() - run_start.elapsed().as_nanos() as u64
+        + (config.ramp_up + config.warmup).as_nanos() as u64;
+    progress.set_measure_start_ns(measure_start_ns);
     let plan = Arc::new(client::RunPlan {
         template,
         engine: config.engine,
@@ -266,7 +270,7 @@ pub fn run_with_progress(
     Ok(build_report(
         config,
         threads,
-        &plan,
+        measure_start_ns,
         collector,
         &totals,
         window,
@@ -331,7 +335,7 @@ fn worker_thread(
 fn build_report(
     config: &LoadConfig,
     threads: usize,
-    plan: &client::RunPlan,
+    start_monotonic_ns: u64,
     collector: stats::Collector,
     totals: &[stats::ThreadTotals],
     window: Duration,
@@ -377,8 +381,6 @@ fn build_report(
     } else {
         0.0
     };
-    let start_monotonic_ns =
-        sys::monotonic_ns().saturating_sub(plan.measure_start.elapsed().as_nanos() as u64);
     LoadReport {
         throughput_rps: if secs > 0.0 {
             report::round3(completed as f64 / secs)

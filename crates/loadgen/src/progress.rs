@@ -2,6 +2,8 @@
 //! edges of its sampled windows, to relate what it traced to the requests served meanwhile).
 //! One cache-line-padded counter per worker thread, written only by that thread with a plain
 //! load and store (no locked instruction): no contention and no lock per request.
+//! It also publishes when measurement starts, the origin of the timeline's interval grid, so a
+//! watcher can sample on the same grid.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +16,8 @@ struct Padded(AtomicU64);
 #[derive(Default)]
 pub struct Progress {
     per_thread: OnceLock<Box<[Padded]>>,
+    /// CLOCK_MONOTONIC ns when measurement starts (after warmup and ramp-up); 0 until known.
+    measure_start_ns: AtomicU64,
 }
 
 impl Progress {
@@ -21,6 +25,17 @@ impl Progress {
         let _ = self
             .per_thread
             .set((0..threads).map(|_| Padded::default()).collect());
+    }
+
+    pub(crate) fn set_measure_start_ns(&self, ns: u64) {
+        self.measure_start_ns.store(ns, Ordering::Release);
+    }
+
+    /// When measurement starts (CLOCK_MONOTONIC ns, the clock of [`crate::monotonic_ns`] and of
+    /// `bpf_ktime_get_ns`): the timeline's interval k covers `start + k * interval` onwards.
+    /// None until the run has started (it is set before any request is sent).
+    pub fn measure_start_ns(&self) -> Option<u64> {
+        Some(self.measure_start_ns.load(Ordering::Acquire)).filter(|&ns| ns != 0)
     }
 
     /// One more response on worker `thread`; only that thread calls this with its index.

@@ -9,6 +9,7 @@ pub mod error;
 pub mod output;
 pub mod probes;
 pub mod procfs;
+pub mod realtime;
 pub mod report;
 pub mod run_text;
 pub mod sampler;

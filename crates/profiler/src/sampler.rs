@@ -24,7 +24,13 @@ pub struct CpuUse {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
+    /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
+    /// between two samples, however late either was.
     pub monotonic_ns: u64,
+    /// `run`: the grid point this sample was due at (measurement start + k * interval); the
+    /// timeline joins kernel intervals to the load's by it. None off the grid (`probe`).
+    #[serde(default)]
+    pub due_ns: Option<u64>,
     pub kernel: KernelCounters,
     /// Every thread seen so far; an exited thread keeps its last reading.
     pub thread_cpu: Vec<CpuUse>,
@@ -118,6 +124,12 @@ impl Sampler {
         self
     }
 
+    /// Exit times (`t_s`) count from here: `run` learns when measurement starts from the load
+    /// generator, after the sampler is built.
+    pub fn set_start_ns(&mut self, start_ns: u64) {
+        self.start_ns = start_ns;
+    }
+
     pub fn probes_mut(&mut self) -> &mut Probes {
         &mut self.probes
     }
@@ -179,6 +191,7 @@ impl Sampler {
             .map(|_| self.traced_responses);
         Ok(Sample {
             monotonic_ns: kernel.monotonic_ns,
+            due_ns: None,
             kernel,
             softirq_counts,
             irq_counts,
@@ -223,8 +236,9 @@ impl Sampler {
             if let Some(end) = self.window_end_ns {
                 wake = wake.min(end);
             }
-            let nap = wake.saturating_sub(now).min(20_000_000);
-            std::thread::sleep(std::time::Duration::from_nanos(nap));
+            // An absolute deadline: being preempted here costs no extra sleep. Naps of at most
+            // 20 ms keep an eye on stop().
+            crate::clock::sleep_until(wake.min(now + 20_000_000));
         }
     }
 

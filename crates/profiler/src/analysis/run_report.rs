@@ -22,8 +22,17 @@ pub struct TargetInfo {
 /// One interval: the client's view (throughput, latency, errors) beside the kernel's.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimelineRow {
+    /// When the kernel interval really started and how long it really was (seconds since
+    /// measurement started): the kernel rates are per second of this length.
     pub t_s: f64,
     pub duration_s: f64,
+    /// The load generator's interval(s) beside it, on the same clock: normally the one starting
+    /// at the grid point the kernel interval was due at; several (their completions and errors
+    /// summed, throughput averaged, the worst p50 and p99) only if the sampler missed a grid point.
+    #[serde(default)]
+    pub load_t_s: f64,
+    #[serde(default)]
+    pub load_intervals: usize,
     pub throughput_rps: f64,
     pub completed: u64,
     pub errors: u64,
@@ -245,32 +254,47 @@ pub fn build(
     exits: &[ExitRecord],
     notes: Vec<String>,
 ) -> RunReport {
-    // Kernel intervals line up with the load's: the sampler sampled at its interval boundaries.
-    // A last partial interval after the load's end (teardown) is left out.
-    let intervals = series.server_rows.len().min(load.timeline.len().max(1));
+    // Kernel intervals join the load's by the grid point each sample was due at. A last partial
+    // interval after the load's end (teardown) is left out.
+    let load_rows = load.timeline.len();
+    let intervals = series
+        .spans
+        .iter()
+        .take_while(|span| span.first < load_rows.max(1))
+        .count();
     let first = series.first().cloned().unwrap_or_default();
     let last = series.end_of(intervals).cloned().unwrap_or_default();
     let server = kernel_report(&first, &last, GROUP_SERVER, exits);
     let client = kernel_report(&first, &last, GROUP_CLIENT, exits);
     let mut notes = notes;
     notes.extend(server.sampling_note());
+    let missed: usize = series.spans[..intervals].iter().map(|s| s.count - 1).sum();
+    if missed > 0 {
+        notes.push(format!(
+            "the sampler missed {missed} interval boundaries: those kernel rows span several load intervals (load_intervals)"
+        ));
+    }
     let mut timeline = Vec::new();
-    for (i, (server_row, client_row)) in series
+    for ((server_row, client_row), span) in series
         .server_rows
         .iter()
         .zip(&series.client_rows)
+        .zip(&series.spans)
         .take(intervals)
-        .enumerate()
     {
-        let load_row = load.timeline.get(i);
+        let end = (span.first + span.count).min(load_rows);
+        let joined = load.timeline.get(span.first..end).unwrap_or_default();
+        let n = joined.len().max(1) as f64;
         timeline.push(TimelineRow {
             t_s: server_row.t_s,
             duration_s: server_row.duration_s,
-            throughput_rps: load_row.map(|l| l.throughput_rps).unwrap_or(0.0),
-            completed: load_row.map(|l| l.completed).unwrap_or(0),
-            errors: load_row.map(|l| l.errors).unwrap_or(0),
-            p50_us: load_row.map(|l| l.p50_us).unwrap_or(0),
-            p99_us: load_row.map(|l| l.p99_us).unwrap_or(0),
+            load_t_s: joined.first().map_or(server_row.t_s, |l| l.t_s),
+            load_intervals: joined.len(),
+            throughput_rps: joined.iter().map(|l| l.throughput_rps).sum::<f64>() / n,
+            completed: joined.iter().map(|l| l.completed).sum(),
+            errors: joined.iter().map(|l| l.errors).sum(),
+            p50_us: joined.iter().map(|l| l.p50_us).max().unwrap_or(0),
+            p99_us: joined.iter().map(|l| l.p99_us).max().unwrap_or(0),
             client_user_pct: client_row.user_pct,
             client_sys_pct: client_row.sys_pct,
             server: server_row.clone(),
@@ -318,6 +342,60 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_timeline_joins_load_intervals_by_grid_point_not_by_position() {
+        use crate::sampler::Sample;
+        use srvprof_loadgen::TimelineEntry;
+        let sec = 1_000_000_000;
+        let start = 50 * sec;
+        let at = |due_s: u64, late_ns: u64| Sample {
+            monotonic_ns: start + due_s * sec + late_ns,
+            due_ns: Some(start + due_s * sec),
+            ..Default::default()
+        };
+        let mut series = SampleSeries::on_grid(start, std::time::Duration::from_secs(1));
+        // Grid point 1 was missed; 2 was read 20 ms late; 4 is the teardown after the load.
+        for s in [at(0, 0), at(2, 20_000_000), at(3, 0), at(4, 0)] {
+            series.push(s);
+        }
+        let load_row = |i: u64, completed: u64, p99_us: u64| TimelineEntry {
+            t_s: i as f64,
+            completed,
+            errors: i,
+            p50_us: 100,
+            p99_us,
+            max_us: p99_us,
+            throughput_rps: completed as f64,
+        };
+        let load = LoadReport {
+            timeline: vec![
+                load_row(0, 1000, 900),
+                load_row(1, 3000, 5000),
+                load_row(2, 2000, 700),
+            ],
+            ..Default::default()
+        };
+        let r = build(TargetInfo::default(), load, &series, &[], Vec::new());
+        let rows: Vec<_> = r
+            .timeline
+            .iter()
+            .map(|t| {
+                (
+                    t.load_t_s,
+                    t.load_intervals,
+                    t.completed,
+                    t.errors,
+                    t.p99_us,
+                )
+            })
+            .collect();
+        assert_eq!(rows, [(0.0, 2, 4000, 1, 5000), (2.0, 1, 2000, 2, 700)]);
+        assert!((r.timeline[0].throughput_rps - 2000.0).abs() < 1e-9);
+        assert!((r.timeline[1].t_s - 2.02).abs() < 1e-9);
+        assert!((r.timeline[1].duration_s - 0.98).abs() < 1e-9);
+        assert!(r.notes.iter().any(|n| n.contains("missed 1 interval")));
+    }
 
     #[test]
     fn pearson_of_known_series() {

@@ -6,26 +6,55 @@ use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 use super::interval::{IntervalRow, interval_row};
 use crate::sampler::Sample;
 
-#[derive(Default)]
+/// Where a kernel interval sits on the load's interval grid: the first load interval it joins
+/// and how many (more than one only when the sampler missed a grid point altogether).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GridSpan {
+    pub first: usize,
+    pub count: usize,
+}
+
 pub struct SampleSeries {
+    /// The origin of every row's t_s and of the grid (CLOCK_MONOTONIC ns): in `run`, when the load
+    /// generator starts measuring.
+    start_ns: u64,
+    interval_ns: u64,
     first: Option<Sample>,
     /// The last two samples: the end of the run, and the one before in case the last interval
     /// (teardown after the load ended) is dropped.
     recent: Vec<Sample>,
     pub server_rows: Vec<IntervalRow>,
     pub client_rows: Vec<IntervalRow>,
+    /// One per row: the load intervals it lines up with.
+    pub spans: Vec<GridSpan>,
     count: usize,
 }
 
 impl SampleSeries {
+    /// Samples due at `start_ns + k * interval` (their `due_ns`); rows start at their samples'
+    /// real times, counted from `start_ns`.
+    pub fn on_grid(start_ns: u64, interval: std::time::Duration) -> Self {
+        Self {
+            start_ns,
+            interval_ns: (interval.as_nanos() as u64).max(1),
+            first: None,
+            recent: Vec::new(),
+            server_rows: Vec::new(),
+            client_rows: Vec::new(),
+            spans: Vec::new(),
+            count: 0,
+        }
+    }
+
     pub fn push(&mut self, sample: Sample) {
         match (&self.first, self.recent.last()) {
-            (Some(first), Some(prev)) => {
-                let start = first.monotonic_ns;
+            (Some(_), Some(prev)) => {
                 self.server_rows
-                    .push(interval_row(prev, &sample, GROUP_SERVER, start));
+                    .push(interval_row(prev, &sample, GROUP_SERVER, self.start_ns));
                 self.client_rows
-                    .push(interval_row(prev, &sample, GROUP_CLIENT, start));
+                    .push(interval_row(prev, &sample, GROUP_CLIENT, self.start_ns));
+                let span = self.span(prev, &sample);
+                self.spans.push(span);
             }
             _ => self.first = Some(sample.clone()),
         }
@@ -34,6 +63,24 @@ impl SampleSeries {
             self.recent.remove(0);
         }
         self.count += 1;
+    }
+
+    /// By the grid points the two samples were due at, not by when they were taken: a late
+    /// sample still ends the interval it was due for.
+    fn span(&self, prev: &Sample, cur: &Sample) -> GridSpan {
+        let index = |due: u64| {
+            (due.saturating_sub(self.start_ns) + self.interval_ns / 2) / self.interval_ns
+        };
+        match (prev.due_ns, cur.due_ns) {
+            (Some(a), Some(b)) => GridSpan {
+                first: index(a) as usize,
+                count: index(b).saturating_sub(index(a)).max(1) as usize,
+            },
+            _ => GridSpan {
+                first: self.spans.len(),
+                count: 1,
+            },
+        }
     }
 
     /// How many samples were taken.
@@ -57,5 +104,95 @@ impl SampleSeries {
         } else {
             self.recent.first()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::{KernelCounters, ThreadCounters};
+    use crate::sampler::CpuUse;
+
+    const SEC: u64 = 1_000_000_000;
+    /// Measurement starts here (CLOCK_MONOTONIC ns), as a real run's would.
+    const START: u64 = 7_000 * SEC;
+
+    /// A server thread switching 1,000 times a second and on CPU half of the time, read at `at_ns`
+    /// (seconds since START) for the grid point `due_s`: what the sampler records when it reads at
+    /// `at_ns` however late it is.
+    fn sample(due_s: u64, at_ns: u64) -> Sample {
+        let cpu = CpuUse {
+            pid: 10,
+            comm: "server".into(),
+            user_ns: at_ns / 2,
+            ..Default::default()
+        };
+        let mut kernel = KernelCounters::empty(1);
+        kernel.monotonic_ns = START + at_ns;
+        kernel.threads.push(ThreadCounters {
+            tid: 10,
+            pid: 10,
+            comm: "server".into(),
+            voluntary_switches: at_ns / 1_000_000,
+            ..Default::default()
+        });
+        Sample {
+            monotonic_ns: START + at_ns,
+            due_ns: Some(START + due_s * SEC),
+            thread_cpu: vec![CpuUse {
+                tid: 10,
+                ..cpu.clone()
+            }],
+            process_cpu: vec![cpu],
+            kernel,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_late_sample_is_measured_for_its_true_length_and_labelled_by_its_grid_point() {
+        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        // Due at 1 s, read 300 ms late; due at 2 s, read on time.
+        for (due_s, at_ns) in [(0, 0), (1, 1_300_000_000), (2, 2 * SEC)] {
+            series.push(sample(due_s, at_ns));
+        }
+        let rows = &series.server_rows;
+        assert_eq!(rows.len(), 2);
+        // The first interval really lasted 1.3 s and held 1,300 switches: 1,000/s, not 1,300/s.
+        assert!((rows[0].t_s - 0.0).abs() < 1e-9);
+        assert!((rows[0].duration_s - 1.3).abs() < 1e-9);
+        assert!((rows[0].voluntary_switches_per_s - 1000.0).abs() < 1e-6);
+        assert!((rows[0].user_pct - 50.0).abs() < 1e-6);
+        // The second starts when the late reading was taken and lasts the 0.7 s left.
+        assert!((rows[1].t_s - 1.3).abs() < 1e-9);
+        assert!((rows[1].duration_s - 0.7).abs() < 1e-9);
+        assert!((rows[1].voluntary_switches_per_s - 1000.0).abs() < 1e-6);
+        assert!((rows[1].user_pct - 50.0).abs() < 1e-6);
+        // Each still joins the load interval it was due for.
+        assert_eq!(
+            series.spans,
+            [
+                GridSpan { first: 0, count: 1 },
+                GridSpan { first: 1, count: 1 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sample_that_missed_grid_points_spans_every_load_interval_it_covers() {
+        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        // The reading due at 1 s never happened; the one due at 3 s came 40 ms late.
+        for (due_s, at_ns) in [(0, 0), (3, 3_040_000_000), (4, 4 * SEC)] {
+            series.push(sample(due_s, at_ns));
+        }
+        assert_eq!(
+            series.spans,
+            [
+                GridSpan { first: 0, count: 3 },
+                GridSpan { first: 3, count: 1 }
+            ]
+        );
+        assert!((series.server_rows[0].duration_s - 3.04).abs() < 1e-9);
+        assert!((series.server_rows[0].voluntary_switches_per_s - 1000.0).abs() < 1e-6);
     }
 }

@@ -101,9 +101,19 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         text::interval_header(&mut stdout, first.kernel.softirqs.len());
     }
     let started = Instant::now();
-    while started.elapsed() < args.duration && !stop.load(Ordering::Relaxed) {
-        let remaining = args.duration.saturating_sub(started.elapsed());
-        let due = clock::monotonic_ns() + args.interval.min(remaining).as_nanos() as u64;
+    // As in `run`: a real-time sampler on a grid of absolute deadlines, so intervals neither start
+    // late on a busy CPU nor drift by the time each reading takes.
+    let realtime = crate::realtime::realtime_thread();
+    if let Err(e) = &realtime {
+        notes.push(format!(
+            "the sampler ran at normal priority ({e}): on a saturated CPU its intervals may start late"
+        ));
+    }
+    let interval_ns = (args.interval.as_nanos() as u64).max(1);
+    let end_ns = start_ns + args.duration.as_nanos() as u64;
+    let mut k = 1u64;
+    while !stop.load(Ordering::Relaxed) {
+        let due = (start_ns + k * interval_ns).min(end_ns);
         sampler.wait_until(due, || stop.load(Ordering::Relaxed))?;
         let cur = sampler.sample()?;
         let row = interval_row(&prev, &cur, GROUP_SERVER, start_ns);
@@ -125,7 +135,13 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             ));
             break;
         }
+        if due >= end_ns {
+            break;
+        }
+        let passed = clock::monotonic_ns().saturating_sub(start_ns) / interval_ns;
+        k = (k + 1).max(passed + 1);
     }
+    drop(realtime);
     if stop.load(Ordering::Relaxed) {
         notes.push(format!(
             "interrupted after {:.1} s; the figures cover that time",

@@ -76,10 +76,10 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         config.warmup + config.ramp_up
     );
     let interval = config.interval;
-    let measure_start =
-        clock::monotonic_ns() + config.warmup.as_nanos() as u64 + config.ramp_up.as_nanos() as u64;
     let progress = Arc::new(srvprof_loadgen::Progress::default());
-    let sampler = Sampler::new(probes, measure_start, pids.first().copied())
+    // Until the load generator says when it starts measuring (the origin of its interval grid).
+    let provisional_start = clock::monotonic_ns();
+    let sampler = Sampler::new(probes, provisional_start, pids.first().copied())
         .with_listen_ports(listen_ports(&pids, port))
         .with_responses({
             let progress = Arc::clone(&progress);
@@ -88,17 +88,21 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let load_done = Arc::new(AtomicBool::new(false));
     let sampling = {
         let load_done = Arc::clone(&load_done);
-        // The kernel figures cover the load's window: the last sample is at its end, before the
-        // load generator lets requests in flight finish and closes its connections.
-        let measure_end = config.duration.map(|d| measure_start + d.as_nanos() as u64);
-        std::thread::spawn(move || {
-            sample_every(sampler, measure_start, measure_end, interval, &load_done)
-        })
+        let progress = Arc::clone(&progress);
+        let duration = config.duration;
+        std::thread::spawn(move || sample_every(sampler, &progress, interval, duration, &load_done))
     };
 
     let load = srvprof_loadgen::run_with_progress(&config, Arc::clone(&stop), progress);
     load_done.store(true, Ordering::Relaxed);
-    let (samples, exits, sample_error, stacks) = sampling.join().expect("sampling thread");
+    let Sampled {
+        samples,
+        exits,
+        error: sample_error,
+        stacks,
+        not_realtime,
+    } = sampling.join().expect("sampling thread");
+    notes.extend(not_realtime);
     if let Some(s) = server_process.as_mut() {
         s.stop();
     }
@@ -130,46 +134,84 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     })
 }
 
-/// Samples at measure_start + k * interval until the load is done, then once more; then names
-/// the stacks, while the server still runs.
+/// What the sampling thread hands back.
+struct Sampled {
+    samples: SampleSeries,
+    exits: Vec<crate::sampler::ExitRecord>,
+    error: Option<SrvprofError>,
+    stacks: Option<FoldedStacks>,
+    /// Why the sampler could not run as a real-time thread, if it could not.
+    not_realtime: Option<String>,
+}
+
+/// Samples on the load generator's interval grid, at measure start + k * interval, until the load
+/// is done, then once more; then names the stacks, while the server still runs.
+///
+/// It keeps time as a real-time thread sleeping to absolute deadlines (see realtime.rs). Every
+/// sample carries the time it was taken and the grid point it was due at; one taken so late that
+/// it passed the next grid point ends the intervals it spans, and the next is due at the next
+/// grid point ahead, never in a burst of catching up.
 fn sample_every(
     mut sampler: Sampler,
-    measure_start: u64,
-    measure_end: Option<u64>,
+    progress: &srvprof_loadgen::Progress,
     interval: Duration,
+    duration: Option<Duration>,
     load_done: &AtomicBool,
-) -> (
-    SampleSeries,
-    Vec<crate::sampler::ExitRecord>,
-    Option<SrvprofError>,
-    Option<FoldedStacks>,
-) {
-    let mut samples = SampleSeries::default();
+) -> Sampled {
+    let interval_ns = (interval.as_nanos() as u64).max(1);
     let mut error = None;
-    let mut k = 0u64;
-    loop {
-        let due =
-            (measure_start + k * interval.as_nanos() as u64).min(measure_end.unwrap_or(u64::MAX));
-        if let Err(e) = sampler.wait_until(due, || load_done.load(Ordering::Relaxed)) {
-            error = Some(e);
-            break;
+    // Real-time while sampling, so a saturated CPU does not make the readings late.
+    let realtime = crate::realtime::realtime_thread();
+    let not_realtime = realtime.as_ref().err().map(|e| {
+        format!("the sampler ran at normal priority ({e}): on a saturated CPU its intervals may start late (t_s against load_t_s)")
+    });
+    if let Some(n) = &not_realtime {
+        eprintln!("srvprof: {n}");
+    }
+    let measure_start = loop {
+        if let Some(ns) = progress.measure_start_ns() {
+            break Some(ns);
         }
-        let done = load_done.load(Ordering::Relaxed);
-        if done && k == 0 {
-            break; // stopped during warmup: nothing was measured
+        if load_done.load(Ordering::Relaxed) {
+            break None; // the load never started (e.g. the port is closed)
         }
-        match sampler.sample() {
-            Ok(s) => samples.push(s),
-            Err(e) => {
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    let mut samples = SampleSeries::on_grid(measure_start.unwrap_or(0), interval);
+    if let Some(measure_start) = measure_start {
+        sampler.set_start_ns(measure_start);
+        // The kernel figures cover the load's window: the last sample is at its end, before the
+        // load generator lets requests in flight finish and closes its connections.
+        let measure_end = duration.map_or(u64::MAX, |d| measure_start + d.as_nanos() as u64);
+        let mut k = 0u64;
+        loop {
+            let due = (measure_start + k * interval_ns).min(measure_end);
+            if let Err(e) = sampler.wait_until(due, || load_done.load(Ordering::Relaxed)) {
                 error = Some(e);
                 break;
             }
+            let done = load_done.load(Ordering::Relaxed);
+            if done && k == 0 {
+                break; // stopped during warmup: nothing was measured
+            }
+            match sampler.sample() {
+                Ok(mut s) => {
+                    s.due_ns = Some(due);
+                    samples.push(s);
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+            if done || due >= measure_end {
+                break;
+            }
+            let passed = clock::monotonic_ns().saturating_sub(measure_start) / interval_ns;
+            k = (k + 1).max(passed + 1);
         }
-        if done || measure_end.is_some_and(|end| due >= end) {
-            break;
-        }
-        k += 1;
     }
+    drop(realtime);
     eprintln!("srvprof: load done; reading stacks");
     let stacks = match sampler.probes_mut().read_stacks() {
         Ok(raw) => raw.map(|raw| symbolize::fold(&raw)),
@@ -179,7 +221,13 @@ fn sample_every(
         }
     };
     let exits = sampler.finish();
-    (samples, exits, error, stacks)
+    Sampled {
+        samples,
+        exits,
+        error,
+        stacks,
+        not_realtime,
+    }
 }
 
 fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {

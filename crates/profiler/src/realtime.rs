@@ -1,0 +1,76 @@
+//! The sampler's scheduling. It must read at its interval's boundaries even when the load (or
+//! anything else) saturates every CPU it may run on; as an ordinary thread it then waits for a
+//! scheduler tick and a share of the CPU, tens of milliseconds late. While it samples it is a
+//! real-time thread (SCHED_FIFO): woken, it runs at once. It sleeps all but a few milliseconds
+//! of each interval, so it cannot starve the load or the server, and the kernel's RT throttling
+//! (sched_rt_runtime_us) bounds it anyway. Its CPUs stay the process's own (a taskset is the
+//! user's choice); `--cpus` pins only the load's threads.
+
+/// The lowest real-time priority: above every normal thread, below the kernel's own RT threads
+/// (migration, threaded interrupts at 50).
+pub const SAMPLER_FIFO_PRIORITY: i32 = 1;
+
+/// The calling thread runs SCHED_FIFO until this is dropped.
+pub struct RealtimeThread(());
+
+/// Makes the calling thread SCHED_FIFO at SAMPLER_FIFO_PRIORITY (needs CAP_SYS_NICE, which root
+/// has). The error says why not, e.g. a container without CAP_SYS_NICE or an RT budget of 0.
+pub fn realtime_thread() -> Result<RealtimeThread, std::io::Error> {
+    set_policy(
+        libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK,
+        SAMPLER_FIFO_PRIORITY,
+    )?;
+    Ok(RealtimeThread(()))
+}
+
+impl Drop for RealtimeThread {
+    fn drop(&mut self) {
+        // Back to a normal thread before the long, CPU-heavy work after sampling (stacks).
+        let _ = set_policy(libc::SCHED_OTHER, 0);
+    }
+}
+
+/// The calling thread's scheduling policy and RT priority, as the kernel reports them.
+pub fn current_policy() -> (i32, i32) {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; both calls only read or fill what we own.
+    unsafe {
+        let policy = libc::sched_getscheduler(0);
+        libc::sched_getparam(0, &mut param);
+        (policy & !libc::SCHED_RESET_ON_FORK, param.sched_priority)
+    }
+}
+
+fn set_policy(policy: i32, priority: i32) -> Result<(), std::io::Error> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: pid 0 is the calling thread (Linux: a thread, not the process); param is ours.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sampler_thread_is_fifo_while_held_and_normal_after() {
+        std::thread::spawn(|| {
+            assert_eq!(current_policy(), (libc::SCHED_OTHER, 0));
+            match realtime_thread() {
+                Ok(guard) => {
+                    assert_eq!(current_policy(), (libc::SCHED_FIFO, SAMPLER_FIFO_PRIORITY));
+                    drop(guard);
+                }
+                // Without CAP_SYS_NICE the thread stays as it was.
+                Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}"),
+            }
+            assert_eq!(current_policy(), (libc::SCHED_OTHER, 0));
+        })
+        .join()
+        .unwrap();
+    }
+}
