@@ -23,16 +23,18 @@ fn left_behind(ids: &[u64]) -> (Vec<u64>, usize) {
     }
 }
 
+/// The kernel's list of loaded BPF programs or links ("prog", "link"), as bpftool prints it.
+fn bpftool_list(what: &str) -> serde_json::Value {
+    let out = Command::new("bpftool")
+        .args(["-j", what, "show"])
+        .output()
+        .expect("bpftool (cargo xtask setup installs it)");
+    serde_json::from_slice(&out.stdout).unwrap_or_default()
+}
+
 /// Of these program ids, the ones loaded now, and the links attached to them.
 fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
-    let progs: serde_json::Value = serde_json::from_slice(
-        &Command::new("bpftool")
-            .args(["-j", "prog", "show"])
-            .output()
-            .expect("bpftool")
-            .stdout,
-    )
-    .unwrap_or_default();
+    let progs = bpftool_list("prog");
     let loaded: Vec<u64> = progs
         .as_array()
         .map(|a| {
@@ -42,14 +44,7 @@ fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
                 .collect()
         })
         .unwrap_or_default();
-    let links: serde_json::Value = serde_json::from_slice(
-        &Command::new("bpftool")
-            .args(["-j", "link", "show"])
-            .output()
-            .expect("bpftool")
-            .stdout,
-    )
-    .unwrap_or_default();
+    let links = bpftool_list("link");
     let links = links
         .as_array()
         .map(|a| {
@@ -503,14 +498,7 @@ fn srvprof_without_btf(args: &[&str]) -> (Option<i32>, String, String) {
 
 /// Ids of the loaded BPF programs that carry one of srvprof's program names.
 fn srvprof_named_programs() -> Vec<u64> {
-    let progs: serde_json::Value = serde_json::from_slice(
-        &Command::new("bpftool")
-            .args(["-j", "prog", "show"])
-            .output()
-            .expect("bpftool")
-            .stdout,
-    )
-    .unwrap_or_default();
+    let progs = bpftool_list("prog");
     let names: Vec<&str> = srvprof::probes::PROGRAMS.iter().map(|(p, _)| *p).collect();
     progs
         .as_array()

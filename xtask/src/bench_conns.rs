@@ -14,7 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use crate::bench::cells::Server;
 use crate::bench::{SERVERS, parse_secs};
-use crate::bench_loadgen::{duration_ms, field_after, free_port};
+use crate::bench_loadgen::{free_port, wrk_rps_p99_ms};
 use crate::workspace_root;
 
 const CLIENT_CPU: &str = "0";
@@ -182,14 +182,7 @@ fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Res
         .map(|k| (*k, after[*k].saturating_sub(before[*k])))
         .collect();
     if tool == "wrk" {
-        let rps = field_after(&text, "Requests/sec:")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| anyhow!("no Requests/sec in wrk output:\n{text}"))?;
-        let p99_ms = text
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
-            .and_then(duration_ms)
-            .unwrap_or(f64::NAN);
+        let (rps, p99_ms) = wrk_rps_p99_ms(&text)?;
         let errors = text
             .lines()
             .filter(|l| l.contains("Socket errors") || l.contains("Non-2xx"))

@@ -441,14 +441,7 @@ pub(crate) fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sam
         ]),
         "wrk",
     )?;
-    let rps = field_after(&text, "Requests/sec:")
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| anyhow!("no Requests/sec in wrk output:\n{text}"))?;
-    let p99 = text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
-        .and_then(duration_ms)
-        .ok_or_else(|| anyhow!("no 99% line in wrk output:\n{text}"))?;
+    let (rps, p99) = wrk_rps_p99_ms(&text)?;
     // "  562237 requests in 4.00s, 85.25MB read"
     let requests = text
         .lines()
@@ -462,6 +455,19 @@ pub(crate) fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sam
         cpu_us_per_request: per_request_us(cpu_s, requests),
         mean_ms: wrk_mean_ms(&text),
     })
+}
+
+/// wrk's Requests/sec and its 99% latency in ms (from `--latency`).
+pub(crate) fn wrk_rps_p99_ms(text: &str) -> Result<(f64, f64)> {
+    let rps = field_after(text, "Requests/sec:")
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| anyhow!("no Requests/sec in wrk output:\n{text}"))?;
+    let p99 = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("99%").map(str::trim))
+        .and_then(duration_ms)
+        .ok_or_else(|| anyhow!("no 99% line in wrk output:\n{text}"))?;
+    Ok((rps, p99))
 }
 
 /// "    Latency     5.89ms    1.23ms  26.06ms   87.65%" (Thread Stats: avg, stdev, max, +/-).
@@ -602,14 +608,14 @@ fn fmt_cpu(us: Option<f64>) -> String {
     us.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
 }
 
-pub(crate) fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
+fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|l| l.trim().strip_prefix(label))
         .and_then(|rest| rest.split_whitespace().next())
 }
 
 /// wrk's "1.80ms", "950.00us", "1.02s" in milliseconds.
-pub(crate) fn duration_ms(text: &str) -> Option<f64> {
+fn duration_ms(text: &str) -> Option<f64> {
     let text = text.trim();
     let (number, scale) = if let Some(v) = text.strip_suffix("us") {
         (v, 1e-3)
