@@ -177,6 +177,11 @@ pub fn smoke(dist: &Dist) -> Result<()> {
     eprintln!(
         "xtask dist smoke: run completed {requests} requests, {errors} errors; the probes saw {switches} voluntary switches of nginx"
     );
+    // musl's sched_* wrappers are stubs: the sampler's real-time priority must still be had.
+    let notes = run["notes"].to_string();
+    if notes.contains("normal priority") {
+        bail!("the dist binary's sampler could not run in real time: {notes}");
+    }
     if requests < 1000 || errors != 0 || switches == 0 {
         bail!(
             "the dist binary's run is wrong: {requests} requests (want >= 1000), {errors} errors (want 0), {switches} server switches seen (want > 0); see {}",

@@ -7,7 +7,7 @@ pub use srvprof_loadgen::monotonic_ns;
 /// call, to preemption or to a slow reading, is not slept again, so lateness never accumulates).
 pub fn sleep_until(deadline_ns: u64) {
     let ts = libc::timespec {
-        tv_sec: (deadline_ns / 1_000_000_000) as libc::time_t,
+        tv_sec: (deadline_ns / 1_000_000_000) as _, // the field's own time_t (libc deprecates the alias on musl)
         tv_nsec: (deadline_ns % 1_000_000_000) as libc::c_long,
     };
     // A signal (Ctrl-C) ends the sleep early with EINTR: the caller checks its stop flag.

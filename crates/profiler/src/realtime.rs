@@ -31,25 +31,44 @@ impl Drop for RealtimeThread {
 }
 
 /// The calling thread's scheduling policy and RT priority, as the kernel reports them.
+/// (Raw system calls: musl's wrappers of the sched_* calls return ENOSYS by design, and the
+/// portable binary is built with musl.)
 pub fn current_policy() -> (i32, i32) {
-    let mut param = libc::sched_param { sched_priority: 0 };
+    let mut param = zeroed_param();
     // SAFETY: pid 0 is the calling thread; both calls only read or fill what we own.
     unsafe {
-        let policy = libc::sched_getscheduler(0);
-        libc::sched_getparam(0, &mut param);
+        let policy = libc::syscall(libc::SYS_sched_getscheduler, 0) as i32;
+        libc::syscall(
+            libc::SYS_sched_getparam,
+            0,
+            &mut param as *mut libc::sched_param,
+        );
         (policy & !libc::SCHED_RESET_ON_FORK, param.sched_priority)
     }
 }
 
 fn set_policy(policy: i32, priority: i32) -> Result<(), std::io::Error> {
-    let param = libc::sched_param {
-        sched_priority: priority,
-    };
+    let mut param = zeroed_param();
+    param.sched_priority = priority;
     // SAFETY: pid 0 is the calling thread (Linux: a thread, not the process); param is ours.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setscheduler,
+            0,
+            policy,
+            &param as *const libc::sched_param,
+        )
+    };
+    if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A sched_param with every field zero (musl's has more fields than glibc's).
+fn zeroed_param() -> libc::sched_param {
+    // SAFETY: sched_param is plain integers; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
 }
 
 #[cfg(test)]
