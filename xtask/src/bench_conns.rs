@@ -47,8 +47,10 @@ struct Outcome {
     kernel: BTreeMap<&'static str, u64>,
     /// (seconds since the client started, RSS kB), one a second.
     rss_kb: Vec<(f64, u64)>,
-    /// srvprof only: timeline intervals without a response, and where the run folder is.
+    /// srvprof only: timeline intervals without a response.
     empty_intervals: Option<usize>,
+    /// srvprof only: resets sent by the server's and by the client's sockets (its probes).
+    resets_by_side: Option<(u64, u64)>,
 }
 
 pub fn run(args: &[String]) -> Result<()> {
@@ -202,6 +204,7 @@ fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Res
             kernel,
             rss_kb,
             empty_intervals: None,
+            resets_by_side: None,
         });
     }
     let run: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("run/run.json"))?)?;
@@ -233,6 +236,10 @@ fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Res
         kernel,
         rss_kb,
         empty_intervals: empty,
+        resets_by_side: Some((
+            run["server"]["tcp"]["resets_sent"].as_u64().unwrap_or(0),
+            run["client"]["tcp"]["resets_sent"].as_u64().unwrap_or(0),
+        )),
     })
 }
 
@@ -328,8 +335,8 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
          each client on CPU 0 (`wrk -t1`; `srvprof run --cpus 0`, whose 2 s warmup is not in its \
          figures), {} s each, {} round(s), alternating who goes first. Kernel counters are the \
          host's deltas over the client's whole run (nothing else opens connections here).\n\n\
-         | round | client | req/s | p99 ms | TCP opens | EstabResets | OutRsts | AbortOnClose | AbortOnData | ListenOverflows | SynRetrans | errors | intervals without responses | RSS after the first minute → end |\n\
-         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |\n",
+         | round | client | req/s | p99 ms | TCP opens | EstabResets | OutRsts | AbortOnClose | AbortOnData | ListenOverflows | SynRetrans | resets sent by server / client (srvprof's probes) | errors | intervals without responses | RSS after the first minute → end |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |\n",
         args.connections,
         args.worker_connections,
         args.duration.as_secs(),
@@ -338,7 +345,7 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
     for o in outcomes {
         let k = |name: &str| o.kernel.get(name).copied().unwrap_or(0);
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             o.round,
             o.tool,
             o.rps,
@@ -350,6 +357,10 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
             k("TcpExt:TCPAbortOnData"),
             k("TcpExt:ListenOverflows"),
             k("TcpExt:TCPSynRetrans"),
+            o.resets_by_side
+                .map_or("–".into(), |(server, client)| format!(
+                    "{server} / {client}"
+                )),
             o.errors,
             o.empty_intervals.map_or("–".into(), |n| n.to_string()),
             rss_summary(&o.rss_kb)
