@@ -22,7 +22,13 @@ fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow!("no parent for {}", ebpf.manifest_path))?;
     let pin = Path::new(root_dir.as_str()).join("rust-toolchain.toml");
     println!("cargo:rerun-if-changed={}", pin.display());
-    let toolchain = pinned_channel(&pin)?;
+    // A developer may try another nightly before moving the pin (xtask test also uses it to see
+    // the build stop on a toolchain that is not installed).
+    println!("cargo:rerun-if-env-changed=SRVPROF_BPF_TOOLCHAIN");
+    let toolchain = match std::env::var("SRVPROF_BPF_TOOLCHAIN") {
+        Ok(t) if !t.is_empty() => t,
+        _ => pinned_channel(&pin)?,
+    };
     if let Err(missing) = preflight(&toolchain) {
         // cargo prints this as one `error:` line and fails the build.
         println!(

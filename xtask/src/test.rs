@@ -19,6 +19,7 @@ pub fn run(args: &[String]) -> Result<()> {
         c.current_dir(&root);
         c
     };
+    build_stops_with_one_sentence(&root)?;
     // The binary the end-to-end tests run.
     run_cmd(cargo().args(["build", "-p", "srvprof", "--bins"]))?;
     // Unit tests of every crate, then the integration tests one at a time: they share 2 CPUs
@@ -47,6 +48,38 @@ pub fn run(args: &[String]) -> Result<()> {
     crate::bench::run(&["--quick".to_string()])?;
     // The overhead bench, one short round: every watcher still attaches and nginx still serves.
     crate::bench_overhead::run(true)?;
+    Ok(())
+}
+
+/// `cargo build` of srvprof with a BPF toolchain that is not installed must stop at once with one
+/// `error:` line naming it and `cargo xtask setup`, not a backtrace from deep inside aya-build.
+fn build_stops_with_one_sentence(root: &std::path::Path) -> Result<()> {
+    const ABSENT: &str = "nightly-2000-01-01";
+    eprintln!("xtask: cargo build with the BPF toolchain {ABSENT}, which is not installed");
+    let out = Command::new("cargo")
+        .current_dir(root)
+        .args(["build", "-p", "srvprof", "--bins"])
+        .env("SRVPROF_BPF_TOOLCHAIN", ABSENT)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("error: srvprof@"))
+        .collect();
+    let named = errors.len() == 1
+        && errors[0].contains(ABSENT)
+        && errors[0].contains("is not installed")
+        && errors[0].contains("cargo xtask setup");
+    // A build script that fails instead of logging the error makes cargo print this, then the
+    // script's whole output and any backtrace.
+    let dumped =
+        stderr.contains("failed to run custom build command") || stderr.contains("panicked");
+    if out.status.success() || !named || dumped {
+        bail!(
+            "a build without the BPF toolchain did not stop with one sentence naming it:\n{stderr}"
+        );
+    }
+    eprintln!("xtask: it stopped with: {}", errors[0]);
     Ok(())
 }
 
