@@ -7,16 +7,7 @@ use std::time::Duration;
 use srvprof_integration::*;
 
 fn faulty(mode: &[&str]) -> String {
-    let port = free_port();
-    format!(
-        "{}/servers/faulty/run --port {port} {}",
-        workspace_root().display(),
-        mode.join(" ")
-    )
-}
-
-fn errors_of(run: &serde_json::Value, kind: &str) -> u64 {
-    run["load"]["errors_by_kind"][kind].as_u64().unwrap_or(0)
+    faulty_cmd(free_port(), mode)
 }
 
 #[test]

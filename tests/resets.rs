@@ -4,18 +4,6 @@
 
 use srvprof_integration::*;
 
-fn faulty(port: u16, mode: &[&str]) -> String {
-    format!(
-        "{}/servers/faulty/run --port {port} {}",
-        workspace_root().display(),
-        mode.join(" ")
-    )
-}
-
-fn errors_of(run: &serde_json::Value, kind: &str) -> u64 {
-    run["load"]["errors_by_kind"][kind].as_u64().unwrap_or(0)
-}
-
 fn tcp_of(run: &serde_json::Value, side: &str, key: &str) -> u64 {
     run[side]["tcp"][key]
         .as_u64()
@@ -41,6 +29,24 @@ fn resets_of(run: &serde_json::Value, side: &str, direction: &str) -> Vec<(Strin
 
 /// Only one side sends: the two groups' figures are the two ends of the same resets, not one
 /// host-wide number twice.
+/// The side's most frequent sent reset is (state, reason); returns it with its count.
+fn assert_top_sent(
+    run: &serde_json::Value,
+    side: &str,
+    expected: (&str, &str),
+) -> (String, String, u64) {
+    let top = resets_of(run, side, "sent")
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    assert_eq!(
+        (top.0.as_str(), top.1.as_str()),
+        expected,
+        "{side}: {top:?}"
+    );
+    top
+}
+
 fn assert_sides_differ(run: &serde_json::Value, sender: &str, receiver: &str) {
     let sent = tcp_of(run, sender, "resets_sent");
     assert_ne!(
@@ -71,7 +77,7 @@ fn a_server_resetting_every_third_connection_is_named_with_its_resets() {
     let (status, stderr, run) = srvprof_run(
         &[
             "--cmd",
-            &faulty(port, &["--mode", "reset-every-third"]),
+            &faulty_cmd(port, &["--mode", "reset-every-third"]),
             "--no-keepalive",
             "-c",
             "4",
@@ -115,12 +121,7 @@ fn a_server_resetting_every_third_connection_is_named_with_its_resets() {
     assert_sides_differ(&run, "server", "client");
     // What this kernel (6.18) says of a close with SO_LINGER 0: tcp_disconnect's reset, reason
     // TCP_STATE, sent after the socket moved to CLOSE (and counted in TcpExt:TCPAbortOnData).
-    let top = &resets_of(&run, "server", "sent")[0];
-    assert_eq!(
-        (top.0.as_str(), top.1.as_str()),
-        ("CLOSE", "TCP_STATE"),
-        "{top:?}"
-    );
+    let top = assert_top_sent(&run, "server", ("CLOSE", "TCP_STATE"));
     assert!(top.2 + 2 >= server_sent);
 
     let first = &run["findings"][0];
@@ -143,7 +144,7 @@ fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
     let (_, stderr, run) = srvprof_run(
         &[
             "--cmd",
-            &faulty(port, &["--mode", "delay", "--delay-ms", "500"]),
+            &faulty_cmd(port, &["--mode", "delay", "--delay-ms", "500"]),
             "-c",
             &connections.to_string(),
             "--timeout",
@@ -189,12 +190,7 @@ fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
     assert_sides_differ(&run, "client", "server");
     // What this kernel says: the client's closed connection (an orphaned FIN_WAIT2, kept as a
     // timewait socket) answered the server's late reply with a reset.
-    let top = &resets_of(&run, "client", "sent")[0];
-    assert_eq!(
-        (top.0.as_str(), top.1.as_str()),
-        ("TIME_WAIT", "TCP_TIMEWAIT_SOCKET"),
-        "{top:?}"
-    );
+    assert_top_sent(&run, "client", ("TIME_WAIT", "TCP_TIMEWAIT_SOCKET"));
     let f = finding(&run, "client_resets").expect("a client_resets finding");
     let summary = f["summary"].as_str().unwrap();
     assert!(

@@ -162,6 +162,20 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The command that starts servers/faulty on `port` in `mode` (for `srvprof run --cmd`).
+pub fn faulty_cmd(port: u16, mode: &[&str]) -> String {
+    format!(
+        "{}/servers/faulty/run --port {port} {}",
+        workspace_root().display(),
+        mode.join(" ")
+    )
+}
+
+/// A run.json's count of failed requests of one kind (`reset`, `read_timeout`, ...).
+pub fn errors_of(run: &serde_json::Value, kind: &str) -> u64 {
+    run["load"]["errors_by_kind"][kind].as_u64().unwrap_or(0)
+}
+
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -702,30 +702,26 @@ mod tests {
         assert_eq!(severity(50), Severity::Critical);
         assert_eq!(severity(51), Severity::Critical);
 
-        let mut run = resets_run(100, 100, 100);
-        run.timeline.push(TimelineRow {
-            t_s: 0.0,
-            duration_s: 1.0,
-            completed: 200,
-            errors: 100,
-            ..Default::default()
-        });
-        let all = findings(&run);
-        let rank = |kind: &str| all.iter().position(|f| f.kind == kind).unwrap();
-        assert_eq!(rank("server_resets"), 0);
-        assert!(rank("server_resets") < rank("error_burst"));
+        // The ranks of the reset finding and of the error burst in a run with one bursty interval.
+        let ranks = |reset_errors| {
+            let mut run = resets_run(100, reset_errors, 100);
+            run.timeline = vec![TimelineRow {
+                t_s: 0.0,
+                duration_s: 1.0,
+                completed: 200,
+                errors: 100,
+                ..Default::default()
+            }];
+            let all = findings(&run);
+            let rank = |kind: &str| all.iter().position(|f| f.kind == kind).unwrap();
+            (rank("server_resets"), rank("error_burst"))
+        };
+        let (resets, burst) = ranks(100);
+        assert_eq!(resets, 0);
+        assert!(resets < burst);
         // At Warning too, it comes before the bursts it causes.
-        let mut run = resets_run(100, 40, 100);
-        run.timeline = vec![TimelineRow {
-            t_s: 0.0,
-            duration_s: 1.0,
-            completed: 200,
-            errors: 100,
-            ..Default::default()
-        }];
-        let all = findings(&run);
-        let rank = |kind: &str| all.iter().position(|f| f.kind == kind).unwrap();
-        assert!(rank("server_resets") < rank("error_burst"));
+        let (resets, burst) = ranks(40);
+        assert!(resets < burst);
     }
 
     #[test]
