@@ -12,8 +12,9 @@ use crate::analysis::kernel_report::{KernelReport, kernel_report};
 use crate::cli::{Format, ProbeArgs};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
+use crate::render::text;
 use crate::sampler::Sampler;
-use crate::{clock, output, procfs, text};
+use crate::{clock, output, procfs};
 
 #[derive(Serialize)]
 pub struct ProbeOutput {
@@ -25,34 +26,6 @@ pub struct ProbeOutput {
     pub notes: Vec<String>,
 }
 
-/// Keeps the PIDs that can be watched; says why the others cannot.
-pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, SrvprofError> {
-    if pids.is_empty() {
-        return Err(SrvprofError::NoPids);
-    }
-    let mut live = Vec::new();
-    for &pid in pids {
-        match procfs::check_target(pid) {
-            Ok(()) => live.push(pid),
-            Err(SrvprofError::NoSuchPid(_)) if pids.len() > 1 => {
-                notes.push(format!("PID {pid} does not exist; watching the other PIDs"));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if live.is_empty() {
-        let list = pids
-            .iter()
-            .map(|p| p.to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
-        return Err(SrvprofError::NoLivePids(list));
-    }
-    live.sort_unstable();
-    live.dedup();
-    Ok(live)
-}
-
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::stop_flag();
@@ -61,13 +34,13 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     }
     crate::probes::btf_offsets::require_kernel_btf()?;
     let mut notes = Vec::new();
-    let pids = live_targets(&args.pids, &mut notes)?;
+    let pids = crate::discover::live_targets(&args.pids, &mut notes)?;
     if let Some(out) = &args.out {
         output::check_writable(out, args.force)?;
     }
     // TCP figures are about the targets' own listening ports, when they have any.
     let mut ports: Vec<u16> =
-        crate::target::listening_addrs(&crate::target::with_descendants(&pids))
+        crate::discover::listening_addrs(&crate::discover::with_descendants(&pids))
             .iter()
             .map(|a| a.port())
             .collect();

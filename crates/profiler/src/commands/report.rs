@@ -3,7 +3,7 @@
 use crate::analysis::run_report::RunReport;
 use crate::cli::ReportArgs;
 use crate::error::SrvprofError;
-use crate::report::{self, folded::FoldedStacks};
+use crate::render::{self, folded::FoldedStacks};
 
 pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let path = args.dir.join("run.json");
@@ -18,7 +18,7 @@ pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     })?;
     let stacks = FoldedStacks::read_dir(&args.dir);
     // Only report.html is rewritten; it is srvprof's own file, so no --force is needed.
-    report::write_html(&args.dir, &run, &stacks, false)?;
+    render::write_html(&args.dir, &run, &stacks, false)?;
     eprintln!("srvprof: wrote {}", args.dir.join("report.html").display());
     Ok(())
 }

@@ -10,12 +10,13 @@ use std::time::Duration;
 use crate::analysis::run_report::{RunReport, TargetInfo, build};
 use crate::analysis::series::SampleSeries;
 use crate::cli::RunArgs;
+use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
-use crate::report::{self, folded::FoldedStacks, symbolize};
+use crate::render::run_text;
+use crate::render::{self, folded::FoldedStacks, symbolize};
 use crate::sampler::Sampler;
-use crate::target::{self, ServerProcess};
-use crate::{clock, output, procfs, run_text};
+use crate::{clock, output, procfs};
 
 /// Default warmup of `run` when --warmup is not given: excluded from every figure.
 pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
@@ -37,12 +38,12 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     };
     let given: Vec<u32> = match &server_process {
         Some(s) => vec![s.pid],
-        None => super::probe::live_targets(&args.pids, &mut notes)?,
+        None => discover::live_targets(&args.pids, &mut notes)?,
     };
-    let pids = target::with_descendants(&given);
+    let pids = discover::with_descendants(&given);
     let url = match &args.url {
         Some(u) => u.clone(),
-        None => target::discover_url(&pids, &mut notes)?,
+        None => discover::discover_url(&pids, &mut notes)?,
     };
     let mut config = args
         .load
@@ -60,7 +61,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         join(&pids)
     );
 
-    let port = target::url_port(&url).unwrap_or(80);
+    let port = discover::url_port(&url).unwrap_or(80);
     let targets = ProbeTargets {
         server_pids: pids.clone(),
         client_pids: vec![std::process::id()],
@@ -254,12 +255,12 @@ pub fn write_run(
     if let Some(stacks) = stacks {
         stacks.write_dir(dir, force)?;
     }
-    report::write_html(dir, report, &FoldedStacks::read_dir(dir), force)
+    render::write_html(dir, report, &FoldedStacks::read_dir(dir), force)
 }
 
 /// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
 fn listen_ports(pids: &[u32], url_port: u16) -> Vec<u16> {
-    let mut ports: Vec<u16> = target::listening_addrs(pids)
+    let mut ports: Vec<u16> = discover::listening_addrs(pids)
         .iter()
         .map(|a| a.port())
         .collect();

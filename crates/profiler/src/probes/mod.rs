@@ -3,12 +3,13 @@
 
 pub mod btf_offsets;
 pub mod exits;
-pub mod gate;
 pub mod irq;
 pub mod sched;
 pub mod stacks;
 pub mod syscalls;
+pub mod target;
 pub mod tcp;
+pub mod window;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
@@ -20,7 +21,7 @@ use srvprof_common::{globals, lost, maps};
 use crate::counters::KernelCounters;
 use crate::error::SrvprofError;
 pub use btf_offsets::{KernelOffsets, TcpNames};
-use gate::{Gate, IRQ_PROGRAMS};
+use window::{IRQ_PROGRAMS, Window};
 
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
@@ -79,7 +80,7 @@ pub struct Probes {
     stack_sample_hz: Option<u64>,
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
-    gate: Option<Gate>,
+    window: Option<Window>,
     /// The kernel's names of TCP states and reset reasons.
     tcp_names: TcpNames,
 }
@@ -128,19 +129,17 @@ impl Probes {
             .map_err(|e| classify_load_error(e.to_string()))?;
 
         // Targets go in before any program runs, so no early event is missed.
+        target::add(
+            &mut ebpf,
+            &targets.server_pids,
+            srvprof_common::GROUP_SERVER,
+        )?;
+        target::add(
+            &mut ebpf,
+            &targets.client_pids,
+            srvprof_common::GROUP_CLIENT,
+        )?;
         {
-            let mut tgids: HashMap<&mut MapData, u32, u32> =
-                map_mut(&mut ebpf, maps::TARGET_TGIDS)?;
-            for (pids, group) in [
-                (&targets.server_pids, srvprof_common::GROUP_SERVER),
-                (&targets.client_pids, srvprof_common::GROUP_CLIENT),
-            ] {
-                for pid in pids {
-                    tgids
-                        .insert(pid, group, 0)
-                        .map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
-                }
-            }
             let mut ports: HashMap<&mut MapData, u16, u8> = map_mut(&mut ebpf, maps::TCP_PORTS)?;
             for port in &targets.tcp_ports {
                 ports
@@ -148,14 +147,6 @@ impl Probes {
                     .map_err(|e| map_error(maps::TCP_PORTS, e))?;
             }
         }
-
-        let all: Vec<u32> = targets
-            .server_pids
-            .iter()
-            .chain(&targets.client_pids)
-            .copied()
-            .collect();
-        set_target_bits(&mut ebpf, &all)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         let mut gated = Vec::new();
         for &(program, tracepoint) in PROGRAMS {
@@ -185,9 +176,9 @@ impl Probes {
         }
         // The syscall programs last (sys_exit counts): the window is timed on the last one.
         gated.sort_by_key(|p| SYSCALL_PROGRAMS.contains(p));
-        let gate = targets
+        let window = targets
             .sampled_window
-            .map(|window| Gate::new(gated, window));
+            .map(|length| Window::new(gated, length));
         if let Some(hz) = targets.stack_sample_hz {
             let result = stacks::attach_offcpu(&mut ebpf, &btf);
             on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
@@ -202,61 +193,54 @@ impl Probes {
             exits,
             stack_sample_hz: targets.stack_sample_hz,
             syscalls_off: targets.skip_syscalls,
-            gate,
+            window,
             tcp_names,
         })
     }
 
     /// Sampled mode: attaches the syscall and interrupt programs for a window. No-op in exact mode.
     pub fn open_window(&mut self) -> Result<(), SrvprofError> {
-        match self.gate.as_mut() {
-            Some(gate) => gate.open(&mut self.ebpf),
+        match self.window.as_mut() {
+            Some(window) => window.open(&mut self.ebpf),
             None => Ok(()),
         }
     }
 
     /// Sampled mode: detaches them until the next window.
     pub fn close_window(&mut self) {
-        if let Some(gate) = self.gate.as_mut() {
-            gate.close(&mut self.ebpf);
+        if let Some(window) = self.window.as_mut() {
+            window.close(&mut self.ebpf);
         }
     }
 
     /// The window's length in sampled mode; None in exact mode.
     pub fn window(&self) -> Option<std::time::Duration> {
-        self.gate.as_ref().map(Gate::window)
+        self.window.as_ref().map(Window::length)
     }
 
     /// Adds processes to watch while running (a restarted worker, a late client).
     pub fn watch(&mut self, pid: u32, group: u32) -> Result<(), SrvprofError> {
-        let mut tgids: HashMap<&mut MapData, u32, u32> =
-            map_mut(&mut self.ebpf, maps::TARGET_TGIDS)?;
-        tgids
-            .insert(pid, group, 0)
-            .map_err(|e| map_error(maps::TARGET_TGIDS, e))?;
-        set_target_bits(&mut self.ebpf, &[pid])
+        target::add(&mut self.ebpf, &[pid], group)
     }
 
     /// The processes watched now, children forked during the run included.
     pub fn watched_pids(&self) -> Result<Vec<(u32, u32)>, SrvprofError> {
-        let tgids: HashMap<&MapData, u32, u32> = map_ref(&self.ebpf, maps::TARGET_TGIDS)?;
-        Ok(tgids.iter().filter_map(Result::ok).collect())
+        target::watched(&self.ebpf)
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.
     pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
-        // Two forks on two CPUs may race on one bitmap word; the hash is the truth.
         let watched: Vec<u32> = self
             .watched_pids()?
             .into_iter()
             .map(|(pid, _)| pid)
             .collect();
-        set_target_bits(&mut self.ebpf, &watched)?;
+        target::set_bits(&mut self.ebpf, &watched)?;
         let ncpus = aya::util::nr_cpus().unwrap_or(1);
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
             syscalls_off: self.syscalls_off,
-            traced_ns: self.gate.as_ref().map(Gate::traced_ns),
+            traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
         };
         sched::read(&self.ebpf, &mut counters)?;
@@ -284,27 +268,6 @@ impl Probes {
     pub fn drain_exits(&mut self) -> Vec<srvprof_common::ExitEvent> {
         self.exits.drain()
     }
-}
-
-/// Sets the TARGET_BITMAP bits of these processes (the in-kernel prefilter of TARGET_TGIDS).
-fn set_target_bits(ebpf: &mut Ebpf, pids: &[u32]) -> Result<(), SrvprofError> {
-    let mut bitmap: aya::maps::Array<&mut MapData, u64> = map_mut(ebpf, maps::TARGET_BITMAP)?;
-    for &pid in pids {
-        let word = pid / 64;
-        if word >= srvprof_common::TARGET_BITMAP_WORDS {
-            continue; // beyond the bitmap: the programs fall back to the hash lookup
-        }
-        let bits = bitmap
-            .get(&word, 0)
-            .map_err(|e| map_error(maps::TARGET_BITMAP, e))?;
-        let wanted = bits | (1u64 << (pid % 64));
-        if wanted != bits {
-            bitmap
-                .set(word, wanted, 0)
-                .map_err(|e| map_error(maps::TARGET_BITMAP, e))?;
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn attach_one(

@@ -11,6 +11,34 @@ use std::time::{Duration, Instant};
 use crate::error::SrvprofError;
 use crate::procfs;
 
+/// Keeps the PIDs that can be watched; says why the others cannot.
+pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, SrvprofError> {
+    if pids.is_empty() {
+        return Err(SrvprofError::NoPids);
+    }
+    let mut live = Vec::new();
+    for &pid in pids {
+        match procfs::check_target(pid) {
+            Ok(()) => live.push(pid),
+            Err(SrvprofError::NoSuchPid(_)) if pids.len() > 1 => {
+                notes.push(format!("PID {pid} does not exist; watching the other PIDs"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if live.is_empty() {
+        let list = pids
+            .iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Err(SrvprofError::NoLivePids(list));
+    }
+    live.sort_unstable();
+    live.dedup();
+    Ok(live)
+}
+
 /// The given processes and every descendant alive now (nginx master -> workers).
 pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
     let mut set: BTreeSet<u32> = pids.iter().copied().collect();

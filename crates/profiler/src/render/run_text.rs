@@ -54,7 +54,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             out,
             "{who:<16} {:>10.3} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
             p.context_switches,
-            crate::text::opt(p.syscalls, 2),
+            crate::render::text::opt(p.syscalls, 2),
             p.cpu_us,
             p.user_us,
             p.sys_us,
@@ -124,7 +124,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             row.server.involuntary_switches_per_s,
             row.server.user_pct,
             row.server.sys_pct,
-            crate::text::opt(row.server.syscalls_per_s, 0),
+            crate::render::text::opt(row.server.syscalls_per_s, 0),
             row.client_user_pct + row.client_sys_pct
         );
     }

@@ -1,13 +1,16 @@
-//! report.html and the files behind it: folded stacks, flamegraphs, plots, the context-switch
-//! report. Everything is built from run.json and the folded files, so `srvprof report DIR`
-//! can re-render a run without a kernel.
+//! What a user reads: the terminal text (text.rs for `probe`, run_text.rs for `run`), and
+//! report.html with the files behind it: folded stacks, flamegraphs, plots, the context-switch
+//! report. The page is built from run.json and the folded files, so `srvprof report DIR` can
+//! re-render a run without a kernel.
 
 pub mod ctxsw;
 pub mod flamegraph;
 pub mod folded;
 pub mod html;
 pub mod plots;
+pub mod run_text;
 pub mod symbolize;
+pub mod text;
 
 use std::path::Path;
 

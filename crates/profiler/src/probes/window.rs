@@ -30,33 +30,33 @@ pub const IRQ_PROGRAMS: [&str; 4] = [
     "irq_handler_exit",
 ];
 
-pub struct Gate {
+pub struct Window {
     /// In attach order. The window is the time the last one was attached: the counting program
     /// (sys_exit, which counts syscalls) goes last, so attaching and detaching the others, a few
     /// hundred microseconds each, does not stretch the time its counts are scaled by.
     programs: Vec<&'static str>,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
-    window: Duration,
+    length: Duration,
     /// When the open window began (monotonic ns, the last program's attach), None when closed.
     opened_ns: Option<u64>,
     /// Time the programs were attached in closed windows.
     closed_traced_ns: u64,
 }
 
-impl Gate {
+impl Window {
     /// `programs` are loaded, not attached.
     pub fn new(programs: Vec<&'static str>, window: Duration) -> Self {
         Self {
             programs,
             links: Vec::new(),
-            window,
+            length: window,
             opened_ns: None,
             closed_traced_ns: 0,
         }
     }
 
-    pub fn window(&self) -> Duration {
-        self.window
+    pub fn length(&self) -> Duration {
+        self.length
     }
 
     pub fn is_open(&self) -> bool {
@@ -70,7 +70,7 @@ impl Gate {
         }
         {
             let mut w: Array<&mut MapData, u64> = map_mut(ebpf, maps::TRACE_WINDOW)?;
-            w.set(window::LEN_NS, self.window.as_nanos() as u64, 0)
+            w.set(window::LEN_NS, self.length.as_nanos() as u64, 0)
                 .map_err(|e| map_error(maps::TRACE_WINDOW, e))?;
             w.set(window::START_NS, clock::monotonic_ns(), 0)
                 .map_err(|e| map_error(maps::TRACE_WINDOW, e))?;
