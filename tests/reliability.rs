@@ -87,7 +87,7 @@ fn every_exit_path_detaches_every_program_and_link() {
         // Sampled mode: the syscall and interrupt programs are loaded, and linked only inside
         // the middle twentieth of each interval.
         let windowed =
-            srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::gate::IRQ_PROGRAMS.len();
+            srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::window::IRQ_PROGRAMS.len();
         assert!(
             held.len() >= srvprof::probes::PROGRAMS.len()
                 && loaded.len() == held.len()

@@ -349,6 +349,6 @@ fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
 
 /// The single child of a process (nginx's only worker).
 fn with_children(pid: u32) -> u32 {
-    let kids = srvprof::target::with_descendants(&[pid]);
+    let kids = srvprof::discover::with_descendants(&[pid]);
     *kids.iter().find(|k| **k != pid).expect("a worker process")
 }
