@@ -2,9 +2,10 @@
 //! construction: /proc/PID/task/TID/status (nvcsw, nivcsw), /proc/PID/task/TID/schedstat
 //! (sum_exec_runtime, run_delay), /proc/PID/stat (utime, stime), /proc/softirqs.
 
-use srvprof::analysis::kernel_report::{KernelReport, kernel_report};
 use srvprof::probes::{ProbeTargets, Probes};
-use srvprof::sampler::{Sample, Sampler};
+use srvprof::sampler::Sampler;
+use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
+use srvprof_analysis::record::Sample;
 use srvprof_common::GROUP_SERVER;
 use srvprof_integration::*;
 

@@ -1,10 +1,8 @@
 //! srvprof: drive a network server with load and watch the kernel underneath it.
 
-pub mod analysis;
 pub mod cli;
 pub mod clock;
 pub mod commands;
-pub mod counters;
 pub mod discover;
 pub mod error;
 pub mod output;

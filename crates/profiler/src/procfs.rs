@@ -172,23 +172,11 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
     out
 }
 
-fn interrupts() -> Vec<InterruptLine> {
+/// /proc/interrupts now: each numbered line's name and per-CPU count.
+pub fn interrupts() -> Vec<InterruptLine> {
     fs::read_to_string("/proc/interrupts")
         .map(|t| parse_interrupts(&t))
         .unwrap_or_default()
-}
-
-/// irq number -> name.
-pub fn interrupt_names() -> BTreeMap<u32, String> {
-    interrupts().into_iter().map(|l| (l.irq, l.name)).collect()
-}
-
-/// (irq line, per-CPU count), the kernel's own count of each line's interrupts.
-pub fn interrupt_counts() -> Vec<(u32, Vec<u64>)> {
-    interrupts()
-        .into_iter()
-        .map(|l| (l.irq, l.per_cpu))
-        .collect()
 }
 
 /// /proc/softirqs as [cpu][vector], vectors in srvprof_common::SOFTIRQ_NAMES order.

@@ -7,14 +7,14 @@ use std::time::Instant;
 use serde::Serialize;
 use srvprof_common::GROUP_SERVER;
 
-use crate::analysis::interval::{IntervalRow, interval_row};
-use crate::analysis::kernel_report::{KernelReport, kernel_report};
 use crate::cli::{Format, ProbeArgs};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
 use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
+use srvprof_analysis::interval::{IntervalRow, interval_row};
+use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
 
 #[derive(Serialize)]
 pub struct ProbeOutput {

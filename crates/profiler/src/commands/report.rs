@@ -1,9 +1,9 @@
 //! `srvprof report DIR`: rewrite DIR/report.html from DIR/run.json and DIR's folded stacks.
 
-use crate::analysis::run_report::RunReport;
 use crate::cli::ReportArgs;
 use crate::error::SrvprofError;
 use crate::render::{self, folded::FoldedStacks};
+use srvprof_analysis::run_report::RunReport;
 
 pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let path = args.dir.join("run.json");

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::analysis::run_report::{RunReport, TargetInfo, build};
-use crate::analysis::series::SampleSeries;
 use crate::cli::RunArgs;
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
@@ -17,6 +15,9 @@ use crate::render::run_text;
 use crate::render::{self, folded::FoldedStacks, symbolize};
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
+use srvprof_analysis::analyze;
+use srvprof_analysis::run_report::{RunReport, TargetInfo};
+use srvprof_analysis::series::SampleSeries;
 
 /// Default warmup of `run` when --warmup is not given: excluded from every figure.
 pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
@@ -122,7 +123,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         url,
         cmd: args.cmd.clone(),
     };
-    let report = build(target, load, &samples, &exits, notes);
+    let report = analyze(target, load, &samples, &exits, notes);
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
         write_run(dir, &report, stacks.as_ref(), args.force)?;
@@ -138,7 +139,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
 /// What the sampling thread hands back.
 struct Sampled {
     samples: SampleSeries,
-    exits: Vec<crate::sampler::ExitRecord>,
+    exits: Vec<srvprof_analysis::record::ExitRecord>,
     error: Option<SrvprofError>,
     stacks: Option<FoldedStacks>,
     /// Why the sampler could not run as a real-time thread, if it could not.

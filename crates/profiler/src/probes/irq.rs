@@ -7,8 +7,8 @@ use aya::{
 use srvprof_common::{CountTime, NR_SOFTIRQS, SoftirqSlot, maps};
 
 use super::{map_error, map_ref};
-use crate::counters::{CountNs, KernelCounters};
 use crate::error::SrvprofError;
+use srvprof_analysis::record::{CountNs, KernelCounters};
 
 fn count_ns(ct: &CountTime) -> CountNs {
     CountNs {

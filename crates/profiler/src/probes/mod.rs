@@ -18,9 +18,9 @@ use aya::{
 };
 use srvprof_common::{globals, lost, maps};
 
-use crate::counters::KernelCounters;
 use crate::error::SrvprofError;
 pub use btf_offsets::{KernelOffsets, TcpNames};
+use srvprof_analysis::record::KernelCounters;
 use window::{IRQ_PROGRAMS, Window};
 
 /// The compiled BPF object, built by build.rs.

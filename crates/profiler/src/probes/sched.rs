@@ -7,8 +7,8 @@ use aya::{
 use srvprof_common::{HistSlots, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps};
 
 use super::{map_error, map_ref};
-use crate::counters::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
 use crate::error::SrvprofError;
+use srvprof_analysis::record::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;

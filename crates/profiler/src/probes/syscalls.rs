@@ -1,4 +1,4 @@
-//! Reads the syscall probes, and names x86_64 syscalls.
+//! Reads the syscall probes.
 
 use aya::{
     Ebpf,
@@ -7,8 +7,8 @@ use aya::{
 use srvprof_common::{MAX_SYSCALL_NR, NUM_GROUPS, SyscallTable, maps};
 
 use super::{map_error, map_ref};
-use crate::counters::{CountNs, KernelCounters};
 use crate::error::SrvprofError;
+use srvprof_analysis::record::{CountNs, KernelCounters};
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let map: PerCpuArray<&MapData, SyscallTable> = map_ref(ebpf, maps::SYSCALLS)?;
@@ -30,11 +30,4 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
         }
     }
     Ok(())
-}
-
-/// The syscall's name on this architecture, or `syscall_N`.
-pub fn syscall_name(nr: u32) -> String {
-    syscalls::Sysno::new(nr as usize)
-        .map(|s| s.name().to_string())
-        .unwrap_or_else(|| format!("syscall_{nr}"))
 }

@@ -8,8 +8,8 @@ use srvprof_common::{TcpResetKey, maps, tcp};
 
 use super::btf_offsets::TcpNames;
 use super::{map_error, map_ref};
-use crate::counters::{KernelCounters, TcpResetCount};
 use crate::error::SrvprofError;
+use srvprof_analysis::record::{KernelCounters, TcpResetCount};
 
 pub fn read(
     ebpf: &Ebpf,

@@ -2,7 +2,7 @@
 //! and per request, off-CPU and run-queue time; and the stacks that spent the most time off-CPU.
 
 use super::folded::FoldedLine;
-use crate::analysis::run_report::RunReport;
+use srvprof_analysis::run_report::RunReport;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSwitches {

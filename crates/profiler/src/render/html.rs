@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind, hottest_leaf};
 use super::{HTML_MARKER, ctxsw, flamegraph, plots};
-use crate::analysis::run_report::RunReport;
+use srvprof_analysis::run_report::RunReport;
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1260px;color:#222}\
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}\
@@ -123,7 +123,7 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         let _ = write!(
             o,
             "<li><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>: {}</li>",
-            esc(&f.kind),
+            esc(f.kind.name()),
             esc(&f.summary)
         );
     }

@@ -14,10 +14,10 @@ pub mod text;
 
 use std::path::Path;
 
-use crate::analysis::run_report::RunReport;
 use crate::error::SrvprofError;
 use crate::output;
 use folded::FoldedStacks;
+use srvprof_analysis::run_report::RunReport;
 
 /// The marker output.rs recognises srvprof's own HTML by.
 pub const HTML_MARKER: &str = "srvprof-report";

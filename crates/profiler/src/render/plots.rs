@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use srvprof_common::hist;
 
-use crate::analysis::run_report::{GroupHistograms, RunReport};
+use srvprof_analysis::run_report::{GroupHistograms, RunReport};
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 type Drawn = Result<(), String>;
@@ -84,7 +84,7 @@ fn time_panel(
 fn per_cpu(
     run: &RunReport,
     label: &str,
-    field: impl Fn(&crate::analysis::interval::IntervalRow) -> &Vec<f64>,
+    field: impl Fn(&srvprof_analysis::interval::IntervalRow) -> &Vec<f64>,
 ) -> Vec<(String, Vec<(f64, f64)>)> {
     let ncpus = run
         .timeline
@@ -123,7 +123,7 @@ pub fn timeline(run: &RunReport) -> Option<String> {
         return None;
     }
     let t_max = t_max(run);
-    let at = |f: &dyn Fn(&crate::analysis::run_report::TimelineRow) -> f64| -> Vec<(f64, f64)> {
+    let at = |f: &dyn Fn(&srvprof_analysis::run_report::TimelineRow) -> f64| -> Vec<(f64, f64)> {
         run.timeline
             .iter()
             .map(|r| (r.t_s + r.duration_s, f(r)))
@@ -260,7 +260,7 @@ fn trim(v: f64) -> String {
 
 /// Off-CPU and run-queue histograms (count per log-linear slot), one panel per group and kind.
 pub fn histograms(hists: &[GroupHistograms]) -> Option<String> {
-    let panels: Vec<(String, &crate::counters::NsHistogram)> = hists
+    let panels: Vec<(String, &srvprof_analysis::record::NsHistogram)> = hists
         .iter()
         .flat_map(|g| {
             [

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-use crate::analysis::findings::Severity;
-use crate::analysis::run_report::RunReport;
+use srvprof_analysis::finding::Severity;
+use srvprof_analysis::run_report::RunReport;
 
 /// First columns of timeline.csv; also how srvprof recognizes a file it wrote.
 pub const CSV_HEADER_START: &str = "t_s,throughput_rps,";

@@ -2,8 +2,8 @@
 
 use std::io::Write;
 
-use crate::analysis::interval::IntervalRow;
-use crate::analysis::kernel_report::KernelReport;
+use srvprof_analysis::interval::IntervalRow;
+use srvprof_analysis::kernel_report::KernelReport;
 
 pub fn interval_header(out: &mut impl Write, ncpus: usize) {
     let mut h = format!(
@@ -177,7 +177,10 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     );
     for e in &r.exits {
         let how = match (e.signal, e.exit_code) {
-            (Some(sig), _) => format!("killed by signal {sig} ({})", signal_name(sig)),
+            (Some(sig), _) => format!(
+                "killed by signal {sig} ({})",
+                srvprof_analysis::names::signal_name(sig)
+            ),
             (None, Some(code)) => format!("exited with code {code}"),
             _ => "exited".into(),
         };
@@ -204,22 +207,4 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
 pub fn opt(v: Option<f64>, prec: usize) -> String {
     v.map(|v| format!("{v:.prec$}"))
         .unwrap_or_else(|| "-".into())
-}
-
-pub fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
 }

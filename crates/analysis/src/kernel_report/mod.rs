@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use srvprof_common::{GROUP_SERVER, SOFTIRQ_NAMES, lost, tcp};
 
-use crate::counters::{CountNs, NsHistogram, ThreadCounters};
-use crate::probes::syscalls::syscall_name;
-use crate::sampler::{CpuUse, ExitRecord, Sample};
+use crate::names::syscall_name;
+use crate::record::{CountNs, CpuUse, ExitRecord, NsHistogram, Sample, ThreadCounters};
 
 /// How often one thread woke a watched thread in the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -520,7 +519,7 @@ pub fn kernel_report(
 
     r.wakeups = wakeup_deltas(start, end, group, &r.threads);
     r.softirqs = softirq_deltas(start, end);
-    r.hardirqs = hardirq_deltas(start, end, &crate::procfs::interrupt_names());
+    r.hardirqs = hardirq_deltas(start, end);
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
 
     r.tcp = tcp_report(start, end, group);
@@ -706,11 +705,8 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
 
 /// Hardirqs per CPU and line in the window (system-wide). Exact mode: as the probes counted them.
 /// Sampled mode: the kernel's counts (/proc/interrupts).
-pub fn hardirq_deltas(
-    start: &Sample,
-    end: &Sample,
-    names: &BTreeMap<u32, String>,
-) -> Vec<HardirqReport> {
+/// Lines are named as /proc/interrupts named them when `end` was read.
+pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
     let sampled = end.kernel.traced_ns.is_some();
     let probe_of = |s: &Sample, irq: u32| {
         s.kernel
@@ -757,7 +753,7 @@ pub fn hardirq_deltas(
                 out.push(HardirqReport {
                     cpu: cpu as u32,
                     irq,
-                    name: names.get(&irq).cloned().unwrap_or_default(),
+                    name: end.irq_names.get(&irq).cloned().unwrap_or_default(),
                     count: d.count,
                     total_ns: d.total_ns,
                 });
@@ -770,7 +766,7 @@ pub fn hardirq_deltas(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::KernelCounters;
+    use crate::record::KernelCounters;
 
     /// A sample at `t_ns` whose probes saw `probe` NET_RX softirqs on CPU 0 taking `probe_ns`,
     /// while /proc/softirqs said `kernel`, and whose syscall programs were attached `traced_ns`.
@@ -863,7 +859,7 @@ mod tests {
 
     #[test]
     fn each_side_gets_its_own_tcp_figures_and_the_host_its_own() {
-        use crate::counters::TcpResetCount;
+        use crate::record::TcpResetCount;
         let reset = |side, sent, state: &str, reason: Option<&str>, count| TcpResetCount {
             side,
             sent,

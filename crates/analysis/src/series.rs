@@ -3,8 +3,8 @@
 
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
-use super::interval::{IntervalRow, interval_row};
-use crate::sampler::Sample;
+use crate::interval::{IntervalRow, interval_row};
+use crate::record::Sample;
 
 /// Where a kernel interval sits on the load's interval grid: the first load interval it joins
 /// and how many (more than one only when the sampler missed a grid point altogether).
@@ -110,8 +110,7 @@ impl SampleSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::counters::{KernelCounters, ThreadCounters};
-    use crate::sampler::CpuUse;
+    use crate::record::{CpuUse, KernelCounters, ThreadCounters};
 
     const SEC: u64 = 1_000_000_000;
     /// Measurement starts here (CLOCK_MONOTONIC ns), as a real run's would.

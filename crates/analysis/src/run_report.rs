@@ -5,12 +5,11 @@ use serde::{Deserialize, Serialize};
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 use srvprof_loadgen::LoadReport;
 
-use super::findings::{Finding, findings};
-use super::interval::IntervalRow;
-use super::kernel_report::{HostTcpReport, KernelReport, kernel_report};
-use super::series::SampleSeries;
-use crate::counters::NsHistogram;
-use crate::sampler::ExitRecord;
+use crate::finding::Finding;
+use crate::interval::IntervalRow;
+use crate::kernel_report::{HostTcpReport, KernelReport, kernel_report};
+use crate::record::{ExitRecord, NsHistogram};
+use crate::series::SampleSeries;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetInfo {
@@ -246,7 +245,8 @@ pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
     out
 }
 
-/// Builds the run report from the series of samples taken at the load's interval boundaries.
+/// Builds the run report from the series of samples taken at the load's interval boundaries,
+/// without its findings (crate::analyze adds them: the rules read the report).
 pub fn build(
     target: TargetInfo,
     load: LoadReport,
@@ -304,7 +304,7 @@ pub fn build(
         server: per_request(&server, load.completed),
         client: per_request(&client, load.completed),
     };
-    let mut report = RunReport {
+    RunReport {
         tool: "srvprof".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         target,
@@ -334,9 +334,7 @@ pub fn build(
                 }
             })
             .collect(),
-    };
-    report.findings = findings(&report);
-    report
+    }
 }
 
 #[cfg(test)]
@@ -345,7 +343,7 @@ mod tests {
 
     #[test]
     fn the_timeline_joins_load_intervals_by_grid_point_not_by_position() {
-        use crate::sampler::Sample;
+        use crate::record::Sample;
         use srvprof_loadgen::TimelineEntry;
         let sec = 1_000_000_000;
         let start = 50 * sec;

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::kernel_report::{KernelReport, kernel_report};
-use crate::sampler::Sample;
+use crate::kernel_report::{KernelReport, kernel_report};
+use crate::record::Sample;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRow {

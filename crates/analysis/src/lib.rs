@@ -1,0 +1,37 @@
+//! From samples to figures: pure functions over recorded data, testable without a kernel.
+//!
+//! Nothing here reads the kernel or /proc: every input is in [`record`] (what the sampler read at
+//! each interval boundary) or the load generator's report, so every rule can be tested with
+//! hand-made samples. Cargo enforces it: this crate does not depend on aya or the profiler.
+//!
+//! The flow: [`series::SampleSeries`] holds the samples; [`kernel_report`] turns two of them into
+//! one side's figures over the window, [`interval`] into one timeline row; [`run_report::build`]
+//! puts run.json together and [`rules`] reads it to write the findings. [`analyze`] does both.
+
+pub mod finding;
+pub mod interval;
+pub mod kernel_report;
+pub mod names;
+pub mod record;
+pub mod rules;
+pub mod run_report;
+pub mod series;
+
+use srvprof_loadgen::LoadReport;
+
+use record::ExitRecord;
+use run_report::{RunReport, TargetInfo};
+use series::SampleSeries;
+
+/// run.json from the samples and the load report: the figures, then the findings read from them.
+pub fn analyze(
+    target: TargetInfo,
+    load: LoadReport,
+    series: &SampleSeries,
+    exits: &[ExitRecord],
+    notes: Vec<String>,
+) -> RunReport {
+    let mut report = run_report::build(target, load, series, exits, notes);
+    report.findings = rules::findings(&report);
+    report
+}

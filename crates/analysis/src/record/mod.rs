@@ -1,0 +1,73 @@
+//! What the sampler recorded: plain data read at each interval boundary, the only input of the
+//! analysis besides the load generator's report. The profiler fills these from the probes and
+//! /proc; tests build them by hand.
+
+mod counters;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use counters::{CountNs, KernelCounters, NsHistogram, TcpResetCount, ThreadCounters, WakePair};
+
+/// CPU time of one thread or process, from /proc (the kernel's own accounting).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuUse {
+    pub pid: u32,
+    /// 0 for a whole process.
+    pub tid: u32,
+    pub group: u32,
+    pub comm: String,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
+    /// between two samples, however late either was.
+    pub monotonic_ns: u64,
+    /// `run`: the grid point this sample was due at (measurement start + k * interval); the
+    /// timeline joins kernel intervals to the load's by it. None off the grid (`probe`).
+    #[serde(default)]
+    pub due_ns: Option<u64>,
+    pub kernel: KernelCounters,
+    /// Every thread seen so far; an exited thread keeps its last reading.
+    pub thread_cpu: Vec<CpuUse>,
+    /// Every process seen so far (including its exited threads); an exited one keeps its last reading.
+    pub process_cpu: Vec<CpuUse>,
+    /// TCP MIB counters of the server's network namespace ("TcpExt:ListenOverflows", ...).
+    pub net_mib: BTreeMap<String, u64>,
+    /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
+    #[serde(default)]
+    pub listen_socket_drops: Option<u64>,
+    /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order); sampled mode only.
+    #[serde(default)]
+    pub softirq_counts: Vec<Vec<u64>>,
+    /// /proc/interrupts: (irq line, per-CPU count); sampled mode only.
+    #[serde(default)]
+    pub irq_counts: Vec<(u32, Vec<u64>)>,
+    /// /proc/interrupts: irq line -> its name, read with the sample (the report names the lines).
+    #[serde(default)]
+    pub irq_names: BTreeMap<u32, String>,
+    /// `run`: responses the load generator has received so far, and how many of them arrived
+    /// while the sampled window was open (None for `probe`, or in exact mode).
+    #[serde(default)]
+    pub responses: Option<u64>,
+    #[serde(default)]
+    pub traced_responses: Option<u64>,
+}
+
+/// A watched thread or process that exited during the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExitRecord {
+    pub pid: u32,
+    pub tid: u32,
+    pub group: u32,
+    pub comm: String,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Seconds since the run started.
+    pub t_s: f64,
+    pub monotonic_ns: u64,
+}

@@ -1,0 +1,243 @@
+//! TCP: the tail from SYN retransmits after accept-queue overflows, a server closing idle
+//! keep-alive connections, and who reset connections and why.
+
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::run_report::RunReport;
+
+/// A p99 (µs) from which a tail is worth explaining by SYN retransmits.
+pub const SYN_TAIL_P99_US: f64 = 900_000.0;
+/// Keep-alive connections the server closed while idle, from this many on: it is shedding
+/// connections, and each one is a reconnect the run did not ask for.
+pub const IDLE_CLOSED_MIN: u64 = 10;
+/// Resets one side sent in the run: from this many on, a finding says why.
+pub const RESETS_MIN: u64 = 10;
+/// Resets that go with at least this share of the run's errors make the finding critical.
+pub const RESETS_ERROR_SHARE: f64 = 0.5;
+
+/// A p99 of at least SYN_TAIL_P99_US with overflows or SYN retransmits on the server's port: the
+/// tail is SYN retransmits (1 s initial RTO, then 3 s, 7 s). Overflows without that tail: a
+/// warning that the server accepts too slowly.
+pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
+    let p99_us = r.load.latency_us.p99 as f64;
+    let tcp = &r.server.tcp;
+    // Only SYNs retransmitted on the server's own port: the namespace-wide counter includes others.
+    let syn = tcp.syn_retransmits;
+    if p99_us >= SYN_TAIL_P99_US && (tcp.listen_overflows > 0 || syn > 0) {
+        // A dropped SYN is resent after the initial 1 s timeout, then after 2 s and 4 s more:
+        // a client waits 1, 3, 7 or 15 s for 1, 2, 3 or 4 retransmits.
+        let (waited_s, resends) = [(1.0, 1), (3.0, 2), (7.0, 3), (15.0, 4)]
+            .into_iter()
+            .min_by(|a, b| {
+                (p99_us / 1e6 - a.0)
+                    .abs()
+                    .total_cmp(&(p99_us / 1e6 - b.0).abs())
+            })
+            .unwrap_or((1.0, 1));
+        Some(Finding::new(
+            FindingKind::SynRetransmitTail,
+            Severity::Critical,
+            format!(
+                "p99 of {:.2} s = SYN retransmit after {} accept-queue overflows: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket",
+                p99_us / 1e6,
+                tcp.listen_overflows,
+                if resends == 1 { "" } else { "s" },
+                syn,
+                tcp.listen_drops
+            ),
+            &[
+                ("p99_us", p99_us),
+                ("listen_overflows", tcp.listen_overflows as f64),
+                ("listen_drops", tcp.listen_drops as f64),
+                ("syn_retransmits", syn as f64),
+                ("wait_s", waited_s),
+                ("retransmits_per_wait", resends as f64),
+            ],
+        ))
+    } else if tcp.listen_overflows > 0 {
+        Some(Finding::new(
+            FindingKind::ListenOverflows,
+            Severity::Warning,
+            format!(
+                "{} accept-queue overflows ({} listen drops): the server accepts connections slower than they arrive; raise its listen backlog or accept faster",
+                tcp.listen_overflows, tcp.listen_drops
+            ),
+            &[("listen_overflows", tcp.listen_overflows as f64)],
+        ))
+    } else {
+        None
+    }
+}
+
+/// The server closed keep-alive connections while they waited for their next request: a server
+/// shedding connections (nginx does so whenever fewer than 1/16 of worker_connections are free)
+/// or one whose keep-alive timeout or connection limit is below what the run holds.
+pub fn server_closed_idle(r: &RunReport) -> Option<Finding> {
+    let load = &r.load;
+    let closed = load.idle_closed_by_server;
+    if closed < IDLE_CLOSED_MIN {
+        return None;
+    }
+    // Counted over the whole run, warmup included.
+    let secs = (load.config.warmup_s + load.duration_s).max(1e-9);
+    let connections = load.config.connections as f64;
+    let nginx = r.server.threads.iter().any(|t| t.comm == "nginx");
+    let hint = if nginx {
+        format!(
+            "nginx closes idle keep-alive connections whenever fewer than 1/16 of worker_connections are free (its error log says \"worker_connections are not enough, reusing connections\"): raise worker_connections to at least {:.0} for -c {connections:.0}, or run fewer connections",
+            (connections * 16.0 / 15.0).ceil() + 64.0
+        )
+    } else {
+        "raise the server's connection limit or keep-alive timeout above what the run holds, or run fewer connections".to_string()
+    };
+    Some(Finding::new(
+        FindingKind::ServerClosedIdle,
+        Severity::Warning,
+        format!(
+            "the server closed {closed} keep-alive connections while they were idle ({:.0}/s over the run, warmup included, for -c {connections:.0}); the load generator opened {} connections in the measured window to replace them, each after a backoff, and their requests waited for it. {hint}",
+            closed as f64 / secs,
+            load.connections_opened,
+        ),
+        &[
+            ("idle_closed_by_server", closed as f64),
+            ("idle_closed_per_s", closed as f64 / secs),
+            ("connections", connections),
+            ("connections_opened", load.connections_opened as f64),
+        ],
+    ))
+}
+
+/// What a reset sent for the kernel's `reason` from a socket in `state` means, and what to do.
+/// (what happened, the fix). The kernel sends an active reset after the socket moved to CLOSE.
+pub fn reset_cause(reason: Option<&str>, state: &str) -> (String, &'static str) {
+    let reason = reason.unwrap_or("NOT_SPECIFIED");
+    match reason {
+        "TCP_STATE" if state == "CLOSE" => (
+            "closed with SO_LINGER 0 (or disconnected): the kernel aborts the connection with an RST instead of a FIN".into(),
+            "close normally (no SO_LINGER 0) unless aborting is intended",
+        ),
+        "TCP_ABORT_ON_CLOSE" => (
+            "closed a connection with data it had not read: the closer had not read what the peer sent, so the kernel answers with an RST instead of a FIN".into(),
+            "read what the peer sent (the whole request or response) before closing, or half-close with shutdown first",
+        ),
+        "TCP_ABORT_ON_LINGER" => (
+            "aborted a closed connection lingering in FIN_WAIT2 (TCP_LINGER2 negative or its time ran out)".into(),
+            "leave TCP_LINGER2 and tcp_fin_timeout at their defaults",
+        ),
+        "TCP_ABORT_ON_DATA" => (
+            "got data after it had closed the connection: the peer wrote on a connection this side had closed".into(),
+            "close only after the peer is done writing (wait for the response or raise the timeout), or make the peer answer sooner",
+        ),
+        "TCP_TIMEWAIT_SOCKET" => (
+            format!(
+                "got data on a connection it had already closed ({}, kept by the kernel after close): the peer wrote after this side closed",
+                if state == "TIME_WAIT" { "a TIME_WAIT or orphaned FIN_WAIT2 socket" } else { "a closed socket" }
+            ),
+            "close only after the peer is done writing (wait for the response or raise the timeout), or make the peer answer sooner",
+        ),
+        "TCP_ABORT_ON_MEMORY" => (
+            "killed connections for lack of memory or too many orphaned sockets (net.ipv4.tcp_mem, tcp_max_orphans)".into(),
+            "raise net.ipv4.tcp_max_orphans / tcp_mem, or close fewer connections at once",
+        ),
+        "NO_SOCKET" => (
+            "answered segments for which it had no socket (a closed port, or a connection it had forgotten)".into(),
+            "check that the peer does not reuse connections the other side has closed, and that the port is listening",
+        ),
+        "TCP_RFC7323_PAWS" | "TCP_TOO_OLD_ACK" | "TCP_OLD_ACK" | "TCP_INVALID_ACK_SEQUENCE"
+        | "TCP_ACK_UNSENT_DATA" => (
+            format!("rejected segments that failed the kernel's checks ({reason}: old timestamps or an ACK outside the window, typical of a reused port or a stale connection)"),
+            "avoid reusing ports in TIME_WAIT (fewer new connections, keep-alive)",
+        ),
+        "TCP_KEEPALIVE_TIMEOUT" => (
+            "gave up on connections whose keepalive probes went unanswered".into(),
+            "check the path to the peer and the peer's liveness",
+        ),
+        _ => (
+            format!("sent resets for kernel reason {reason} (socket in {state})"),
+            "see the kernel's enum sk_rst_reason for this reason",
+        ),
+    }
+}
+
+/// One finding per side that sent at least RESETS_MIN resets: its main cause in the kernel's
+/// terms and plain words, and the share of the run's errors that goes with its resets (the
+/// client's `reset` errors for the server's, its own timeouts for the client's).
+pub fn resets(r: &RunReport) -> Vec<Finding> {
+    let errors = r.load.errors;
+    let errors_of = |kind: &str| r.load.errors_by_kind.get(kind).copied().unwrap_or(0);
+    let mut out = Vec::new();
+    for (kind, name, report, other, related) in [
+        (
+            FindingKind::ServerResets,
+            "server",
+            &r.server,
+            &r.client,
+            errors_of("reset"),
+        ),
+        (
+            FindingKind::ClientResets,
+            "client",
+            &r.client,
+            &r.server,
+            errors_of("read_timeout") + errors_of("connect_timeout"),
+        ),
+    ] {
+        let tcp = &report.tcp;
+        if tcp.resets_sent < RESETS_MIN {
+            continue;
+        }
+        let Some(top) = tcp.resets.iter().find(|x| x.direction == "sent") else {
+            continue;
+        };
+        let (what, fix) = reset_cause(top.reason.as_deref(), &top.state);
+        let top_share = top.count as f64 / tcp.resets_sent as f64;
+        let explained = tcp.resets_sent.min(related);
+        let error_share = if errors == 0 {
+            0.0
+        } else {
+            explained as f64 / errors as f64
+        };
+        let severity = if errors > 0 && error_share >= RESETS_ERROR_SHARE {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let errors_part = if errors == 0 {
+            "no request failed".to_string()
+        } else if name == "server" {
+            format!(
+                "the load generator saw {related} connection resets: {explained} of the run's {errors} errors ({:.0}%)",
+                error_share * 100.0
+            )
+        } else {
+            format!(
+                "they follow the load generator giving up ({related} timeouts after {:.0} ms): {explained} of the run's {errors} errors ({:.0}%)",
+                r.load.config.timeout_s * 1000.0,
+                error_share * 100.0
+            )
+        };
+        out.push(Finding::new(
+            kind,
+            severity,
+            format!(
+                "the {name} sent {} TCP resets; {} of them ({:.0}%) because it {what} (kernel reason {}, socket in {}); the {} received {}; {errors_part}. Fix: {fix}",
+                tcp.resets_sent,
+                top.count,
+                top_share * 100.0,
+                top.reason.as_deref().unwrap_or("NOT_SPECIFIED"),
+                top.state,
+                if name == "server" { "client" } else { "server" },
+                other.tcp.resets_received,
+            ),
+            &[
+                ("resets_sent", tcp.resets_sent as f64),
+                ("top_cause_resets", top.count as f64),
+                ("top_cause_share", top_share),
+                ("peer_resets_received", other.tcp.resets_received as f64),
+                ("errors", errors as f64),
+                ("errors_explained", explained as f64),
+                ("error_share", error_share),
+            ],
+        ));
+    }
+    out
+}
