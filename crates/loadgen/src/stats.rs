@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::report::{ErrorKind, TimelineEntry, round3};
+use crate::report::{ErrorKind, LatencySummary, TimelineEntry, round3};
 use crate::sys::CpuTime;
 
 /// Latencies are recorded in microseconds, 3 significant digits, up to one hour.
@@ -336,18 +336,20 @@ impl Collector {
     }
 
     fn entry(&self, index: u64, acc: &IntervalAccum) -> TimelineEntry {
-        let (p50, p99, max) = match &acc.latency {
-            Some(h) => (h.value_at_quantile(0.5), h.value_at_quantile(0.99), h.max()),
-            None => (0, 0, 0),
-        };
+        // The run's own summary, over this interval's histogram: one percentile path.
+        let latency = acc
+            .latency
+            .as_ref()
+            .map(LatencySummary::from_histogram)
+            .unwrap_or_default();
         let secs = self.interval.as_secs_f64();
         TimelineEntry {
             t_s: round3(index as f64 * secs),
             completed: acc.completed,
             errors: acc.errors,
-            p50_us: p50,
-            p99_us: p99,
-            max_us: max,
+            p50_us: latency.p50,
+            p99_us: latency.p99,
+            max_us: latency.max,
             throughput_rps: round3(acc.completed as f64 / secs),
         }
     }

@@ -1,4 +1,4 @@
-//! Cumulative kernel counters read at one instant: plain data, so analysis is testable without a kernel.
+//! Cumulative kernel counters read at one instant from the probes' maps: plain data.
 
 use serde::{Deserialize, Serialize};
 use srvprof_common::{NR_SOFTIRQS, NUM_GROUPS, hist, lost, tcp};
@@ -84,31 +84,15 @@ impl NsHistogram {
         }
     }
 
-    /// The value (ns) at quantile q in 0..=1: the upper bound of the slot holding it, so never
-    /// an understatement by more than one slot width. None when empty.
+    /// The value (ns) at quantile q in 0..=1, decoded by srvprof_common::hist (the upper bound
+    /// of the slot holding it). None when empty.
     pub fn quantile_ns(&self, q: f64) -> Option<u64> {
-        let total = self.total();
-        if total == 0 {
-            return None;
-        }
-        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-        let mut seen = 0;
-        for (slot, n) in self.slots.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return Some(
-                    hist::slot_upper_bound(slot as u32)
-                        .min(hist::slot_lower_bound(slot as u32) * 2),
-                );
-            }
-        }
-        None
+        hist::quantile(&self.slots, q)
     }
 
-    /// Upper bound of the highest non-empty slot.
+    /// The upper bound of the highest non-empty slot.
     pub fn max_ns(&self) -> Option<u64> {
-        let slot = self.slots.iter().rposition(|n| *n > 0)?;
-        Some(hist::slot_upper_bound(slot as u32).min(hist::slot_lower_bound(slot as u32) * 2))
+        hist::max(&self.slots)
     }
 }
 
