@@ -1,0 +1,253 @@
+//! The composer: one side's KernelReport between two samples, from the deltas of every counter.
+
+use std::collections::BTreeMap;
+
+use srvprof_common::lost;
+
+use super::interrupts::{hardirq_deltas, softirq_deltas};
+use super::sampling::{scaled, traced_fraction, traced_share};
+use super::tcp::{host_tcp_report, tcp_report};
+use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
+use crate::names::syscall_name;
+use crate::record::{CountNs, CpuUse, ExitRecord, Sample, ThreadCounters};
+
+fn wakeup_deltas(
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    threads: &[ThreadReport],
+) -> Vec<WakeupReport> {
+    let before: BTreeMap<(u32, u32), u64> = start
+        .kernel
+        .wakeups
+        .iter()
+        .map(|w| ((w.waker_tid, w.wakee_tid), w.count))
+        .collect();
+    let comm_of = |tid: u32| {
+        threads
+            .iter()
+            .find(|t| t.tid == tid)
+            .map(|t| t.comm.clone())
+            .or_else(|| {
+                end.kernel
+                    .threads
+                    .iter()
+                    .find(|t| t.tid == tid)
+                    .map(|t| t.comm.clone())
+            })
+            .unwrap_or_default()
+    };
+    let mut out: Vec<WakeupReport> = end
+        .kernel
+        .wakeups
+        .iter()
+        .filter(|w| w.wakee_group == group)
+        .filter_map(|w| {
+            let count = w.count.saturating_sub(
+                before
+                    .get(&(w.waker_tid, w.wakee_tid))
+                    .copied()
+                    .unwrap_or(0),
+            );
+            (count > 0).then(|| WakeupReport {
+                waker_pid: w.waker_pid,
+                waker_tid: w.waker_tid,
+                waker_comm: w.waker_comm.clone(),
+                wakee_tid: w.wakee_tid,
+                wakee_comm: comm_of(w.wakee_tid),
+                count,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then(a.waker_tid.cmp(&b.waker_tid))
+            .then(a.wakee_tid.cmp(&b.wakee_tid))
+    });
+    out.truncate(TOP_WAKEUPS);
+    out
+}
+
+fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadCounters {
+    let Some(s) = start else { return end.clone() };
+    ThreadCounters {
+        voluntary_switches: end.voluntary_switches.saturating_sub(s.voluntary_switches),
+        involuntary_switches: end
+            .involuntary_switches
+            .saturating_sub(s.involuntary_switches),
+        oncpu_ns: end.oncpu_ns.saturating_sub(s.oncpu_ns),
+        offcpu_ns: end.offcpu_ns.saturating_sub(s.offcpu_ns),
+        runq_ns: end.runq_ns.saturating_sub(s.runq_ns),
+        runq_count: end.runq_count.saturating_sub(s.runq_count),
+        migrations: end.migrations.saturating_sub(s.migrations),
+        syscalls: end.syscalls.saturating_sub(s.syscalls),
+        syscall_ns: end.syscall_ns.saturating_sub(s.syscall_ns),
+        ..end.clone()
+    }
+}
+
+fn cpu_delta(
+    end: &[CpuUse],
+    start: &[CpuUse],
+    key: impl Fn(&CpuUse) -> u32,
+    id: u32,
+) -> (u64, u64) {
+    let e = end.iter().find(|c| key(c) == id);
+    let s = start.iter().find(|c| key(c) == id);
+    match (e, s) {
+        (Some(e), Some(s)) => (
+            e.user_ns.saturating_sub(s.user_ns),
+            e.sys_ns.saturating_sub(s.sys_ns),
+        ),
+        (Some(e), None) => (e.user_ns, e.sys_ns),
+        _ => (0, 0),
+    }
+}
+
+/// The report for `group` between two samples. Threads and processes first seen after `start`
+/// count from zero (they were born in the window).
+pub fn kernel_report(
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    exits: &[ExitRecord],
+) -> KernelReport {
+    let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
+    let fraction = traced_share(start, end);
+    let mut r = KernelReport {
+        duration_s,
+        syscalls_off: end.kernel.syscalls_off,
+        traced_fraction: traced_fraction(start, end),
+        traced_share: fraction,
+        ..Default::default()
+    };
+
+    let start_threads: BTreeMap<u32, &ThreadCounters> =
+        start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
+    for t in end.kernel.threads.iter().filter(|t| t.group == group) {
+        let d = thread_delta(t, start_threads.get(&t.tid).copied());
+        let (user_ns, sys_ns) = cpu_delta(&end.thread_cpu, &start.thread_cpu, |c| c.tid, t.tid);
+        let comm = end
+            .thread_cpu
+            .iter()
+            .find(|c| c.tid == t.tid)
+            .map(|c| c.comm.clone())
+            .filter(|c| !c.is_empty())
+            .unwrap_or_else(|| d.comm.clone());
+        r.threads.push(ThreadReport {
+            tid: d.tid,
+            pid: d.pid,
+            comm,
+            voluntary_switches: d.voluntary_switches,
+            involuntary_switches: d.involuntary_switches,
+            oncpu_ns: d.oncpu_ns,
+            offcpu_ns: d.offcpu_ns,
+            user_ns,
+            sys_ns,
+            runq_ns: d.runq_ns,
+            runq_waits: d.runq_count,
+            migrations: d.migrations,
+            syscalls: scaled(d.syscalls, fraction),
+            syscall_ns: scaled(d.syscall_ns, fraction),
+            cpus: (0..64).filter(|c| d.cpu_mask & (1u64 << c) != 0).collect(),
+        });
+    }
+    // A thread that did nothing in the window is noise in a report about the window.
+    r.threads.retain(|t| {
+        t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0
+    });
+
+    let mut pids: Vec<u32> = end
+        .process_cpu
+        .iter()
+        .filter(|p| p.group == group)
+        .map(|p| p.pid)
+        .collect();
+    pids.extend(
+        end.kernel
+            .threads
+            .iter()
+            .filter(|t| t.group == group)
+            .map(|t| t.pid),
+    );
+    pids.sort_unstable();
+    pids.dedup();
+    for t in &r.threads {
+        r.totals.voluntary_switches += t.voluntary_switches;
+        r.totals.involuntary_switches += t.involuntary_switches;
+        r.totals.migrations += t.migrations;
+        r.totals.syscalls += t.syscalls;
+        r.totals.oncpu_ns += t.oncpu_ns;
+        r.totals.offcpu_ns += t.offcpu_ns;
+    }
+    // Process CPU time from /proc/PID/stat includes threads that exited in the window.
+    for pid in &pids {
+        let (u, s) = cpu_delta(&end.process_cpu, &start.process_cpu, |c| c.pid, *pid);
+        r.totals.user_ns += u;
+        r.totals.sys_ns += s;
+    }
+    r.totals.threads = r.threads.len();
+    r.totals.processes = pids.len();
+    r.pids = pids;
+
+    let g = group as usize;
+    if let (Some(e), Some(s)) = (end.kernel.runq_hist.get(g), start.kernel.runq_hist.get(g)) {
+        r.runq_latency_us = LatencyUs::from_hist(&e.minus(s));
+    }
+    if let (Some(e), Some(s)) = (
+        end.kernel.offcpu_hist.get(g),
+        start.kernel.offcpu_hist.get(g),
+    ) {
+        r.offcpu_us = LatencyUs::from_hist(&e.minus(s));
+    }
+
+    let start_sys: BTreeMap<(u32, u32), CountNs> = start
+        .kernel
+        .syscalls
+        .iter()
+        .map(|(g, nr, c)| ((*g, *nr), *c))
+        .collect();
+    for (g2, nr, c) in end.kernel.syscalls.iter().filter(|(g2, _, _)| *g2 == group) {
+        let d = c.minus(start_sys.get(&(*g2, *nr)).copied().unwrap_or_default());
+        if d.count > 0 {
+            r.syscalls.push(SyscallReport {
+                name: syscall_name(*nr),
+                nr: *nr,
+                count: scaled(d.count, fraction),
+                total_ns: scaled(d.total_ns, fraction),
+            });
+        }
+    }
+    r.syscalls
+        .sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
+
+    r.wakeups = wakeup_deltas(start, end, group, &r.threads);
+    r.softirqs = softirq_deltas(start, end);
+    r.hardirqs = hardirq_deltas(start, end);
+    r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
+
+    r.tcp = tcp_report(start, end, group);
+    r.host_tcp = host_tcp_report(start, end);
+    for (i, name) in [
+        (lost::EXIT_RING_FULL, "exit_ring_full"),
+        (lost::THREADS_MAP_FULL, "threads_map_full"),
+        (lost::STACK_KEYS_FULL, "stack_keys_full"),
+        (lost::OFFCPU_START_FULL, "offcpu_start_full"),
+        (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
+        (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
+    ] {
+        r.lost_events.insert(
+            name.into(),
+            end.kernel.lost.get(i as usize).copied().unwrap_or(0),
+        );
+    }
+    // Counted in the same per-CPU array, but not losses: reported for the window.
+    let in_window = |i: u32| {
+        let at = |s: &Sample| s.kernel.lost.get(i as usize).copied().unwrap_or(0);
+        at(end).saturating_sub(at(start))
+    };
+    r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);
+    r.stack_ids_collided = in_window(lost::STACK_TRACES_FULL);
+    r
+}
