@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use crate::workspace_root;
+
 const NGINX: &str = "/usr/sbin/nginx";
 pub(crate) const CLIENT_CPU: &str = "0";
 pub(crate) const SERVER_CPU: &str = "1";
@@ -240,15 +242,6 @@ pub fn run(quick: bool) -> Result<String> {
     print!("{report}");
     let _ = std::io::stdout().flush();
     Ok(report)
-}
-
-/// The workspace this file was built in, or the current directory when built elsewhere.
-pub(crate) fn workspace_root() -> PathBuf {
-    let built_in = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
-    match built_in {
-        Some(root) if root.join("crates/loadgen").is_dir() => root.to_path_buf(),
-        _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-    }
 }
 
 /// The loadgen crate's `load` example, built from this tree now: it runs exactly the code of

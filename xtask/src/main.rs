@@ -83,7 +83,9 @@ pub fn release_srvprof() -> Result<std::path::PathBuf> {
     Ok(root.join("target/release/srvprof"))
 }
 
-/// The workspace root (xtask lives one level below it).
+/// The workspace root: the folder above xtask's own manifest, fixed when xtask is compiled.
+/// `cargo xtask` always compiles the xtask of the workspace it is run in, so this is that
+/// workspace from any folder inside it, whatever the current directory.
 pub fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
