@@ -1,9 +1,6 @@
 //! Developer tasks: `cargo xtask setup | test | demo | bench | dist`.
 
 mod bench;
-mod bench_conns;
-mod bench_loadgen;
-mod bench_overhead;
 mod demo;
 mod dist;
 mod llvm;

@@ -47,7 +47,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // The reference servers under the release srvprof: every cell must complete requests.
     crate::bench::run(&["--quick".to_string()])?;
     // The overhead bench, one short round: every watcher still attaches and nginx still serves.
-    crate::bench_overhead::run(true)?;
+    crate::bench::overhead::run(true)?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::bench_loadgen::{Nginx, SERVER_CPU, Sample, free_port, median, run_wrk, which};
+use super::loadgen::{Nginx, SERVER_CPU, Sample, free_port, median, run_wrk, which};
 use crate::{run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;

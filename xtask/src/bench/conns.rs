@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::bench::cells::Server;
-use crate::bench::{SERVERS, parse_secs};
-use crate::bench_loadgen::{free_port, wrk_rps_p99_ms};
+use super::cells::Server;
+use super::loadgen::{free_port, wrk_rps_p99_ms};
+use super::{SERVERS, parse_secs};
 use crate::workspace_root;
 
 const CLIENT_CPU: &str = "0";
