@@ -8,7 +8,7 @@ mod prog_time;
 mod setup;
 mod test;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
 
@@ -78,6 +78,12 @@ pub fn release_srvprof() -> Result<std::path::PathBuf> {
             .args(["build", "--release", "-p", "srvprof", "--bins"]),
     )?;
     Ok(root.join("target/release/srvprof"))
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (the listener that found it is closed).
+pub fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+    Ok(listener.local_addr()?.port())
 }
 
 /// The workspace root: the folder above xtask's own manifest, fixed when xtask is compiled.

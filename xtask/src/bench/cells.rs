@@ -2,7 +2,7 @@
 //! against it from CPU 0, and the figures read back from its run.json.
 
 use std::fs::File;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::{BenchArgs, ServerSpec};
-use crate::workspace_root;
+use crate::{free_port, workspace_root};
 
 /// First runs build the server (go compiles its standard library cold in ~45 s).
 const SERVER_START_TIMEOUT: Duration = Duration::from_secs(240);
@@ -306,11 +306,6 @@ fn log_tail(log: &Path) -> String {
     } else {
         tail
     }
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Runs every cell of one server: one server process per connection mode (the server gets

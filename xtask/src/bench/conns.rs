@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::cells::Server;
-use super::loadgen::{free_port, wrk_rps_p99_ms};
+use super::loadgen::wrk_rps_p99_ms;
 use super::{SERVERS, parse_secs};
-use crate::workspace_root;
+use crate::{free_port, workspace_root};
 
 const CLIENT_CPU: &str = "0";
 /// The kernel counters a run is judged by, as "Tcp:ActiveOpens" in /proc/net/snmp and netstat.

@@ -6,14 +6,14 @@
 //! markdown report. SRVPROF_BENCH_ROUNDS overrides the number of rounds.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::workspace_root;
+use crate::{free_port, workspace_root};
 
 const NGINX: &str = "/usr/sbin/nginx";
 pub(crate) const CLIENT_CPU: &str = "0";
@@ -272,11 +272,6 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
             .display()
             .to_string(),
     ])
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 pub(crate) fn which(tool: &str) -> Option<PathBuf> {

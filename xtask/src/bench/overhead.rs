@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::loadgen::{Nginx, SERVER_CPU, Sample, free_port, median, run_wrk, which};
-use crate::{run_cmd, workspace_root};
+use super::loadgen::{Nginx, SERVER_CPU, Sample, median, run_wrk, which};
+use crate::{free_port, run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;
 
