@@ -14,6 +14,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use super::cells::Server;
 use super::loadgen::wrk_rps_p99_ms;
+use super::stats::{median, spread};
 use super::{SERVERS, parse_secs};
 use crate::{free_port, workspace_root};
 
@@ -366,17 +367,15 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
             rss_summary(&o.rss_kb)
         ));
     }
-    let mut ratios: Vec<f64> = (0..args.rounds)
+    let ratios: Vec<f64> = (0..args.rounds)
         .filter_map(|r| {
             let of = |tool| outcomes.iter().find(|o| o.round == r && o.tool == tool);
             Some(of("srvprof")?.rps / of("wrk")?.rps.max(1e-9))
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    if let (Some(lo), Some(hi)) = (ratios.first(), ratios.last()) {
+    if let (Some(mid), Some((lo, hi))) = (median(&ratios), spread(&ratios)) {
         s.push_str(&format!(
-            "\nreq/s srvprof / wrk: median {:.3} over {} round(s) (range {lo:.3}–{hi:.3})\n",
-            ratios[ratios.len() / 2],
+            "\nreq/s srvprof / wrk: median {mid:.3} over {} round(s) (range {lo:.3}–{hi:.3})\n",
             ratios.len()
         ));
     }

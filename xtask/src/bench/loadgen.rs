@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::stats::median;
 use crate::{free_port, workspace_root};
 
 const NGINX: &str = "/usr/sbin/nginx";
@@ -20,7 +21,7 @@ pub(crate) const CLIENT_CPU: &str = "0";
 pub(crate) const SERVER_CPU: &str = "1";
 
 /// One measured run of one tool.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Sample {
     pub(crate) rps: f64,
     pub(crate) p99_ms: f64,
@@ -33,6 +34,20 @@ pub(crate) struct Sample {
 }
 
 impl Sample {
+    /// Each figure's median over the runs (the optional ones over the runs that have them).
+    /// None when there are no runs.
+    pub(crate) fn median(samples: &[Sample]) -> Option<Sample> {
+        let of = |figure: fn(&Sample) -> Option<f64>| {
+            median(&samples.iter().filter_map(figure).collect::<Vec<_>>())
+        };
+        Some(Sample {
+            rps: of(|s| Some(s.rps))?,
+            p99_ms: of(|s| Some(s.p99_ms))?,
+            cpu_us_per_request: of(|s| s.cpu_us_per_request),
+            mean_ms: of(|s| s.mean_ms),
+        })
+    }
+
     /// Share of the closed-loop cycle (connections / throughput) the mean latency accounts for:
     /// near 1 when the tool times everything from send to answer; lower when requests wait
     /// inside the tool before their clock starts (wrk starts it only when the socket is writable
@@ -163,13 +178,12 @@ pub fn run(quick: bool) -> Result<String> {
             .zip(&ours)
             .filter(|(p, s)| s.rps >= p.rps)
             .count();
-        let mut ratios: Vec<f64> = peer
+        let ratios: Vec<f64> = peer
             .iter()
             .zip(&ours)
             .map(|(p, s)| s.rps / p.rps.max(1e-9))
             .collect();
-        ratios.sort_by(|a, b| a.total_cmp(b));
-        let paired_ratio = ratios[ratios.len() / 2];
+        let paired_ratio = median(&ratios).expect("at least one round");
         let tail_ok = peer
             .iter()
             .zip(&ours)
@@ -178,9 +192,9 @@ pub fn run(quick: bool) -> Result<String> {
         summary.push((
             scenario,
             peer_name,
-            median(&peer),
-            median(&ours),
-            median_opt(&oha_samples),
+            Sample::median(&peer).unwrap_or_default(),
+            Sample::median(&ours).unwrap_or_default(),
+            Sample::median(&oha_samples),
             (faster, tail_ok, paired_ratio),
         ));
     }
@@ -627,36 +641,6 @@ fn p99_no_worse(ours_ms: f64, peer_ms: f64, peer_rounds_to_ms: bool) -> bool {
     }
 }
 
-pub(crate) fn median(samples: &[Sample]) -> Sample {
-    median_opt(samples).unwrap_or(Sample {
-        rps: 0.0,
-        p99_ms: 0.0,
-        cpu_us_per_request: None,
-        mean_ms: None,
-    })
-}
-
-fn median_opt(samples: &[Sample]) -> Option<Sample> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let cpu: Vec<f64> = samples
-        .iter()
-        .filter_map(|s| s.cpu_us_per_request)
-        .collect();
-    let means: Vec<f64> = samples.iter().filter_map(|s| s.mean_ms).collect();
-    Some(Sample {
-        rps: mid(samples.iter().map(|s| s.rps).collect()),
-        p99_ms: mid(samples.iter().map(|s| s.p99_ms).collect()),
-        cpu_us_per_request: (!cpu.is_empty()).then(|| mid(cpu)),
-        mean_ms: (!means.is_empty()).then(|| mid(means)),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -689,6 +673,27 @@ mod tests {
             mean_ms: Some(5.0),
         };
         assert!((s.cycle_covered(1000).unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_sample_median_takes_each_figure_apart() {
+        let run = |rps, p99_ms, cpu| Sample {
+            rps,
+            p99_ms,
+            cpu_us_per_request: cpu,
+            mean_ms: None,
+        };
+        let m = Sample::median(&[
+            run(300.0, 1.0, Some(9.0)),
+            run(100.0, 3.0, None),
+            run(200.0, 2.0, Some(7.0)),
+        ])
+        .unwrap();
+        assert_eq!((m.rps, m.p99_ms), (200.0, 2.0));
+        // Over the two runs that have it: the upper of the two.
+        assert_eq!(m.cpu_us_per_request, Some(9.0));
+        assert_eq!(m.mean_ms, None);
+        assert!(Sample::median(&[]).is_none());
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod conns;
 mod index;
 mod loadgen;
 pub(crate) mod overhead;
+mod stats;
 mod tables;
 
 use std::path::{Path, PathBuf};

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::loadgen::{Nginx, SERVER_CPU, Sample, median, run_wrk, which};
+use super::loadgen::{Nginx, SERVER_CPU, Sample, run_wrk, which};
+use super::stats::median;
 use crate::{free_port, run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;
@@ -115,16 +116,16 @@ pub fn run(quick: bool) -> Result<String> {
     let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
-    let bare = median(&samples[0]).rps;
-    let bare_cost = median_f64(&cpu_costs[0]);
+    let bare = Sample::median(&samples[0]).unwrap_or_default().rps;
+    let bare_cost = median(&cpu_costs[0]).unwrap_or(0.0);
     report.push_str(&format!(
         "\n## Medians\n\n`cost ratio`: bare CPU {SERVER_CPU} us/req over this watcher's, the throughput a \
          server-bound run would keep.\n\n\
          | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio |\n|---|---|---|---|---|---|\n"
     ));
     for (i, w) in watchers.iter().enumerate() {
-        let m = median(&samples[i]);
-        let cost = median_f64(&cpu_costs[i]);
+        let m = Sample::median(&samples[i]).unwrap_or_default();
+        let cost = median(&cpu_costs[i]).unwrap_or(0.0);
         report.push_str(&format!(
             "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} |\n",
             w.name(),
@@ -228,12 +229,6 @@ fn cpu_busy_ticks(cpu: &str) -> Result<u64> {
         .collect();
     // user nice system idle iowait irq softirq steal
     Ok([0, 1, 2, 5, 6].iter().filter_map(|&i| v.get(i)).sum())
-}
-
-fn median_f64(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The first child process of `pid` (nginx's worker).
