@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use super::host::CLIENT_CPU;
 use super::{BenchArgs, ServerSpec};
 use crate::{free_port, workspace_root};
 
 /// First runs build the server (go compiles its standard library cold in ~45 s).
 const SERVER_START_TIMEOUT: Duration = Duration::from_secs(240);
-const CLIENT_CPU: &str = "0";
 
 #[derive(Clone, Debug)]
 pub struct Cell {

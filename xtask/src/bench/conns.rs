@@ -13,12 +13,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::cells::Server;
+use super::host::{CLIENT_CPU, require_tools};
 use super::loadgen::wrk_rps_p99_ms;
 use super::stats::{median, spread};
 use super::{SERVERS, parse_secs};
 use crate::{free_port, workspace_root};
 
-const CLIENT_CPU: &str = "0";
 /// The kernel counters a run is judged by, as "Tcp:ActiveOpens" in /proc/net/snmp and netstat.
 const COUNTERS: &[&str] = &[
     "Tcp:ActiveOpens",
@@ -56,11 +56,7 @@ struct Outcome {
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = parse(args)?;
-    for tool in ["wrk", "taskset"] {
-        if !crate::succeeds(Command::new("which").arg(tool)) {
-            bail!("`{tool}` is not installed; run `cargo xtask setup`");
-        }
-    }
+    require_tools(&["wrk", "taskset"], "cargo xtask setup")?;
     raise_fd_limit();
     std::fs::create_dir_all(&args.out)?;
     let srvprof = crate::release_srvprof()?;

@@ -13,12 +13,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::host::{CLIENT_CPU, SERVER_CPU, require_tools, which};
 use super::stats::median;
 use crate::{free_port, workspace_root};
 
 const NGINX: &str = "/usr/sbin/nginx";
-pub(crate) const CLIENT_CPU: &str = "0";
-pub(crate) const SERVER_CPU: &str = "1";
 
 /// One measured run of one tool.
 #[derive(Clone, Debug, Default)]
@@ -92,11 +91,10 @@ pub fn run(quick: bool) -> Result<String> {
     let seconds = if quick { 3 } else { 5 };
     let ab_requests: u64 = if quick { 20_000 } else { 50_000 };
 
-    for tool in ["wrk", "ab", "taskset"] {
-        if which(tool).is_none() {
-            bail!("`{tool}` is not installed; run `apt-get install wrk apache2-utils util-linux`");
-        }
-    }
+    require_tools(
+        &["wrk", "ab", "taskset"],
+        "apt-get install wrk apache2-utils util-linux",
+    )?;
     let load = srvprof_load_command(&root)?;
     let oha = which("oha");
 
@@ -286,13 +284,6 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
             .display()
             .to_string(),
     ])
-}
-
-pub(crate) fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(tool))
-        .find(|p| p.is_file())
 }
 
 /// One nginx master with one worker pinned to SERVER_CPU; stopped on drop.

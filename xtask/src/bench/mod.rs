@@ -9,6 +9,7 @@
 mod cells;
 mod charts;
 mod conns;
+mod host;
 mod index;
 mod loadgen;
 pub(crate) mod overhead;

@@ -12,9 +12,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
-use super::loadgen::{Nginx, SERVER_CPU, Sample, run_wrk, which};
+use super::host::{SERVER_CPU, require_tools};
+use super::loadgen::{Nginx, Sample, run_wrk};
 use super::stats::median;
 use crate::{free_port, run_cmd, workspace_root};
 
@@ -51,11 +52,7 @@ pub fn run(quick: bool) -> Result<String> {
     let root = workspace_root();
     let rounds = if quick { 1 } else { 5 };
     let seconds = if quick { 3 } else { 5 };
-    for tool in ["wrk", "taskset", "bpftrace", "perf"] {
-        if which(tool).is_none() {
-            bail!("`{tool}` is not installed; run `cargo xtask setup`");
-        }
-    }
+    require_tools(&["wrk", "taskset", "bpftrace", "perf"], "cargo xtask setup")?;
     // bpftrace attaches classic tracepoints, which need tracefs (srvprof does not): mount it if missing.
     if !Path::new("/sys/kernel/tracing/events").exists() {
         eprintln!("xtask: mounting tracefs at /sys/kernel/tracing for bpftrace");
