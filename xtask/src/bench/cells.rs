@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::host::CLIENT_CPU;
+use super::host::{CLIENT_CPU, raise_fd_limit};
 use super::{BenchArgs, ServerSpec};
 use crate::{free_port, workspace_root};
 
@@ -175,25 +175,11 @@ fn read_run_json(dir: &Path) -> Outcome {
 /// 2 fds per connection (client and server side) plus 64 do not fit.
 pub fn ensure_fd_limit(connections: usize) -> Result<()> {
     let needed = (2 * connections + 64) as u64;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            bail!("cannot read the open-files limit (getrlimit failed)");
-        }
-        if limit.rlim_cur < needed && limit.rlim_max > limit.rlim_cur {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    if limit.rlim_cur < needed {
+    let limit = raise_fd_limit(needed)?;
+    if limit < needed {
         bail!(
-            "-c {connections} needs {needed} open files (2 per connection + 64) but the limit is {}; \
-             raise it (`ulimit -n {needed}`, as root) or lower --concurrency",
-            limit.rlim_cur
+            "-c {connections} needs {needed} open files (2 per connection + 64) but the limit is {limit}; \
+             raise it (`ulimit -n {needed}`, as root) or lower --concurrency"
         );
     }
     Ok(())

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::cells::Server;
-use super::host::{CLIENT_CPU, require_tools};
+use super::host::{CLIENT_CPU, raise_fd_limit, require_tools};
 use super::loadgen::wrk_rps_p99_ms;
 use super::stats::{median, spread};
 use super::{SERVERS, parse_secs};
@@ -57,7 +57,8 @@ struct Outcome {
 pub fn run(args: &[String]) -> Result<()> {
     let args = parse(args)?;
     require_tools(&["wrk", "taskset"], "cargo xtask setup")?;
-    raise_fd_limit();
+    // As high as it goes: wrk does not raise its own.
+    let _ = raise_fd_limit(u64::MAX);
     std::fs::create_dir_all(&args.out)?;
     let srvprof = crate::release_srvprof()?;
     let mut outcomes = Vec::new();
@@ -105,21 +106,6 @@ fn parse(args: &[String]) -> Result<Args> {
         }
     }
     Ok(a)
-}
-
-/// Children inherit the soft limit: wrk does not raise its own.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write a struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Result<Outcome> {

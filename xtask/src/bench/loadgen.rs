@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use super::host::{CLIENT_CPU, SERVER_CPU, require_tools, which};
+use super::host::{CLIENT_CPU, SERVER_CPU, require_tools, stop, which};
 use super::stats::median;
 use crate::{free_port, workspace_root};
 
@@ -364,18 +364,7 @@ impl Nginx {
 impl Drop for Nginx {
     fn drop(&mut self) {
         // SIGTERM lets the master stop its worker too (SIGKILL would orphan it).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child, "TERM", Duration::from_secs(5));
     }
 }
 

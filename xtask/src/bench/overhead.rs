@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use super::host::{SERVER_CPU, require_tools};
+use super::host::{SERVER_CPU, require_tools, stop};
 use super::loadgen::{Nginx, Sample, run_wrk};
 use super::stats::median;
 use crate::{free_port, run_cmd, workspace_root};
@@ -373,17 +373,7 @@ fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
 
 /// Stops a watcher with SIGINT (each writes what it has and detaches), SIGKILL after 20 s.
 fn detach(child: Option<Child>) {
-    let Some(mut child) = child else { return };
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if let Some(mut child) = child {
+        stop(&mut child, "INT", Duration::from_secs(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }
