@@ -10,7 +10,7 @@ use crate::{free_port, run_cmd, workspace_root};
 pub fn run(args: &[String]) -> Result<()> {
     let root = workspace_root();
     // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
+    if unsafe { libc::geteuid() } != 0 {
         bail!("srvprof loads eBPF programs and needs root: run `sudo cargo xtask demo`");
     }
     let srvprof = crate::release_srvprof()?;
@@ -31,8 +31,4 @@ pub fn run(args: &[String]) -> Result<()> {
         out.display()
     );
     Ok(())
-}
-
-unsafe extern "C" {
-    fn geteuid() -> u32;
 }
