@@ -144,27 +144,12 @@ pub fn run(quick: bool) -> Result<String> {
                 let s = run_ours(&mut nginx, &mut restarts)?;
                 (run_peer(&mut nginx, &mut restarts)?, s)
             };
-            for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
-                report.push_str(&format!(
-                    "| {} | {tool} | {round} | {:.0} | {:.2} | {} | {} | {} |\n",
-                    scenario.name,
-                    sample.rps,
-                    sample.p99_ms,
-                    fmt_opt(sample.mean_ms, 2),
-                    fmt_opt(sample.cycle_covered(scenario.connections), 2),
-                    fmt_cpu(sample.cpu_us_per_request)
-                ));
-            }
+            report.push_str(&round_row(scenario, peer_name, round, &p));
+            report.push_str(&round_row(scenario, "srvprof", round, &s));
             if let Some(oha) = &oha {
+                // oha's CPU is not measured: its column says n/a.
                 let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
-                report.push_str(&format!(
-                    "| {} | oha | {round} | {:.0} | {:.2} | {} | {} | n/a |\n",
-                    scenario.name,
-                    o.rps,
-                    o.p99_ms,
-                    fmt_opt(o.mean_ms, 2),
-                    fmt_opt(o.cycle_covered(scenario.connections), 2)
-                ));
+                report.push_str(&round_row(scenario, "oha", round, &o));
                 oha_samples.push(o);
             }
             peer.push(p);
@@ -215,8 +200,8 @@ pub fn run(quick: bool) -> Result<String> {
             ours.p99_ms,
             fmt_opt(peer.cycle_covered(scenario.connections), 2),
             fmt_opt(ours.cycle_covered(scenario.connections), 2),
-            fmt_cpu(peer.cpu_us_per_request),
-            fmt_cpu(ours.cpu_us_per_request)
+            fmt_opt(peer.cpu_us_per_request, 2),
+            fmt_opt(ours.cpu_us_per_request, 2)
         ));
     }
     report.push_str(
@@ -582,12 +567,21 @@ fn run_oha(
     })
 }
 
-fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
+/// One tool's run in the per-round table.
+fn round_row(scenario: &Scenario, tool: &str, round: usize, sample: &Sample) -> String {
+    format!(
+        "| {} | {tool} | {round} | {:.0} | {:.2} | {} | {} | {} |\n",
+        scenario.name,
+        sample.rps,
+        sample.p99_ms,
+        fmt_opt(sample.mean_ms, 2),
+        fmt_opt(sample.cycle_covered(scenario.connections), 2),
+        fmt_opt(sample.cpu_us_per_request, 2)
+    )
 }
 
-fn fmt_cpu(us: Option<f64>) -> String {
-    us.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
+fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
 }
 
 fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
@@ -674,6 +668,29 @@ mod tests {
         assert_eq!(m.cpu_us_per_request, Some(9.0));
         assert_eq!(m.mean_ms, None);
         assert!(Sample::median(&[]).is_none());
+    }
+
+    #[test]
+    fn a_round_row_says_n_a_for_what_was_not_measured() {
+        let oha = Sample {
+            rps: 70_000.4,
+            p99_ms: 1.234,
+            cpu_us_per_request: None,
+            mean_ms: Some(1.0),
+        };
+        assert_eq!(
+            round_row(&SCENARIOS[0], "oha", 2, &oha),
+            "| keep-alive c=100 | oha | 2 | 70000 | 1.23 | 1.00 | 0.70 | n/a |\n"
+        );
+        let ours = Sample {
+            cpu_us_per_request: Some(3.456),
+            mean_ms: None,
+            ..oha
+        };
+        assert_eq!(
+            round_row(&SCENARIOS[0], "srvprof", 1, &ours),
+            "| keep-alive c=100 | srvprof | 1 | 70000 | 1.23 | n/a | n/a | 3.46 |\n"
+        );
     }
 
     #[test]
