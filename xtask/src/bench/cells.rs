@@ -27,7 +27,7 @@ pub struct Cell {
 
 impl Cell {
     pub fn mode(&self) -> &'static str {
-        if self.keepalive { "ka" } else { "close" }
+        mode_name(self.keepalive)
     }
     /// The run folder's name: `<server>-c<N>-<ka|close>`.
     pub fn name(&self) -> String {
@@ -38,6 +38,11 @@ impl Cell {
             self.mode()
         )
     }
+}
+
+/// The connection mode as run folders and chart files name it.
+pub fn mode_name(keepalive: bool) -> &'static str {
+    if keepalive { "ka" } else { "close" }
 }
 
 /// What a cell produced.

@@ -389,6 +389,23 @@ fn utc_stamp() -> String {
     )
 }
 
+/// The outcome of the cell of this server, concurrency and connection mode, if the grid has it.
+pub fn outcome<'a>(
+    results: &'a [(Cell, Outcome)],
+    label: &str,
+    connections: usize,
+    keepalive: bool,
+) -> Option<&'a Outcome> {
+    results
+        .iter()
+        .find(|(cell, _)| {
+            cell.server.label == label
+                && cell.connections == connections
+                && cell.keepalive == keepalive
+        })
+        .map(|(_, o)| o)
+}
+
 /// Relative link from the index to a file in a run folder.
 pub fn rel(out: &Path, path: &Path) -> String {
     path.strip_prefix(out).unwrap_or(path).display().to_string()
