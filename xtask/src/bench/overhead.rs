@@ -91,14 +91,9 @@ pub fn run(quick: bool) -> Result<String> {
     for round in 1..=rounds {
         for (i, w) in watchers.iter().enumerate() {
             let attached = attach(*w, &srvprof, master, worker, &dir)?;
-            let busy_before = cpu_busy_ticks(SERVER_CPU)?;
-            let sample = run_wrk(&url, CONNECTIONS, seconds);
-            let busy_after = cpu_busy_ticks(SERVER_CPU)?;
+            let measured = wrk_and_server_cpu(&url, seconds);
             detach(attached);
-            let sample = sample?;
-            let requests = sample.rps * seconds as f64;
-            let us_per_request =
-                (busy_after - busy_before) as f64 * 1e6 / CLOCK_TICKS_PER_S / requests.max(1.0);
+            let (sample, us_per_request) = measured?;
             report.push_str(&format!(
                 "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
                 w.name(),
@@ -164,12 +159,8 @@ fn program_time_table(
          | watcher | ns/req, all programs | of which on-CPU sampling (99 Hz) | of which off-CPU stacks | share of bare CPU {SERVER_CPU} time |\n\
          |---|---|---|---|---|\n"
     );
-    let busy_before = cpu_busy_ticks(SERVER_CPU)?;
-    let bare = run_wrk(url, CONNECTIONS, seconds)?;
-    let busy_after = cpu_busy_ticks(SERVER_CPU)?;
-    let bare_ns = (busy_after - busy_before) as f64 * 1e9
-        / CLOCK_TICKS_PER_S
-        / (bare.rps * seconds as f64).max(1.0);
+    let (_, bare_us) = wrk_and_server_cpu(url, seconds)?;
+    let bare_ns = bare_us * 1e3;
     let stats = crate::prog_time::StatsOn::enable()?;
     for w in [
         Watcher::Srvprof,
@@ -206,6 +197,17 @@ fn program_time_table(
     }
     drop(stats);
     Ok(table)
+}
+
+/// One wrk run, and the server CPU's busy time per request during it in microseconds.
+fn wrk_and_server_cpu(url: &str, seconds: u64) -> Result<(Sample, f64)> {
+    let busy_before = cpu_busy_ticks(SERVER_CPU)?;
+    let sample = run_wrk(url, CONNECTIONS, seconds)?;
+    let busy_after = cpu_busy_ticks(SERVER_CPU)?;
+    let requests = sample.rps * seconds as f64;
+    let us_per_request =
+        (busy_after - busy_before) as f64 * 1e6 / CLOCK_TICKS_PER_S / requests.max(1.0);
+    Ok((sample, us_per_request))
 }
 
 /// USER_HZ: the unit of /proc/stat's CPU times.
