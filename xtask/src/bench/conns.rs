@@ -363,3 +363,47 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(tool: &'static str, round: usize, rps: f64) -> Outcome {
+        Outcome {
+            tool,
+            round,
+            rps,
+            p99_ms: 1.0,
+            errors: "none".into(),
+            kernel: BTreeMap::new(),
+            rss_kb: Vec::new(),
+            empty_intervals: None,
+            resets_by_side: None,
+        }
+    }
+
+    #[test]
+    fn the_ratio_line_has_the_median_and_range_of_the_rounds() {
+        let args = Args {
+            connections: 10,
+            duration: Duration::from_secs(1),
+            rounds: 2,
+            worker_connections: 100,
+            out: PathBuf::new(),
+        };
+        let outcomes = [
+            outcome("srvprof", 0, 90.0),
+            outcome("wrk", 0, 100.0),
+            outcome("wrk", 1, 100.0),
+            outcome("srvprof", 1, 110.0),
+        ];
+        let text = render(&args, &outcomes);
+        // Two rounds: the upper of the two ratios.
+        assert!(
+            text.ends_with(
+                "\nreq/s srvprof / wrk: median 1.100 over 2 round(s) (range 0.900–1.100)\n"
+            ),
+            "{text}"
+        );
+    }
+}
