@@ -5,18 +5,16 @@ use std::process::Command;
 
 use anyhow::{Result, bail};
 
-use crate::{run_cmd, workspace_root};
+use crate::{free_port, run_cmd, workspace_root};
 
 pub fn run(args: &[String]) -> Result<()> {
     let root = workspace_root();
     // SAFETY: geteuid has no preconditions.
-    if unsafe { geteuid() } != 0 {
+    if unsafe { libc::geteuid() } != 0 {
         bail!("srvprof loads eBPF programs and needs root: run `sudo cargo xtask demo`");
     }
     let srvprof = crate::release_srvprof()?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = free_port()?;
     let out = root.join("target/srvprof-demo");
     let server = root.join("servers/rust-hyper/run");
     let cmd = format!("{} --port {port} --cpus 1", server.display());
@@ -33,8 +31,4 @@ pub fn run(args: &[String]) -> Result<()> {
         out.display()
     );
     Ok(())
-}
-
-unsafe extern "C" {
-    fn geteuid() -> u32;
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::{run_cmd, workspace_root};
+use crate::{free_port, run_cmd, workspace_root};
 
 pub const TARGET: &str = "x86_64-unknown-linux-musl";
 /// The cargo profile (Cargo.toml): release without debug info.
@@ -158,9 +158,7 @@ pub fn smoke(dist: &Dist) -> Result<()> {
             String::from_utf8_lossy(&check.stderr)
         );
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = free_port()?;
     let server = workspace_root().join("servers/nginx-hello/run");
     let cmd = format!("{} --port {port} --cpus 1", server.display());
     let out = dir.join("run");

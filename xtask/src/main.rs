@@ -1,9 +1,6 @@
 //! Developer tasks: `cargo xtask setup | test | demo | bench | dist`.
 
 mod bench;
-mod bench_conns;
-mod bench_loadgen;
-mod bench_overhead;
 mod demo;
 mod dist;
 mod llvm;
@@ -11,7 +8,7 @@ mod prog_time;
 mod setup;
 mod test;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
 
@@ -83,7 +80,15 @@ pub fn release_srvprof() -> Result<std::path::PathBuf> {
     Ok(root.join("target/release/srvprof"))
 }
 
-/// The workspace root (xtask lives one level below it).
+/// A TCP port on 127.0.0.1 that was free a moment ago (the listener that found it is closed).
+pub fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// The workspace root: the folder above xtask's own manifest, fixed when xtask is compiled.
+/// `cargo xtask` always compiles the xtask of the workspace it is run in, so this is that
+/// workspace from any folder inside it, whatever the current directory.
 pub fn workspace_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -9,7 +9,7 @@ use crate::{run_cmd, workspace_root};
 pub fn run(args: &[String]) -> Result<()> {
     let root = workspace_root();
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
+    if unsafe { libc::geteuid() } != 0 {
         bail!(
             "the eBPF tests load programs into the kernel and need root: run `sudo cargo xtask test`"
         );
@@ -47,7 +47,7 @@ pub fn run(args: &[String]) -> Result<()> {
     // The reference servers under the release srvprof: every cell must complete requests.
     crate::bench::run(&["--quick".to_string()])?;
     // The overhead bench, one short round: every watcher still attaches and nginx still serves.
-    crate::bench_overhead::run(true)?;
+    crate::bench::overhead::run(true)?;
     Ok(())
 }
 
@@ -81,9 +81,4 @@ fn build_stops_with_one_sentence(root: &std::path::Path) -> Result<()> {
     }
     eprintln!("xtask: it stopped with: {}", errors[0]);
     Ok(())
-}
-
-unsafe extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
 }

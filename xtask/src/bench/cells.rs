@@ -2,7 +2,7 @@
 //! against it from CPU 0, and the figures read back from its run.json.
 
 use std::fs::File;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use super::host::{CLIENT_CPU, raise_fd_limit};
 use super::{BenchArgs, ServerSpec};
-use crate::workspace_root;
+use crate::{free_port, workspace_root};
 
 /// First runs build the server (go compiles its standard library cold in ~45 s).
 const SERVER_START_TIMEOUT: Duration = Duration::from_secs(240);
-const CLIENT_CPU: &str = "0";
 
 #[derive(Clone, Debug)]
 pub struct Cell {
@@ -27,7 +27,7 @@ pub struct Cell {
 
 impl Cell {
     pub fn mode(&self) -> &'static str {
-        if self.keepalive { "ka" } else { "close" }
+        mode_name(self.keepalive)
     }
     /// The run folder's name: `<server>-c<N>-<ka|close>`.
     pub fn name(&self) -> String {
@@ -38,6 +38,11 @@ impl Cell {
             self.mode()
         )
     }
+}
+
+/// The connection mode as run folders and chart files name it.
+pub fn mode_name(keepalive: bool) -> &'static str {
+    if keepalive { "ka" } else { "close" }
 }
 
 /// What a cell produced.
@@ -175,25 +180,11 @@ fn read_run_json(dir: &Path) -> Outcome {
 /// 2 fds per connection (client and server side) plus 64 do not fit.
 pub fn ensure_fd_limit(connections: usize) -> Result<()> {
     let needed = (2 * connections + 64) as u64;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit only read/write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            bail!("cannot read the open-files limit (getrlimit failed)");
-        }
-        if limit.rlim_cur < needed && limit.rlim_max > limit.rlim_cur {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        }
-    }
-    if limit.rlim_cur < needed {
+    let limit = raise_fd_limit(needed)?;
+    if limit < needed {
         bail!(
-            "-c {connections} needs {needed} open files (2 per connection + 64) but the limit is {}; \
-             raise it (`ulimit -n {needed}`, as root) or lower --concurrency",
-            limit.rlim_cur
+            "-c {connections} needs {needed} open files (2 per connection + 64) but the limit is {limit}; \
+             raise it (`ulimit -n {needed}`, as root) or lower --concurrency"
         );
     }
     Ok(())
@@ -306,11 +297,6 @@ fn log_tail(log: &Path) -> String {
     } else {
         tail
     }
-}
-
-fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Runs every cell of one server: one server process per connection mode (the server gets

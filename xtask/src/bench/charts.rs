@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use super::cells::Metrics;
-use super::{BenchArgs, Cell, Outcome};
+use super::cells::{Metrics, mode_name};
+use super::{BenchArgs, Cell, Outcome, outcome};
 
 const SIZE: (u32, u32) = (1100, 520);
 
@@ -29,20 +29,28 @@ fn metrics<'a>(
     c: usize,
     keepalive: bool,
 ) -> Option<&'a Metrics> {
-    results.iter().find_map(|(cell, o)| match o {
-        Outcome::Ran(m)
-            if cell.server.label == label
-                && cell.connections == c
-                && cell.keepalive == keepalive =>
-        {
-            Some(m.as_ref())
-        }
-        _ => None,
-    })
+    match outcome(results, label, c, keepalive)? {
+        Outcome::Ran(m) => Some(m),
+        Outcome::Failed(_) => None,
+    }
 }
 
-fn mode_name(keepalive: bool) -> &'static str {
-    if keepalive { "ka" } else { "close" }
+fn mode_caption(keepalive: bool) -> &'static str {
+    if keepalive {
+        "keep-alive"
+    } else {
+        "new connection per request"
+    }
+}
+
+/// The x axis' label: the name of the category at a whole x, none between them.
+fn category_label<T>(x: f64, categories: &[T], name: impl Fn(&T) -> String) -> String {
+    let i = x.round();
+    if (x - i).abs() < 1e-6 && i >= 0.0 {
+        categories.get(i as usize).map(name).unwrap_or_default()
+    } else {
+        String::new()
+    }
 }
 
 fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
@@ -81,11 +89,7 @@ fn throughput_chart(
     root.fill(&WHITE).map_err(plot_err)?;
     let title = format!(
         "requests/s, {} (server CPU 1, client CPU 0)",
-        if keepalive {
-            "keep-alive"
-        } else {
-            "new connection per request"
-        }
+        mode_caption(keepalive)
     );
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
@@ -98,17 +102,7 @@ fn throughput_chart(
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(servers.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 {
-                servers
-                    .get(i as usize)
-                    .map(|s| s.to_string())
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| category_label(*x, &servers, |s| s.to_string()))
         .y_desc("requests/s")
         .draw()
         .map_err(plot_err)?;
@@ -164,14 +158,7 @@ fn p99_chart(
     };
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(plot_err)?;
-    let title = format!(
-        "p99 latency (ms, log scale), {}",
-        if keepalive {
-            "keep-alive"
-        } else {
-            "new connection per request"
-        }
-    );
+    let title = format!("p99 latency (ms, log scale), {}", mode_caption(keepalive));
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(12)
@@ -182,17 +169,7 @@ fn p99_chart(
     chart
         .configure_mesh()
         .x_labels(levels.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if (x - i).abs() < 1e-6 && i >= 0.0 {
-                levels
-                    .get(i as usize)
-                    .map(|c| format!("c={c}"))
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
+        .x_label_formatter(&|x| category_label(*x, levels, |c| format!("c={c}")))
         .y_desc("p99 ms")
         .draw()
         .map_err(plot_err)?;

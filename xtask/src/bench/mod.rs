@@ -2,11 +2,18 @@
 //! `srvprof run` from CPU 0, over a grid of concurrency × connection mode. Writes every run's
 //! folder, markdown tables (BENCH.md), SVG charts and an HTML index into --out.
 //!
-//! `cargo xtask bench loadgen` is the load generator's own comparison (bench_loadgen.rs).
+//! `cargo xtask bench loadgen` is the load generator's own comparison (loadgen.rs), `bench
+//! overhead` what watching costs nginx (overhead.rs), `bench conns` 10,000 held connections
+//! (conns.rs).
 
-pub(crate) mod cells;
+mod cells;
 mod charts;
+mod conns;
+mod host;
 mod index;
+mod loadgen;
+pub(crate) mod overhead;
+mod stats;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -241,15 +248,15 @@ pub(crate) fn parse_secs(text: &str) -> Result<Duration> {
 pub fn run(args: &[String]) -> Result<()> {
     if args.first().map(String::as_str) == Some("overhead") {
         let quick = args[1..].iter().any(|a| a == "--quick");
-        crate::bench_overhead::run(quick)?;
+        overhead::run(quick)?;
         return Ok(());
     }
     if args.first().map(String::as_str) == Some("conns") {
-        return crate::bench_conns::run(&args[1..]);
+        return conns::run(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("loadgen") {
         let quick = args[1..].iter().any(|a| a == "--quick");
-        crate::bench_loadgen::run(quick)?;
+        loadgen::run(quick)?;
         return Ok(());
     }
     let bench = BenchArgs::parse(args)?;
@@ -380,6 +387,23 @@ fn utc_stamp() -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// The outcome of the cell of this server, concurrency and connection mode, if the grid has it.
+pub fn outcome<'a>(
+    results: &'a [(Cell, Outcome)],
+    label: &str,
+    connections: usize,
+    keepalive: bool,
+) -> Option<&'a Outcome> {
+    results
+        .iter()
+        .find(|(cell, _)| {
+            cell.server.label == label
+                && cell.connections == connections
+                && cell.keepalive == keepalive
+        })
+        .map(|(_, o)| o)
 }
 
 /// Relative link from the index to a file in a run folder.

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::cells::Metrics;
-use super::{BenchArgs, Cell, Outcome};
+use super::{BenchArgs, Cell, Outcome, outcome};
 
 /// Study 1 (2009) used `keepalive_timeout 0` and ab without -k: its figures are "close" cells.
 /// Rows: (our label, [req/s at 30, 100, 1000, 5000], [p99 ms at the same]).
@@ -79,20 +79,6 @@ pub fn study_p99_ms(label: &str, connections: usize, keepalive: bool) -> Option<
     STUDY1.iter().find(|r| r.0 == label)?.2.map(|p| p[i])
 }
 
-fn find<'a>(
-    results: &'a [(Cell, Outcome)],
-    label: &str,
-    c: usize,
-    keepalive: bool,
-) -> Option<&'a Outcome> {
-    results
-        .iter()
-        .find(|(cell, _)| {
-            cell.server.label == label && cell.connections == c && cell.keepalive == keepalive
-        })
-        .map(|(_, o)| o)
-}
-
 pub fn thousands(value: f64) -> String {
     let n = value.round() as i64;
     let digits = n.abs().to_string();
@@ -146,7 +132,7 @@ fn grid_table(
     for server in &bench.servers {
         let _ = write!(out, "| {} |", server.label);
         for &c in &bench.concurrency {
-            let ours = match find(results, server.label, c, keepalive) {
+            let ours = match outcome(results, server.label, c, keepalive) {
                 Some(Outcome::Ran(m)) => cell_text(m),
                 Some(Outcome::Failed(_)) => "failed".to_string(),
                 None => "-".to_string(),

@@ -6,19 +6,21 @@
 //! markdown report. SRVPROF_BENCH_ROUNDS overrides the number of rounds.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
+use super::host::{CLIENT_CPU, SERVER_CPU, require_tools, stop, which};
+use super::stats::median;
+use crate::{free_port, workspace_root};
+
 const NGINX: &str = "/usr/sbin/nginx";
-pub(crate) const CLIENT_CPU: &str = "0";
-pub(crate) const SERVER_CPU: &str = "1";
 
 /// One measured run of one tool.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Sample {
     pub(crate) rps: f64,
     pub(crate) p99_ms: f64,
@@ -31,6 +33,20 @@ pub(crate) struct Sample {
 }
 
 impl Sample {
+    /// Each figure's median over the runs (the optional ones over the runs that have them).
+    /// None when there are no runs.
+    pub(crate) fn median(samples: &[Sample]) -> Option<Sample> {
+        let of = |figure: fn(&Sample) -> Option<f64>| {
+            median(&samples.iter().filter_map(figure).collect::<Vec<_>>())
+        };
+        Some(Sample {
+            rps: of(|s| Some(s.rps))?,
+            p99_ms: of(|s| Some(s.p99_ms))?,
+            cpu_us_per_request: of(|s| s.cpu_us_per_request),
+            mean_ms: of(|s| s.mean_ms),
+        })
+    }
+
     /// Share of the closed-loop cycle (connections / throughput) the mean latency accounts for:
     /// near 1 when the tool times everything from send to answer; lower when requests wait
     /// inside the tool before their clock starts (wrk starts it only when the socket is writable
@@ -75,11 +91,10 @@ pub fn run(quick: bool) -> Result<String> {
     let seconds = if quick { 3 } else { 5 };
     let ab_requests: u64 = if quick { 20_000 } else { 50_000 };
 
-    for tool in ["wrk", "ab", "taskset"] {
-        if which(tool).is_none() {
-            bail!("`{tool}` is not installed; run `apt-get install wrk apache2-utils util-linux`");
-        }
-    }
+    require_tools(
+        &["wrk", "ab", "taskset"],
+        "apt-get install wrk apache2-utils util-linux",
+    )?;
     let load = srvprof_load_command(&root)?;
     let oha = which("oha");
 
@@ -129,27 +144,12 @@ pub fn run(quick: bool) -> Result<String> {
                 let s = run_ours(&mut nginx, &mut restarts)?;
                 (run_peer(&mut nginx, &mut restarts)?, s)
             };
-            for (tool, sample) in [(peer_name, &p), ("srvprof", &s)] {
-                report.push_str(&format!(
-                    "| {} | {tool} | {round} | {:.0} | {:.2} | {} | {} | {} |\n",
-                    scenario.name,
-                    sample.rps,
-                    sample.p99_ms,
-                    fmt_opt(sample.mean_ms, 2),
-                    fmt_opt(sample.cycle_covered(scenario.connections), 2),
-                    fmt_cpu(sample.cpu_us_per_request)
-                ));
-            }
+            report.push_str(&round_row(scenario, peer_name, round, &p));
+            report.push_str(&round_row(scenario, "srvprof", round, &s));
             if let Some(oha) = &oha {
+                // oha's CPU is not measured: its column says n/a.
                 let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
-                report.push_str(&format!(
-                    "| {} | oha | {round} | {:.0} | {:.2} | {} | {} | n/a |\n",
-                    scenario.name,
-                    o.rps,
-                    o.p99_ms,
-                    fmt_opt(o.mean_ms, 2),
-                    fmt_opt(o.cycle_covered(scenario.connections), 2)
-                ));
+                report.push_str(&round_row(scenario, "oha", round, &o));
                 oha_samples.push(o);
             }
             peer.push(p);
@@ -161,13 +161,12 @@ pub fn run(quick: bool) -> Result<String> {
             .zip(&ours)
             .filter(|(p, s)| s.rps >= p.rps)
             .count();
-        let mut ratios: Vec<f64> = peer
+        let ratios: Vec<f64> = peer
             .iter()
             .zip(&ours)
             .map(|(p, s)| s.rps / p.rps.max(1e-9))
             .collect();
-        ratios.sort_by(|a, b| a.total_cmp(b));
-        let paired_ratio = ratios[ratios.len() / 2];
+        let paired_ratio = median(&ratios).expect("at least one round");
         let tail_ok = peer
             .iter()
             .zip(&ours)
@@ -176,9 +175,9 @@ pub fn run(quick: bool) -> Result<String> {
         summary.push((
             scenario,
             peer_name,
-            median(&peer),
-            median(&ours),
-            median_opt(&oha_samples),
+            Sample::median(&peer).unwrap_or_default(),
+            Sample::median(&ours).unwrap_or_default(),
+            Sample::median(&oha_samples),
             (faster, tail_ok, paired_ratio),
         ));
     }
@@ -201,8 +200,8 @@ pub fn run(quick: bool) -> Result<String> {
             ours.p99_ms,
             fmt_opt(peer.cycle_covered(scenario.connections), 2),
             fmt_opt(ours.cycle_covered(scenario.connections), 2),
-            fmt_cpu(peer.cpu_us_per_request),
-            fmt_cpu(ours.cpu_us_per_request)
+            fmt_opt(peer.cpu_us_per_request, 2),
+            fmt_opt(ours.cpu_us_per_request, 2)
         ));
     }
     report.push_str(
@@ -242,15 +241,6 @@ pub fn run(quick: bool) -> Result<String> {
     Ok(report)
 }
 
-/// The workspace this file was built in, or the current directory when built elsewhere.
-pub(crate) fn workspace_root() -> PathBuf {
-    let built_in = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
-    match built_in {
-        Some(root) if root.join("crates/loadgen").is_dir() => root.to_path_buf(),
-        _ => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-    }
-}
-
 /// The loadgen crate's `load` example, built from this tree now: it runs exactly the code of
 /// `srvprof load` (same arguments, same `run_load_command`), and a target/release/srvprof left by
 /// an earlier build could be older than the tree. SRVPROF_BENCH_LOAD_BIN names another binary
@@ -279,18 +269,6 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
             .display()
             .to_string(),
     ])
-}
-
-pub(crate) fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("binding a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-pub(crate) fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(tool))
-        .find(|p| p.is_file())
 }
 
 /// One nginx master with one worker pinned to SERVER_CPU; stopped on drop.
@@ -371,18 +349,7 @@ impl Nginx {
 impl Drop for Nginx {
     fn drop(&mut self) {
         // SIGTERM lets the master stop its worker too (SIGKILL would orphan it).
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop(&mut self.child, "TERM", Duration::from_secs(5));
     }
 }
 
@@ -600,12 +567,21 @@ fn run_oha(
     })
 }
 
-fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
-    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
+/// One tool's run in the per-round table.
+fn round_row(scenario: &Scenario, tool: &str, round: usize, sample: &Sample) -> String {
+    format!(
+        "| {} | {tool} | {round} | {:.0} | {:.2} | {} | {} | {} |\n",
+        scenario.name,
+        sample.rps,
+        sample.p99_ms,
+        fmt_opt(sample.mean_ms, 2),
+        fmt_opt(sample.cycle_covered(scenario.connections), 2),
+        fmt_opt(sample.cpu_us_per_request, 2)
+    )
 }
 
-fn fmt_cpu(us: Option<f64>) -> String {
-    us.map_or_else(|| "n/a".to_string(), |v| format!("{v:.2}"))
+fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
 }
 
 fn field_after<'a>(text: &'a str, label: &str) -> Option<&'a str> {
@@ -637,36 +613,6 @@ fn p99_no_worse(ours_ms: f64, peer_ms: f64, peer_rounds_to_ms: bool) -> bool {
     } else {
         ours_ms <= peer_ms
     }
-}
-
-pub(crate) fn median(samples: &[Sample]) -> Sample {
-    median_opt(samples).unwrap_or(Sample {
-        rps: 0.0,
-        p99_ms: 0.0,
-        cpu_us_per_request: None,
-        mean_ms: None,
-    })
-}
-
-fn median_opt(samples: &[Sample]) -> Option<Sample> {
-    if samples.is_empty() {
-        return None;
-    }
-    let mid = |mut v: Vec<f64>| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        v[v.len() / 2]
-    };
-    let cpu: Vec<f64> = samples
-        .iter()
-        .filter_map(|s| s.cpu_us_per_request)
-        .collect();
-    let means: Vec<f64> = samples.iter().filter_map(|s| s.mean_ms).collect();
-    Some(Sample {
-        rps: mid(samples.iter().map(|s| s.rps).collect()),
-        p99_ms: mid(samples.iter().map(|s| s.p99_ms).collect()),
-        cpu_us_per_request: (!cpu.is_empty()).then(|| mid(cpu)),
-        mean_ms: (!means.is_empty()).then(|| mid(means)),
-    })
 }
 
 #[cfg(test)]
@@ -701,6 +647,50 @@ mod tests {
             mean_ms: Some(5.0),
         };
         assert!((s.cycle_covered(1000).unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_sample_median_takes_each_figure_apart() {
+        let run = |rps, p99_ms, cpu| Sample {
+            rps,
+            p99_ms,
+            cpu_us_per_request: cpu,
+            mean_ms: None,
+        };
+        let m = Sample::median(&[
+            run(300.0, 1.0, Some(9.0)),
+            run(100.0, 3.0, None),
+            run(200.0, 2.0, Some(7.0)),
+        ])
+        .unwrap();
+        assert_eq!((m.rps, m.p99_ms), (200.0, 2.0));
+        // Over the two runs that have it: the upper of the two.
+        assert_eq!(m.cpu_us_per_request, Some(9.0));
+        assert_eq!(m.mean_ms, None);
+        assert!(Sample::median(&[]).is_none());
+    }
+
+    #[test]
+    fn a_round_row_says_n_a_for_what_was_not_measured() {
+        let oha = Sample {
+            rps: 70_000.4,
+            p99_ms: 1.234,
+            cpu_us_per_request: None,
+            mean_ms: Some(1.0),
+        };
+        assert_eq!(
+            round_row(&SCENARIOS[0], "oha", 2, &oha),
+            "| keep-alive c=100 | oha | 2 | 70000 | 1.23 | 1.00 | 0.70 | n/a |\n"
+        );
+        let ours = Sample {
+            cpu_us_per_request: Some(3.456),
+            mean_ms: None,
+            ..oha
+        };
+        assert_eq!(
+            round_row(&SCENARIOS[0], "srvprof", 1, &ours),
+            "| keep-alive c=100 | srvprof | 1 | 70000 | 1.23 | n/a | n/a | 3.46 |\n"
+        );
     }
 
     #[test]

@@ -12,12 +12,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::bench::cells::Server;
-use crate::bench::{SERVERS, parse_secs};
-use crate::bench_loadgen::{free_port, wrk_rps_p99_ms};
-use crate::workspace_root;
+use super::cells::Server;
+use super::host::{CLIENT_CPU, raise_fd_limit, require_tools};
+use super::loadgen::wrk_rps_p99_ms;
+use super::stats::{median, spread};
+use super::{SERVERS, parse_secs};
+use crate::{free_port, workspace_root};
 
-const CLIENT_CPU: &str = "0";
 /// The kernel counters a run is judged by, as "Tcp:ActiveOpens" in /proc/net/snmp and netstat.
 const COUNTERS: &[&str] = &[
     "Tcp:ActiveOpens",
@@ -55,12 +56,9 @@ struct Outcome {
 
 pub fn run(args: &[String]) -> Result<()> {
     let args = parse(args)?;
-    for tool in ["wrk", "taskset"] {
-        if !crate::succeeds(Command::new("which").arg(tool)) {
-            bail!("`{tool}` is not installed; run `cargo xtask setup`");
-        }
-    }
-    raise_fd_limit();
+    require_tools(&["wrk", "taskset"], "cargo xtask setup")?;
+    // As high as it goes: wrk does not raise its own.
+    let _ = raise_fd_limit(u64::MAX);
     std::fs::create_dir_all(&args.out)?;
     let srvprof = crate::release_srvprof()?;
     let mut outcomes = Vec::new();
@@ -108,21 +106,6 @@ fn parse(args: &[String]) -> Result<Args> {
         }
     }
     Ok(a)
-}
-
-/// Children inherit the soft limit: wrk does not raise its own.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write a struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 fn one_run(args: &Args, srvprof: &Path, tool: &'static str, round: usize) -> Result<Outcome> {
@@ -366,19 +349,61 @@ fn render(args: &Args, outcomes: &[Outcome]) -> String {
             rss_summary(&o.rss_kb)
         ));
     }
-    let mut ratios: Vec<f64> = (0..args.rounds)
+    let ratios: Vec<f64> = (0..args.rounds)
         .filter_map(|r| {
             let of = |tool| outcomes.iter().find(|o| o.round == r && o.tool == tool);
             Some(of("srvprof")?.rps / of("wrk")?.rps.max(1e-9))
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    if let (Some(lo), Some(hi)) = (ratios.first(), ratios.last()) {
+    if let (Some(mid), Some((lo, hi))) = (median(&ratios), spread(&ratios)) {
         s.push_str(&format!(
-            "\nreq/s srvprof / wrk: median {:.3} over {} round(s) (range {lo:.3}–{hi:.3})\n",
-            ratios[ratios.len() / 2],
+            "\nreq/s srvprof / wrk: median {mid:.3} over {} round(s) (range {lo:.3}–{hi:.3})\n",
             ratios.len()
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(tool: &'static str, round: usize, rps: f64) -> Outcome {
+        Outcome {
+            tool,
+            round,
+            rps,
+            p99_ms: 1.0,
+            errors: "none".into(),
+            kernel: BTreeMap::new(),
+            rss_kb: Vec::new(),
+            empty_intervals: None,
+            resets_by_side: None,
+        }
+    }
+
+    #[test]
+    fn the_ratio_line_has_the_median_and_range_of_the_rounds() {
+        let args = Args {
+            connections: 10,
+            duration: Duration::from_secs(1),
+            rounds: 2,
+            worker_connections: 100,
+            out: PathBuf::new(),
+        };
+        let outcomes = [
+            outcome("srvprof", 0, 90.0),
+            outcome("wrk", 0, 100.0),
+            outcome("wrk", 1, 100.0),
+            outcome("srvprof", 1, 110.0),
+        ];
+        let text = render(&args, &outcomes);
+        // Two rounds: the upper of the two ratios.
+        assert!(
+            text.ends_with(
+                "\nreq/s srvprof / wrk: median 1.100 over 2 round(s) (range 0.900–1.100)\n"
+            ),
+            "{text}"
+        );
+    }
 }

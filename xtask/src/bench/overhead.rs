@@ -12,12 +12,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
-use crate::bench_loadgen::{
-    Nginx, SERVER_CPU, Sample, free_port, median, run_wrk, which, workspace_root,
-};
-use crate::run_cmd;
+use super::host::{SERVER_CPU, require_tools, stop};
+use super::loadgen::{Nginx, Sample, run_wrk};
+use super::stats::median;
+use crate::{free_port, run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;
 
@@ -52,11 +52,7 @@ pub fn run(quick: bool) -> Result<String> {
     let root = workspace_root();
     let rounds = if quick { 1 } else { 5 };
     let seconds = if quick { 3 } else { 5 };
-    for tool in ["wrk", "taskset", "bpftrace", "perf"] {
-        if which(tool).is_none() {
-            bail!("`{tool}` is not installed; run `cargo xtask setup`");
-        }
-    }
+    require_tools(&["wrk", "taskset", "bpftrace", "perf"], "cargo xtask setup")?;
     // bpftrace attaches classic tracepoints, which need tracefs (srvprof does not): mount it if missing.
     if !Path::new("/sys/kernel/tracing/events").exists() {
         eprintln!("xtask: mounting tracefs at /sys/kernel/tracing for bpftrace");
@@ -95,14 +91,9 @@ pub fn run(quick: bool) -> Result<String> {
     for round in 1..=rounds {
         for (i, w) in watchers.iter().enumerate() {
             let attached = attach(*w, &srvprof, master, worker, &dir)?;
-            let busy_before = cpu_busy_ticks(SERVER_CPU)?;
-            let sample = run_wrk(&url, CONNECTIONS, seconds);
-            let busy_after = cpu_busy_ticks(SERVER_CPU)?;
+            let measured = wrk_and_server_cpu(&url, seconds);
             detach(attached);
-            let sample = sample?;
-            let requests = sample.rps * seconds as f64;
-            let us_per_request =
-                (busy_after - busy_before) as f64 * 1e6 / CLOCK_TICKS_PER_S / requests.max(1.0);
+            let (sample, us_per_request) = measured?;
             report.push_str(&format!(
                 "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
                 w.name(),
@@ -117,16 +108,16 @@ pub fn run(quick: bool) -> Result<String> {
     let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
-    let bare = median(&samples[0]).rps;
-    let bare_cost = median_f64(&cpu_costs[0]);
+    let bare = Sample::median(&samples[0]).unwrap_or_default().rps;
+    let bare_cost = median(&cpu_costs[0]).unwrap_or(0.0);
     report.push_str(&format!(
         "\n## Medians\n\n`cost ratio`: bare CPU {SERVER_CPU} us/req over this watcher's, the throughput a \
          server-bound run would keep.\n\n\
          | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio |\n|---|---|---|---|---|---|\n"
     ));
     for (i, w) in watchers.iter().enumerate() {
-        let m = median(&samples[i]);
-        let cost = median_f64(&cpu_costs[i]);
+        let m = Sample::median(&samples[i]).unwrap_or_default();
+        let cost = median(&cpu_costs[i]).unwrap_or(0.0);
         report.push_str(&format!(
             "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} |\n",
             w.name(),
@@ -168,12 +159,8 @@ fn program_time_table(
          | watcher | ns/req, all programs | of which on-CPU sampling (99 Hz) | of which off-CPU stacks | share of bare CPU {SERVER_CPU} time |\n\
          |---|---|---|---|---|\n"
     );
-    let busy_before = cpu_busy_ticks(SERVER_CPU)?;
-    let bare = run_wrk(url, CONNECTIONS, seconds)?;
-    let busy_after = cpu_busy_ticks(SERVER_CPU)?;
-    let bare_ns = (busy_after - busy_before) as f64 * 1e9
-        / CLOCK_TICKS_PER_S
-        / (bare.rps * seconds as f64).max(1.0);
+    let (_, bare_us) = wrk_and_server_cpu(url, seconds)?;
+    let bare_ns = bare_us * 1e3;
     let stats = crate::prog_time::StatsOn::enable()?;
     for w in [
         Watcher::Srvprof,
@@ -212,6 +199,17 @@ fn program_time_table(
     Ok(table)
 }
 
+/// One wrk run, and the server CPU's busy time per request during it in microseconds.
+fn wrk_and_server_cpu(url: &str, seconds: u64) -> Result<(Sample, f64)> {
+    let busy_before = cpu_busy_ticks(SERVER_CPU)?;
+    let sample = run_wrk(url, CONNECTIONS, seconds)?;
+    let busy_after = cpu_busy_ticks(SERVER_CPU)?;
+    let requests = sample.rps * seconds as f64;
+    let us_per_request =
+        (busy_after - busy_before) as f64 * 1e6 / CLOCK_TICKS_PER_S / requests.max(1.0);
+    Ok((sample, us_per_request))
+}
+
 /// USER_HZ: the unit of /proc/stat's CPU times.
 const CLOCK_TICKS_PER_S: f64 = 100.0;
 
@@ -230,12 +228,6 @@ fn cpu_busy_ticks(cpu: &str) -> Result<u64> {
         .collect();
     // user nice system idle iowait irq softirq steal
     Ok([0, 1, 2, 5, 6].iter().filter_map(|&i| v.get(i)).sum())
-}
-
-fn median_f64(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The first child process of `pid` (nginx's worker).
@@ -383,17 +375,7 @@ fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
 
 /// Stops a watcher with SIGINT (each writes what it has and detaches), SIGKILL after 20 s.
 fn detach(child: Option<Child>) {
-    let Some(mut child) = child else { return };
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if let Some(mut child) = child {
+        stop(&mut child, "INT", Duration::from_secs(20));
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }
