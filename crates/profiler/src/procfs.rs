@@ -1,5 +1,7 @@
-//! The kernel's own counters in /proc: CPU time, context switches, softirqs, interrupts, TCP MIBs.
-//! Used both as measurements (user/sys time, listen overflows) and as the truth tests compare against.
+//! What the sampler and target discovery read from /proc: the kernel's own CPU time, softirq,
+//! interrupt and TCP MIB counters, and facts about processes (alive, kernel thread, name, threads).
+//! Where tests check srvprof's figures against /proc they read it with their own code
+//! (tests/support), so the truth does not share these parsers.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -37,12 +39,6 @@ pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
 /// A process's CPU time (all its threads, live and exited).
 pub fn process_cpu_time(pid: u32) -> Option<CpuTime> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu_time(&stat, clock_ticks_per_sec())
-}
-
-/// A thread's CPU time.
-pub fn thread_cpu_time(pid: u32, tid: u32) -> Option<CpuTime> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     parse_stat_cpu_time(&stat, clock_ticks_per_sec())
 }
 
@@ -92,25 +88,6 @@ pub fn comm(pid: u32, tid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
         .ok()
         .map(|s| s.trim_end().to_string())
-}
-
-/// (voluntary, involuntary) context switches from /proc/PID/task/TID/status.
-pub fn thread_ctxt_switches(pid: u32, tid: u32) -> Option<(u64, u64)> {
-    let status = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
-    parse_ctxt_switches(&status)
-}
-
-pub fn parse_ctxt_switches(status: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| -> Option<u64> {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
-    Some((
-        field("voluntary_ctxt_switches:")?,
-        field("nonvoluntary_ctxt_switches:")?,
-    ))
 }
 
 /// /proc/softirqs: vector name -> per-CPU counts.
@@ -269,12 +246,6 @@ mod tests {
         let t = parse_stat_cpu_time(stat, 100).unwrap();
         assert_eq!(t.user_ns, 2_500_000_000);
         assert_eq!(t.sys_ns, 750_000_000);
-    }
-
-    #[test]
-    fn ctxt_switches_from_status() {
-        let status = "Name:\tx\nvoluntary_ctxt_switches:\t42\nnonvoluntary_ctxt_switches:\t7\n";
-        assert_eq!(parse_ctxt_switches(status), Some((42, 7)));
     }
 
     #[test]
