@@ -1,0 +1,367 @@
+//! run.json is the contract: the same recorded samples and load report must give the same run.json
+//! byte for byte. fixtures/run.json was written by the analysis before it became this crate
+//! (srvprof 72e78fa, `srvprof::analysis::run_report::build`) from the inputs below, so a change
+//! to any figure, key, finding or sentence shows here.
+//!
+//! The inputs are made by `inputs()`: six samples one second apart of a server that saturates a
+//! thread, overflows its accept queue, resets connections, takes its NET_RX on one CPU and loses a
+//! worker to SIGSEGV, in sampled mode, and a load report with a 1 s tail and an error burst.
+//! fixtures/samples.json, load.json and exits.json hold them as the old code read them: at 72e78fa a
+//! test deserialized them into `srvprof::sampler::Sample`s, pushed them into
+//! `SampleSeries::on_grid(100 s, 1 s)` and wrote `build(..)` as fixtures/run.json
+//! (`SRVPROF_WRITE_FIXTURE_INPUTS=1` rewrites the inputs from `inputs()`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use srvprof_analysis::analyze;
+use srvprof_analysis::record::{
+    CountNs, CpuUse, ExitRecord, KernelCounters, Sample, TcpResetCount, ThreadCounters, WakePair,
+};
+use srvprof_analysis::run_report::TargetInfo;
+use srvprof_analysis::series::SampleSeries;
+use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist, tcp};
+use srvprof_loadgen::{LatencySummary, LoadReport, TimelineEntry};
+
+const SEC: u64 = 1_000_000_000;
+const START: u64 = 100 * SEC;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Sample k of 6 (k = 0..=5), due at START + k s, read 3 ms late.
+fn sample(k: u64) -> Sample {
+    let mut kernel = KernelCounters::empty(2);
+    let t = START + k * SEC + 3_000_000;
+    kernel.monotonic_ns = t;
+    // Sampled mode: the programs were attached 50 ms of each second.
+    kernel.traced_ns = Some(k * 50_000_000);
+    let thread = |tid: u32, group: u32, comm: &str, busy: u64| ThreadCounters {
+        tid,
+        pid: if group == GROUP_SERVER { 10 } else { 20 },
+        group,
+        comm: comm.into(),
+        voluntary_switches: k * 900 * busy,
+        involuntary_switches: k * 40 * busy,
+        oncpu_ns: k * busy * 300_000_000,
+        offcpu_ns: k * (1000 - busy * 300) * 1_000_000,
+        runq_ns: k * busy * 2_000_000,
+        runq_count: k * 500,
+        migrations: k * 3,
+        syscalls: k * 200 * busy,
+        syscall_ns: k * busy * 9_000_000,
+        cpu_mask: 0b11,
+    };
+    kernel.threads = vec![
+        thread(10, GROUP_SERVER, "nginx", 3),
+        thread(11, GROUP_SERVER, "nginx", 1),
+        thread(20, GROUP_CLIENT, "srvprof-load", 2),
+    ];
+    for (g, hist_k) in [(0usize, 1u64), (1, 2)] {
+        for (v, n) in [(20_000u64, 400), (900_000, 30), (3_000_000, 4)] {
+            kernel.offcpu_hist[g].slots[hist::slot_of(v) as usize] += k * n * hist_k;
+            kernel.runq_hist[g].slots[hist::slot_of(v / 10) as usize] += k * n;
+        }
+    }
+    kernel.syscalls = vec![
+        (
+            GROUP_SERVER,
+            20,
+            CountNs {
+                count: k * 60,
+                total_ns: k * 600_000,
+            },
+        ),
+        (
+            GROUP_SERVER,
+            232,
+            CountNs {
+                count: k * 30,
+                total_ns: k * 900_000,
+            },
+        ),
+        (
+            GROUP_CLIENT,
+            1,
+            CountNs {
+                count: k * 50,
+                total_ns: k * 200_000,
+            },
+        ),
+    ];
+    kernel.wakeups = vec![WakePair {
+        waker_pid: 0,
+        waker_tid: 0,
+        waker_comm: "swapper/1".into(),
+        wakee_tid: 10,
+        wakee_group: GROUP_SERVER,
+        count: k * 700,
+    }];
+    // NET_RX (vector 3) mostly on CPU 1.
+    kernel.softirqs[1][3] = CountNs {
+        count: k * 400,
+        total_ns: k * 800_000,
+    };
+    kernel.softirqs[0][3] = CountNs {
+        count: k * 10,
+        total_ns: k * 20_000,
+    };
+    kernel.hardirqs = vec![(
+        9999,
+        vec![
+            CountNs {
+                count: k * 5,
+                total_ns: k * 5_000
+            };
+            2
+        ],
+    )];
+    let at = |side, counter| tcp::index(side, counter) as usize;
+    kernel.tcp[at(tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS)] = k * 7;
+    kernel.tcp[at(tcp::SIDE_SERVER, tcp::RETRANSMITS)] = k * 2;
+    kernel.tcp[at(tcp::SIDE_SERVER, tcp::RESETS_SENT)] = k * 30;
+    kernel.tcp[at(tcp::SIDE_CLIENT, tcp::RESETS_RECEIVED)] = k * 30;
+    kernel.tcp[at(tcp::SIDE_OTHER, tcp::RESETS_SENT)] = k;
+    kernel.tcp_resets = vec![
+        TcpResetCount {
+            side: tcp::SIDE_SERVER,
+            sent: true,
+            state: "CLOSE".into(),
+            reason: Some("TCP_ABORT_ON_CLOSE".into()),
+            count: k * 25,
+        },
+        TcpResetCount {
+            side: tcp::SIDE_SERVER,
+            sent: true,
+            state: "ESTABLISHED".into(),
+            reason: Some("TCP_STATE".into()),
+            count: k * 5,
+        },
+        TcpResetCount {
+            side: tcp::SIDE_CLIENT,
+            sent: false,
+            state: "ESTABLISHED".into(),
+            reason: None,
+            count: k * 30,
+        },
+    ];
+    kernel.lost[1] = if k >= 4 { 3 } else { 0 };
+    let cpu = |pid: u32, tid: u32, group: u32, comm: &str, user: u64, sys: u64| CpuUse {
+        pid,
+        tid,
+        group,
+        comm: comm.into(),
+        user_ns: k * user,
+        sys_ns: k * sys,
+    };
+    let net_mib: BTreeMap<String, u64> = [
+        ("TcpExt:ListenOverflows", 40),
+        ("TcpExt:ListenDrops", 45),
+        ("TcpExt:TCPSynRetrans", 8),
+        ("Tcp:RetransSegs", 12),
+        ("Tcp:OutRsts", 31),
+        ("Tcp:EstabResets", 6),
+        ("TcpExt:TCPAbortOnClose", 25),
+    ]
+    .into_iter()
+    .map(|(name, per_s)| (name.to_string(), k * per_s))
+    .collect();
+    Sample {
+        monotonic_ns: t,
+        due_ns: Some(START + k * SEC),
+        kernel,
+        thread_cpu: vec![
+            cpu(10, 10, GROUP_SERVER, "nginx", 400_000_000, 550_000_000),
+            cpu(10, 11, GROUP_SERVER, "nginx", 100_000_000, 150_000_000),
+            cpu(
+                20,
+                20,
+                GROUP_CLIENT,
+                "srvprof-load",
+                300_000_000,
+                200_000_000,
+            ),
+        ],
+        process_cpu: vec![
+            cpu(10, 0, GROUP_SERVER, "nginx", 500_000_000, 700_000_000),
+            cpu(
+                20,
+                0,
+                GROUP_CLIENT,
+                "srvprof-load",
+                300_000_000,
+                200_000_000,
+            ),
+        ],
+        net_mib,
+        listen_socket_drops: Some(k * 42),
+        softirq_counts: vec![
+            [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
+            [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
+        ],
+        irq_counts: vec![(9999, vec![k * 100, k * 100])],
+        irq_names: BTreeMap::new(),
+        responses: Some(k * 20_000),
+        traced_responses: Some(k * 1_000),
+    }
+}
+
+fn load() -> LoadReport {
+    let row = |i: u64, errors: u64, p99_us: u64| TimelineEntry {
+        t_s: i as f64,
+        completed: 20_000 - errors,
+        errors,
+        p50_us: 800 + i * 10,
+        p99_us,
+        max_us: p99_us + 100,
+        throughput_rps: (20_000 - errors) as f64,
+    };
+    let mut load = LoadReport {
+        throughput_rps: 19_800.0,
+        requests: 100_000,
+        completed: 99_000,
+        errors: 1_200,
+        duration_s: 5.0,
+        latency_us: LatencySummary {
+            p50: 850,
+            p99: 1_020_000,
+            max: 3_100_000,
+            mean: 1_900.0,
+            count: 99_000,
+            ..Default::default()
+        },
+        timeline: vec![
+            row(0, 0, 2_000),
+            row(1, 1_100, 1_030_000),
+            row(2, 40, 9_000),
+            row(3, 30, 1_010_000),
+            row(4, 30, 3_000),
+        ],
+        connections_opened: 1_200,
+        idle_closed_by_server: 150,
+        ..Default::default()
+    };
+    load.errors_by_kind.insert("reset".into(), 1_000);
+    load.errors_by_kind.insert("read_timeout".into(), 200);
+    load.config.connections = 1_000;
+    load.config.timeout_s = 2.0;
+    load.config.warmup_s = 1.0;
+    load.client_cpu.max_thread_utilization = 0.5;
+    load
+}
+
+fn exits() -> Vec<ExitRecord> {
+    vec![ExitRecord {
+        pid: 10,
+        tid: 11,
+        group: GROUP_SERVER,
+        comm: "nginx".into(),
+        exit_code: None,
+        signal: Some(11),
+        t_s: 3.2,
+        monotonic_ns: START + 3_200_000_000,
+    }]
+}
+
+/// The samples, load report and exits as fixtures/ holds them (what the old code read).
+fn inputs() -> (Vec<Sample>, LoadReport, Vec<ExitRecord>) {
+    ((0..=5).map(sample).collect(), load(), exits())
+}
+
+fn read<T: serde::de::DeserializeOwned>(name: &str) -> T {
+    let text = std::fs::read_to_string(fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn the_fixture_inputs_are_what_inputs_makes() {
+    let (samples, load, exits) = inputs();
+    if std::env::var_os("SRVPROF_WRITE_FIXTURE_INPUTS").is_some() {
+        let write = |name: &str, v: serde_json::Value| {
+            std::fs::write(fixture(name), serde_json::to_string_pretty(&v).unwrap()).unwrap()
+        };
+        write("samples.json", serde_json::to_value(&samples).unwrap());
+        write("load.json", serde_json::to_value(&load).unwrap());
+        write("exits.json", serde_json::to_value(&exits).unwrap());
+    }
+    assert_eq!(read::<Vec<Sample>>("samples.json"), samples);
+    assert_eq!(
+        serde_json::to_value(read::<LoadReport>("load.json")).unwrap(),
+        serde_json::to_value(&load).unwrap()
+    );
+    assert_eq!(read::<Vec<ExitRecord>>("exits.json"), exits);
+}
+
+#[test]
+fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
+    let (samples, load, exits) = inputs();
+    let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+    for s in samples {
+        series.push(s);
+    }
+    let target = TargetInfo {
+        pids: vec![10],
+        url: "http://127.0.0.1:8080/".into(),
+        cmd: None,
+    };
+    let run = analyze(target, load, &series, &exits, vec!["a note".into()]);
+    let got = serde_json::to_value(&run).unwrap();
+    let want: serde_json::Value = read("run.json");
+    let mut changed = Vec::new();
+    differences(&want, &got, String::new(), &mut changed);
+    assert!(
+        changed.is_empty(),
+        "run.json changed (was -> now): {changed:#?}; if on purpose, say so and rewrite fixtures/run.json"
+    );
+    // The inputs make the findings worth guarding.
+    let kinds: Vec<&str> = run.findings.iter().map(|f| f.kind.name()).collect();
+    for kind in [
+        "target_died",
+        "server_resets",
+        "syn_retransmit_tail",
+        "error_burst",
+    ] {
+        assert!(kinds.contains(&kind), "{kinds:?}");
+    }
+}
+
+/// Every path where `now` differs from `was`, with both values.
+fn differences(
+    was: &serde_json::Value,
+    now: &serde_json::Value,
+    path: String,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (was, now) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let (x, y) = (
+                    a.get(k).unwrap_or(&Value::Null),
+                    b.get(k).unwrap_or(&Value::Null),
+                );
+                if !a.contains_key(k) || !b.contains_key(k) {
+                    out.push(format!("{path}.{k}: {x} -> {y} (key added or removed)"));
+                } else {
+                    differences(x, y, format!("{path}.{k}"), out);
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                differences(x, y, format!("{path}[{i}]"), out);
+            }
+        }
+        // serde_json reads floats to within one ulp (no float_roundtrip): the same figure.
+        (Value::Number(a), Value::Number(b))
+            if a.as_f64()
+                .zip(b.as_f64())
+                .is_some_and(|(a, b)| (a - b).abs() <= 1e-12 * a.abs().max(b.abs())) => {}
+        _ if was != now => out.push(format!("{path}: {was} -> {now}")),
+        _ => {}
+    }
+}
