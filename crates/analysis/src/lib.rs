@@ -6,7 +6,7 @@
 //!
 //! The flow: [`series::SampleSeries`] holds the samples; [`kernel_report`] turns two of them into
 //! one side's figures over the window, [`interval`] into one timeline row; [`run_report::build`]
-//! puts run.json together and [`rules`] reads it to write the findings. [`analyze`] does both.
+//! puts run.json together and [`rules`] reads it to write the findings ([`with_findings`]).
 
 pub mod finding;
 pub mod interval;
@@ -17,21 +17,10 @@ pub mod rules;
 pub mod run_report;
 pub mod series;
 
-use srvprof_loadgen::LoadReport;
+use run_report::RunReport;
 
-use record::ExitRecord;
-use run_report::{RunReport, TargetInfo};
-use series::SampleSeries;
-
-/// run.json from the samples and the load report: the figures, then the findings read from them.
-pub fn analyze(
-    target: TargetInfo,
-    load: LoadReport,
-    series: &SampleSeries,
-    exits: &[ExitRecord],
-    notes: Vec<String>,
-) -> RunReport {
-    let mut report = run_report::build(target, load, series, exits, notes);
+/// The report with its findings: the rules read the figures `run_report::build` put together.
+pub fn with_findings(mut report: RunReport) -> RunReport {
     report.findings = rules::findings(&report);
     report
 }

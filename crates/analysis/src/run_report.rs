@@ -246,7 +246,7 @@ pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
 }
 
 /// Builds the run report from the series of samples taken at the load's interval boundaries,
-/// without its findings (crate::analyze adds them: the rules read the report).
+/// without its findings (crate::with_findings adds them: the rules read the report).
 pub fn build(
     target: TargetInfo,
     load: LoadReport,

@@ -14,12 +14,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use srvprof_analysis::analyze;
 use srvprof_analysis::record::{
     CountNs, CpuUse, ExitRecord, KernelCounters, Sample, TcpResetCount, ThreadCounters, WakePair,
 };
-use srvprof_analysis::run_report::TargetInfo;
+use srvprof_analysis::run_report::{TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;
+use srvprof_analysis::with_findings;
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist, tcp};
 use srvprof_loadgen::{LatencySummary, LoadReport, TimelineEntry};
 
@@ -307,7 +307,7 @@ fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
         url: "http://127.0.0.1:8080/".into(),
         cmd: None,
     };
-    let run = analyze(target, load, &series, &exits, vec!["a note".into()]);
+    let run = with_findings(build(target, load, &series, &exits, vec!["a note".into()]));
     let got = serde_json::to_value(&run).unwrap();
     let want: serde_json::Value = read("run.json");
     let mut changed = Vec::new();

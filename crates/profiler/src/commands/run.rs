@@ -15,9 +15,9 @@ use crate::render::run_text;
 use crate::render::{self, folded::FoldedStacks, symbolize};
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
-use srvprof_analysis::analyze;
-use srvprof_analysis::run_report::{RunReport, TargetInfo};
+use srvprof_analysis::run_report::{RunReport, TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;
+use srvprof_analysis::with_findings;
 
 /// Default warmup of `run` when --warmup is not given: excluded from every figure.
 pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
@@ -123,7 +123,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         url,
         cmd: args.cmd.clone(),
     };
-    let report = analyze(target, load, &samples, &exits, notes);
+    let report = with_findings(build(target, load, &samples, &exits, notes));
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
         write_run(dir, &report, stacks.as_ref(), args.force)?;
