@@ -154,3 +154,28 @@ pub fn client_concurrency_short(r: &RunReport) -> Option<Finding> {
             )
         })
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::rules::test_support::*;
+
+    fn saturated(run: &RunReport) -> String {
+        server_cpu_saturated(run)
+            .expect("a 98% busy thread is saturated")
+            .summary
+    }
+
+    #[test]
+    fn a_saturated_server_names_its_syscalls_or_says_they_were_not_recorded() {
+        assert!(
+            saturated(&busy_server(0.98, false).build()).contains("sys goes to writev 1.0/req")
+        );
+        let off = saturated(&busy_server(0.98, true).build());
+        assert!(
+            off.contains("syscalls not recorded (--syscalls off)"),
+            "{off}"
+        );
+        assert!(!off.contains("sys goes to"), "{off}");
+    }
+}

@@ -241,3 +241,142 @@ pub fn resets(r: &RunReport) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use srvprof_common::tcp;
+
+    use super::*;
+    use crate::record::TcpResetCount;
+    use crate::rules::test_support::*;
+
+    fn idle_closed(run: &mut RunReport, closed: u64) -> Option<Finding> {
+        run.load.idle_closed_by_server = closed;
+        run.load.config.connections = 10_000;
+        run.load.duration_s = 10.0;
+        server_closed_idle(run)
+    }
+
+    #[test]
+    fn idle_connections_closed_by_the_server_from_the_threshold_on_with_nginx_s_fix() {
+        let mut run = busy_server(0.98, false).build();
+        assert!(idle_closed(&mut run, IDLE_CLOSED_MIN - 1).is_none());
+        let at = idle_closed(&mut run, IDLE_CLOSED_MIN).expect("at the threshold");
+        assert_eq!(at.evidence["idle_closed_by_server"], IDLE_CLOSED_MIN as f64);
+        let f = idle_closed(&mut run, 4_000).expect("above it");
+        assert_eq!(f.evidence["idle_closed_per_s"], 400.0);
+        // nginx (the thread's comm): worker_connections for 10,000 connections and 64 more.
+        assert!(
+            f.summary.contains("worker_connections to at least 10731"),
+            "{}",
+            f.summary
+        );
+        run.server.threads[0].comm = "hello-server".into();
+        let other = idle_closed(&mut run, 4_000).unwrap();
+        assert!(!other.summary.contains("nginx"), "{}", other.summary);
+    }
+
+    /// A recorded window in which each (side, n) of `sent` sent n resets, closing with SO_LINGER 0
+    /// (kernel reason TCP_STATE, socket in CLOSE), all received by the other side; the load
+    /// generator saw the (kind, count) `errors`.
+    pub(crate) fn reset_recording(sent: &[(u32, u64)], errors: &[(&str, u64)]) -> Recording {
+        let mut rec = Recording::window()
+            .each(|s, k| {
+                for &(side, n) in sent {
+                    let other = tcp::SIDE_SERVER + tcp::SIDE_CLIENT - side;
+                    s.kernel.tcp[tcp::index(side, tcp::RESETS_SENT) as usize] += grown(n, k);
+                    s.kernel.tcp[tcp::index(other, tcp::RESETS_RECEIVED) as usize] += grown(n, k);
+                    s.kernel.tcp_resets.extend([
+                        TcpResetCount {
+                            side,
+                            sent: true,
+                            state: "CLOSE".into(),
+                            reason: Some("TCP_STATE".into()),
+                            count: grown(n, k),
+                        },
+                        TcpResetCount {
+                            side: other,
+                            sent: false,
+                            state: "ESTABLISHED".into(),
+                            reason: None,
+                            count: grown(n, k),
+                        },
+                    ]);
+                }
+            })
+            .rows(|row, _| row.errors = errors.iter().map(|(_, n)| n).sum());
+        rec.load.errors_by_kind = errors.iter().map(|&(kind, n)| (kind.into(), n)).collect();
+        rec
+    }
+
+    /// A run where the server sent `resets` resets (SO_LINGER 0 closes) and the client saw
+    /// `reset_errors` of the run's `errors`.
+    pub(crate) fn resets_run(resets: u64, reset_errors: u64, errors: u64) -> RunReport {
+        reset_recording(
+            &[(tcp::SIDE_SERVER, resets)],
+            &[
+                ("reset", reset_errors),
+                ("read_timeout", errors - reset_errors),
+            ],
+        )
+        .build()
+    }
+
+    fn reset_finding(run: &RunReport) -> Option<Finding> {
+        resets(run)
+            .into_iter()
+            .find(|f| f.kind == FindingKind::ServerResets)
+    }
+
+    #[test]
+    fn resets_make_a_finding_from_resets_min_on() {
+        assert!(reset_finding(&resets_run(RESETS_MIN - 1, RESETS_MIN - 1, 20)).is_none());
+        for n in [RESETS_MIN, RESETS_MIN + 1] {
+            let f = reset_finding(&resets_run(n, n, n)).expect("a finding at RESETS_MIN");
+            assert_eq!(f.evidence["resets_sent"], n as f64);
+            assert!(
+                f.summary
+                    .starts_with(&format!("the server sent {n} TCP resets")),
+                "{}",
+                f.summary
+            );
+            assert!(f.summary.contains("SO_LINGER 0"), "{}", f.summary);
+            assert!(
+                f.summary
+                    .contains("kernel reason TCP_STATE, socket in CLOSE"),
+                "{}",
+                f.summary
+            );
+        }
+    }
+
+    #[test]
+    fn resets_behind_half_the_errors_are_critical() {
+        // 100 resets; the client saw 49, 50 or 51 of them among 100 errors.
+        let severity = |reset_errors| {
+            let f = reset_finding(&resets_run(100, reset_errors, 100)).unwrap();
+            assert_eq!(f.evidence["error_share"], reset_errors as f64 / 100.0);
+            f.severity
+        };
+        assert_eq!(severity(49), Severity::Warning);
+        assert_eq!(severity(50), Severity::Critical);
+        assert_eq!(severity(51), Severity::Critical);
+    }
+
+    #[test]
+    fn each_reason_is_told_in_plain_words() {
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_CLOSE"), "CLOSE");
+        assert!(what.contains("had not read what the peer sent"), "{what}");
+        let (what, _) = reset_cause(Some("TCP_TIMEWAIT_SOCKET"), "TIME_WAIT");
+        assert!(
+            what.contains("the peer wrote after this side closed"),
+            "{what}"
+        );
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_DATA"), "CLOSE");
+        assert!(what.contains("data after it had closed"), "{what}");
+        let (what, _) = reset_cause(Some("TCP_ABORT_ON_LINGER"), "CLOSE");
+        assert!(what.contains("FIN_WAIT2"), "{what}");
+        let (what, _) = reset_cause(Some("SOMETHING_NEW"), "ESTABLISHED");
+        assert!(what.contains("SOMETHING_NEW"), "{what}");
+    }
+}
