@@ -157,8 +157,222 @@ pub fn client_concurrency_short(r: &RunReport) -> Option<Finding> {
 
 #[cfg(test)]
 pub(super) mod tests {
+    use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist};
+
     use super::*;
+    use crate::record::{CpuUse, ThreadCounters};
     use crate::rules::test_support::*;
+
+    /// A recorded window in which the load generator's thread was on a CPU or waiting for one
+    /// `share` of the time, a quarter of that in the run queue.
+    fn client_starved(share: f64) -> RunReport {
+        let ns = ns_of(share);
+        Recording::window()
+            .each(|s, k| {
+                s.kernel.threads.push(ThreadCounters {
+                    oncpu_ns: grown(ns - ns / 4, k),
+                    runq_ns: grown(ns / 4, k),
+                    ..thread(GROUP_CLIENT, 20, "srvprof-load", 1, k)
+                })
+            })
+            .build()
+    }
+
+    /// A run whose load generator said its busiest thread was `busiest` busy, and whether it
+    /// called itself saturated.
+    fn client_says(busiest: f64, saturated: bool) -> RunReport {
+        let mut run = quiet_run();
+        run.load.client_cpu.max_thread_utilization = busiest;
+        run.load.client_cpu.saturated = saturated;
+        run
+    }
+
+    fn client_bound_table() -> Table {
+        let starved = |share: f64| {
+            finds(
+                FindingKind::ClientBound,
+                Severity::Critical,
+                &[
+                    ("client_thread_busy_or_runnable_share", share),
+                    ("client_thread_runq_share", share / 4.0),
+                ],
+            )
+        };
+        let says = |busiest: f64| {
+            finds(
+                FindingKind::ClientBound,
+                Severity::Critical,
+                &[("client_busiest_thread_utilization", busiest)],
+            )
+        };
+        let (below, at, above) = (CPU_SATURATED - 0.01, CPU_SATURATED, CPU_SATURATED + 0.01);
+        #[rustfmt::skip]
+        let cases = [
+            ("recorded: client thread busy or runnable just below", client_starved(below), nothing()),
+            ("recorded: client thread busy or runnable at CPU_SATURATED", client_starved(at), starved(at)),
+            ("recorded: client thread busy or runnable just above", client_starved(above), starved(above)),
+            ("load generator's busiest thread just below", client_says(below, false), nothing()),
+            ("load generator's busiest thread at CPU_SATURATED", client_says(at, false), says(at)),
+            ("load generator's busiest thread just above", client_says(above, false), says(above)),
+            ("the load generator says it saturated", client_says(0.5, true), says(0.5)),
+        ];
+        Table::new(client_bound, cases)
+    }
+
+    fn server_cpu_saturated_table() -> Table {
+        let saturated = |busy: f64, sys_share: f64, tid: f64| {
+            finds(
+                FindingKind::ServerCpuSaturated,
+                Severity::Warning,
+                &[("busy_share", busy), ("sys_share", sys_share), ("tid", tid)],
+            )
+        };
+        let busy = |share: f64| busy_server(share, false).build();
+        // Beside nginx's thread (half busy), thread 8 of `group`, busy `share` of the time in user.
+        let beside = |share: f64, group: u32| {
+            let ns = ns_of(share);
+            busy_server(0.5, false)
+                .each(|s, k| {
+                    s.kernel.threads.push(thread(group, 8, "worker", 1, k));
+                    s.thread_cpu.push(CpuUse {
+                        tid: 8,
+                        pid: 8,
+                        user_ns: grown(ns, k),
+                        ..Default::default()
+                    });
+                })
+                .build()
+        };
+        let (below, at, above) = (CPU_SATURATED - 0.01, CPU_SATURATED, CPU_SATURATED + 0.01);
+        #[rustfmt::skip]
+        let cases = [
+            ("recorded: busiest thread just below", busy(below), nothing()),
+            ("recorded: busiest thread at CPU_SATURATED", busy(at), saturated(at, 0.6, 7.0)),
+            ("recorded: busiest thread just above", busy(above), saturated(above, 0.6, 7.0)),
+            ("recorded: the busier of two server threads", beside(above, GROUP_SERVER), saturated(above, 0.0, 8.0)),
+            ("recorded: a busy client thread is not the server's", beside(above, GROUP_CLIENT), nothing()),
+        ];
+        Table::new(server_cpu_saturated, cases)
+    }
+
+    /// A run whose server threads' run-queue p99 was `us`.
+    fn runq_p99(us: f64) -> RunReport {
+        let mut run = quiet_run();
+        run.server.runq_latency_us.p99 = us;
+        run
+    }
+
+    /// A recorded window in which the server's thread waited in the run queue 100 times, every
+    /// wait in histogram slot `slot`, and was switched out involuntarily 2,500 times.
+    fn runq_waits_in(slot: u32) -> RunReport {
+        Recording::window()
+            .each(|s, k| {
+                s.kernel.runq_hist[GROUP_SERVER as usize].slots[slot as usize] = grown(100, k);
+                s.kernel.threads.push(ThreadCounters {
+                    involuntary_switches: grown(2_500, k),
+                    ..thread(GROUP_SERVER, 7, "server", 0, k)
+                });
+            })
+            .build()
+    }
+
+    fn runq_tail_table() -> Table {
+        let tail = |runq_p99_us: f64, switches_per_request: f64| {
+            finds(
+                FindingKind::RunqTail,
+                Severity::Warning,
+                &[
+                    ("runq_p99_us", runq_p99_us),
+                    ("involuntary_switches_per_request", switches_per_request),
+                    ("p99_us", 1_000.0),
+                ],
+            )
+        };
+        let (below, at, above) = (RUNQ_P99_US - 1.0, RUNQ_P99_US, RUNQ_P99_US + 1.0);
+        let mut none_completed = runq_p99(above);
+        none_completed.load.completed = 0;
+        // The histogram slot a wait of RUNQ_P99_US falls in; a p99 is read as its slot's upper bound.
+        let slot = hist::slot_of((RUNQ_P99_US * 1e3) as u64);
+        let read_as = |slot: u32| hist::slot_upper_bound(slot) as f64 / 1e3;
+        // 2,500 involuntary switches over the window's requests.
+        let switches = 2_500.0 / (RPS * WINDOW_S) as f64;
+        #[rustfmt::skip]
+        let cases = [
+            ("run-queue p99 just below", runq_p99(below), nothing()),
+            ("run-queue p99 at RUNQ_P99_US", runq_p99(at), tail(at, 0.0)),
+            ("run-queue p99 just above", runq_p99(above), tail(above, 0.0)),
+            ("no request completed", none_completed, nothing()),
+            ("recorded: waits in the slot below RUNQ_P99_US's", runq_waits_in(slot - 1), nothing()),
+            ("recorded: waits in RUNQ_P99_US's slot", runq_waits_in(slot), tail(read_as(slot), switches)),
+            ("recorded: waits in the slot above", runq_waits_in(slot + 1), tail(read_as(slot + 1), switches)),
+        ];
+        Table::new(runq_tail, cases)
+    }
+
+    /// A closed-loop run whose load generator kept `share` of its connections busy (a mean
+    /// latency of 1 s: throughput is the busy connections) while its busiest thread was `busiest`.
+    fn concurrency(share: f64, busiest: f64) -> RunReport {
+        let mut run = quiet_run();
+        run.load.latency_us.mean = 1e6;
+        run.load.throughput_rps = share * run.load.config.connections as f64;
+        run.load.client_cpu.max_thread_utilization = busiest;
+        run
+    }
+
+    fn client_concurrency_short_table() -> Table {
+        let connections = quiet_run().load.config.connections as f64;
+        let short = |share: f64| {
+            finds(
+                FindingKind::ClientConcurrencyShort,
+                Severity::Warning,
+                &[
+                    ("busy_connections", share * connections),
+                    ("requested_connections", connections),
+                ],
+            )
+        };
+        let share = CLIENT_CONCURRENCY_SHARE;
+        let busy = CLIENT_CONCURRENCY_BUSY;
+        let mut open_loop = concurrency(0.25, 1.0);
+        open_loop.load.config.rate = Some(1_000.0);
+        let mut none_completed = concurrency(0.25, 1.0);
+        none_completed.load.completed = 0;
+        let mut no_connections = concurrency(0.25, 1.0);
+        no_connections.load.config.connections = 0;
+        #[rustfmt::skip]
+        let cases = [
+            ("busy connections just below the share", concurrency(share - 0.01, 1.0), short(share - 0.01)),
+            ("busy connections at CLIENT_CONCURRENCY_SHARE", concurrency(share, 1.0), nothing()),
+            ("busy connections just above the share", concurrency(share + 0.01, 1.0), nothing()),
+            ("busiest thread just below", concurrency(0.25, busy - 0.01), nothing()),
+            ("busiest thread at CLIENT_CONCURRENCY_BUSY", concurrency(0.25, busy), short(0.25)),
+            ("busiest thread just above", concurrency(0.25, busy + 0.01), short(0.25)),
+            ("open loop", open_loop, nothing()),
+            ("no request completed", none_completed, nothing()),
+            ("no connection asked for", no_connections, nothing()),
+        ];
+        Table::new(client_concurrency_short, cases)
+    }
+
+    #[test]
+    fn client_bound_around_cpu_saturated() {
+        client_bound_table().check();
+    }
+
+    #[test]
+    fn server_cpu_saturated_around_cpu_saturated() {
+        server_cpu_saturated_table().check();
+    }
+
+    #[test]
+    fn runq_tail_around_runq_p99_us() {
+        runq_tail_table().check();
+    }
+
+    #[test]
+    fn client_concurrency_short_around_its_share_and_busy_thresholds() {
+        client_concurrency_short_table().check();
+    }
 
     fn saturated(run: &RunReport) -> String {
         server_cpu_saturated(run)

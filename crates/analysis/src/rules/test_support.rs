@@ -3,8 +3,11 @@
 //! generator's report) and put together by run_report::build, so that a case covers the decoding
 //! of the samples as well as the rule.
 
+use std::collections::BTreeSet;
+
 use srvprof_loadgen::{ConfigEcho, LatencySummary, LoadReport, TimelineEntry};
 
+use crate::finding::{Finding, FindingKind, Severity};
 use srvprof_common::GROUP_SERVER;
 
 use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Sample, ThreadCounters};
@@ -137,6 +140,11 @@ impl Recording {
     }
 }
 
+/// A recorded window in which nothing happened but RPS requests a second.
+pub fn quiet_run() -> RunReport {
+    Recording::window().build()
+}
+
 /// Thread `tid` of `group`, named `comm`, allowed on CPU `cpu` only, as sample `k` read it: it
 /// went off CPU 100 times an interval (the report keeps only threads that did something).
 pub fn thread(group: u32, tid: u32, comm: &str, cpu: u32, k: u64) -> ThreadCounters {
@@ -178,4 +186,91 @@ pub fn busy_server(busy: f64, syscalls_off: bool) -> Recording {
                 .push((GROUP_SERVER, writev, CountNs { count, total_ns }));
         }
     })
+}
+
+/// A finding a case expects: its kind, its severity, and the evidence that matters.
+#[derive(Debug)]
+pub struct Expected {
+    kind: FindingKind,
+    severity: Severity,
+    evidence: Vec<(&'static str, f64)>,
+}
+
+/// The rule says nothing.
+pub fn nothing() -> Vec<Expected> {
+    Vec::new()
+}
+
+/// The rule makes one finding of this kind and severity, with (at least) this evidence.
+pub fn finds(
+    kind: FindingKind,
+    severity: Severity,
+    evidence: &[(&'static str, f64)],
+) -> Vec<Expected> {
+    vec![Expected {
+        kind,
+        severity,
+        evidence: evidence.to_vec(),
+    }]
+}
+
+/// A rule, whether it makes an Option or a Vec of findings.
+type Rule = Box<dyn Fn(&RunReport) -> Vec<Finding>>;
+
+/// A rule and its cases.
+pub struct Table {
+    name: &'static str,
+    rule: Rule,
+    /// What each case is, the run the rule reads, and what it should find.
+    cases: Vec<(String, RunReport, Vec<Expected>)>,
+}
+
+impl Table {
+    pub fn new<F, T>(
+        rule: F,
+        cases: impl IntoIterator<Item = (impl Into<String>, RunReport, Vec<Expected>)>,
+    ) -> Table
+    where
+        F: Fn(&RunReport) -> T + 'static,
+        T: IntoIterator<Item = Finding>,
+    {
+        Table {
+            name: std::any::type_name::<F>(),
+            rule: Box::new(move |r| rule(r).into_iter().collect()),
+            cases: cases
+                .into_iter()
+                .map(|(name, run, expect)| (name.into(), run, expect))
+                .collect(),
+        }
+    }
+
+    /// Runs every case, panics at the first whose findings are not the expected ones; returns the
+    /// kinds of finding the cases made.
+    pub fn check(&self) -> BTreeSet<FindingKind> {
+        let mut made = BTreeSet::new();
+        for (case, run, expected) in &self.cases {
+            let found = (self.rule)(run);
+            let at = format!("{} / {case}", self.name);
+            assert_eq!(
+                found.len(),
+                expected.len(),
+                "{at}: expected {expected:?}, found {found:#?}"
+            );
+            for (f, e) in found.iter().zip(expected) {
+                assert_eq!((f.kind, f.severity), (e.kind, e.severity), "{at}: {f:#?}");
+                for (key, want) in &e.evidence {
+                    let got = *f
+                        .evidence
+                        .get(*key)
+                        .unwrap_or_else(|| panic!("{at}: no evidence {key} in {f:#?}"));
+                    assert!(
+                        (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+                        "{at}: {key} is {got}, expected {want}"
+                    );
+                }
+                made.insert(f.kind);
+            }
+        }
+        made
+    }
 }
