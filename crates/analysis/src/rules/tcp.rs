@@ -250,6 +250,221 @@ pub(super) mod tests {
     use crate::record::TcpResetCount;
     use crate::rules::test_support::*;
 
+    /// A recorded window with a request p99 of `p99_us`, in which the server's network namespace
+    /// counted `overflows` accept-queue overflows (and as many listen drops) and the client
+    /// retransmitted `syns` SYNs to the server's port.
+    fn syn_recording(p99_us: u64, overflows: u64, syns: u64) -> Recording {
+        let mut rec = Recording::window().each(|s, k| {
+            s.net_mib
+                .insert("TcpExt:ListenOverflows".into(), grown(overflows, k));
+            s.net_mib
+                .insert("TcpExt:ListenDrops".into(), grown(overflows, k));
+            s.kernel.tcp[tcp::index(tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS) as usize] =
+                grown(syns, k);
+        });
+        rec.load.latency_us.p99 = p99_us;
+        rec
+    }
+
+    fn syn_run(p99_us: u64, overflows: u64, syns: u64) -> RunReport {
+        syn_recording(p99_us, overflows, syns).build()
+    }
+
+    /// A p99 of `p99_us` explained as `wait_s` of `retransmits` SYN retransmits.
+    fn syn_tail(
+        p99_us: u64,
+        overflows: u64,
+        syns: u64,
+        wait_s: f64,
+        retransmits: f64,
+    ) -> Vec<Expected> {
+        finds(
+            FindingKind::SynRetransmitTail,
+            Severity::Critical,
+            &[
+                ("p99_us", p99_us as f64),
+                ("listen_overflows", overflows as f64),
+                ("listen_drops", overflows as f64),
+                ("syn_retransmits", syns as f64),
+                ("wait_s", wait_s),
+                ("retransmits_per_wait", retransmits),
+            ],
+        )
+    }
+
+    fn overflowed(overflows: u64) -> Vec<Expected> {
+        finds(
+            FindingKind::ListenOverflows,
+            Severity::Warning,
+            &[("listen_overflows", overflows as f64)],
+        )
+    }
+
+    fn syn_tail_or_overflows_table() -> Table {
+        let (below, at, above) = (
+            SYN_TAIL_P99_US as u64 - 1,
+            SYN_TAIL_P99_US as u64,
+            SYN_TAIL_P99_US as u64 + 1,
+        );
+        // The namespace overflowed 50 times, but the server's own listening sockets dropped `drops`.
+        let own_drops = |drops: u64| {
+            syn_recording(1_000, 50, 0)
+                .each(|s, k| s.listen_socket_drops = Some(grown(drops, k)))
+                .build()
+        };
+        #[rustfmt::skip]
+        let cases = [
+            ("recorded: p99 just below SYN_TAIL_P99_US, overflows", syn_run(below, 5, 0), overflowed(5)),
+            ("recorded: p99 at SYN_TAIL_P99_US, overflows", syn_run(at, 5, 0), syn_tail(at, 5, 0, 1.0, 1.0)),
+            ("recorded: p99 just above, overflows", syn_run(above, 5, 0), syn_tail(above, 5, 0, 1.0, 1.0)),
+            ("recorded: p99 just below, SYN retransmits only", syn_run(below, 0, 3), nothing()),
+            ("recorded: p99 at, SYN retransmits only", syn_run(at, 0, 3), syn_tail(at, 0, 3, 1.0, 1.0)),
+            ("recorded: p99 at, neither", syn_run(at, 0, 0), nothing()),
+            ("recorded: no overflow", syn_run(1_000, 0, 0), nothing()),
+            ("recorded: one overflow", syn_run(1_000, 1, 0), overflowed(1)),
+            ("recorded: overflows, none on the server's sockets", own_drops(0), nothing()),
+            ("recorded: overflows, 5 on the server's sockets", own_drops(5), finds(FindingKind::ListenOverflows, Severity::Warning, &[("listen_overflows", 5.0)])),
+        ];
+        Table::new(syn_tail_or_overflows, cases)
+    }
+
+    /// The wait a p99 is read as: the nearest of 1, 3, 7 and 15 s (the shorter one halfway).
+    fn syn_waits_table() -> Table {
+        let cases = [
+            (1.0, 1.0, 1.0),
+            (2.0, 1.0, 1.0),
+            (2.000_001, 3.0, 2.0),
+            (3.0, 3.0, 2.0),
+            (5.0, 3.0, 2.0),
+            (5.000_001, 7.0, 3.0),
+            (7.0, 7.0, 3.0),
+            (11.0, 7.0, 3.0),
+            (11.000_001, 15.0, 4.0),
+            (15.0, 15.0, 4.0),
+            (60.0, 15.0, 4.0),
+        ]
+        .map(|(p99_s, wait_s, retransmits): (f64, f64, f64)| {
+            let p99_us = (p99_s * 1e6).round() as u64;
+            (
+                format!("recorded: a p99 of {p99_s} s is {retransmits} retransmits"),
+                syn_run(p99_us, 5, 2),
+                syn_tail(p99_us, 5, 2, wait_s, retransmits),
+            )
+        });
+        Table::new(syn_tail_or_overflows, cases)
+    }
+
+    /// A run in which the server closed `closed` idle keep-alive connections, after `warmup_s`.
+    fn closed_idle(closed: u64, warmup_s: f64) -> RunReport {
+        let mut run = quiet_run();
+        run.load.idle_closed_by_server = closed;
+        run.load.config.warmup_s = warmup_s;
+        run
+    }
+
+    fn server_closed_idle_table() -> Table {
+        let secs = quiet_run().load.duration_s;
+        let closed = |n: u64, secs: f64| {
+            finds(
+                FindingKind::ServerClosedIdle,
+                Severity::Warning,
+                &[
+                    ("idle_closed_by_server", n as f64),
+                    ("idle_closed_per_s", n as f64 / secs),
+                    ("connections", 100.0),
+                ],
+            )
+        };
+        let (below, at, above) = (IDLE_CLOSED_MIN - 1, IDLE_CLOSED_MIN, IDLE_CLOSED_MIN + 1);
+        #[rustfmt::skip]
+        let cases = [
+            ("just below IDLE_CLOSED_MIN", closed_idle(below, 0.0), nothing()),
+            ("at IDLE_CLOSED_MIN", closed_idle(at, 0.0), closed(at, secs)),
+            ("just above", closed_idle(above, 0.0), closed(above, secs)),
+            ("per second over the warmup too", closed_idle(300, 5.0), closed(300, secs + 5.0)),
+        ];
+        Table::new(server_closed_idle, cases)
+    }
+
+    /// `side`'s resets: `sent` of them, all for one cause the other side received, with
+    /// `explained` of the run's `errors` going with them.
+    fn reset(
+        kind: FindingKind,
+        severity: Severity,
+        sent: u64,
+        errors: u64,
+        explained: u64,
+    ) -> Vec<Expected> {
+        let share = if errors == 0 {
+            0.0
+        } else {
+            explained as f64 / errors as f64
+        };
+        finds(
+            kind,
+            severity,
+            &[
+                ("resets_sent", sent as f64),
+                ("top_cause_resets", sent as f64),
+                ("top_cause_share", 1.0),
+                ("peer_resets_received", sent as f64),
+                ("errors", errors as f64),
+                ("errors_explained", explained as f64),
+                ("error_share", share),
+            ],
+        )
+    }
+
+    fn resets_table() -> Table {
+        use FindingKind::{ClientResets, ServerResets};
+        use Severity::{Critical, Warning};
+        let (server, client) = (tcp::SIDE_SERVER, tcp::SIDE_CLIENT);
+        let sent = |side: u32, n: u64| reset_recording(&[(side, n)], &[]).build();
+        // 100 resets from `side`, and 100 errors, `share` of them of the kind that goes with them.
+        let errors = |side: u32, kind: &str, share: f64| {
+            let related = (share * 100.0).round() as u64;
+            reset_recording(
+                &[(side, 100)],
+                &[(kind, related), ("non_2xx", 100 - related)],
+            )
+            .build()
+        };
+        let (below, at, above) = (RESETS_MIN - 1, RESETS_MIN, RESETS_MIN + 1);
+        let share = RESETS_ERROR_SHARE;
+        let (share_below, share_above) = (share - 0.01, share + 0.01);
+        let related = |share: f64| (share * 100.0).round() as u64;
+        let timeouts = reset_recording(
+            &[(client, 100)],
+            &[("read_timeout", 30), ("connect_timeout", 20), ("reset", 50)],
+        )
+        .build();
+        let capped = reset_recording(&[(server, at)], &[("reset", 100)]).build();
+        let both = reset_recording(&[(server, at), (client, at)], &[]).build();
+        let unexplained = reset_recording(&[(server, at)], &[])
+            .each(|s, _| s.kernel.tcp_resets.clear())
+            .build();
+        #[rustfmt::skip]
+        let cases = [
+            ("recorded: server resets just below RESETS_MIN", sent(server, below), nothing()),
+            ("recorded: server resets at RESETS_MIN", sent(server, at), reset(ServerResets, Warning, at, 0, 0)),
+            ("recorded: server resets just above", sent(server, above), reset(ServerResets, Warning, above, 0, 0)),
+            ("recorded: client resets just below RESETS_MIN", sent(client, below), nothing()),
+            ("recorded: client resets at RESETS_MIN", sent(client, at), reset(ClientResets, Warning, at, 0, 0)),
+            ("recorded: client resets just above", sent(client, above), reset(ClientResets, Warning, above, 0, 0)),
+            ("recorded: server, reset errors just below RESETS_ERROR_SHARE", errors(server, "reset", share_below), reset(ServerResets, Warning, 100, 100, related(share_below))),
+            ("recorded: server, reset errors at RESETS_ERROR_SHARE", errors(server, "reset", share), reset(ServerResets, Critical, 100, 100, related(share))),
+            ("recorded: server, reset errors just above", errors(server, "reset", share_above), reset(ServerResets, Critical, 100, 100, related(share_above))),
+            ("recorded: client, timeouts just below RESETS_ERROR_SHARE", errors(client, "read_timeout", share_below), reset(ClientResets, Warning, 100, 100, related(share_below))),
+            ("recorded: client, timeouts at RESETS_ERROR_SHARE", errors(client, "read_timeout", share), reset(ClientResets, Critical, 100, 100, related(share))),
+            ("recorded: client, timeouts just above", errors(client, "read_timeout", share_above), reset(ClientResets, Critical, 100, 100, related(share_above))),
+            ("recorded: client, read and connect timeouts add up", timeouts, reset(ClientResets, Critical, 100, 100, 50)),
+            ("recorded: no more errors explained than resets sent", capped, reset(ServerResets, Warning, at, 100, at)),
+            ("recorded: both sides, the server first", both, [reset(ServerResets, Warning, at, 0, 0), reset(ClientResets, Warning, at, 0, 0)].concat()),
+            ("recorded: resets counted, none in the breakdown (map full)", unexplained, nothing()),
+        ];
+        Table::new(resets, cases)
+    }
+
     fn idle_closed(run: &mut RunReport, closed: u64) -> Option<Finding> {
         run.load.idle_closed_by_server = closed;
         run.load.config.connections = 10_000;
@@ -361,6 +576,26 @@ pub(super) mod tests {
         assert_eq!(severity(49), Severity::Warning);
         assert_eq!(severity(50), Severity::Critical);
         assert_eq!(severity(51), Severity::Critical);
+    }
+
+    #[test]
+    fn syn_tail_or_overflows_around_syn_tail_p99_us_and_the_first_overflow() {
+        syn_tail_or_overflows_table().check();
+    }
+
+    #[test]
+    fn syn_tail_reads_a_p99_as_the_nearest_wait_for_retransmits() {
+        syn_waits_table().check();
+    }
+
+    #[test]
+    fn server_closed_idle_around_idle_closed_min() {
+        server_closed_idle_table().check();
+    }
+
+    #[test]
+    fn resets_around_resets_min_and_resets_error_share_on_both_sides() {
+        resets_table().check();
     }
 
     #[test]

@@ -189,7 +189,7 @@ pub fn busy_server(busy: f64, syscalls_off: bool) -> Recording {
 }
 
 /// A finding a case expects: its kind, its severity, and the evidence that matters.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Expected {
     kind: FindingKind,
     severity: Severity,
