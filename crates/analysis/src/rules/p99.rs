@@ -31,3 +31,85 @@ pub fn p99_tracks(r: &RunReport) -> Option<Finding> {
         &[("coefficient", c.coefficient)],
     ))
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use srvprof_common::GROUP_SERVER;
+
+    use super::*;
+    use crate::record::ThreadCounters;
+    use crate::rules::test_support::*;
+    use crate::run_report::Correlation;
+
+    /// A recorded run of 1 s intervals with these p99s (µs), the server's involuntary switches per
+    /// interval moving with them, so that run_report::build finds them correlated (r = 1).
+    fn tracked(p99s: &[u64]) -> RunReport {
+        Recording::new(p99s.len() as u64, 1, 2)
+            .rows(|row, k| row.p99_us = p99s[k])
+            .each(|s, k| {
+                s.kernel.threads.push(ThreadCounters {
+                    involuntary_switches: grown(0, k) + p99s[..k as usize].iter().sum::<u64>(),
+                    ..thread(GROUP_SERVER, 7, "server", 0, k)
+                })
+            })
+            .build()
+    }
+
+    /// `n` intervals whose p99 alternates between 500 and 1,500 µs.
+    fn alternating(n: usize) -> RunReport {
+        tracked(&[500, 1_500].repeat(n.div_ceil(2))[..n])
+    }
+
+    /// Six intervals whose p99 alternates `spread` below and above 1,000 µs: its mean absolute
+    /// deviation is `spread` of its mean.
+    fn spread(spread: f64) -> RunReport {
+        let (low, high) = (1_000.0 * (1.0 - spread), 1_000.0 * (1.0 + spread));
+        tracked(&[low.round() as u64, high.round() as u64].repeat(3))
+    }
+
+    /// Six moving intervals, the strongest series correlated `r` with p99.
+    fn correlated(r: f64) -> RunReport {
+        let mut run = spread(0.5);
+        run.correlations = vec![Correlation {
+            series: "run-queue p99".into(),
+            coefficient: r,
+            intervals: 6,
+        }];
+        run
+    }
+
+    fn tracks(r: f64) -> Vec<Expected> {
+        finds(
+            FindingKind::P99Tracks,
+            Severity::Info,
+            &[("coefficient", r)],
+        )
+    }
+
+    fn p99_tracks_table() -> Table {
+        let n = P99_MIN_INTERVALS;
+        let s = P99_MIN_SPREAD;
+        let r = P99_MIN_CORRELATION;
+        #[rustfmt::skip]
+        let cases = [
+            ("recorded: intervals just below P99_MIN_INTERVALS", alternating(n - 1), nothing()),
+            ("recorded: P99_MIN_INTERVALS intervals", alternating(n), tracks(1.0)),
+            ("recorded: intervals just above", alternating(n + 1), tracks(1.0)),
+            ("recorded: spread just below P99_MIN_SPREAD", spread(s - 0.01), nothing()),
+            ("recorded: spread at P99_MIN_SPREAD", spread(s), tracks(1.0)),
+            ("recorded: spread just above", spread(s + 0.01), tracks(1.0)),
+            ("recorded: no p99 at all", tracked(&[0; 6]), nothing()),
+            ("|r| just below P99_MIN_CORRELATION", correlated(r - 0.01), nothing()),
+            ("|r| at P99_MIN_CORRELATION", correlated(r), tracks(r)),
+            ("|r| just above", correlated(r + 0.01), tracks(r + 0.01)),
+            ("r at -P99_MIN_CORRELATION", correlated(-r), tracks(-r)),
+            ("r just above -P99_MIN_CORRELATION", correlated(0.01 - r), nothing()),
+        ];
+        Table::new(p99_tracks, cases)
+    }
+
+    #[test]
+    fn p99_tracks_around_its_intervals_spread_and_correlation_thresholds() {
+        p99_tracks_table().check();
+    }
+}
