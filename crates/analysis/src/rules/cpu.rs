@@ -163,6 +163,16 @@ pub(super) mod tests {
     use crate::record::{CpuUse, ThreadCounters};
     use crate::rules::test_support::*;
 
+    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
+    pub(in crate::rules) fn tables() -> Vec<Table> {
+        vec![
+            client_bound_table(),
+            server_cpu_saturated_table(),
+            runq_tail_table(),
+            client_concurrency_short_table(),
+        ]
+    }
+
     /// A recorded window in which the load generator's thread was on a CPU or waiting for one
     /// `share` of the time, a quarter of that in the run queue.
     fn client_starved(share: f64) -> RunReport {

@@ -119,6 +119,17 @@ pub(super) mod tests {
     use crate::record::ExitRecord;
     use crate::rules::test_support::*;
 
+    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
+    pub(in crate::rules) fn tables() -> Vec<Table> {
+        vec![
+            no_success_table(),
+            target_died_table(),
+            errors_near_table(),
+            error_bursts_table(),
+            lost_events_table(),
+        ]
+    }
+
     /// A recorded run of one 10 s interval per (completed, errors) in `rows`.
     fn intervals(rows: &[(u64, u64)]) -> Recording {
         Recording::new(rows.len() as u64, 10, 2)

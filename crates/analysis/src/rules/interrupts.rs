@@ -58,6 +58,11 @@ pub(super) mod tests {
     use crate::record::CountNs;
     use crate::rules::test_support::*;
 
+    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
+    pub(in crate::rules) fn tables() -> Vec<Table> {
+        vec![net_irq_concentrated_table()]
+    }
+
     /// A recorded window (exact mode) on as many CPUs as `per_cpu` has counts, in which CPU i ran
     /// per_cpu[i] `vector` softirqs, while the server's thread ran on `server_cpu`.
     fn softirqs(vector: &str, per_cpu: &[u64], server_cpu: u32) -> RunReport {

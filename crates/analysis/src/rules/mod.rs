@@ -37,10 +37,32 @@ mod test_support;
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::tcp::tests::resets_run;
     use super::*;
     use crate::finding::FindingKind;
     use crate::run_report::TimelineRow;
+
+    #[test]
+    fn every_kind_of_finding_is_made_by_some_case_of_some_table() {
+        let tables = [
+            cpu::tests::tables(),
+            failures::tests::tables(),
+            interrupts::tests::tables(),
+            p99::tests::tables(),
+            tcp::tests::tables(),
+        ];
+        let made: BTreeSet<FindingKind> = tables.iter().flatten().flat_map(|t| t.check()).collect();
+        let untested: Vec<FindingKind> = FindingKind::ALL
+            .into_iter()
+            .filter(|kind| !made.contains(kind))
+            .collect();
+        assert!(
+            untested.is_empty(),
+            "no case makes a finding of kind {untested:?}"
+        );
+    }
 
     #[test]
     fn resets_rank_above_the_error_bursts_they_cause() {

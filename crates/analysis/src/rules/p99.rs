@@ -41,6 +41,11 @@ pub(super) mod tests {
     use crate::rules::test_support::*;
     use crate::run_report::Correlation;
 
+    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
+    pub(in crate::rules) fn tables() -> Vec<Table> {
+        vec![p99_tracks_table()]
+    }
+
     /// A recorded run of 1 s intervals with these p99s (µs), the server's involuntary switches per
     /// interval moving with them, so that run_report::build finds them correlated (r = 1).
     fn tracked(p99s: &[u64]) -> RunReport {

@@ -250,6 +250,16 @@ pub(super) mod tests {
     use crate::record::TcpResetCount;
     use crate::rules::test_support::*;
 
+    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
+    pub(in crate::rules) fn tables() -> Vec<Table> {
+        vec![
+            syn_tail_or_overflows_table(),
+            syn_waits_table(),
+            server_closed_idle_table(),
+            resets_table(),
+        ]
+    }
+
     /// A recorded window with a request p99 of `p99_us`, in which the server's network namespace
     /// counted `overflows` accept-queue overflows (and as many listen drops) and the client
     /// retransmitted `syns` SYNs to the server's port.
