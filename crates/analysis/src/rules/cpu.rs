@@ -163,15 +163,12 @@ pub(super) mod tests {
     use crate::record::{CpuUse, ThreadCounters};
     use crate::rules::test_support::*;
 
-    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
-    pub(in crate::rules) fn tables() -> Vec<Table> {
-        vec![
-            client_bound_table(),
-            server_cpu_saturated_table(),
-            runq_tail_table(),
-            client_concurrency_short_table(),
-        ]
-    }
+    tables!(
+        client_bound_table,
+        server_cpu_saturated_table,
+        runq_tail_table,
+        client_concurrency_short_table
+    );
 
     /// A recorded window in which the load generator's thread was on a CPU or waiting for one
     /// `share` of the time, a quarter of that in the run queue.
@@ -362,26 +359,6 @@ pub(super) mod tests {
             ("no connection asked for", no_connections, nothing()),
         ];
         Table::new(client_concurrency_short, cases)
-    }
-
-    #[test]
-    fn client_bound_around_cpu_saturated() {
-        client_bound_table().check();
-    }
-
-    #[test]
-    fn server_cpu_saturated_around_cpu_saturated() {
-        server_cpu_saturated_table().check();
-    }
-
-    #[test]
-    fn runq_tail_around_runq_p99_us() {
-        runq_tail_table().check();
-    }
-
-    #[test]
-    fn client_concurrency_short_around_its_share_and_busy_thresholds() {
-        client_concurrency_short_table().check();
     }
 
     fn saturated(run: &RunReport) -> String {

@@ -119,16 +119,13 @@ pub(super) mod tests {
     use crate::record::ExitRecord;
     use crate::rules::test_support::*;
 
-    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
-    pub(in crate::rules) fn tables() -> Vec<Table> {
-        vec![
-            no_success_table(),
-            target_died_table(),
-            errors_near_table(),
-            error_bursts_table(),
-            lost_events_table(),
-        ]
-    }
+    tables!(
+        no_success_table,
+        target_died_table,
+        errors_near_table,
+        error_bursts_table,
+        lost_events_table
+    );
 
     /// A recorded run of one 10 s interval per (completed, errors) in `rows`.
     fn intervals(rows: &[(u64, u64)]) -> Recording {
@@ -285,30 +282,5 @@ pub(super) mod tests {
             ("recorded: switch-ins unseen, not a loss", lost(lost::SWITCH_INS_UNSEEN, 0, 5), nothing()),
         ];
         Table::new(lost_events, cases)
-    }
-
-    #[test]
-    fn no_success_when_not_one_request_succeeded() {
-        no_success_table().check();
-    }
-
-    #[test]
-    fn target_died_on_a_signal_or_a_non_zero_exit_code() {
-        target_died_table().check();
-    }
-
-    #[test]
-    fn target_died_counts_the_client_errors_in_the_intervals_around_the_exit() {
-        errors_near_table().check();
-    }
-
-    #[test]
-    fn error_bursts_around_error_burst_min_and_share() {
-        error_bursts_table().check();
-    }
-
-    #[test]
-    fn lost_events_from_the_first_lost_record() {
-        lost_events_table().check();
     }
 }

@@ -58,10 +58,7 @@ pub(super) mod tests {
     use crate::record::CountNs;
     use crate::rules::test_support::*;
 
-    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
-    pub(in crate::rules) fn tables() -> Vec<Table> {
-        vec![net_irq_concentrated_table()]
-    }
+    tables!(net_irq_concentrated_table);
 
     /// A recorded window (exact mode) on as many CPUs as `per_cpu` has counts, in which CPU i ran
     /// per_cpu[i] `vector` softirqs, while the server's thread ran on `server_cpu`.
@@ -135,10 +132,5 @@ pub(super) mod tests {
             ("recorded: NET_TX is not NET_RX", softirqs("NET_TX", &[on_0(above), total - on_0(above)], 0), nothing()),
         ];
         Table::new(net_irq_concentrated, cases)
-    }
-
-    #[test]
-    fn net_irq_concentrated_around_its_share_and_rate_on_more_than_one_cpu() {
-        net_irq_concentrated_table().check();
     }
 }

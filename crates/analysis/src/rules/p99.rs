@@ -41,10 +41,7 @@ pub(super) mod tests {
     use crate::rules::test_support::*;
     use crate::run_report::Correlation;
 
-    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
-    pub(in crate::rules) fn tables() -> Vec<Table> {
-        vec![p99_tracks_table()]
-    }
+    tables!(p99_tracks_table);
 
     /// A recorded run of 1 s intervals with these p99s (µs), the server's involuntary switches per
     /// interval moving with them, so that run_report::build finds them correlated (r = 1).
@@ -111,10 +108,5 @@ pub(super) mod tests {
             ("r just above -P99_MIN_CORRELATION", correlated(0.01 - r), nothing()),
         ];
         Table::new(p99_tracks, cases)
-    }
-
-    #[test]
-    fn p99_tracks_around_its_intervals_spread_and_correlation_thresholds() {
-        p99_tracks_table().check();
     }
 }

@@ -250,15 +250,12 @@ pub(super) mod tests {
     use crate::record::TcpResetCount;
     use crate::rules::test_support::*;
 
-    /// Every table of this file, for rules::tests to see that each kind of finding has a case.
-    pub(in crate::rules) fn tables() -> Vec<Table> {
-        vec![
-            syn_tail_or_overflows_table(),
-            syn_waits_table(),
-            server_closed_idle_table(),
-            resets_table(),
-        ]
-    }
+    tables!(
+        syn_tail_or_overflows_table,
+        syn_waits_table,
+        server_closed_idle_table,
+        resets_table
+    );
 
     /// A recorded window with a request p99 of `p99_us`, in which the server's network namespace
     /// counted `overflows` accept-queue overflows (and as many listen drops) and the client
@@ -586,26 +583,6 @@ pub(super) mod tests {
         assert_eq!(severity(49), Severity::Warning);
         assert_eq!(severity(50), Severity::Critical);
         assert_eq!(severity(51), Severity::Critical);
-    }
-
-    #[test]
-    fn syn_tail_or_overflows_around_syn_tail_p99_us_and_the_first_overflow() {
-        syn_tail_or_overflows_table().check();
-    }
-
-    #[test]
-    fn syn_tail_reads_a_p99_as_the_nearest_wait_for_retransmits() {
-        syn_waits_table().check();
-    }
-
-    #[test]
-    fn server_closed_idle_around_idle_closed_min() {
-        server_closed_idle_table().check();
-    }
-
-    #[test]
-    fn resets_around_resets_min_and_resets_error_share_on_both_sides() {
-        resets_table().check();
     }
 
     #[test]

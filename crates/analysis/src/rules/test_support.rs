@@ -274,3 +274,23 @@ impl Table {
         made
     }
 }
+
+/// In a rules file's tests: one #[test] per table, named after it (in `mod thresholds`), and
+/// `tables()`, all of them, for rules::tests to check that every kind of finding has a case.
+macro_rules! tables {
+    ($($table:ident),+ $(,)?) => {
+        pub(in crate::rules) fn tables() -> Vec<$crate::rules::test_support::Table> {
+            vec![$($table()),+]
+        }
+
+        mod thresholds {
+            $(
+                #[test]
+                fn $table() {
+                    super::$table().check();
+                }
+            )+
+        }
+    };
+}
+pub(crate) use tables;
