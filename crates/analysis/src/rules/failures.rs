@@ -236,12 +236,10 @@ pub(super) mod tests {
         // All requests failed: as many as `errors`.
         let failed = |errors: u64| intervals(&[(0, errors)]).build();
         // `share` of 10,000 requests failed.
-        let share_of = |share: f64| {
-            let errors = (share * 10_000.0).round() as u64;
-            intervals(&[(10_000 - errors, errors)]).build()
-        };
-        let (min, share) = (ERROR_BURST_MIN, ERROR_BURST_SHARE);
         let errors_at = |share: f64| (share * 10_000.0).round() as u64;
+        let share_of =
+            |share: f64| intervals(&[(10_000 - errors_at(share), errors_at(share))]).build();
+        let (min, share) = (ERROR_BURST_MIN, ERROR_BURST_SHARE);
         // ERROR_BURST_MIN errors that are ERROR_BURST_SHARE of the interval's requests.
         let both = (min as f64 / share).round() as u64;
         #[rustfmt::skip]

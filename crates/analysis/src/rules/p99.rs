@@ -50,6 +50,7 @@ pub(super) mod tests {
             .rows(|row, k| row.p99_us = p99s[k])
             .each(|s, k| {
                 s.kernel.threads.push(ThreadCounters {
+                    // What it had before the window, and one switch per µs of each p99 since.
                     involuntary_switches: grown(0, k) + p99s[..k as usize].iter().sum::<u64>(),
                     ..thread(GROUP_SERVER, 7, "server", 0, k)
                 })
