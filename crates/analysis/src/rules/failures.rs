@@ -5,7 +5,7 @@ use crate::finding::{Finding, FindingKind, Severity};
 use crate::names::signal_name;
 use crate::run_report::{RunReport, TimelineRow};
 
-/// Errors above this share of an interval's requests make a burst...
+/// Errors of at least this share of an interval's requests make a burst...
 pub const ERROR_BURST_SHARE: f64 = 0.05;
 /// ...if there are at least this many.
 pub const ERROR_BURST_MIN: u64 = 10;
@@ -59,7 +59,7 @@ pub fn target_died(r: &RunReport) -> Vec<Finding> {
         .collect()
 }
 
-/// Errors in the intervals that contain t_s and the one after it.
+/// Errors in the interval that contains t_s, the one before it and the one after it ("around").
 fn errors_near(timeline: &[TimelineRow], t_s: f64) -> u64 {
     timeline
         .iter()

@@ -10,8 +10,8 @@ pub const IRQ_CONCENTRATED_SHARE: f64 = 0.80;
 /// ...when there are at least this many per second (system-wide).
 pub const IRQ_MIN_PER_S: f64 = 1000.0;
 
-/// One CPU ran at least IRQ_CONCENTRATED_SHARE of NET_RX softirqs, at IRQ_MIN_PER_S or more, while
-/// others ran some; says whether the server shares that CPU.
+/// One CPU of several ran at least IRQ_CONCENTRATED_SHARE of NET_RX softirqs, at IRQ_MIN_PER_S or
+/// more; says whether the server shares that CPU.
 pub fn net_irq_concentrated(r: &RunReport) -> Option<Finding> {
     let secs = r.server.duration_s.max(1e-9);
     let mut net_rx_per_cpu: BTreeMap<u32, u64> = BTreeMap::new();
@@ -21,10 +21,16 @@ pub fn net_irq_concentrated(r: &RunReport) -> Option<Finding> {
     let total: u64 = net_rx_per_cpu.values().sum();
     let (cpu, n) = net_rx_per_cpu.iter().max_by_key(|(_, n)| **n)?;
     let share = *n as f64 / total.max(1) as f64;
-    if total as f64 / secs < IRQ_MIN_PER_S
-        || share < IRQ_CONCENTRATED_SHARE
-        || net_rx_per_cpu.len() <= 1
-    {
+    // The machine's CPUs (the timeline has a rate per CPU), not only those that ran NET_RX: all of
+    // them on one CPU of several is the most concentrated case, not a single-CPU machine.
+    let cpus = r
+        .timeline
+        .iter()
+        .map(|t| t.server.net_rx_per_s.len())
+        .max()
+        .unwrap_or(0)
+        .max(net_rx_per_cpu.len());
+    if total as f64 / secs < IRQ_MIN_PER_S || share < IRQ_CONCENTRATED_SHARE || cpus <= 1 {
         return None;
     }
     let shares_cpu = r.server.threads.iter().any(|t| t.cpus.contains(cpu));
@@ -126,8 +132,8 @@ pub(super) mod tests {
             ("recorded: just above IRQ_MIN_PER_S", rate(fast), at_rate(fast)),
             ("recorded: on CPU 1, the server on CPU 0", softirqs("NET_RX", &[1_000, 9_000, 0], 0), concentrated(1, 0.9, 9_000, false)),
             ("recorded: a single CPU", softirqs("NET_RX", &[total], 0), nothing()),
-            // The other CPU ran none, so the rule sees one CPU with NET_RX, as on a single CPU.
-            ("recorded: all on CPU 0 of two", softirqs("NET_RX", &[total, 0], 0), nothing()),
+            // The other CPU ran none: the most concentrated case, not a single CPU.
+            ("recorded: all on CPU 0 of two", softirqs("NET_RX", &[total, 0], 0), concentrated(0, 1.0, total, true)),
             ("recorded: all but one on CPU 0 of two", softirqs("NET_RX", &[total - 1, 1], 0), concentrated(0, (total - 1) as f64 / total as f64, total - 1, true)),
             ("recorded: NET_TX is not NET_RX", softirqs("NET_TX", &[on_0(above), total - on_0(above)], 0), nothing()),
         ];

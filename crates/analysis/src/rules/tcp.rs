@@ -9,7 +9,8 @@ pub const SYN_TAIL_P99_US: f64 = 900_000.0;
 /// Keep-alive connections the server closed while idle, from this many on: it is shedding
 /// connections, and each one is a reconnect the run did not ask for.
 pub const IDLE_CLOSED_MIN: u64 = 10;
-/// Resets one side sent in the run: from this many on, a finding says why.
+/// Resets one side sent in the run: from this many on, a finding says why (or that the causes were
+/// not recorded).
 pub const RESETS_MIN: u64 = 10;
 /// Resets that go with at least this share of the run's errors make the finding critical.
 pub const RESETS_ERROR_SHARE: f64 = 0.5;
@@ -37,9 +38,13 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
             FindingKind::SynRetransmitTail,
             Severity::Critical,
             format!(
-                "p99 of {:.2} s = SYN retransmit after {} accept-queue overflows: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket",
+                "p99 of {:.2} s = SYN retransmit{}: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket",
                 p99_us / 1e6,
-                tcp.listen_overflows,
+                if tcp.listen_overflows > 0 {
+                    format!(" after {} accept-queue overflows", tcp.listen_overflows)
+                } else {
+                    String::new()
+                },
                 if resends == 1 { "" } else { "s" },
                 syn,
                 tcp.listen_drops
@@ -185,11 +190,30 @@ pub fn resets(r: &RunReport) -> Vec<Finding> {
         if tcp.resets_sent < RESETS_MIN {
             continue;
         }
-        let Some(top) = tcp.resets.iter().find(|x| x.direction == "sent") else {
-            continue;
+        // The main cause; none when the kernel-side map of causes was full (lost_events says so).
+        let top = tcp.resets.iter().find(|x| x.direction == "sent");
+        let top_count = top.map_or(0, |t| t.count);
+        let top_share = top_count as f64 / tcp.resets_sent as f64;
+        let (cause, fix) = match top {
+            Some(top) => {
+                let (what, fix) = reset_cause(top.reason.as_deref(), &top.state);
+                (
+                    format!(
+                        "{} of them ({:.0}%) because it {what} (kernel reason {}, socket in {})",
+                        top.count,
+                        top_share * 100.0,
+                        top.reason.as_deref().unwrap_or("NOT_SPECIFIED"),
+                        top.state,
+                    ),
+                    fix,
+                )
+            }
+            None => (
+                "their causes were not recorded (the probes' table of reset causes was full)"
+                    .into(),
+                "rerun to see the causes; see lost_events",
+            ),
         };
-        let (what, fix) = reset_cause(top.reason.as_deref(), &top.state);
-        let top_share = top.count as f64 / tcp.resets_sent as f64;
         let explained = tcp.resets_sent.min(related);
         let error_share = if errors == 0 {
             0.0
@@ -219,18 +243,14 @@ pub fn resets(r: &RunReport) -> Vec<Finding> {
             kind,
             severity,
             format!(
-                "the {name} sent {} TCP resets; {} of them ({:.0}%) because it {what} (kernel reason {}, socket in {}); the {} received {}; {errors_part}. Fix: {fix}",
+                "the {name} sent {} TCP resets; {cause}; the {} received {}; {errors_part}. Fix: {fix}",
                 tcp.resets_sent,
-                top.count,
-                top_share * 100.0,
-                top.reason.as_deref().unwrap_or("NOT_SPECIFIED"),
-                top.state,
                 if name == "server" { "client" } else { "server" },
                 other.tcp.resets_received,
             ),
             &[
                 ("resets_sent", tcp.resets_sent as f64),
-                ("top_cause_resets", top.count as f64),
+                ("top_cause_resets", top_count as f64),
                 ("top_cause_share", top_share),
                 ("peer_resets_received", other.tcp.resets_received as f64),
                 ("errors", errors as f64),
@@ -467,7 +487,7 @@ pub(super) mod tests {
             ("recorded: client, read and connect timeouts add up", timeouts, reset(ClientResets, Critical, 100, 100, 50)),
             ("recorded: no more errors explained than resets sent", capped, reset(ServerResets, Warning, at, 100, at)),
             ("recorded: both sides, the server first", both, [reset(ServerResets, Warning, at, 0, 0), reset(ClientResets, Warning, at, 0, 0)].concat()),
-            ("recorded: resets counted, none in the breakdown (map full)", unexplained, nothing()),
+            ("recorded: resets counted, none in the breakdown (map full)", unexplained, finds(ServerResets, Warning, &[("resets_sent", at as f64), ("top_cause_resets", 0.0), ("top_cause_share", 0.0)])),
         ];
         Table::new(resets, cases)
     }
