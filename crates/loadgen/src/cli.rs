@@ -125,10 +125,12 @@ impl LoadArgs {
         }
         let body = match (&self.body, &self.body_file) {
             (Some(text), _) => Some(text.clone().into_bytes()),
-            (None, Some(path)) => Some(std::fs::read(path).map_err(|e| LoadError::BodyFile {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?),
+            (None, Some(path)) => {
+                Some(std::fs::read(path).map_err(|source| LoadError::BodyFile {
+                    path: path.display().to_string(),
+                    source,
+                })?)
+            }
             (None, None) => None,
         };
         let duration = match (self.duration, self.requests) {

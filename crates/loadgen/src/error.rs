@@ -2,24 +2,40 @@
 
 use std::net::SocketAddr;
 
+/// The error underneath a [`LoadError`], or the reason the load generator itself found (a bad URL
+/// part, a host with no address), kept as its [`source`](std::error::Error::source).
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("bad URL `{url}`: {reason}; use a URL like http://127.0.0.1:8080/path")]
-    BadUrl { url: String, reason: String },
+    #[error("bad URL `{url}`: {source}; use a URL like http://127.0.0.1:8080/path")]
+    BadUrl {
+        url: String,
+        #[source]
+        source: Cause,
+    },
 
     #[error("https is not supported yet; use http://")]
     HttpsUnsupported,
 
-    #[error("cannot resolve host `{host}`: {reason}; check the host name or use an IP address")]
-    Resolve { host: String, reason: String },
+    #[error("cannot resolve host `{host}`: {source}; check the host name or use an IP address")]
+    Resolve {
+        host: String,
+        #[source]
+        source: Cause,
+    },
 
     #[error(
         "connection refused by {addr} (port closed): start the server or fix the port in the URL"
     )]
     PortClosed { addr: SocketAddr },
 
-    #[error("cannot connect to {addr}: {reason}; check that the server is reachable")]
-    Connect { addr: SocketAddr, reason: String },
+    #[error("cannot connect to {addr}: {source}; check that the server is reachable")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 
     #[error(
         "-c {connections} needs about {needed} open files but the limit is {limit} (hard limit {hard_limit}); lower -c or raise the limit with `ulimit -n {needed}` (as root `ulimit -Hn {needed}` first if above the hard limit)"
@@ -34,9 +50,117 @@ pub enum LoadError {
     #[error("invalid option: {0}")]
     InvalidOption(String),
 
-    #[error("cannot read body file {path}: {reason}; check the path given to --body-file")]
-    BodyFile { path: String, reason: String },
+    #[error("cannot read body file {path}: {source}; check the path given to --body-file")]
+    BodyFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 
-    #[error("cannot start the load generator: {0}")]
-    Runtime(String),
+    /// `what` failed: "cannot spawn worker thread", "cannot build the tokio runtime".
+    #[error("cannot start the load generator: {what}: {source}")]
+    Runtime {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("cannot start the load generator: a worker thread panicked")]
+    WorkerPanicked,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::io;
+
+    use super::*;
+    use crate::cli::LoadArgs;
+    use crate::request::Target;
+
+    /// The io::Error a source holds, if that is what it is.
+    fn io_source(e: &LoadError) -> Option<&io::Error> {
+        e.source()?.downcast_ref::<io::Error>()
+    }
+
+    #[test]
+    fn bad_url_keeps_the_parser_error_and_its_sentence() {
+        let e = Target::parse("http://exa mple.com/").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad URL `http://exa mple.com/`: invalid uri character; use a URL like http://127.0.0.1:8080/path"
+        );
+        assert!(e.source().unwrap().is::<hyper::http::uri::InvalidUri>());
+
+        // A reason the load generator states itself is the source too, with the same text.
+        let e = Target::parse("ftp://127.0.0.1/").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bad URL `ftp://127.0.0.1/`: scheme `ftp` is not http; use a URL like http://127.0.0.1:8080/path"
+        );
+        assert_eq!(e.source().unwrap().to_string(), "scheme `ftp` is not http");
+    }
+
+    #[test]
+    fn resolve_keeps_the_lookup_error() {
+        let e = LoadError::Resolve {
+            host: "nowhere.invalid".into(),
+            source: io::Error::other("failed to lookup address information").into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot resolve host `nowhere.invalid`: failed to lookup address information; check the host name or use an IP address"
+        );
+        assert!(io_source(&e).is_some());
+    }
+
+    #[test]
+    fn connect_keeps_the_io_error() {
+        let e = LoadError::Connect {
+            addr: "10.0.0.1:80".parse().unwrap(),
+            source: io::Error::from_raw_os_error(libc::ENETUNREACH),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot connect to 10.0.0.1:80: Network is unreachable (os error 101); check that the server is reachable"
+        );
+        assert_eq!(
+            io_source(&e).unwrap().raw_os_error(),
+            Some(libc::ENETUNREACH)
+        );
+    }
+
+    #[test]
+    fn body_file_keeps_the_io_error() {
+        let args = LoadArgs {
+            body_file: Some("/nonexistent/srvprof-body".into()),
+            ..LoadArgs::default()
+        };
+        let e = args.to_config().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "cannot read body file /nonexistent/srvprof-body: No such file or directory (os error 2); check the path given to --body-file"
+        );
+        assert_eq!(io_source(&e).unwrap().kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn runtime_keeps_the_io_error_and_a_panic_has_none() {
+        let e = LoadError::Runtime {
+            what: "cannot build the tokio runtime",
+            source: io::Error::from_raw_os_error(libc::EMFILE),
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot start the load generator: cannot build the tokio runtime: Too many open files (os error 24)"
+        );
+        assert_eq!(io_source(&e).unwrap().raw_os_error(), Some(libc::EMFILE));
+
+        let e = LoadError::WorkerPanicked;
+        assert_eq!(
+            e.to_string(),
+            "cannot start the load generator: a worker thread panicked"
+        );
+        assert!(e.source().is_none());
+    }
 }

@@ -239,7 +239,10 @@ pub fn run_with_progress(
         let worker = std::thread::Builder::new()
             .name(format!("loadgen-{thread}"))
             .spawn(move || worker_thread(plan, thread, indices, cpu, interval, tx, progress))
-            .map_err(|e| LoadError::Runtime(format!("cannot spawn worker thread: {e}")))?;
+            .map_err(|source| LoadError::Runtime {
+                what: "cannot spawn worker thread",
+                source,
+            })?;
         workers.push(worker);
     }
     drop(tx);
@@ -254,7 +257,7 @@ pub fn run_with_progress(
         match worker.join() {
             Ok(Ok(t)) => totals.push(t),
             Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(LoadError::Runtime("a worker thread panicked".to_string())),
+            Err(_) => return Err(LoadError::WorkerPanicked),
         }
     }
     let stopped_early = plan.stop.load(std::sync::atomic::Ordering::Relaxed);
@@ -285,9 +288,9 @@ fn preflight(target: &Target, timeout: Duration) -> Result<(), LoadError> {
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
             Err(LoadError::PortClosed { addr: target.addr })
         }
-        Err(e) => Err(LoadError::Connect {
+        Err(source) => Err(LoadError::Connect {
             addr: target.addr,
-            reason: e.to_string(),
+            source,
         }),
     }
 }
@@ -309,7 +312,10 @@ fn worker_thread(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| LoadError::Runtime(format!("cannot build the tokio runtime: {e}")))?;
+        .map_err(|source| LoadError::Runtime {
+            what: "cannot build the tokio runtime",
+            source,
+        })?;
     let recorder = std::rc::Rc::new(std::cell::RefCell::new(stats::ThreadRecorder::new(
         thread,
         plan.measure_start,

@@ -12,6 +12,7 @@ use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, Hea
 use hyper::{Method, Uri};
 
 use crate::LoadError;
+use crate::error::Cause;
 
 /// Where the requests go: the resolved address and the parts of the URL the request needs.
 #[derive(Clone, Debug)]
@@ -25,21 +26,21 @@ pub struct Target {
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target, LoadError> {
-        let bad = |reason: &str| LoadError::BadUrl {
+        let bad = |source: Cause| LoadError::BadUrl {
             url: url.to_string(),
-            reason: reason.to_string(),
+            source,
         };
-        let uri: Uri = url.parse().map_err(|e| bad(&format!("{e}")))?;
+        let uri = url.parse::<Uri>().map_err(|e| bad(e.into()))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some("https") => return Err(LoadError::HttpsUnsupported),
-            Some(other) => return Err(bad(&format!("scheme `{other}` is not http"))),
-            None => return Err(bad("missing scheme")),
+            Some(other) => return Err(bad(format!("scheme `{other}` is not http").into())),
+            None => return Err(bad("missing scheme".into())),
         }
-        let authority = uri.authority().ok_or_else(|| bad("missing host"))?;
+        let authority = uri.authority().ok_or_else(|| bad("missing host".into()))?;
         let host = authority.host();
         if host.is_empty() {
-            return Err(bad("missing host"));
+            return Err(bad("missing host".into()));
         }
         let port = authority.port_u16().unwrap_or(80);
         // Brackets stay on IPv6 literals in the Host header but not for resolution.
@@ -48,12 +49,12 @@ impl Target {
             .to_socket_addrs()
             .map_err(|e| LoadError::Resolve {
                 host: bare_host.to_string(),
-                reason: e.to_string(),
+                source: e.into(),
             })?
             .next()
             .ok_or_else(|| LoadError::Resolve {
                 host: bare_host.to_string(),
-                reason: "no address found".to_string(),
+                source: "no address found".into(),
             })?;
         let path_and_query = uri
             .path_and_query()
@@ -89,12 +90,12 @@ impl RequestTemplate {
     ) -> Result<RequestTemplate, LoadError> {
         let method = Method::from_bytes(method.as_bytes())
             .map_err(|_| LoadError::InvalidOption(format!("bad HTTP method `{method}`")))?;
-        let uri: Uri = target
+        let uri = target
             .path_and_query
-            .parse()
+            .parse::<Uri>()
             .map_err(|e| LoadError::BadUrl {
                 url: target.path_and_query.clone(),
-                reason: format!("{e}"),
+                source: e.into(),
             })?;
         let mut map = HeaderMap::new();
         map.insert(
