@@ -4,8 +4,11 @@
 //!   or open loop (`rate` requests per second on a fixed schedule, latency measured from the
 //!   intended send time so a server stall shows in the percentiles, as in wrk2).
 //! - One single-threaded tokio runtime per worker thread, each owning its connections (one task
-//!   per connection, hyper's HTTP/1.1 client connection, no pool) and its own HDR histograms, so
-//!   the request loop takes no lock; histograms are merged once per interval.
+//!   per connection, no pool) and its own HDR histograms, so the request loop takes no lock;
+//!   histograms are merged once per interval.
+//! - Two HTTP/1.1 engines ([`Engine`]): the built-in client (the default: the request encoded
+//!   once, each response parsed in place with httparse, nothing allocated per request) and
+//!   hyper's client connection (`Engine::Hyper`, an independent implementation to compare with).
 //! - [`run`] returns a [`LoadReport`] (serde) with percentiles, timeline, errors by kind,
 //!   status codes and the client's own CPU use; [`printer`] renders it like wrk.
 
