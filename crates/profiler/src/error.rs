@@ -1,6 +1,13 @@
 //! Errors a user can meet, each one sentence saying what went wrong and what to do.
+//!
+//! A variant caused by another error keeps that error as its [`source`](std::error::Error::source);
+//! the sentence still quotes it, so `srvprof: {error}` alone says everything.
 
 use thiserror::Error;
+
+/// The error underneath a [`SrvprofError`], or the reason srvprof itself found (a symbolic link
+/// where a file goes, a field missing from the kernel's BTF) when there is none.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, Error)]
 pub enum SrvprofError {
@@ -50,8 +57,12 @@ pub enum SrvprofError {
         "the eBPF object could not be loaded ({0}); run `srvprof check` to see which prerequisite is missing"
     )]
     Load(String),
-    #[error("could not write {path}: {reason}; choose another --out path or fix its permissions")]
-    Write { path: String, reason: String },
+    #[error("could not write {path}: {source}; choose another --out path or fix its permissions")]
+    Write {
+        path: String,
+        #[source]
+        source: Cause,
+    },
     #[error(
         "{path} exists and was not written by srvprof; pass --force to overwrite it or choose another --out"
     )]
@@ -73,5 +84,50 @@ impl SrvprofError {
             | SrvprofError::Load(_) => 3,
             _ => 2,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each sentence is the one users saw before the cause was kept as the source.
+
+    use std::error::Error;
+    use std::io;
+    use std::path::Path;
+
+    #[test]
+    fn write_keeps_the_io_error() {
+        let e =
+            crate::output::write_atomic(Path::new("/nonexistent-srvprof/run.json"), b"{}", true)
+                .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "could not write /nonexistent-srvprof/run.json: No such file or directory (os error 2); choose another --out path or fix its permissions"
+        );
+        let source = e.source().unwrap().downcast_ref::<io::Error>().unwrap();
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        assert_eq!(e.exit_code(), 2);
+    }
+
+    #[test]
+    fn write_states_its_own_reason_when_there_is_no_error() {
+        let dir = std::env::temp_dir().join(format!("srvprof-error-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("out");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = crate::output::create_dir(&link).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "could not write {}: it is a symbolic link, which srvprof never follows; choose another --out path or fix its permissions",
+                link.display()
+            )
+        );
+        assert_eq!(
+            e.source().unwrap().to_string(),
+            "it is a symbolic link, which srvprof never follows"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

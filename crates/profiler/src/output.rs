@@ -6,15 +6,15 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use crate::error::SrvprofError;
+use crate::error::{Cause, SrvprofError};
 
 /// Marker every JSON file srvprof writes carries, so a rerun may replace it.
 pub const TOOL_MARKER: &str = "\"tool\": \"srvprof\"";
 
-fn write_err(path: &Path, e: impl std::fmt::Display) -> SrvprofError {
+fn write_err(path: &Path, e: impl Into<Cause>) -> SrvprofError {
     SrvprofError::Write {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 
@@ -22,10 +22,10 @@ fn write_err(path: &Path, e: impl std::fmt::Display) -> SrvprofError {
 pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
     match fs::symlink_metadata(path) {
         Err(_) => Ok(()),
-        Ok(meta) if meta.file_type().is_symlink() => Err(SrvprofError::Write {
-            path: path.display().to_string(),
-            reason: "it is a symbolic link, which srvprof never follows".into(),
-        }),
+        Ok(meta) if meta.file_type().is_symlink() => Err(write_err(
+            path,
+            "it is a symbolic link, which srvprof never follows",
+        )),
         Ok(_) if force => Ok(()),
         Ok(meta) if meta.is_file() => {
             let head = fs::read(path)
