@@ -20,9 +20,13 @@ pub enum SrvprofError {
     )]
     NoKernelBtf,
     #[error(
-        "could not find {field} in the kernel's BTF ({reason}); this kernel's layout is not supported, please report it"
+        "could not find {field} in the kernel's BTF ({source}); this kernel's layout is not supported, please report it"
     )]
-    BtfField { field: String, reason: String },
+    BtfField {
+        field: String,
+        #[source]
+        source: Cause,
+    },
     #[error("no process with PID {0} exists; check the PID with `pgrep` or `ps`")]
     NoSuchPid(u32),
     #[error(
@@ -95,6 +99,8 @@ mod tests {
     use std::io;
     use std::path::Path;
 
+    use super::SrvprofError;
+
     #[test]
     fn write_keeps_the_io_error() {
         let e =
@@ -129,5 +135,35 @@ mod tests {
             "it is a symbolic link, which srvprof never follows"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn btf_field_keeps_the_btf_error() {
+        let Err(cause) = btf_rs::Btf::from_file("/nonexistent-srvprof/vmlinux") else {
+            panic!("a missing file parsed as BTF");
+        };
+        let e = SrvprofError::BtfField {
+            field: "vmlinux".into(),
+            source: cause.into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "could not find vmlinux in the kernel's BTF (i/o error: No such file or directory (os error 2)); this kernel's layout is not supported, please report it"
+        );
+        assert!(e.source().unwrap().is::<btf_rs::Error>());
+        assert_eq!(e.exit_code(), 3);
+
+        let e = SrvprofError::BtfField {
+            field: "TCP_SYN_SENT".into(),
+            source: "not in the enum of TCP states".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "could not find TCP_SYN_SENT in the kernel's BTF (not in the enum of TCP states); this kernel's layout is not supported, please report it"
+        );
+        assert_eq!(
+            e.source().unwrap().to_string(),
+            "not in the enum of TCP states"
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use btf_rs::{Btf, Type};
 
-use crate::error::SrvprofError;
+use crate::error::{Cause, SrvprofError};
 
 pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 
@@ -65,7 +65,7 @@ impl TcpNames {
             .map(|values| strip_prefix(values, "TCP_"))
             .ok_or_else(|| SrvprofError::BtfField {
                 field: "enum TCP_ESTABLISHED".into(),
-                reason: "no enum of TCP states".into(),
+                source: "no enum of TCP states".into(),
             })?;
         Ok(Self { states, reasons })
     }
@@ -100,7 +100,7 @@ pub fn open_vmlinux() -> Result<Btf, SrvprofError> {
     require_kernel_btf()?;
     Btf::from_file(VMLINUX_BTF).map_err(|e| SrvprofError::BtfField {
         field: "vmlinux".into(),
-        reason: e.to_string(),
+        source: e.into(),
     })
 }
 
@@ -142,23 +142,23 @@ impl KernelOffsets {
 /// Offset in bytes of `path[1..]` inside struct `path[0]`, looking through anonymous members.
 fn member_offset(btf: &Btf, path: &[&str]) -> Result<u64, SrvprofError> {
     let name = path.join(".");
-    let err = |reason: String| SrvprofError::BtfField {
+    let err = |source: Cause| SrvprofError::BtfField {
         field: name.clone(),
-        reason,
+        source,
     };
     let (struct_name, members) = path.split_first().ok_or_else(|| err("empty path".into()))?;
     let types = btf
         .resolve_types_by_name(struct_name)
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err(e.into()))?;
     let mut current = types
         .into_iter()
         .find(|t| matches!(t, Type::Struct(s) if !s.members.is_empty()))
-        .ok_or_else(|| err(format!("no struct {struct_name}")))?;
+        .ok_or_else(|| err(format!("no struct {struct_name}").into()))?;
     let mut bits = 0u64;
     for wanted in members {
         let (offset, next) = find_member(btf, &current, wanted)
-            .map_err(|e| err(e.to_string()))?
-            .ok_or_else(|| err(format!("no member {wanted}")))?;
+            .map_err(|e| err(e.into()))?
+            .ok_or_else(|| err(format!("no member {wanted}").into()))?;
         bits += offset;
         current = next;
     }

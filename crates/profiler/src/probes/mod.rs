@@ -101,7 +101,7 @@ impl Probes {
                     .state("SYN_SENT")
                     .ok_or_else(|| SrvprofError::BtfField {
                         field: "TCP_SYN_SENT".into(),
-                        reason: "not in the enum of TCP states".into(),
+                        source: "not in the enum of TCP states".into(),
                     })?,
             );
         let mut ebpf = EbpfLoader::new()
