@@ -54,9 +54,13 @@ pub enum SrvprofError {
         reason: String,
     },
     #[error(
-        "the eBPF map {map} is missing or has the wrong type ({reason}); rebuild srvprof with `cargo xtask setup && cargo build`"
+        "the eBPF map {map} is missing or has the wrong type ({source}); rebuild srvprof with `cargo xtask setup && cargo build`"
     )]
-    Map { map: String, reason: String },
+    Map {
+        map: String,
+        #[source]
+        source: Cause,
+    },
     #[error(
         "the eBPF object could not be loaded ({0}); run `srvprof check` to see which prerequisite is missing"
     )]
@@ -165,5 +169,35 @@ mod tests {
             e.source().unwrap().to_string(),
             "not in the enum of TCP states"
         );
+    }
+
+    #[test]
+    fn map_keeps_aya_map_error() {
+        let cause = aya::maps::MapError::SyscallError(aya::sys::SyscallError {
+            call: "bpf_map_update_elem",
+            io_error: io::Error::from_raw_os_error(libc::E2BIG),
+        });
+        let e = crate::probes::map_error("TCP_PORTS", cause);
+        assert_eq!(
+            e.to_string(),
+            "the eBPF map TCP_PORTS is missing or has the wrong type (`bpf_map_update_elem` failed); rebuild srvprof with `cargo xtask setup && cargo build`"
+        );
+        let source = e.source().unwrap();
+        assert!(source.is::<aya::maps::MapError>());
+        // The kernel's answer, which the sentence never quoted, is now one source further.
+        let os = source
+            .source()
+            .unwrap()
+            .downcast_ref::<io::Error>()
+            .unwrap();
+        assert_eq!(os.raw_os_error(), Some(libc::E2BIG));
+        assert_eq!(e.exit_code(), 3);
+
+        let e = crate::probes::map_error("EXITS", "not in the BPF object");
+        assert_eq!(
+            e.to_string(),
+            "the eBPF map EXITS is missing or has the wrong type (not in the BPF object); rebuild srvprof with `cargo xtask setup && cargo build`"
+        );
+        assert_eq!(e.source().unwrap().to_string(), "not in the BPF object");
     }
 }

@@ -15,9 +15,9 @@ pub struct ExitReader {
 
 impl ExitReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<Self, SrvprofError> {
-        let map = ebpf.take_map(maps::EXITS).ok_or_else(|| {
-            map_error(maps::EXITS, std::io::Error::other("not in the BPF object"))
-        })?;
+        let map = ebpf
+            .take_map(maps::EXITS)
+            .ok_or_else(|| map_error(maps::EXITS, "not in the BPF object"))?;
         let ring = RingBuf::try_from(map).map_err(|e| map_error(maps::EXITS, e))?;
         Ok(Self { ring })
     }

@@ -18,7 +18,7 @@ use aya::{
 };
 use srvprof_common::{globals, lost, maps};
 
-use crate::error::SrvprofError;
+use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
 use srvprof_analysis::record::KernelCounters;
 use window::{IRQ_PROGRAMS, Window};
@@ -345,10 +345,11 @@ fn classify_load_error(reason: String) -> SrvprofError {
     }
 }
 
-pub(crate) fn map_error(map: &str, e: impl std::error::Error) -> SrvprofError {
+/// `e`: aya's MapError, or our own reason ("not in the BPF object").
+pub(crate) fn map_error(map: &str, e: impl Into<Cause>) -> SrvprofError {
     SrvprofError::Map {
         map: map.into(),
-        reason: e.to_string(),
+        source: e.into(),
     }
 }
 
@@ -359,7 +360,7 @@ where
 {
     let map = ebpf
         .map(name)
-        .ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+        .ok_or_else(|| map_error(name, "not in the BPF object"))?;
     M::try_from(map).map_err(|e| map_error(name, e))
 }
 
@@ -370,6 +371,6 @@ where
 {
     let map = ebpf
         .map_mut(name)
-        .ok_or_else(|| map_error(name, std::io::Error::other("not in the BPF object")))?;
+        .ok_or_else(|| map_error(name, "not in the BPF object"))?;
     M::try_from(map).map_err(|e| map_error(name, e))
 }
