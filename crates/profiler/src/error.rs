@@ -19,6 +19,7 @@ pub enum SrvprofError {
         "this kernel has no BTF at /sys/kernel/btf/vmlinux; srvprof needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.5 or newer)"
     )]
     NoKernelBtf,
+    /// The source is btf_rs's error, or our own reason (no such member, not in the enum).
     #[error(
         "could not find {field} in the kernel's BTF ({source}); this kernel's layout is not supported, please report it"
     )]
@@ -41,18 +42,31 @@ pub enum SrvprofError {
         "no PID was given; pass the server's PIDs with --pid, for example --pid $(pgrep nginx)"
     )]
     NoPids,
+    /// The source is aya's ProgramError, why the online CPUs could not be read, or our own reason
+    /// (not in the BPF object). The sentence quotes its whole chain, so the verifier's or kernel's
+    /// reason shows.
     #[error(
-        "the eBPF program {program} could not be loaded ({reason}); run `srvprof check` to see which prerequisite is missing"
+        "the eBPF program {program} could not be loaded ({}); run `srvprof check` to see which prerequisite is missing",
+        chain(.source.as_ref())
     )]
-    ProgramLoad { program: String, reason: String },
+    ProgramLoad {
+        program: String,
+        #[source]
+        source: Cause,
+    },
+    /// The source is aya's ProgramError; the sentence quotes its whole chain, so the kernel's
+    /// reason shows.
     #[error(
-        "the eBPF program {program} could not attach to the tracepoint {tracepoint} ({reason}); run `srvprof check`"
+        "the eBPF program {program} could not attach to the tracepoint {tracepoint} ({}); run `srvprof check`",
+        chain(.source.as_ref())
     )]
     ProgramAttach {
         program: String,
         tracepoint: String,
-        reason: String,
+        #[source]
+        source: Cause,
     },
+    /// The source is aya's MapError, or our own reason (not in the BPF object).
     #[error(
         "the eBPF map {map} is missing or has the wrong type ({source}); rebuild srvprof with `cargo xtask setup && cargo build`"
     )]
@@ -61,10 +75,12 @@ pub enum SrvprofError {
         #[source]
         source: Cause,
     },
+    /// The source is the loader's aya::EbpfError.
     #[error(
         "the eBPF object could not be loaded ({0}); run `srvprof check` to see which prerequisite is missing"
     )]
-    Load(String),
+    Load(#[source] Cause),
+    /// The source is the io::Error, or our own reason (a symbolic link, not a folder).
     #[error("could not write {path}: {source}; choose another --out path or fix its permissions")]
     Write {
         path: String,
@@ -77,6 +93,18 @@ pub enum SrvprofError {
     WouldOverwrite { path: String },
     #[error("{0}")]
     Usage(String),
+}
+
+/// An error and its sources, joined by ": ".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 impl SrvprofError {
@@ -199,5 +227,65 @@ mod tests {
             "the eBPF map EXITS is missing or has the wrong type (not in the BPF object); rebuild srvprof with `cargo xtask setup && cargo build`"
         );
         assert_eq!(e.source().unwrap().to_string(), "not in the BPF object");
+    }
+
+    /// aya's error for a failed syscall: the call in its message, the kernel's answer its source.
+    fn syscall_failed(call: &'static str, errno: i32) -> aya::programs::ProgramError {
+        aya::programs::ProgramError::SyscallError(aya::sys::SyscallError {
+            call,
+            io_error: io::Error::from_raw_os_error(errno),
+        })
+    }
+
+    #[test]
+    fn program_load_keeps_aya_program_error_and_quotes_its_chain() {
+        let e = SrvprofError::ProgramLoad {
+            program: "sys_enter".into(),
+            source: syscall_failed("bpf_prog_load", libc::EINVAL).into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the eBPF program sys_enter could not be loaded (`bpf_prog_load` failed: Invalid argument (os error 22)); run `srvprof check` to see which prerequisite is missing"
+        );
+        assert!(e.source().unwrap().is::<aya::programs::ProgramError>());
+        assert_eq!(e.exit_code(), 3);
+    }
+
+    #[test]
+    fn program_attach_keeps_aya_program_error_and_quotes_its_chain() {
+        let e = SrvprofError::ProgramAttach {
+            program: "oncpu_sample".into(),
+            tracepoint: "perf_event cpu-clock on CPU 0".into(),
+            source: syscall_failed("perf_event_open", libc::ENODEV).into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the eBPF program oncpu_sample could not attach to the tracepoint perf_event cpu-clock on CPU 0 (`perf_event_open` failed: No such device (os error 19)); run `srvprof check`"
+        );
+        assert!(e.source().unwrap().is::<aya::programs::ProgramError>());
+        assert_eq!(e.exit_code(), 3);
+    }
+
+    #[test]
+    fn load_keeps_aya_ebpf_error_and_eperm_still_means_not_root() {
+        let e = crate::probes::classify_load_error(aya::EbpfError::ProgramError(syscall_failed(
+            "bpf_prog_load",
+            libc::EINVAL,
+        )));
+        // The loader's own message only, as before: not its chain.
+        assert_eq!(
+            e.to_string(),
+            "the eBPF object could not be loaded (program error: `bpf_prog_load` failed); run `srvprof check` to see which prerequisite is missing"
+        );
+        assert!(e.source().unwrap().is::<aya::EbpfError>());
+        assert_eq!(e.exit_code(), 3);
+
+        let eperm = aya::EbpfError::MapError(aya::maps::MapError::IoError(
+            io::Error::from_raw_os_error(libc::EPERM),
+        ));
+        assert!(matches!(
+            crate::probes::classify_load_error(eperm),
+            SrvprofError::NotRoot
+        ));
     }
 }

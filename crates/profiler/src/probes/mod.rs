@@ -126,7 +126,7 @@ impl Probes {
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .load(BPF_OBJECT)
-            .map_err(|e| classify_load_error(e.to_string()))?;
+            .map_err(classify_load_error)?;
 
         // Targets go in before any program runs, so no early event is missed.
         target::add(
@@ -290,7 +290,7 @@ fn load_one<'a>(
     prog.load(tracepoint, btf)
         .map_err(|e| SrvprofError::ProgramLoad {
             program: program.into(),
-            reason: error_chain(&e),
+            source: e.into(),
         })?;
     Ok(prog)
 }
@@ -303,12 +303,12 @@ pub(crate) fn btf_program<'a>(
     ebpf.program_mut(name)
         .ok_or_else(|| SrvprofError::ProgramLoad {
             program: name.into(),
-            reason: "not in the BPF object".into(),
+            source: "not in the BPF object".into(),
         })?
         .try_into()
         .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
             program: name.into(),
-            reason: e.to_string(),
+            source: e.into(),
         })
 }
 
@@ -321,27 +321,17 @@ pub(crate) fn attach_loaded(
     prog.attach().map_err(|e| SrvprofError::ProgramAttach {
         program: program.into(),
         tracepoint: tracepoint.into(),
-        reason: error_chain(&e),
+        source: e.into(),
     })
 }
 
-/// An error with its sources, so the verifier's or kernel's reason is not lost.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-fn classify_load_error(reason: String) -> SrvprofError {
-    if reason.contains("EPERM") || reason.contains("Operation not permitted") {
+/// NotRoot when the loader's message says EPERM, otherwise Load with the loader's error.
+pub(crate) fn classify_load_error(e: aya::EbpfError) -> SrvprofError {
+    let message = e.to_string();
+    if message.contains("EPERM") || message.contains("Operation not permitted") {
         SrvprofError::NotRoot
     } else {
-        SrvprofError::Load(reason)
+        SrvprofError::Load(e.into())
     }
 }
 

@@ -13,8 +13,8 @@ use aya::{
 };
 use srvprof_common::{StackKey, maps};
 
-use super::{attach_one, error_chain, map_error, map_ref};
-use crate::error::SrvprofError;
+use super::{attach_one, map_error, map_ref};
+use crate::error::{Cause, SrvprofError};
 
 pub const ONCPU_PROGRAM: &str = "oncpu_sample";
 pub const OFFCPU_PROGRAM: &str = "offcpu_switch";
@@ -37,19 +37,29 @@ pub fn attach_offcpu(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), SrvprofError> {
     attach_one(ebpf, btf, OFFCPU_PROGRAM, "sched_switch")
 }
 
+/// aya could not read the online CPUs from `what` (a file under /sys); `source` says why.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+struct OnlineCpusError {
+    what: &'static str,
+    #[source]
+    source: std::io::Error,
+}
+
 /// The on-CPU sampler: the software cpu-clock event on every online CPU.
 pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
-    let load_err = |reason: String| SrvprofError::ProgramLoad {
+    let load_err = |source: Cause| SrvprofError::ProgramLoad {
         program: ONCPU_PROGRAM.into(),
-        reason,
+        source,
     };
     let prog: &mut PerfEvent = ebpf
         .program_mut(ONCPU_PROGRAM)
         .ok_or_else(|| load_err("not in the BPF object".into()))?
         .try_into()
-        .map_err(|e: aya::programs::ProgramError| load_err(e.to_string()))?;
-    prog.load().map_err(|e| load_err(error_chain(&e)))?;
-    let cpus = aya::util::online_cpus().map_err(|(what, e)| load_err(format!("{what}: {e}")))?;
+        .map_err(|e: aya::programs::ProgramError| load_err(e.into()))?;
+    prog.load().map_err(|e| load_err(e.into()))?;
+    let cpus = aya::util::online_cpus()
+        .map_err(|(what, source)| load_err(OnlineCpusError { what, source }.into()))?;
     for cpu in cpus {
         prog.attach(
             PerfEventConfig::Software(SoftwareEvent::CpuClock),
@@ -62,7 +72,7 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
         .map_err(|e| SrvprofError::ProgramAttach {
             program: ONCPU_PROGRAM.into(),
             tracepoint: format!("perf_event cpu-clock on CPU {cpu}"),
-            reason: error_chain(&e),
+            source: e.into(),
         })?;
     }
     Ok(())
@@ -94,4 +104,29 @@ pub fn read(ebpf: &Ebpf, sample_hz: u64) -> Result<RawStacks, SrvprofError> {
         frames,
         sample_hz,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn online_cpus_error_reads_as_before_and_keeps_the_io_error() {
+        let e = SrvprofError::ProgramLoad {
+            program: ONCPU_PROGRAM.into(),
+            source: OnlineCpusError {
+                what: "/sys/devices/system/cpu/online",
+                source: std::io::Error::from_raw_os_error(libc::ENOENT),
+            }
+            .into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the eBPF program oncpu_sample could not be loaded (/sys/devices/system/cpu/online: No such file or directory (os error 2)); run `srvprof check` to see which prerequisite is missing"
+        );
+        let io = e.source().unwrap().source().unwrap();
+        assert!(io.is::<std::io::Error>());
+    }
 }
