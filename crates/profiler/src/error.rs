@@ -93,6 +93,9 @@ pub enum SrvprofError {
     WouldOverwrite { path: String },
     #[error("{0}")]
     Usage(String),
+    /// The load generator's own sentence and source (`srvprof run`'s load options and load run).
+    #[error(transparent)]
+    Loadgen(srvprof_loadgen::LoadError),
 }
 
 /// An error and its sources, joined by ": ".
@@ -287,5 +290,22 @@ mod tests {
             crate::probes::classify_load_error(eperm),
             SrvprofError::NotRoot
         ));
+    }
+
+    #[test]
+    fn loadgen_error_keeps_its_sentence_and_source_and_exit_code() {
+        let args = srvprof_loadgen::cli::LoadArgs {
+            body_file: Some("/nonexistent-srvprof/body".into()),
+            ..Default::default()
+        };
+        let e = SrvprofError::Loadgen(args.to_config().unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "cannot read body file /nonexistent-srvprof/body: No such file or directory (os error 2); check the path given to --body-file"
+        );
+        let source = e.source().unwrap().downcast_ref::<io::Error>().unwrap();
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+        // As the Usage it was before.
+        assert_eq!(e.exit_code(), 2);
     }
 }

@@ -46,10 +46,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         Some(u) => u.clone(),
         None => discover::discover_url(&pids, &mut notes)?,
     };
-    let mut config = args
-        .load
-        .to_config()
-        .map_err(|e| SrvprofError::Usage(e.to_string()))?;
+    let mut config = args.load.to_config().map_err(SrvprofError::Loadgen)?;
     config.url = url.clone();
     if !warmup_given {
         config.warmup = DEFAULT_WARMUP;
@@ -108,7 +105,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     if let Some(s) = server_process.as_mut() {
         s.stop();
     }
-    let load = load.map_err(|e| SrvprofError::Usage(e.to_string()))?;
+    let load = load.map_err(SrvprofError::Loadgen)?;
     if let Some(e) = sample_error {
         notes.push(format!("sampling stopped early: {e}"));
     }
