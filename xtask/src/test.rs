@@ -20,6 +20,9 @@ pub fn run(args: &[String]) -> Result<()> {
         c
     };
     build_stops_with_one_sentence(&root)?;
+    // The analysis builds alone, with the load generator's types but not its engine: nothing
+    // there can reach the kernel or a socket (crates/analysis/tests/pure.rs checks the rest).
+    run_cmd(cargo().args(["check", "-p", "srvprof-analysis", "--all-targets"]))?;
     // The binary the end-to-end tests run.
     run_cmd(cargo().args(["build", "-p", "srvprof", "--bins"]))?;
     // Unit tests of every crate, then the integration tests one at a time: they share 2 CPUs

@@ -27,8 +27,14 @@ fn depends_on_nothing_that_reaches_the_kernel() {
             "srvprof-analysis depends on {name}: the analysis must not read the kernel; put the reading in the profiler and pass plain data in record/"
         );
     }
-    // srvprof-common's "user" feature brings in aya.
+    // srvprof-common's "user" feature brings in aya; the load generator's "engine" (on by
+    // default) tokio and sockets: only their data types are wanted here.
     assert!(!deps.contains("user"), "{deps}");
+    let loadgen = deps
+        .lines()
+        .find(|l| l.starts_with("srvprof-loadgen"))
+        .unwrap();
+    assert!(loadgen.contains("default-features = false"), "{loadgen}");
 }
 
 #[test]

@@ -13,21 +13,10 @@ use tokio::time::{Sleep, sleep_until};
 
 use crate::http1::{Connection, Failure};
 use crate::pacer::{Pacer, Schedule};
+use crate::report::Engine;
 use crate::report::ErrorKind;
 use crate::request::RequestTemplate;
 use crate::stats::ThreadRecorder;
-
-/// Which HTTP/1.1 client implementation sends the requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Engine {
-    /// The built-in client: request encoded once, responses parsed in place; no allocation per
-    /// request. The fastest.
-    #[default]
-    Builtin,
-    /// hyper's `client::conn::http1`: allocates per request, useful as an independent check.
-    Hyper,
-}
 
 /// First pause before replacing a connection that failed (refused, reset, closed by the server or
 /// answered with garbage; not one the client timed out); doubled after each further failure of

@@ -2,8 +2,21 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "engine")]
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+
+/// Which HTTP/1.1 client implementation sends the requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// The built-in client: request encoded once, responses parsed in place; no allocation per
+    /// request. The fastest.
+    #[default]
+    Builtin,
+    /// hyper's `client::conn::http1`: allocates per request, useful as an independent check.
+    Hyper,
+}
 
 /// Why a request failed. Every failure lands in exactly one kind; none is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -66,6 +79,7 @@ pub struct LatencySummary {
     pub count: u64,
 }
 
+#[cfg(feature = "engine")]
 impl LatencySummary {
     pub fn from_histogram(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
@@ -96,6 +110,7 @@ pub struct SpectrumPoint {
     pub count: u64,
 }
 
+#[cfg(feature = "engine")]
 pub fn spectrum(h: &Histogram<u64>) -> Vec<SpectrumPoint> {
     if h.is_empty() {
         return Vec::new();
@@ -167,7 +182,7 @@ pub struct ConfigEcho {
     pub interval_s: f64,
     /// "closed" (next request when the previous answer is complete) or "open" (constant rate).
     pub mode: String,
-    pub engine: crate::Engine,
+    pub engine: Engine,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -226,6 +241,7 @@ impl LoadReport {
     }
 }
 
+#[cfg(feature = "engine")]
 pub(crate) fn round3(x: f64) -> f64 {
     if x.is_finite() {
         (x * 1000.0).round() / 1000.0

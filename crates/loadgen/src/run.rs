@@ -1,0 +1,395 @@
+//! One load run: the configuration, the worker threads and their runtimes, and the report built
+//! from what they recorded.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::{Duration, Instant};
+
+use crate::client;
+use crate::error::LoadError;
+use crate::progress::Progress;
+use crate::report::{self, ClientCpu, ConfigEcho, Engine, ErrorKind, LatencySummary, LoadReport};
+use crate::request::{RequestTemplate, Target};
+use crate::stats;
+use crate::sys;
+
+/// A worker thread busier than this (user + sys over wall) is called saturated.
+const SATURATED_UTILIZATION: f64 = 0.9;
+
+/// Everything that defines a load run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadConfig {
+    pub url: String,
+    /// Concurrent connections (closed loop: requests in flight).
+    pub connections: usize,
+    /// Worker threads, each with its own single-threaded runtime.
+    pub threads: usize,
+    /// Length of the measured window (after warmup).
+    pub duration: Option<Duration>,
+    /// Exact number of measured requests to send.
+    pub requests: Option<u64>,
+    /// Open loop: requests per second over all connections.
+    pub rate: Option<f64>,
+    /// False: a new TCP connection per request.
+    pub keepalive: bool,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Vec<u8>>,
+    /// Request timeout (connect included when each request opens its own connection).
+    pub timeout: Duration,
+    /// Load sent after the ramp-up and before measurement starts, excluded from every figure.
+    pub warmup: Duration,
+    /// Pin worker thread i to `cpus[i % len]`.
+    pub cpus: Option<Vec<usize>>,
+    /// Connections start spread over this time; it is never measured (measurement starts after
+    /// ramp-up + warmup).
+    pub ramp_up: Duration,
+    /// Timeline interval.
+    pub interval: Duration,
+    /// HTTP/1.1 client implementation.
+    pub engine: Engine,
+}
+
+impl Default for LoadConfig {
+    fn default() -> LoadConfig {
+        LoadConfig {
+            url: String::new(),
+            connections: 50,
+            threads: sys::available_cpus(),
+            duration: Some(Duration::from_secs(10)),
+            requests: None,
+            rate: None,
+            keepalive: true,
+            method: "GET".to_string(),
+            headers: Vec::new(),
+            body: None,
+            timeout: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            cpus: None,
+            ramp_up: Duration::ZERO,
+            interval: Duration::from_secs(1),
+            engine: Engine::Builtin,
+        }
+    }
+}
+
+impl LoadConfig {
+    fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: &str| Err(LoadError::InvalidOption(m.to_string()));
+        if self.connections == 0 {
+            return bad("-c must be at least 1");
+        }
+        if self.threads == 0 {
+            return bad("--threads must be at least 1");
+        }
+        if self.requests == Some(0) {
+            return bad("-n must be at least 1");
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return bad("-d must be longer than 0s");
+        }
+        if let Some(rate) = self.rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return bad("--rate must be a positive number of requests per second");
+        }
+        if self.timeout.is_zero() {
+            return bad("--timeout must be longer than 0s");
+        }
+        if self.interval < Duration::from_millis(10) {
+            return bad("--interval must be at least 10ms");
+        }
+        if let Some(cpus) = &self.cpus {
+            if cpus.is_empty() {
+                return bad("--cpus needs at least one CPU number");
+            }
+            let allowed = sys::allowed_cpus();
+            if let Some(cpu) = cpus.iter().find(|c| !allowed.contains(c)) {
+                return Err(LoadError::InvalidOption(format!(
+                    "CPU {cpu} in --cpus is not available to this process (allowed: {allowed:?}); pick CPUs from that list"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn echo(&self, threads: usize) -> ConfigEcho {
+        ConfigEcho {
+            url: self.url.clone(),
+            connections: self.connections,
+            threads,
+            duration_s: self.duration.map(|d| d.as_secs_f64()),
+            requests: self.requests,
+            rate: self.rate,
+            keepalive: self.keepalive,
+            method: self.method.clone(),
+            headers: self.headers.clone(),
+            body_bytes: self.body.as_ref().map_or(0, Vec::len),
+            timeout_s: self.timeout.as_secs_f64(),
+            warmup_s: self.warmup.as_secs_f64(),
+            cpus: self.cpus.clone(),
+            ramp_up_s: self.ramp_up.as_secs_f64(),
+            interval_s: self.interval.as_secs_f64(),
+            mode: if self.rate.is_some() {
+                "open"
+            } else {
+                "closed"
+            }
+            .to_string(),
+            engine: self.engine,
+        }
+    }
+}
+
+/// Run the load described by `config`, blocking until it is over or `stop` becomes true (then it
+/// returns early with everything measured so far).
+pub fn run(config: &LoadConfig, stop: Arc<AtomicBool>) -> Result<LoadReport, LoadError> {
+    run_with_progress(config, stop, Arc::new(Progress::default()))
+}
+
+/// [`run`], counting responses into `progress` as they arrive, for a watcher on another thread.
+pub fn run_with_progress(
+    config: &LoadConfig,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> Result<LoadReport, LoadError> {
+    config.validate()?;
+    let target = Target::parse(&config.url)?;
+    let template = RequestTemplate::new(
+        &target,
+        &config.method,
+        &config.headers,
+        config.body.as_deref(),
+        config.keepalive,
+    )?;
+    sys::ensure_fd_limit(config.connections)?;
+    preflight(&target, config.timeout)?;
+
+    let threads = config.threads.min(config.connections);
+    progress.init(threads);
+    let run_start = Instant::now();
+    let measure_start = run_start + config.ramp_up + config.warmup;
+    // Instant is CLOCK_MONOTONIC: the same instant in ns, for watchers on the kernel's clock.
+    let measure_start_ns = sys::monotonic_ns() - run_start.elapsed().as_nanos() as u64
+        + (config.ramp_up + config.warmup).as_nanos() as u64;
+    progress.set_measure_start_ns(measure_start_ns);
+    let plan = Arc::new(client::RunPlan {
+        template,
+        engine: config.engine,
+        addr: target.addr,
+        keepalive: config.keepalive,
+        timeout: config.timeout,
+        connections: config.connections,
+        run_start,
+        measure_start,
+        measure_end: config
+            .duration
+            .or(if config.requests.is_none() {
+                Some(Duration::from_secs(10))
+            } else {
+                None
+            })
+            .map(|d| measure_start + d),
+        request_budget: config.requests,
+        requests_claimed: AtomicU64::new(0),
+        rate: config.rate,
+        ramp_up: config.ramp_up,
+        stop,
+    });
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut workers = Vec::with_capacity(threads);
+    for thread in 0..threads {
+        let plan = plan.clone();
+        let tx = tx.clone();
+        let cpu = config.cpus.as_ref().map(|c| c[thread % c.len()]);
+        let interval = config.interval;
+        let indices: Vec<usize> = (thread..config.connections).step_by(threads).collect();
+        let progress = progress.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("loadgen-{thread}"))
+            .spawn(move || worker_thread(plan, thread, indices, cpu, interval, tx, progress))
+            .map_err(|source| LoadError::Runtime {
+                what: "cannot spawn worker thread",
+                source,
+            })?;
+        workers.push(worker);
+    }
+    drop(tx);
+
+    let mut collector = stats::Collector::new(threads, config.interval);
+    // Ends when every worker has dropped its sender, i.e. finished.
+    for flush in rx {
+        collector.add(flush);
+    }
+    let mut totals = Vec::with_capacity(threads);
+    for worker in workers {
+        match worker.join() {
+            Ok(Ok(t)) => totals.push(t),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(LoadError::WorkerPanicked),
+        }
+    }
+    let stopped_early = plan.stop.load(std::sync::atomic::Ordering::Relaxed);
+
+    let last_end = totals.iter().map(|t| t.end).max().unwrap_or(measure_start);
+    let end = match plan.measure_end {
+        Some(deadline) => last_end.min(deadline),
+        None => last_end,
+    };
+    let window = end.saturating_duration_since(measure_start);
+    collector.finish(window);
+
+    Ok(build_report(
+        config,
+        threads,
+        measure_start_ns,
+        collector,
+        &totals,
+        window,
+        stopped_early,
+    ))
+}
+
+/// Refuse a closed port before starting hundreds of connections to it.
+fn preflight(target: &Target, timeout: Duration) -> Result<(), LoadError> {
+    match std::net::TcpStream::connect_timeout(&target.addr, timeout) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Err(LoadError::PortClosed { addr: target.addr })
+        }
+        Err(source) => Err(LoadError::Connect {
+            addr: target.addr,
+            source,
+        }),
+    }
+}
+
+fn worker_thread(
+    plan: Arc<client::RunPlan>,
+    thread: usize,
+    connection_indices: Vec<usize>,
+    cpu: Option<usize>,
+    interval: Duration,
+    tx: std::sync::mpsc::Sender<stats::IntervalFlush>,
+    progress: Arc<Progress>,
+) -> Result<stats::ThreadTotals, LoadError> {
+    if let Some(cpu) = cpu {
+        sys::pin_current_thread(cpu).map_err(|e| {
+            LoadError::InvalidOption(format!("cannot pin a worker thread to CPU {cpu} ({e}); pick CPUs from `nproc`/taskset in --cpus"))
+        })?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| LoadError::Runtime {
+            what: "cannot build the tokio runtime",
+            source,
+        })?;
+    let recorder = std::rc::Rc::new(std::cell::RefCell::new(stats::ThreadRecorder::new(
+        thread,
+        plan.measure_start,
+        plan.measure_end,
+        interval,
+        tx,
+        progress,
+    )));
+    let local = tokio::task::LocalSet::new();
+    local.block_on(
+        &runtime,
+        client::run_thread_connections(plan.clone(), recorder.clone(), connection_indices),
+    );
+    drop(local);
+    let mut recorder = std::rc::Rc::try_unwrap(recorder)
+        .ok()
+        .expect("connection tasks are gone")
+        .into_inner();
+    recorder.finish(Instant::now());
+    Ok(recorder.totals)
+}
+
+fn build_report(
+    config: &LoadConfig,
+    threads: usize,
+    start_monotonic_ns: u64,
+    collector: stats::Collector,
+    totals: &[stats::ThreadTotals],
+    window: Duration,
+    stopped_early: bool,
+) -> LoadReport {
+    let sum = |f: fn(&stats::ThreadTotals) -> u64| totals.iter().map(f).sum::<u64>();
+    let completed = sum(|t| t.completed);
+    let errors = sum(|t| t.errors);
+    let mut status_codes = std::collections::BTreeMap::new();
+    let mut errors_by_kind = std::collections::BTreeMap::new();
+    for kind in ErrorKind::ALL {
+        errors_by_kind.insert(kind.name().to_string(), 0);
+    }
+    let mut connect = stats::new_histogram();
+    let mut user_ns = 0u64;
+    let mut sys_ns = 0u64;
+    let mut max_thread_utilization = 0.0f64;
+    for t in totals {
+        for (code, &n) in t.status_codes.iter().enumerate() {
+            if n > 0 {
+                *status_codes.entry(code as u16).or_insert(0) += n;
+            }
+        }
+        for kind in ErrorKind::ALL {
+            *errors_by_kind
+                .get_mut(kind.name())
+                .expect("all kinds present") += t.errors_by_kind[kind.index()];
+        }
+        connect
+            .add(&t.connect_latency)
+            .expect("same histogram bounds");
+        user_ns += t.cpu.user.as_nanos() as u64;
+        sys_ns += t.cpu.sys.as_nanos() as u64;
+        let wall = t.cpu_wall.as_secs_f64();
+        if wall > 0.0 {
+            max_thread_utilization =
+                max_thread_utilization.max((t.cpu.user + t.cpu.sys).as_secs_f64() / wall);
+        }
+    }
+    let secs = window.as_secs_f64();
+    let cpu_utilization = if secs > 0.0 {
+        (user_ns + sys_ns) as f64 / 1e9 / (secs * threads as f64)
+    } else {
+        0.0
+    };
+    LoadReport {
+        throughput_rps: if secs > 0.0 {
+            report::round3(completed as f64 / secs)
+        } else {
+            0.0
+        },
+        requests: completed + errors,
+        completed,
+        errors,
+        sent: sum(|t| t.sent),
+        unfinished: sum(|t| t.in_flight),
+        warmup_requests: sum(|t| t.warmup_requests),
+        carried_in: sum(|t| t.carried_in),
+        duration_s: report::round3(secs),
+        bytes: sum(|t| t.bytes),
+        status_codes,
+        errors_by_kind,
+        latency_us: LatencySummary::from_histogram(&collector.latency),
+        connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
+        connections_opened: sum(|t| t.connections_opened),
+        idle_closed_by_server: sum(|t| t.closed_idle),
+        spectrum: report::spectrum(&collector.latency),
+        timeline: collector.timeline,
+        client_cpu: ClientCpu {
+            user_ns,
+            sys_ns,
+            cpu_utilization: report::round3(cpu_utilization),
+            max_thread_utilization: report::round3(max_thread_utilization),
+            saturated: max_thread_utilization >= SATURATED_UTILIZATION,
+            threads,
+        },
+        start_monotonic_ns,
+        stopped_early,
+        config: config.echo(threads),
+    }
+}
