@@ -360,15 +360,10 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
 
 /// srvprof's resident memory, from /proc (kB).
 fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
+    status_field(
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
+        "VmRSS:",
+    )
 }
 
 /// Holds -c 10000 against nginx for SRVPROF_SOAK_SECS (30 s in CI; 600 s is the benchmark), all

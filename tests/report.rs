@@ -43,17 +43,11 @@ fn thread_named(pid: u32, comm: &str) -> u32 {
 }
 
 fn start_busy_thread(args: &[&str]) -> Server {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped());
-    // SAFETY: setsid only, so the drop kills the whole group.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("start busy-thread");
+    let mut child = spawn_in_own_group(
+        Command::new(workspace_root().join("servers/busy-thread/run"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
     // It prints `ready` once its threads run (after a build on first use).
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut seen = Vec::new();

@@ -114,16 +114,23 @@ impl Drop for Workload {
     }
 }
 
+/// The number a /proc status file gives for `name` (e.g. "VmRSS:", in kB, or
+/// "voluntary_ctxt_switches:"), if it has that line.
+pub fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// (voluntary, involuntary) switches of a thread, from /proc (the kernel's own nvcsw/nivcsw).
 pub fn proc_ctxt_switches(pid: u32, tid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).expect("status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .expect(name)
-    };
+    let field = |name: &str| status_field(&status, name).expect(name);
     (
         field("voluntary_ctxt_switches:"),
         field("nonvoluntary_ctxt_switches:"),
@@ -183,6 +190,22 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Starts `cmd` (stdin closed) in a session and process group of its own, so that dropping the
+/// [`Server`] that holds it kills the whole group (nginx's master and workers, say).
+pub fn spawn_in_own_group(cmd: &mut Command) -> Child {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null());
+    // SAFETY: setsid only.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
+}
+
 /// A reference or faulty server from servers/, in its own process group, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -197,23 +220,13 @@ impl Server {
 
     /// The same on a given port (a server restarted where the old one listened).
     pub fn start_on(name: &str, port: u16, args: &[&str]) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(workspace_root().join("servers").join(name).join("run"));
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: setsid only, so the test can kill the whole group (nginx master and workers).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("start servers/{name}/run: {e}"));
+        let child = spawn_in_own_group(
+            Command::new(workspace_root().join("servers").join(name).join("run"))
+                .arg("--port")
+                .arg(port.to_string())
+                .args(args)
+                .stdout(Stdio::null()),
+        );
         let server = Self { child, port };
         let deadline = Instant::now() + Duration::from_secs(240);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -250,19 +263,11 @@ pub struct CpuHog {
 
 impl CpuHog {
     pub fn on(cpus: &str) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
-        cmd.args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: setsid only.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start busy-thread");
+        let child = spawn_in_own_group(
+            Command::new(workspace_root().join("servers/busy-thread/run"))
+                .args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
+                .stdout(Stdio::null()),
+        );
         std::thread::sleep(Duration::from_millis(500));
         CpuHog {
             _process: Server { child, port: 0 },
