@@ -60,27 +60,14 @@ fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
 fn every_exit_path_detaches_every_program_and_link() {
     require_root();
     let w = Workload::start(WORKLOAD);
-    let pid = w.pid().to_string();
     for (how, signal) in [
         ("normal end", None),
         ("Ctrl-C", Some(libc::SIGINT)),
         ("SIGTERM", Some(libc::SIGTERM)),
         ("SIGKILL", Some(libc::SIGKILL)),
     ] {
-        let mut child = Command::new(srvprof_bin())
-            .args([
-                "probe",
-                "--pid",
-                &pid,
-                "-d",
-                if signal.is_some() { "60s" } else { "2s" },
-                "--format",
-                "json",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let duration = if signal.is_some() { "60s" } else { "2s" };
+        let mut child = spawn_piped(&mut probe_json(w.pid(), duration, &[]));
         wait_attached(&mut child, "watching PIDs");
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
@@ -133,17 +120,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     // `probe --out` writes a file into an existing folder.
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("probe.json");
-    let status = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--out",
-        ])
+    let status = probe_json(w.pid(), "1s", &["--out"])
         .arg(&out)
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
@@ -163,18 +140,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     std::fs::write(&victim, "precious").unwrap();
     let planted = dir.join("planted.json");
     std::os::unix::fs::symlink(&victim, &planted).unwrap();
-    let o = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--force",
-            "--out",
-        ])
+    let o = probe_json(w.pid(), "1s", &["--force", "--out"])
         .arg(&planted)
         .output()
         .unwrap();
@@ -188,17 +154,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     // A file srvprof did not write is not overwritten without --force.
     let mine = dir.join("notes.txt");
     std::fs::write(&mine, "mine").unwrap();
-    let o = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--out",
-        ])
+    let o = probe_json(w.pid(), "1s", &["--out"])
         .arg(&mine)
         .output()
         .unwrap();

@@ -332,6 +332,15 @@ pub fn spawn_piped(cmd: &mut Command) -> Child {
         .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
 }
 
+/// `srvprof probe --pid PID -d DURATION --format json`, then `extra`; the caller runs it.
+pub fn probe_json(pid: u32, duration: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(srvprof_bin());
+    cmd.args(["probe", "--pid", &pid.to_string(), "-d", duration])
+        .args(["--format", "json"])
+        .args(extra);
+    cmd
+}
+
 /// The arguments of one `srvprof run`, in the order they are given.
 pub struct RunArgs(Vec<OsString>);
 
