@@ -1,33 +1,34 @@
 //! Servers that misbehave by construction, profiled with `srvprof run`: the run counts what went
 //! wrong by kind, never panics, and leaves a complete run.json.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use srvprof_integration::*;
 
-fn faulty(mode: &[&str]) -> String {
-    faulty_cmd(free_port(), mode)
+/// `srvprof run` of servers/faulty in `mode` on a free port, without a warmup: `-c CONNECTIONS
+/// -d DURATION`, then `extra`, stacks off.
+fn run_faulty(
+    mode: &[&str],
+    connections: u64,
+    duration: &str,
+    extra: &[&str],
+    name: &str,
+) -> (std::process::ExitStatus, String, serde_json::Value) {
+    RunArgs::cmd(&faulty_cmd(free_port(), mode))
+        .load(connections, duration, "0s")
+        .args(extra)
+        .args(&["--stacks", "off"])
+        .run(name)
 }
 
 #[test]
 fn a_server_that_never_answers_gives_read_timeouts() {
     require_root();
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty(&["--mode", "never-answer"]),
-            "-c",
-            "5",
-            "-d",
-            "3s",
-            "--warmup",
-            "0s",
-            "--timeout",
-            "1s",
-            "--stacks",
-            "off",
-        ],
+    let (status, stderr, run) = run_faulty(
+        &["--mode", "never-answer"],
+        5,
+        "3s",
+        &["--timeout", "1s"],
         "never",
     );
     assert!(
@@ -42,33 +43,13 @@ fn a_server_that_never_answers_gives_read_timeouts() {
         "{timeouts} read timeouts: {}",
         run["load"]["errors_by_kind"]
     );
-    assert!(
-        run["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|f| f["kind"] == "no_success")
-    );
+    expect_finding(&run, "no_success");
 }
 
 #[test]
 fn malformed_http_is_counted_as_protocol_errors_without_a_panic() {
     require_root();
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty(&["--mode", "malformed"]),
-            "-c",
-            "4",
-            "-d",
-            "2s",
-            "--warmup",
-            "0s",
-            "--stacks",
-            "off",
-        ],
-        "malformed",
-    );
+    let (status, stderr, run) = run_faulty(&["--mode", "malformed"], 4, "2s", &[], "malformed");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!status.success());
     let n = errors_of(&run, "protocol_error");
@@ -82,21 +63,8 @@ fn malformed_http_is_counted_as_protocol_errors_without_a_panic() {
 #[test]
 fn a_connection_closed_mid_response_is_an_error_not_a_success() {
     require_root();
-    let (_, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty(&["--mode", "close-mid-response"]),
-            "-c",
-            "4",
-            "-d",
-            "2s",
-            "--warmup",
-            "0s",
-            "--stacks",
-            "off",
-        ],
-        "midclose",
-    );
+    let mode = ["--mode", "close-mid-response"];
+    let (_, stderr, run) = run_faulty(&mode, 4, "2s", &[], "midclose");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(
         run["load"]["completed"], 0,
@@ -113,21 +81,8 @@ fn a_connection_closed_mid_response_is_an_error_not_a_success() {
 fn a_slow_server_gets_correct_latency() {
     require_root();
     // A ~40-byte response written one byte every 5 ms: at least ~200 ms per request.
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty(&["--mode", "slow", "--byte-delay-ms", "5"]),
-            "-c",
-            "4",
-            "-d",
-            "3s",
-            "--warmup",
-            "0s",
-            "--stacks",
-            "off",
-        ],
-        "slow",
-    );
+    let mode = ["--mode", "slow", "--byte-delay-ms", "5"];
+    let (status, stderr, run) = run_faulty(&mode, 4, "3s", &[], "slow");
     assert!(status.success(), "{stderr}");
     let p50 = run["load"]["latency_us"]["p50"].as_u64().unwrap();
     assert!((150_000..2_000_000).contains(&p50), "p50 {p50} us");
@@ -138,43 +93,20 @@ fn a_server_killed_and_restarted_on_its_port_mid_run() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     let port = nginx.port;
-    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-restart", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let child = Command::new(srvprof_bin())
-        .args([
-            "run",
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            "10",
-            "-d",
-            "8s",
-            "--warmup",
-            "0s",
-            "--timeout",
-            "1s",
-            "--stacks",
-            "off",
-            "--out",
-        ])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let dir = fresh_run_dir("restart");
+    let child = RunArgs::pid(nginx.pid())
+        .load(10, "8s", "0s")
+        .args(&["--timeout", "1s", "--stacks", "off"])
+        .out(&dir)
+        .spawn();
     std::thread::sleep(Duration::from_secs(3));
     drop(nginx); // SIGKILL to the whole group: master and worker die
     std::thread::sleep(Duration::from_secs(1));
     let restarted = Server::start_on("nginx-hello", port, &["--cpus", "1"]);
     let out = child.wait_with_output().unwrap();
     drop(restarted);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_success(&out);
+    let run = read_json(&dir.join("run.json"));
     let timeline = run["timeline"].as_array().unwrap();
     let first = timeline.first().unwrap()["completed"].as_u64().unwrap();
     let last = timeline.last().unwrap()["completed"].as_u64().unwrap();
@@ -218,27 +150,11 @@ fn sigterm_in_any_phase_leaves_only_complete_files() {
         ("measurement", Some(3500)),
         ("late", Some(5900)),
     ] {
-        let dir =
-            std::env::temp_dir().join(format!("srvprof-run-{}-term-{phase}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut child = Command::new(srvprof_bin())
-            .args([
-                "run",
-                "--pid",
-                &nginx.pid().to_string(),
-                "-c",
-                "10",
-                "-d",
-                "4s",
-                "--warmup",
-                "2s",
-                "--out",
-            ])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let dir = fresh_run_dir(&format!("term-{phase}"));
+        let mut child = RunArgs::pid(nginx.pid())
+            .load(10, "4s", "2s")
+            .out(&dir)
+            .spawn();
         let mut stderr_lines = std::io::BufReader::new(child.stderr.take().unwrap());
         match after_attach_ms {
             None => std::thread::sleep(Duration::from_millis(100)),
@@ -276,9 +192,7 @@ fn sigterm_in_any_phase_leaves_only_complete_files() {
             }
         }
         if phase == "measurement" {
-            let run: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap())
-                    .unwrap();
+            let run = read_json(&dir.join("run.json"));
             assert!(
                 run["load"]["completed"].as_u64().unwrap() > 0,
                 "measured until the signal"
@@ -309,23 +223,11 @@ fn nginx_shedding_idle_connections_is_no_storm_and_is_named() {
         ],
     );
     let opens_before = net_counter("Tcp:", "ActiveOpens");
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            &connections.to_string(),
-            "-d",
-            "15s",
-            "--cpus",
-            "0",
-            "--stacks",
-            "off",
-        ],
-        "shed",
-    );
+    let run = RunArgs::pid(nginx.pid())
+        .args(&["-c", &connections.to_string(), "-d", "15s"])
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("shed");
     let opens = net_counter("Tcp:", "ActiveOpens") - opens_before;
-    assert!(status.success(), "{stderr}");
     // nginx's own word that it shed connections: the independent source for the cause.
     let log = std::fs::read_to_string(
         std::path::Path::new(&std::env::var("XDG_RUNTIME_DIR").unwrap_or("/tmp".into())).join(
@@ -361,7 +263,7 @@ fn nginx_shedding_idle_connections_is_no_storm_and_is_named() {
         "{}",
         run["load"]["errors_by_kind"]
     );
-    let f = finding(&run, "server_closed_idle").expect("the finding names the cause");
+    let f = expect_finding(&run, "server_closed_idle");
     assert!(idle_closed >= 100, "{idle_closed}");
     let summary = f["summary"].as_str().unwrap();
     assert!(summary.contains("worker_connections"), "{summary}");

@@ -1,7 +1,7 @@
 //! `srvprof probe` and `srvprof check` as a user runs them: the JSON contract, bad input,
 //! a target that dies mid-run, Ctrl-C.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use srvprof_integration::*;
@@ -23,23 +23,7 @@ fn spawn_probe(
     path: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Child {
-    let mut child = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &pid.to_string(),
-            "-d",
-            duration,
-            "--format",
-            "json",
-        ])
-        .args(extra)
-        .arg("--out")
-        .arg(path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(probe_json(pid, duration, extra).arg("--out").arg(path));
     wait_attached(&mut child, "watching PIDs");
     child
 }
@@ -79,8 +63,7 @@ fn json_contract_and_known_counts() {
     let mut probe = spawn_probe(w.pid(), "3s", &path, &["--interval", "500ms", "--exact"]);
     w.command("syscalls 12345");
     assert!(probe.wait().unwrap().success());
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let j = read_json(&path);
     for key in [
         "duration_s",
         "threads",
@@ -173,23 +156,11 @@ fn bad_pids_get_one_clear_sentence() {
     // Some PIDs gone: the others are watched and the run says so.
     let w = Workload::start(WORKLOAD);
     let out = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "999999999",
-            "-d",
-            "1s",
-            "--format",
-            "json",
-        ])
+        .args(["probe", "--pid", &w.pid().to_string(), "999999999"])
+        .args(["-d", "1s", "--format", "json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(j["notes"].to_string().contains("999999999"));
 }
@@ -230,8 +201,7 @@ fn a_target_killed_mid_run_is_reported_and_everything_is_written() {
         started.elapsed() < Duration::from_secs(10),
         "the run ends soon after its only target dies"
     );
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let j = read_json(&path);
     let exit = j["exits"]
         .as_array()
         .unwrap()
@@ -253,8 +223,7 @@ fn ctrl_c_still_writes_the_report() {
     unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
     let out = probe.wait_with_output().unwrap();
     assert!(out.status.success());
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let j = read_json(&path);
     assert!(j["notes"].to_string().contains("interrupted"));
     assert!(j["duration_s"].as_f64().unwrap() < 30.0);
 }
@@ -286,8 +255,7 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
         assert!(probe.wait_with_output().unwrap().status.success());
-        let j: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let j = read_json(&path);
         assert_eq!(j["syscalls_off"], !attached, "{setting}");
         let getppid = j["syscalls"]
             .as_array()
@@ -325,8 +293,7 @@ fn sampled_syscall_counts_estimate_a_paced_rate() {
     // Outlasts the probe, so the whole window sees the same rate.
     w.command("paced 7 20");
     assert!(probe.wait().unwrap().success());
-    let j: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let j = read_json(&path);
     let fraction = j["traced_fraction"].as_f64().expect("sampled by default");
     assert!((0.04..=0.06).contains(&fraction), "traced {fraction}");
     let duration_s = j["duration_s"].as_f64().unwrap();

@@ -60,27 +60,14 @@ fn still_loaded(ids: &[u64]) -> (Vec<u64>, usize) {
 fn every_exit_path_detaches_every_program_and_link() {
     require_root();
     let w = Workload::start(WORKLOAD);
-    let pid = w.pid().to_string();
     for (how, signal) in [
         ("normal end", None),
         ("Ctrl-C", Some(libc::SIGINT)),
         ("SIGTERM", Some(libc::SIGTERM)),
         ("SIGKILL", Some(libc::SIGKILL)),
     ] {
-        let mut child = Command::new(srvprof_bin())
-            .args([
-                "probe",
-                "--pid",
-                &pid,
-                "-d",
-                if signal.is_some() { "60s" } else { "2s" },
-                "--format",
-                "json",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let duration = if signal.is_some() { "60s" } else { "2s" };
+        let mut child = spawn_piped(&mut probe_json(w.pid(), duration, &[]));
         wait_attached(&mut child, "watching PIDs");
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
@@ -109,22 +96,10 @@ fn every_exit_path_detaches_every_program_and_link() {
     }
     // An error after attaching (the load cannot reach its URL) also leaves nothing.
     let port = free_port();
-    let mut child = Command::new(srvprof_bin())
-        .args([
-            "run",
-            "--pid",
-            &pid,
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-            "-d",
-            "2s",
-            "--stacks",
-            "off",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = RunArgs::pid(w.pid())
+        .args(&["--url", &format!("http://127.0.0.1:{port}/")])
+        .args(&["-d", "2s", "--stacks", "off"])
+        .spawn();
     wait_attached(&mut child, "probes attached");
     let held = programs_held_by(child.id());
     let status = child.wait().unwrap();
@@ -145,17 +120,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     // `probe --out` writes a file into an existing folder.
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("probe.json");
-    let status = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--out",
-        ])
+    let status = probe_json(w.pid(), "1s", &["--out"])
         .arg(&out)
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
@@ -175,18 +140,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     std::fs::write(&victim, "precious").unwrap();
     let planted = dir.join("planted.json");
     std::os::unix::fs::symlink(&victim, &planted).unwrap();
-    let o = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--force",
-            "--out",
-        ])
+    let o = probe_json(w.pid(), "1s", &["--force", "--out"])
         .arg(&planted)
         .output()
         .unwrap();
@@ -200,17 +154,7 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     // A file srvprof did not write is not overwritten without --force.
     let mine = dir.join("notes.txt");
     std::fs::write(&mine, "mine").unwrap();
-    let o = Command::new(srvprof_bin())
-        .args([
-            "probe",
-            "--pid",
-            &w.pid().to_string(),
-            "-d",
-            "1s",
-            "--format",
-            "json",
-            "--out",
-        ])
+    let o = probe_json(w.pid(), "1s", &["--out"])
         .arg(&mine)
         .output()
         .unwrap();
@@ -290,29 +234,19 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
     let master = nginx.id();
     let before = proc_softirq("NET_RX");
     // srvprof (and so its load generator) in the client namespace; the URL is found from nginx's socket.
-    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-veth", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_run_dir("veth");
+    let srvprof = RunArgs::pid(master)
+        .load(20, "3s", "1s")
+        .args(&["--stacks", "off"])
+        // The probes' own softirq counts, checked against /proc below (sampled mode would take
+        // them from /proc).
+        .args(&["--exact"])
+        .out(&dir);
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.names[1]])
         .arg(srvprof_bin())
-        .args([
-            "run",
-            "--pid",
-            &master.to_string(),
-            "-c",
-            "20",
-            "-d",
-            "3s",
-            "--warmup",
-            "1s",
-            "--stacks",
-            "off",
-            // The probes' own softirq counts, checked against /proc below (sampled mode would
-            // take them from /proc).
-            "--exact",
-            "--out",
-        ])
-        .arg(&dir)
+        .arg("run")
+        .args(srvprof.list())
         .output()
         .unwrap();
     let after = proc_softirq("NET_RX");
@@ -325,8 +259,7 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
         stderr.contains("10.231.0.1:8080"),
         "the URL came from nginx's own listening socket: {stderr}"
     );
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run = read_json(&dir.join("run.json"));
     let completed = run["load"]["completed"].as_u64().unwrap();
     assert!(completed > 1000, "{completed} requests crossed the veth");
     // NET_RX per CPU: the probe's window lies inside the /proc window read around the run.
@@ -360,15 +293,10 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
 
 /// srvprof's resident memory, from /proc (kB).
 fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()
+    status_field(
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?,
+        "VmRSS:",
+    )
 }
 
 /// Holds -c 10000 against nginx for SRVPROF_SOAK_SECS (30 s in CI; 600 s is the benchmark), all
@@ -387,28 +315,12 @@ fn thousands_of_connections_held_with_flat_memory_and_nothing_lost() {
         .unwrap_or(10_000);
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     let opens_before = net_counter("Tcp:", "ActiveOpens");
-    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-soak", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut child = Command::new(srvprof_bin())
-        .args([
-            "run",
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            &connections.to_string(),
-            "-d",
-            &format!("{secs}s"),
-            "--warmup",
-            "2s",
-            "--cpus",
-            "0",
-            "--out",
-        ])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let dir = fresh_run_dir("soak");
+    let mut child = RunArgs::pid(nginx.pid())
+        .load(connections, &format!("{secs}s"), "2s")
+        .args(&["--cpus", "0"])
+        .out(&dir)
+        .spawn();
     let later_lines = wait_attached(&mut child, "probes attached");
     let pid = child.id();
     // One RSS reading a second over the measured part of the run: until srvprof says the load is
@@ -428,8 +340,7 @@ fn thousands_of_connections_held_with_flat_memory_and_nothing_lost() {
     assert!(status.success());
     // Only srvprof opens connections here (nginx accepts them): the kernel's count is srvprof's.
     let opens = net_counter("Tcp:", "ActiveOpens") - opens_before;
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run = read_json(&dir.join("run.json"));
     assert!(
         opens * 100 <= connections * 101,
         "{opens} TCP connections opened for -c {connections} (kernel's TcpActiveOpens)"

@@ -2,15 +2,11 @@
 //! (servers/busy-thread), and report.html rendered by a real browser (headless Chromium).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use srvprof_integration::*;
-
-fn run_dir(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("srvprof-run-{}-{name}", std::process::id()))
-}
 
 /// (frames, value) per line of a folded file.
 fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
@@ -43,17 +39,11 @@ fn thread_named(pid: u32, comm: &str) -> u32 {
 }
 
 fn start_busy_thread(args: &[&str]) -> Server {
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
-    cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped());
-    // SAFETY: setsid only, so the drop kills the whole group.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().expect("start busy-thread");
+    let mut child = spawn_in_own_group(
+        Command::new(workspace_root().join("servers/busy-thread/run"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
     // It prints `ready` once its threads run (after a build on first use).
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut seen = Vec::new();
@@ -81,33 +71,16 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
     let started = Instant::now();
     // The spinner's CPU time by the kernel's account, read when srvprof says its probes are attached
     // and when it reads the stacks: exactly the window the stacks were sampled in.
-    let dir = run_dir("busy-thread");
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut child = std::process::Command::new(srvprof_bin())
-        .args([
-            "run",
-            "--pid",
-            &busy.pid().to_string(),
-            "--url",
-            &nginx.url(),
-            "-c",
-            "4",
-            "-d",
-            "4s",
-            "--warmup",
-            "1s",
-            // The load and its loopback softirqs stay on CPU 0 with nginx: samples taken in
-            // softirq context on the spinner's CPU would be charged to it, and schedstat excludes
-            // interrupt time, so the comparison below would measure interrupts, not the sampler.
-            "--cpus",
-            "0",
-            "--out",
-        ])
-        .arg(&dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let dir = fresh_run_dir("busy-thread");
+    let mut child = RunArgs::pid(busy.pid())
+        .args(&["--url", &nginx.url()])
+        .load(4, "4s", "1s")
+        // The load and its loopback softirqs stay on CPU 0 with nginx: samples taken in softirq
+        // context on the spinner's CPU would be charged to it, and schedstat excludes interrupt
+        // time, so the comparison below would measure interrupts, not the sampler.
+        .args(&["--cpus", "0"])
+        .out(&dir)
+        .spawn();
     let mut stderr_lines = std::io::BufReader::new(child.stderr.take().unwrap());
     let (mut cpu_at_attach, mut cpu_at_read, mut stderr) = (None, None, String::new());
     let (mut steal_at_attach, mut steal_at_read) = (0.0, 0.0);
@@ -239,22 +212,10 @@ fn chromium(args: &[&str], url: &str) -> (String, String) {
 fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            "20",
-            "-d",
-            "3s",
-            "--warmup",
-            "1s",
-            "--cpus",
-            "0",
-        ],
-        "report-html",
-    );
-    assert!(status.success(), "{stderr}");
+    let run = RunArgs::pid(nginx.pid())
+        .load(20, "3s", "1s")
+        .args(&["--cpus", "0"])
+        .run_ok("report-html");
     assert!(run["load"]["completed"].as_u64().unwrap() > 0);
     let dir = run_dir("report-html");
     let on = folded(&dir, "oncpu-server.folded");
@@ -262,15 +223,12 @@ fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
 
     // `srvprof report DIR` re-renders the page from run.json and the folded files alone.
     std::fs::remove_file(dir.join("report.html")).unwrap();
-    let out = Command::new(srvprof_bin())
-        .arg("report")
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_success(
+        &Command::new(srvprof_bin())
+            .arg("report")
+            .arg(&dir)
+            .output()
+            .unwrap(),
     );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("srvprof-report"));

@@ -74,25 +74,11 @@ fn assert_sides_differ(run: &serde_json::Value, sender: &str, receiver: &str) {
 fn a_server_resetting_every_third_connection_is_named_with_its_resets() {
     require_root();
     let port = free_port();
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty_cmd(port, &["--mode", "reset-every-third"]),
-            "--no-keepalive",
-            "-c",
-            "4",
-            "--rate",
-            "300",
-            "-d",
-            "3s",
-            "--warmup",
-            "1s",
-            "--stacks",
-            "off",
-        ],
-        "reset-every-third",
-    );
-    assert!(status.success(), "{stderr}");
+    let run = RunArgs::cmd(&faulty_cmd(port, &["--mode", "reset-every-third"]))
+        .args(&["--no-keepalive", "--rate", "300"])
+        .load(4, "3s", "1s")
+        .args(&["--stacks", "off"])
+        .run_ok("reset-every-third");
     let completed = run["load"]["completed"].as_u64().unwrap();
     let client_resets = errors_of(&run, "reset");
     // By construction one request in three (one connection each) is reset.
@@ -141,23 +127,11 @@ fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
     require_root();
     let port = free_port();
     let connections = 4;
-    let (_, stderr, run) = srvprof_run(
-        &[
-            "--cmd",
-            &faulty_cmd(port, &["--mode", "delay", "--delay-ms", "500"]),
-            "-c",
-            &connections.to_string(),
-            "--timeout",
-            "100ms",
-            "-d",
-            "3s",
-            "--warmup",
-            "1s",
-            "--stacks",
-            "off",
-        ],
-        "client-timeout",
-    );
+    let (_, stderr, run) =
+        RunArgs::cmd(&faulty_cmd(port, &["--mode", "delay", "--delay-ms", "500"]))
+            .load(connections, "3s", "1s")
+            .args(&["--timeout", "100ms", "--stacks", "off"])
+            .run("client-timeout");
     assert!(
         run.is_object(),
         "run.json was written (no request succeeds): {stderr}"
@@ -191,7 +165,7 @@ fn a_client_timeout_shorter_than_the_reply_gives_client_sent_resets() {
     // What this kernel says: the client's closed connection (an orphaned FIN_WAIT2, kept as a
     // timewait socket) answered the server's late reply with a reset.
     assert_top_sent(&run, "client", ("TIME_WAIT", "TCP_TIMEWAIT_SOCKET"));
-    let f = finding(&run, "client_resets").expect("a client_resets finding");
+    let f = expect_finding(&run, "client_resets");
     let summary = f["summary"].as_str().unwrap();
     assert!(
         summary.starts_with(&format!("the client sent {client_sent} TCP resets"))

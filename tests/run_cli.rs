@@ -3,17 +3,6 @@
 
 use srvprof_integration::*;
 
-fn kinds(run: &serde_json::Value) -> Vec<String> {
-    run["findings"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|f| f["kind"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
     require_root();
@@ -22,26 +11,12 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
         &["--cpus", "1", "--backlog", "4", "--no-keepalive"],
     );
     let overflows_before = net_counter("TcpExt:", "ListenOverflows");
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "--no-keepalive",
-            "-c",
-            "800",
-            "-d",
-            "6s",
-            "--warmup",
-            "1s",
-            "--cpus",
-            "0",
-            "--timeout",
-            "20s",
-        ],
-        "backlog",
-    );
+    let run = RunArgs::pid(nginx.pid())
+        .args(&["--no-keepalive"])
+        .load(800, "6s", "1s")
+        .args(&["--cpus", "0", "--timeout", "20s"])
+        .run_ok("backlog");
     let overflows_after = net_counter("TcpExt:", "ListenOverflows");
-    assert!(status.success(), "{stderr}");
     let tcp = &run["server"]["tcp"];
     let overflows = tcp["listen_overflows"].as_u64().unwrap();
     // The kernel's counter, read around the whole run, encloses the measured window.
@@ -58,8 +33,7 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
         p99 >= 1_000_000,
         "a SYN retransmit costs the initial RTO of 1 s: p99 {p99} us"
     );
-    let f = finding(&run, "syn_retransmit_tail")
-        .unwrap_or_else(|| panic!("no syn_retransmit_tail in {:?}", kinds(&run)));
+    let f = expect_finding(&run, "syn_retransmit_tail");
     assert_eq!(f["severity"], "critical");
     assert_eq!(
         f["evidence"]["listen_overflows"].as_f64().unwrap() as u64,
@@ -96,25 +70,13 @@ fn overflows_of_another_listener_are_not_blamed_on_the_server() {
         held.len()
     });
     let overflows_before = net_counter("TcpExt:", "ListenOverflows");
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            "20",
-            "-d",
-            "4s",
-            "--warmup",
-            "1s",
-            "--cpus",
-            "0",
-        ],
-        "other-listener",
-    );
+    let run = RunArgs::pid(nginx.pid())
+        .load(20, "4s", "1s")
+        .args(&["--cpus", "0"])
+        .run_ok("other-listener");
     let overflows_after = net_counter("TcpExt:", "ListenOverflows");
     flood.join().unwrap();
     drop(other);
-    assert!(status.success(), "{stderr}");
     let tcp = &run["server"]["tcp"];
     assert!(
         overflows_after > overflows_before,
@@ -140,23 +102,11 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
     let worker = with_children(nginx.pid());
     let _hog = CpuHog::on("1");
     let (_, delay0, _) = proc_schedstat(worker, worker);
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            "50",
-            "-d",
-            "5s",
-            "--warmup",
-            "1s",
-            "--cpus",
-            "0",
-        ],
-        "runq",
-    );
+    let run = RunArgs::pid(nginx.pid())
+        .load(50, "5s", "1s")
+        .args(&["--cpus", "0"])
+        .run_ok("runq");
     let (_, delay1, _) = proc_schedstat(worker, worker);
-    assert!(status.success(), "{stderr}");
     // The scheduler's own run_delay says the worker waited for its CPU for a large share of the run.
     let waited_s = (delay1 - delay0) as f64 / 1e9;
     assert!(
@@ -181,11 +131,7 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
         "probe run-queue {probe_wait_s} s vs schedstat {waited_s} s"
     );
     assert!(run["per_request"]["involuntary_switches"].as_f64().unwrap() > 0.0);
-    assert!(
-        finding(&run, "runq_tail").is_some(),
-        "no runq_tail in {:?}",
-        kinds(&run)
-    );
+    expect_finding(&run, "runq_tail");
 }
 
 #[test]
@@ -196,34 +142,19 @@ fn a_starved_load_generator_is_called_client_bound() {
     let worker = with_children(server.pid());
     let cpu_before = srvprof::procfs::process_cpu_time(worker).unwrap();
     let started = std::time::Instant::now();
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &server.pid().to_string(),
-            "-c",
-            "50",
-            "-d",
-            "4s",
-            "--warmup",
-            "1s",
-            "--threads",
-            "1",
-            "--cpus",
-            "0",
-        ],
-        "client",
-    );
+    let run = RunArgs::pid(server.pid())
+        .load(50, "4s", "1s")
+        .args(&["--threads", "1", "--cpus", "0"])
+        .run_ok("client");
     let wall = started.elapsed().as_secs_f64();
     let cpu_after = srvprof::procfs::process_cpu_time(worker).unwrap();
-    assert!(status.success(), "{stderr}");
     // The server had room: its worker used well under its CPU (kernel's accounting).
     let server_busy =
         (cpu_after.user_ns + cpu_after.sys_ns - cpu_before.user_ns - cpu_before.sys_ns) as f64
             / 1e9
             / wall;
     assert!(server_busy < 0.8, "server worker {server_busy} of a CPU");
-    let f = finding(&run, "client_bound")
-        .unwrap_or_else(|| panic!("no client_bound in {:?}", kinds(&run)));
+    let f = expect_finding(&run, "client_bound");
     assert!(
         f["evidence"]["client_thread_busy_or_runnable_share"]
             .as_f64()
@@ -241,20 +172,13 @@ fn a_starved_load_generator_is_called_client_bound() {
 fn a_server_that_dies_by_signal_mid_run_is_reported_with_the_client_errors() {
     require_root();
     let port = free_port();
-    let cmd = format!(
-        "{}/servers/faulty/run --port {port} --mode crash-after --after-requests 3000",
-        workspace_root().display()
-    );
-    let (status, stderr, run) = srvprof_run(
-        &["--cmd", &cmd, "-c", "20", "-d", "4s", "--warmup", "0s"],
-        "died",
-    );
+    let cmd = faulty_cmd(port, &["--mode", "crash-after", "--after-requests", "3000"]);
+    let (status, stderr, run) = RunArgs::cmd(&cmd).load(20, "4s", "0s").run("died");
     assert!(
         status.success(),
         "some requests succeeded before the crash: {stderr}"
     );
-    let f = finding(&run, "target_died")
-        .unwrap_or_else(|| panic!("no target_died in {:?}", kinds(&run)));
+    let f = expect_finding(&run, "target_died");
     assert_eq!(f["evidence"]["signal"].as_f64().unwrap() as i32, 11);
     assert!(
         f["evidence"]["client_errors_near"].as_f64().unwrap() > 0.0,
@@ -278,17 +202,9 @@ fn a_closed_port_fails_fast_with_one_sentence() {
         .spawn()
         .unwrap();
     let port = free_port();
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &w.id().to_string(),
-            "--url",
-            &format!("http://127.0.0.1:{port}/"),
-            "-d",
-            "2s",
-        ],
-        "closed",
-    );
+    let (status, stderr, run) = RunArgs::pid(w.id())
+        .args(&["--url", &format!("http://127.0.0.1:{port}/"), "-d", "2s"])
+        .run("closed");
     assert!(!status.success());
     assert!(
         stderr.to_lowercase().contains("refused") || stderr.contains("closed"),
@@ -308,24 +224,10 @@ fn a_closed_port_fails_fast_with_one_sentence() {
 fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let (status, stderr, run) = srvprof_run(
-        &[
-            "--pid",
-            &nginx.pid().to_string(),
-            "-c",
-            "50",
-            "-d",
-            "4s",
-            "--warmup",
-            "1s",
-            "--cpus",
-            "0",
-            "--stacks",
-            "off",
-        ],
-        "sampled",
-    );
-    assert!(status.success(), "{stderr}");
+    let run = RunArgs::pid(nginx.pid())
+        .load(50, "4s", "1s")
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("sampled");
     let server = &run["server"];
     let fraction = server["traced_fraction"]
         .as_f64()

@@ -15,8 +15,7 @@ fn timeline_intervals_stay_on_the_grid_when_srvprofs_cpu_is_saturated() {
     // sampler waits there for a tick and a share of the CPU, 5 to 900 ms at a time. A real-time
     // one is late by ~0.2 ms (one outlier of 5.8 ms in 360 intervals: softirqs, steal).
     let _hog = CpuHog::on("0");
-    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-grid", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_run_dir("grid");
     let out = Command::new("taskset")
         .args(["-c", "0"])
         .arg(srvprof_bin())
@@ -36,10 +35,8 @@ fn timeline_intervals_stay_on_the_grid_when_srvprofs_cpu_is_saturated() {
         .arg(&dir)
         .output()
         .expect("srvprof run");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_success(&out);
+    let run = read_json(&dir.join("run.json"));
     let load_rows = run["load"]["timeline"].as_array().unwrap().len();
     let timeline = run["timeline"].as_array().unwrap();
     assert_eq!(

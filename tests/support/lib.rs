@@ -1,8 +1,9 @@
 //! Helpers shared by the integration tests: root check, the known workload, kernel counters.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// These tests load eBPF programs: they must run, never skip. Without root they fail loudly.
@@ -114,16 +115,23 @@ impl Drop for Workload {
     }
 }
 
+/// The number a /proc status file gives for `name` (e.g. "VmRSS:", in kB, or
+/// "voluntary_ctxt_switches:"), if it has that line.
+pub fn status_field(status: &str, name: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// (voluntary, involuntary) switches of a thread, from /proc (the kernel's own nvcsw/nivcsw).
 pub fn proc_ctxt_switches(pid: u32, tid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).expect("status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-            .expect(name)
-    };
+    let field = |name: &str| status_field(&status, name).expect(name);
     (
         field("voluntary_ctxt_switches:"),
         field("nonvoluntary_ctxt_switches:"),
@@ -183,6 +191,22 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Starts `cmd` (stdin closed) in a session and process group of its own, so that dropping the
+/// [`Server`] that holds it kills the whole group (nginx's master and workers, say).
+pub fn spawn_in_own_group(cmd: &mut Command) -> Child {
+    use std::os::unix::process::CommandExt;
+    cmd.stdin(Stdio::null());
+    // SAFETY: setsid only.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
+}
+
 /// A reference or faulty server from servers/, in its own process group, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -197,23 +221,13 @@ impl Server {
 
     /// The same on a given port (a server restarted where the old one listened).
     pub fn start_on(name: &str, port: u16, args: &[&str]) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(workspace_root().join("servers").join(name).join("run"));
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: setsid only, so the test can kill the whole group (nginx master and workers).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("start servers/{name}/run: {e}"));
+        let child = spawn_in_own_group(
+            Command::new(workspace_root().join("servers").join(name).join("run"))
+                .arg("--port")
+                .arg(port.to_string())
+                .args(args)
+                .stdout(Stdio::null()),
+        );
         let server = Self { child, port };
         let deadline = Instant::now() + Duration::from_secs(240);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -250,19 +264,11 @@ pub struct CpuHog {
 
 impl CpuHog {
     pub fn on(cpus: &str) -> Self {
-        use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(workspace_root().join("servers/busy-thread/run"));
-        cmd.args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        // SAFETY: setsid only.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().expect("start busy-thread");
+        let child = spawn_in_own_group(
+            Command::new(workspace_root().join("servers/busy-thread/run"))
+                .args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
+                .stdout(Stdio::null()),
+        );
         std::thread::sleep(Duration::from_millis(500));
         CpuHog {
             _process: Server { child, port: 0 },
@@ -288,25 +294,142 @@ pub fn net_counter(prefix: &str, name: &str) -> u64 {
     panic!("no {prefix}{name}");
 }
 
-/// Runs srvprof with ARGS and --out DIR, returning (exit status, stderr, run.json).
-pub fn srvprof_run(
-    args: &[&str],
-    name: &str,
-) -> (std::process::ExitStatus, String, serde_json::Value) {
-    let dir = std::env::temp_dir().join(format!("srvprof-run-{}-{name}", std::process::id()));
+/// The folder a test's `srvprof run` called `name` writes to: srvprof-run-PID-NAME in the temp dir.
+pub fn run_dir(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("srvprof-run-{}-{name}", std::process::id()))
+}
+
+/// [`run_dir`], emptied of what an earlier run left there.
+pub fn fresh_run_dir(name: &str) -> PathBuf {
+    let dir = run_dir(name);
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(srvprof_bin())
-        .arg("run")
-        .args(args)
-        .arg("--out")
-        .arg(&dir)
-        .output()
-        .expect("srvprof run");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let json = std::fs::read_to_string(dir.join("run.json"))
-        .map(|t| serde_json::from_str(&t).expect("run.json parses"))
-        .unwrap_or(serde_json::Value::Null);
-    (out.status, stderr, json)
+    dir
+}
+
+/// A JSON file srvprof wrote (run.json, a probe's --out), parsed.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{} was not written: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// Asserts that a finished srvprof (or other command) exited 0, showing its stderr if not.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "expected exit status 0, got {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts `cmd` in the background with stdout discarded and stderr piped, for [`wait_attached`]
+/// or a test's own reading of srvprof's progress lines.
+pub fn spawn_piped(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
+}
+
+/// `srvprof probe --pid PID -d DURATION --format json`, then `extra`; the caller runs it.
+pub fn probe_json(pid: u32, duration: &str, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(srvprof_bin());
+    cmd.args(["probe", "--pid", &pid.to_string(), "-d", duration])
+        .args(["--format", "json"])
+        .args(extra);
+    cmd
+}
+
+/// The arguments of one `srvprof run`, in the order they are given.
+pub struct RunArgs(Vec<OsString>);
+
+impl RunArgs {
+    /// Against a process that already serves: `--pid PID`.
+    pub fn pid(pid: u32) -> Self {
+        Self(vec!["--pid".into(), pid.to_string().into()])
+    }
+
+    /// Against a command that srvprof starts and stops: `--cmd CMD`.
+    pub fn cmd(cmd: &str) -> Self {
+        Self(vec!["--cmd".into(), cmd.into()])
+    }
+
+    /// The load: `-c CONNECTIONS -d DURATION --warmup WARMUP`.
+    pub fn load(self, connections: u64, duration: &str, warmup: &str) -> Self {
+        let connections = connections.to_string();
+        self.args(&["-c", &connections, "-d", duration, "--warmup", warmup])
+    }
+
+    /// More arguments, as given.
+    pub fn args(mut self, more: &[&str]) -> Self {
+        self.0.extend(more.iter().map(OsString::from));
+        self
+    }
+
+    /// `--out DIR`.
+    pub fn out(mut self, dir: &Path) -> Self {
+        self.0.push("--out".into());
+        self.0.push(dir.into());
+        self
+    }
+
+    /// The arguments after `srvprof run`, for a test that starts srvprof through another command.
+    pub fn list(&self) -> &[OsString] {
+        &self.0
+    }
+
+    /// `srvprof run ARGS`, for the caller to start.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(srvprof_bin());
+        cmd.arg("run").args(&self.0);
+        cmd
+    }
+
+    /// Starts `srvprof run ARGS` in the background ([`spawn_piped`]).
+    pub fn spawn(&self) -> Child {
+        spawn_piped(&mut self.command())
+    }
+
+    /// Runs `srvprof run ARGS --out DIR` to its end, DIR being [`fresh_run_dir`]`(name)`:
+    /// (exit status, stderr, run.json, or null where none was written).
+    pub fn run(self, name: &str) -> (ExitStatus, String, serde_json::Value) {
+        let dir = fresh_run_dir(name);
+        let out = self.out(&dir).command().output().expect("srvprof run");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let json = std::fs::read_to_string(dir.join("run.json"))
+            .map(|t| serde_json::from_str(&t).expect("run.json parses"))
+            .unwrap_or(serde_json::Value::Null);
+        (out.status, stderr, json)
+    }
+
+    /// [`RunArgs::run`], asserting that srvprof exited 0: its run.json.
+    pub fn run_ok(self, name: &str) -> serde_json::Value {
+        let (status, stderr, run) = self.run(name);
+        assert!(
+            status.success(),
+            "srvprof run {name}: expected exit status 0, got {status}: {stderr}"
+        );
+        run
+    }
+}
+
+/// The kinds of a run.json's findings, in their order.
+pub fn finding_kinds(run: &serde_json::Value) -> Vec<String> {
+    run["findings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|f| f["kind"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The run's finding of `kind`, which must be there.
+pub fn expect_finding<'a>(run: &'a serde_json::Value, kind: &str) -> &'a serde_json::Value {
+    finding(run, kind)
+        .unwrap_or_else(|| panic!("expected a {kind} finding, got {:?}", finding_kinds(run)))
 }
 
 pub fn finding<'a>(run: &'a serde_json::Value, kind: &str) -> Option<&'a serde_json::Value> {

@@ -11,7 +11,10 @@ use srvprof_loadgen::{Engine, LoadConfig, LoadError};
 
 /// Both HTTP/1.1 clients must give the same counts.
 const ENGINES: [Engine; 2] = [Engine::Builtin, Engine::Hyper];
-use support::{Behaviour, TestServer, assert_accounted, config, run, serial};
+use support::{
+    Behaviour, TestServer, assert_accounted, assert_within, config, exactly, run, run_accounted,
+    run_refused, serial,
+};
 
 const MS: u64 = 1000; // microseconds
 
@@ -19,32 +22,19 @@ const MS: u64 = 1000; // microseconds
 fn fixed_10ms_delay_gives_p50_between_10_and_15_ms() {
     let _serial = serial();
     let server = TestServer::start(Behaviour::Delay(Duration::from_millis(10)));
-    let r = run(&LoadConfig {
+    let r = run_accounted(&LoadConfig {
         connections: 10,
         duration: Some(Duration::from_secs(1)),
         ..config(&server.url())
     });
-    assert_accounted(&r);
-    assert!(
-        (10 * MS..=15 * MS).contains(&r.latency_us.p50),
-        "p50 {}us",
-        r.latency_us.p50
-    );
+    assert_within("p50 (us)", r.latency_us.p50, 10 * MS..=15 * MS);
     assert!(r.latency_us.min >= 10 * MS, "min {}us", r.latency_us.min);
     // 10 connections × 1 s / ~10.5 ms each.
-    assert!(
-        (600..=1000).contains(&r.completed),
-        "completed {}",
-        r.completed
-    );
+    assert_within("completed", r.completed, 600..=1000);
     assert_eq!(r.errors, 0);
+    // Between what the client completed and what it sent.
     let received = server.counts.requests();
-    assert!(
-        (r.completed..=r.sent).contains(&received),
-        "server got {received}, client completed {} sent {}",
-        r.completed,
-        r.sent
-    );
+    assert_within("requests the server got", received, r.completed..=r.sent);
     assert!(
         (r.duration_s - 1.0).abs() < 0.05,
         "duration {}",
@@ -57,14 +47,7 @@ fn exactly_n_requests_keepalive() {
     let _serial = serial();
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
-        let r = run(&LoadConfig {
-            connections: 10,
-            requests: Some(10_000),
-            duration: None,
-            engine,
-            ..config(&server.url())
-        });
-        assert_accounted(&r);
+        let r = run_accounted(&exactly(&server, engine, 10, 10_000));
         assert_eq!(server.counts.requests(), 10_000);
         assert_eq!(r.sent, 10_000);
         assert_eq!(r.completed, 10_000);
@@ -81,15 +64,10 @@ fn exactly_n_requests_without_keepalive() {
     let _serial = serial();
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
-        let r = run(&LoadConfig {
-            connections: 10,
-            requests: Some(10_000),
-            duration: None,
+        let r = run_accounted(&LoadConfig {
             keepalive: false,
-            engine,
-            ..config(&server.url())
+            ..exactly(&server, engine, 10, 10_000)
         });
-        assert_accounted(&r);
         assert_eq!(server.counts.requests(), 10_000);
         assert_eq!(r.completed, 10_000);
         assert_eq!(server.counts.connections(), 10_000 + 1);
@@ -108,15 +86,10 @@ fn every_third_connection_reset_is_counted_exactly() {
     let _serial = serial();
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::ResetEvery(3));
-        let r = run(&LoadConfig {
-            connections: 3,
-            requests: Some(300),
-            duration: None,
+        let r = run_accounted(&LoadConfig {
             keepalive: false,
-            engine,
-            ..config(&server.url())
+            ..exactly(&server, engine, 3, 300)
         });
-        assert_accounted(&r);
         assert_eq!(server.counts.requests(), 300);
         assert_eq!(server.counts.resets(), 100);
         assert_eq!(r.errors_by_kind["reset"], 100);
@@ -135,12 +108,11 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
         after: 2_000,
         length: stall,
     });
-    let closed = run(&LoadConfig {
+    let closed = run_accounted(&LoadConfig {
         connections: 8,
         duration: Some(Duration::from_secs(3)),
         ..config(&server.url())
     });
-    assert_accounted(&closed);
     assert!(
         closed.latency_us.max >= 900 * MS,
         "the stall happened: max {}us",
@@ -158,13 +130,12 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
         after: 500,
         length: stall,
     });
-    let open = run(&LoadConfig {
+    let open = run_accounted(&LoadConfig {
         connections: 20,
         rate: Some(1000.0),
         duration: Some(Duration::from_secs(3)),
         ..config(&server.url())
     });
-    assert_accounted(&open);
     assert!(
         open.latency_us.p99 >= 900 * MS,
         "open-loop p99 {}us",
@@ -176,11 +147,7 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
         open.latency_us.p90
     );
     // The schedule held: about 3000 requests in 3 s.
-    assert!(
-        (2_700..=3_050).contains(&open.sent),
-        "open-loop sent {}",
-        open.sent
-    );
+    assert_within("open-loop sent", open.sent, 2_700..=3_050);
     assert!(open.latency_us.p99 > 10 * closed.latency_us.p99);
 }
 
@@ -198,19 +165,14 @@ fn open_loop_latency_is_the_servers_not_the_timers() {
     // An open loop well below capacity: every request waits for its send time. Timers that
     // round up to the next millisecond (tokio's) would add about 1 ms to each latency, as the
     // latency counts from the intended send time.
-    let open = run(&LoadConfig {
+    let open = run_accounted(&LoadConfig {
         connections: 10,
         threads: 1,
         rate: Some(1000.0),
         duration: Some(Duration::from_secs(2)),
         ..config(&server.url())
     });
-    assert_accounted(&open);
-    assert!(
-        (1_900..=2_050).contains(&open.sent),
-        "open-loop sent {}",
-        open.sent
-    );
+    assert_within("open-loop sent", open.sent, 1_900..=2_050);
     eprintln!(
         "closed-loop p50 {}us, open-loop p50 {}us min {}us",
         closed.latency_us.p50, open.latency_us.p50, open.latency_us.min
@@ -228,14 +190,7 @@ fn non_2xx_responses_are_counted_as_errors_and_by_status() {
     let _serial = serial();
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::ServiceUnavailableEvery(4));
-        let r = run(&LoadConfig {
-            connections: 4,
-            requests: Some(400),
-            duration: None,
-            engine,
-            ..config(&server.url())
-        });
-        assert_accounted(&r);
+        let r = run_accounted(&exactly(&server, engine, 4, 400));
         assert_eq!(server.counts.non_2xx(), 100);
         assert_eq!(r.status_codes[&503], 100);
         assert_eq!(r.status_codes[&200], 300);
@@ -253,14 +208,7 @@ fn malformed_http_is_a_protocol_error() {
     let _serial = serial();
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::Garbage);
-        let r = run(&LoadConfig {
-            connections: 2,
-            requests: Some(20),
-            duration: None,
-            engine,
-            ..config(&server.url())
-        });
-        assert_accounted(&r);
+        let r = run_accounted(&exactly(&server, engine, 2, 20));
         assert_eq!(server.counts.requests(), 20);
         assert_eq!(r.errors_by_kind["protocol_error"], 20);
         assert_eq!(r.completed, 0);
@@ -274,15 +222,10 @@ fn silent_server_gives_read_timeouts() {
     for engine in ENGINES {
         let server = TestServer::start(Behaviour::Silent);
         let started = Instant::now();
-        let r = run(&LoadConfig {
-            connections: 3,
-            requests: Some(6),
-            duration: None,
+        let r = run_accounted(&LoadConfig {
             timeout: Duration::from_millis(300),
-            engine,
-            ..config(&server.url())
+            ..exactly(&server, engine, 3, 6)
         });
-        assert_accounted(&r);
         assert_eq!(r.errors_by_kind["read_timeout"], 6);
         assert_eq!(server.counts.requests(), 6);
         // Two rounds of 300 ms timeouts.
@@ -298,14 +241,13 @@ fn refuses_more_connections_than_the_fd_limit() {
     let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
     // 30000 on these machines (hard limit 20000); always more than the hard limit elsewhere.
     let connections = 30_000usize.max(hard_fd_limit().saturating_add(1) as usize);
-    let err = srvprof_loadgen::run(
+    let err = run_refused(
         &LoadConfig {
             connections,
             ..config(&server.url())
         },
-        Arc::new(AtomicBool::new(false)),
-    )
-    .expect_err("more connections than the open-file limit");
+        "more connections than the open-file limit",
+    );
     assert!(matches!(err, LoadError::FdLimit { .. }), "{err:?}");
     let sentence = err.to_string();
     assert!(
@@ -338,21 +280,19 @@ fn closed_port_is_one_clear_error() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let err = srvprof_loadgen::run(
+    let err = run_refused(
         &config(&format!("http://127.0.0.1:{port}/")),
-        Arc::new(AtomicBool::new(false)),
-    )
-    .expect_err("nothing listens there");
+        "nothing listens there",
+    );
     assert!(matches!(err, LoadError::PortClosed { .. }), "{err:?}");
     assert!(err.to_string().contains("port closed"), "{err}");
 }
 
 #[test]
 fn https_and_bad_urls_are_refused_with_a_sentence() {
-    let stop = Arc::new(AtomicBool::new(false));
-    let err = srvprof_loadgen::run(&config("https://127.0.0.1:1/"), stop.clone()).unwrap_err();
+    let err = run_refused(&config("https://127.0.0.1:1/"), "https");
     assert_eq!(err.to_string(), "https is not supported yet; use http://");
-    let err = srvprof_loadgen::run(&config("127.0.0.1:80"), stop).unwrap_err();
+    let err = run_refused(&config("127.0.0.1:80"), "no scheme");
     assert!(matches!(err, LoadError::BadUrl { .. }), "{err:?}");
 }
 
@@ -367,14 +307,13 @@ fn pinned_threads_run_and_unknown_cpus_are_refused() {
     });
     assert!(r.completed > 0);
     assert_eq!(r.config.cpus, Some(vec![0]));
-    let err = srvprof_loadgen::run(
+    let err = run_refused(
         &LoadConfig {
             cpus: Some(vec![1000]),
             ..config(&server.url())
         },
-        Arc::new(AtomicBool::new(false)),
-    )
-    .unwrap_err();
+        "no CPU 1000",
+    );
     assert!(err.to_string().contains("CPU 1000"), "{err}");
 }
 
@@ -382,13 +321,12 @@ fn pinned_threads_run_and_unknown_cpus_are_refused() {
 fn timeline_covers_the_window_in_intervals() {
     let _serial = serial();
     let server = TestServer::start(Behaviour::Delay(Duration::from_millis(2)));
-    let r = run(&LoadConfig {
+    let r = run_accounted(&LoadConfig {
         connections: 4,
         duration: Some(Duration::from_secs(2)),
         interval: Duration::from_millis(500),
         ..config(&server.url())
     });
-    assert_accounted(&r);
     let starts: Vec<f64> = r.timeline.iter().map(|e| e.t_s).collect();
     assert_eq!(starts, vec![0.0, 0.5, 1.0, 1.5]);
     for e in &r.timeline {
@@ -407,7 +345,7 @@ fn answers_to_warmup_requests_count_where_they_arrive() {
     let _serial = serial();
     let server = TestServer::start(Behaviour::Delay(Duration::from_millis(1200)));
     for engine in ENGINES {
-        let r = run(&LoadConfig {
+        let r = run_accounted(&LoadConfig {
             connections: 5,
             warmup: Duration::from_secs(1),
             duration: Some(Duration::from_secs(2)),
@@ -415,7 +353,6 @@ fn answers_to_warmup_requests_count_where_they_arrive() {
             engine,
             ..config(&server.url())
         });
-        assert_accounted(&r);
         // Sent at 0 s, answered at 1.2 s: 0.2 s into the window.
         assert_eq!(r.carried_in, 5, "{engine:?}");
         assert_eq!(r.timeline[0].completed, 5, "{engine:?}: {:?}", r.timeline);
@@ -462,23 +399,17 @@ fn warmup_is_excluded_and_stop_returns_early() {
     assert!(r.stopped_early);
     assert_accounted(&r);
     assert!(r.warmup_requests > 0);
-    assert!(
-        (0.4..0.7).contains(&r.duration_s),
-        "duration {}",
-        r.duration_s
-    );
+    assert_within("duration (s)", r.duration_s, 0.4..0.7);
     // Measurement started after the warmup, on CLOCK_MONOTONIC.
     let offset_ms = (r.start_monotonic_ns - before_ns) as f64 / 1e6;
-    assert!(
-        (250.0..400.0).contains(&offset_ms),
-        "start offset {offset_ms}ms"
-    );
+    assert_within("start offset (ms)", offset_ms, 250.0..400.0);
     // Every request started reached the server, but for at most one per connection at the stop.
     let received = server.counts.requests();
     let started_requests = r.sent + r.warmup_requests;
-    assert!(
-        (started_requests - 4..=started_requests).contains(&received),
-        "server got {received}, client started {started_requests}"
+    assert_within(
+        "requests the server got",
+        received,
+        started_requests - 4..=started_requests,
     );
 }
 
@@ -489,14 +420,13 @@ fn thousands_of_connections_from_one_process() {
     // Client and server share this process's open-file limit (20000 here).
     let connections =
         5_000usize.min((hard_fd_limit().min(1 << 20) as usize).saturating_sub(200) / 2);
-    let r = run(&LoadConfig {
+    let r = run_accounted(&LoadConfig {
         connections,
         duration: Some(Duration::from_secs(2)),
         ramp_up: Duration::from_secs(1),
         timeout: Duration::from_secs(10),
         ..config(&server.url())
     });
-    assert_accounted(&r);
     assert_eq!(server.counts.connections(), connections as u64 + 1);
     assert_eq!(r.errors, 0);
     assert!(
@@ -588,19 +518,21 @@ fn load_command_writes_the_report_and_fails_when_nothing_succeeded() {
         ..LoadArgs::default()
     };
 
+    let written = || -> srvprof_loadgen::LoadReport {
+        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+    };
+
     let good = TestServer::start(Behaviour::Delay(Duration::ZERO));
     let code = run_load_command(&good.url(), &args, true, Some(&out));
     assert_eq!(code, ExitCode::SUCCESS);
-    let report: srvprof_loadgen::LoadReport =
-        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = written();
     assert_eq!(report.completed, 50);
     assert_eq!(good.counts.requests(), 50);
 
     let bad = TestServer::start(Behaviour::Garbage);
     let code = run_load_command(&bad.url(), &args, false, Some(&out));
     assert_eq!(code, ExitCode::FAILURE);
-    let report: srvprof_loadgen::LoadReport =
-        serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let report = written();
     assert_eq!(report.errors_by_kind["protocol_error"], 50);
     assert!(!dir.join("report.json.tmp").exists());
     std::fs::remove_dir_all(&dir).unwrap();

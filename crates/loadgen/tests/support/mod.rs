@@ -4,10 +4,13 @@
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::ops::RangeBounds;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use srvprof_loadgen::{Engine, LoadConfig, LoadError, LoadReport};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -253,8 +256,8 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// A config for `url` with short, test-friendly defaults.
-pub fn config(url: &str) -> srvprof_loadgen::LoadConfig {
-    srvprof_loadgen::LoadConfig {
+pub fn config(url: &str) -> LoadConfig {
+    LoadConfig {
         url: url.to_string(),
         connections: 4,
         threads: 2,
@@ -264,14 +267,62 @@ pub fn config(url: &str) -> srvprof_loadgen::LoadConfig {
     }
 }
 
+/// A config for exactly `requests` requests over `connections` with `engine` against `server`,
+/// then stop (no duration).
+pub fn exactly(
+    server: &TestServer,
+    engine: Engine,
+    connections: usize,
+    requests: u64,
+) -> LoadConfig {
+    LoadConfig {
+        connections,
+        requests: Some(requests),
+        duration: None,
+        engine,
+        ..config(&server.url())
+    }
+}
+
 /// Run and return the report, panicking with the error's sentence on failure.
-pub fn run(config: &srvprof_loadgen::LoadConfig) -> srvprof_loadgen::LoadReport {
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+pub fn run(config: &LoadConfig) -> LoadReport {
+    let stop = Arc::new(AtomicBool::new(false));
     srvprof_loadgen::run(config, stop).unwrap_or_else(|e| panic!("run failed: {e}"))
 }
 
+/// [`run`], then [`assert_accounted`] on the report.
+pub fn run_accounted(config: &LoadConfig) -> LoadReport {
+    let r = run(config);
+    assert_accounted(&r);
+    r
+}
+
+/// Runs `config`, which must be refused (`why`) rather than run: the error.
+pub fn run_refused(config: &LoadConfig, why: &str) -> LoadError {
+    let stop = Arc::new(AtomicBool::new(false));
+    match srvprof_loadgen::run(config, stop) {
+        Ok(r) => panic!(
+            "expected an error ({why}), got a report of {} requests",
+            r.requests
+        ),
+        Err(e) => e,
+    }
+}
+
+/// Asserts that `range` holds `value`, naming it `what` if not.
+pub fn assert_within<T, R>(what: &str, value: T, range: R)
+where
+    T: PartialOrd + std::fmt::Debug,
+    R: RangeBounds<T> + std::fmt::Debug,
+{
+    assert!(
+        range.contains(&value),
+        "{what} {value:?}, expected within {range:?}"
+    );
+}
+
 /// The bookkeeping every report must satisfy.
-pub fn assert_accounted(r: &srvprof_loadgen::LoadReport) {
+pub fn assert_accounted(r: &LoadReport) {
     assert_eq!(
         r.requests,
         r.completed + r.errors,
