@@ -22,47 +22,36 @@ pub use report::{
     TimelineEntry,
 };
 
-#[cfg(feature = "engine")]
-pub mod cli;
-#[cfg(feature = "engine")]
-mod client;
-#[cfg(feature = "engine")]
-mod error;
-#[cfg(feature = "engine")]
-mod http1;
-#[cfg(feature = "engine")]
-mod hyper_client;
-#[cfg(feature = "engine")]
-mod pacer;
-#[cfg(feature = "engine")]
-pub mod printer;
-#[cfg(feature = "engine")]
-mod progress;
-#[cfg(feature = "engine")]
-mod request;
-#[cfg(feature = "engine")]
-mod run;
-#[cfg(feature = "engine")]
-mod stats;
-#[cfg(feature = "engine")]
-mod sys;
+/// Each item only with the `engine` feature (the load generator itself).
+macro_rules! engine {
+    ($($item:item)*) => { $( #[cfg(feature = "engine")] $item )* };
+}
 
-#[cfg(feature = "engine")]
-pub use error::LoadError;
-#[cfg(feature = "engine")]
-pub use progress::Progress;
-#[cfg(feature = "engine")]
-pub use request::{RequestTemplate, Target};
-#[cfg(feature = "engine")]
-pub use run::{LoadConfig, run, run_with_progress};
-#[cfg(feature = "engine")]
-pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns};
+engine! {
+    pub mod cli;
+    mod client;
+    mod error;
+    mod http1;
+    mod hyper_client;
+    mod pacer;
+    pub mod printer;
+    mod progress;
+    mod request;
+    mod run;
+    mod stats;
+    mod sys;
 
-/// Internals the criterion benches measure; not a stable API.
-#[cfg(feature = "engine")]
-#[doc(hidden)]
-pub mod bench_api {
-    pub use crate::http1::parse_response_head;
-    pub use crate::hyper_client::exchange;
-    pub use crate::stats::new_histogram;
+    pub use error::LoadError;
+    pub use progress::Progress;
+    pub use request::{RequestTemplate, Target};
+    pub use run::{LoadConfig, run, run_with_progress};
+    pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns};
+
+    /// Internals the criterion benches measure; not a stable API.
+    #[doc(hidden)]
+    pub mod bench_api {
+        pub use crate::http1::parse_response_head;
+        pub use crate::hyper_client::exchange;
+        pub use crate::stats::new_histogram;
+    }
 }
