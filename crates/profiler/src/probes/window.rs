@@ -6,8 +6,8 @@
 //! kernel's traced path (~65 ns more here, even for an empty program), and every softirq runs two
 //! programs. On a server doing a few syscalls and a softirq per request that is several percent
 //! of its CPU. A window of a twentieth of the time costs a twentieth of that; the figures are then
-//! scaled up from the windows (see analysis::kernel_report), and the interrupt counts come from
-//! the kernel's own /proc/softirqs and /proc/interrupts.
+//! scaled up from the windows (srvprof_analysis::kernel_report::sampling), and the interrupt
+//! counts come from the kernel's own /proc/softirqs and /proc/interrupts.
 
 use std::time::Duration;
 
