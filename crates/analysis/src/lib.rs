@@ -8,6 +8,7 @@
 //! one side's figures over the window, [`interval`] into one timeline row; [`run_report::build`]
 //! puts run.json together and [`rules`] reads it to write the findings ([`with_findings`]).
 
+pub mod correlation;
 pub mod finding;
 pub mod interval;
 pub mod kernel_report;

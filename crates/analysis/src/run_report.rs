@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 use srvprof_loadgen::LoadReport;
 
+use crate::correlation::{Correlation, correlations};
 use crate::finding::Finding;
 use crate::interval::IntervalRow;
 use crate::kernel_report::{HostTcpReport, KernelReport, kernel_report};
@@ -71,14 +72,7 @@ pub struct PerRequestReport {
     pub client: PerRequest,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Correlation {
-    pub series: String,
-    pub coefficient: f64,
-    pub intervals: usize,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunReport {
     pub tool: String,
     pub version: String,
@@ -137,112 +131,6 @@ pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
             })
             .collect(),
     }
-}
-
-/// Pearson correlation; None without variance or with fewer than 4 points.
-pub fn pearson(xs: &[f64], ys: &[f64]) -> Option<f64> {
-    let n = xs.len().min(ys.len());
-    if n < 4 {
-        return None;
-    }
-    let (mx, my) = (
-        xs[..n].iter().sum::<f64>() / n as f64,
-        ys[..n].iter().sum::<f64>() / n as f64,
-    );
-    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-    for i in 0..n {
-        let (dx, dy) = (xs[i] - mx, ys[i] - my);
-        sxy += dx * dy;
-        sxx += dx * dx;
-        syy += dy * dy;
-    }
-    if sxx <= f64::EPSILON || syy <= f64::EPSILON {
-        return None;
-    }
-    Some(sxy / (sxx * syy).sqrt())
-}
-
-/// Kernel series that track p99 over the run, strongest first.
-pub fn correlations(timeline: &[TimelineRow]) -> Vec<Correlation> {
-    let p99: Vec<f64> = timeline.iter().map(|r| r.p99_us as f64).collect();
-    let max_of = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    let series: Vec<(&str, Vec<f64>)> = vec![
-        (
-            "voluntary switches/s",
-            timeline
-                .iter()
-                .map(|r| r.server.voluntary_switches_per_s)
-                .collect(),
-        ),
-        (
-            "involuntary switches/s",
-            timeline
-                .iter()
-                .map(|r| r.server.involuntary_switches_per_s)
-                .collect(),
-        ),
-        (
-            "run-queue p99",
-            timeline.iter().map(|r| r.server.runq_p99_us).collect(),
-        ),
-        (
-            "server sys %",
-            timeline.iter().map(|r| r.server.sys_pct).collect(),
-        ),
-        (
-            "server user %",
-            timeline.iter().map(|r| r.server.user_pct).collect(),
-        ),
-        (
-            "syscalls/s",
-            timeline
-                .iter()
-                .map(|r| r.server.syscalls_per_s.unwrap_or(0.0))
-                .collect(),
-        ),
-        (
-            "NET_RX/s on the busiest CPU",
-            timeline
-                .iter()
-                .map(|r| max_of(&r.server.net_rx_per_s))
-                .collect(),
-        ),
-        (
-            "listen overflows",
-            timeline
-                .iter()
-                .map(|r| r.server.listen_overflows as f64)
-                .collect(),
-        ),
-        (
-            "SYN retransmits",
-            timeline
-                .iter()
-                .map(|r| r.server.syn_retransmits as f64)
-                .collect(),
-        ),
-        (
-            "client CPU %",
-            timeline
-                .iter()
-                .map(|r| r.client_user_pct + r.client_sys_pct)
-                .collect(),
-        ),
-        ("errors", timeline.iter().map(|r| r.errors as f64).collect()),
-    ];
-    let mut out: Vec<Correlation> = series
-        .into_iter()
-        .filter_map(|(name, xs)| {
-            pearson(&xs, &p99).map(|c| Correlation {
-                series: name.into(),
-                coefficient: c,
-                intervals: xs.len(),
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| b.coefficient.abs().total_cmp(&a.coefficient.abs()));
-    out.truncate(5);
-    out
 }
 
 /// Builds the run report from the series of samples taken at the load's interval boundaries,
@@ -393,14 +281,5 @@ mod tests {
         assert!((r.timeline[1].t_s - 2.02).abs() < 1e-9);
         assert!((r.timeline[1].duration_s - 0.98).abs() < 1e-9);
         assert!(r.notes.iter().any(|n| n.contains("missed 1 interval")));
-    }
-
-    #[test]
-    fn pearson_of_known_series() {
-        let x = [1.0, 2.0, 3.0, 4.0, 5.0];
-        assert!((pearson(&x, &[2.0, 4.0, 6.0, 8.0, 10.0]).unwrap() - 1.0).abs() < 1e-9);
-        assert!((pearson(&x, &[5.0, 4.0, 3.0, 2.0, 1.0]).unwrap() + 1.0).abs() < 1e-9);
-        assert!(pearson(&x, &[1.0, 1.0, 1.0, 1.0, 1.0]).is_none());
-        assert!(pearson(&x[..3], &x[..3]).is_none());
     }
 }

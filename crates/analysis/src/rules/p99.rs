@@ -3,14 +3,16 @@
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::run_report::RunReport;
 
-/// Intervals needed before p99's movement over the run means anything.
-pub const P99_MIN_INTERVALS: usize = 5;
+/// Intervals needed before p99's movement over the run means anything (and a kernel figure may
+/// be said to track it).
+pub const P99_MIN_INTERVALS: usize = crate::correlation::MIN_INTERVALS;
 /// p99 moved enough when its mean absolute deviation is at least this share of its mean.
 pub const P99_MIN_SPREAD: f64 = 0.2;
 /// A kernel series tracks p99 from this |Pearson r| on.
 pub const P99_MIN_CORRELATION: f64 = 0.7;
 
-/// The kernel series most correlated with p99 per interval, when p99 moved and |r| is high.
+/// The kernel series most correlated with p99 per interval, when p99 moved, |r| is high and the
+/// permutation test says it is not chance (crate::correlation).
 pub fn p99_tracks(r: &RunReport) -> Option<Finding> {
     let p99s: Vec<f64> = r.timeline.iter().map(|t| t.p99_us as f64).collect();
     let mean = p99s.iter().sum::<f64>() / p99s.len().max(1) as f64;
@@ -20,15 +22,15 @@ pub fn p99_tracks(r: &RunReport) -> Option<Finding> {
     let c = r
         .correlations
         .first()
-        .filter(|c| p99_varies && c.coefficient.abs() >= P99_MIN_CORRELATION)?;
+        .filter(|c| p99_varies && c.significant() && c.coefficient.abs() >= P99_MIN_CORRELATION)?;
     Some(Finding::new(
         FindingKind::P99Tracks,
         Severity::Info,
         format!(
-            "p99 per interval tracks {} (r = {:.2} over {} intervals)",
-            c.series, c.coefficient, c.intervals
+            "p99 per interval tracks {} (r = {:.2} over {} intervals, p = {:.3})",
+            c.series, c.coefficient, c.intervals, c.p_value
         ),
-        &[("coefficient", c.coefficient)],
+        &[("coefficient", c.coefficient), ("p_value", c.p_value)],
     ))
 }
 
@@ -37,9 +39,9 @@ pub(super) mod tests {
     use srvprof_common::GROUP_SERVER;
 
     use super::*;
+    use crate::correlation::{Correlation, MAX_P_VALUE};
     use crate::record::ThreadCounters;
     use crate::rules::test_support::*;
-    use crate::run_report::Correlation;
 
     tables!(p99_tracks_table);
 
@@ -58,25 +60,41 @@ pub(super) mod tests {
             .build()
     }
 
-    /// `n` intervals whose p99 alternates between 500 and 1,500 µs.
+    /// `n` intervals whose p99 moves over four levels around 1,000 µs, their mean absolute
+    /// deviation `spread` of it (levels at -1.5, 0.5, -0.5 and 1.5 times `spread`, in turn):
+    /// distinct enough that a series tracking them is not chance.
+    fn levels(n: usize, spread: f64) -> Vec<u64> {
+        [-1.5, 0.5, -0.5, 1.5]
+            .iter()
+            .cycle()
+            .take(n)
+            .map(|z| (1_000.0 * (1.0 + spread * z)).round() as u64)
+            .collect()
+    }
+
+    /// `n` intervals whose p99 moves by half its mean.
     fn alternating(n: usize) -> RunReport {
-        tracked(&[500, 1_500].repeat(n.div_ceil(2))[..n])
+        tracked(&levels(n, 0.5))
     }
 
-    /// Six intervals whose p99 alternates `spread` below and above 1,000 µs: its mean absolute
-    /// deviation is `spread` of its mean.
+    /// Twelve intervals whose p99's mean absolute deviation is `spread` of its mean.
     fn spread(spread: f64) -> RunReport {
-        let (low, high) = (1_000.0 * (1.0 - spread), 1_000.0 * (1.0 + spread));
-        tracked(&[low.round() as u64, high.round() as u64].repeat(3))
+        tracked(&levels(12, spread))
     }
 
-    /// Six moving intervals, the strongest series correlated `r` with p99.
+    /// Twelve moving intervals, the strongest series correlated `r` with p99 beyond chance.
     fn correlated(r: f64) -> RunReport {
+        correlated_by_chance(r, 0.001)
+    }
+
+    /// As `correlated`, with this chance (permutation p-value) of being a coincidence.
+    fn correlated_by_chance(r: f64, p_value: f64) -> RunReport {
         let mut run = spread(0.5);
         run.correlations = vec![Correlation {
             series: "run-queue p99".into(),
             coefficient: r,
-            intervals: 6,
+            intervals: P99_MIN_INTERVALS,
+            p_value,
         }];
         run
     }
@@ -107,6 +125,9 @@ pub(super) mod tests {
             ("|r| just above", correlated(r + 0.01), tracks(r + 0.01)),
             ("r at -P99_MIN_CORRELATION", correlated(-r), tracks(-r)),
             ("r just above -P99_MIN_CORRELATION", correlated(0.01 - r), nothing()),
+            ("p-value just below MAX_P_VALUE", correlated_by_chance(0.9, MAX_P_VALUE - 0.001), tracks(0.9)),
+            ("p-value at MAX_P_VALUE", correlated_by_chance(0.9, MAX_P_VALUE), nothing()),
+            ("p-value just above", correlated_by_chance(0.9, MAX_P_VALUE + 0.001), nothing()),
         ];
         Table::new(p99_tracks, cases)
     }

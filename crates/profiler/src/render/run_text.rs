@@ -128,15 +128,7 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             row.client_user_pct + row.client_sys_pct
         );
     }
-    if !r.correlations.is_empty() {
-        let c: Vec<String> = r
-            .correlations
-            .iter()
-            .take(3)
-            .map(|c| format!("{} (r={:.2})", c.series, c.coefficient))
-            .collect();
-        let _ = writeln!(out, "p99 per interval tracks: {}", c.join(", "));
-    }
+    let _ = writeln!(out, "{}", tracks_line(r));
     for n in &r.notes {
         let _ = writeln!(out, "note: {n}");
     }
@@ -192,4 +184,70 @@ pub fn timeline_csv(r: &RunReport) -> String {
         csv.push('\n');
     }
     csv
+}
+
+/// What tracks p99 per interval: only correlations that are not chance (the permutation test of
+/// srvprof_analysis::correlation), or why none is named.
+fn tracks_line(r: &RunReport) -> String {
+    use srvprof_analysis::correlation::MIN_INTERVALS;
+    let significant: Vec<String> = r
+        .correlations
+        .iter()
+        .filter(|c| c.significant())
+        .take(3)
+        .map(|c| format!("{} (r={:.2}, p={:.3})", c.series, c.coefficient, c.p_value))
+        .collect();
+    if !significant.is_empty() {
+        format!("p99 per interval tracks: {}", significant.join(", "))
+    } else if r.timeline.len() < MIN_INTERVALS {
+        format!(
+            "p99 per interval: too few intervals ({} of the {MIN_INTERVALS} needed) to tell what tracks it",
+            r.timeline.len()
+        )
+    } else {
+        match r.correlations.first() {
+            Some(c) => format!(
+                "p99 per interval: nothing tracks it beyond chance (strongest: {}, r={:.2}, p={:.2})",
+                c.series, c.coefficient, c.p_value
+            ),
+            None => "p99 per interval: nothing tracks it (no figure varied)".to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use srvprof_analysis::correlation::Correlation;
+    use srvprof_analysis::run_report::TimelineRow;
+
+    use super::*;
+
+    fn run(intervals: usize, p_value: f64) -> RunReport {
+        RunReport {
+            timeline: vec![TimelineRow::default(); intervals],
+            correlations: vec![Correlation {
+                series: "run-queue p99".into(),
+                coefficient: 0.91,
+                intervals,
+                p_value,
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_what_is_not_chance_is_said_to_track_p99() {
+        assert_eq!(
+            tracks_line(&run(30, 0.002)),
+            "p99 per interval tracks: run-queue p99 (r=0.91, p=0.002)"
+        );
+        assert_eq!(
+            tracks_line(&run(30, 0.2)),
+            "p99 per interval: nothing tracks it beyond chance (strongest: run-queue p99, r=0.91, p=0.20)"
+        );
+        assert_eq!(
+            tracks_line(&run(6, 0.002)),
+            "p99 per interval: too few intervals (6 of the 10 needed) to tell what tracks it"
+        );
+    }
 }
