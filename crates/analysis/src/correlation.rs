@@ -93,10 +93,10 @@ pub fn permutation_p_value(xs: &[f64], ys: &[f64], rounds: u32, seed: u64) -> f6
 }
 
 /// A small, fast generator for the shuffles (Steele, Lea and Flood's SplitMix64).
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

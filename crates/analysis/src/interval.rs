@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::kernel_report::sampling::{Basis, WindowUnit, group_switches, traced_share_by};
 use crate::kernel_report::{KernelReport, kernel_report};
 use crate::record::Sample;
 
@@ -28,13 +29,47 @@ pub struct IntervalRow {
     pub syn_retransmits: u64,
 }
 
-pub fn interval_row(prev: &Sample, cur: &Sample, group: u32, run_start_ns: u64) -> IntervalRow {
+/// The row of the interval from `prev` to `cur`. In sampled mode, an interval whose window saw too
+/// little to scale by (a burst outside it) takes the ratio of syscalls to switches or responses
+/// measured in every window since `first`: its syscalls are estimated from its own, exact,
+/// switches or responses, not read as zero.
+pub fn interval_row(
+    first: &Sample,
+    prev: &Sample,
+    cur: &Sample,
+    group: u32,
+    run_start_ns: u64,
+) -> IntervalRow {
     let r = kernel_report(prev, cur, group, &[]);
-    row_from_report(
+    let mut row = row_from_report(
         &r,
         prev.monotonic_ns.saturating_sub(run_start_ns) as f64 / 1e9,
         cur.kernel.softirqs.len(),
-    )
+    );
+    if r.syscalls_recorded()
+        && r.scaled_by.as_deref() == Some(Basis::Time.name())
+        && let Some(estimate) = pooled_syscalls(first, prev, cur, group)
+    {
+        row.syscalls_per_s = Some(estimate / r.duration_s.max(1e-9));
+    }
+    row
+}
+
+/// The syscalls of the interval from `prev` to `cur`, at the ratio of syscalls to the basis seen
+/// in the windows since `first`, times the interval's own basis. None when the windows since
+/// `first` saw too little of any basis but time.
+fn pooled_syscalls(first: &Sample, prev: &Sample, cur: &Sample, group: u32) -> Option<f64> {
+    let (_, basis) = traced_share_by(first, cur, group)?;
+    let seen = WindowUnit::between(first, cur, group);
+    let (traced, interval) = match basis {
+        Basis::Responses => (
+            seen.responses,
+            cur.responses?.saturating_sub(prev.responses.unwrap_or(0)) as f64,
+        ),
+        Basis::Switches => (seen.switches, group_switches(prev, cur, group) as f64),
+        Basis::Time => return None,
+    };
+    (traced > 0.0).then(|| seen.syscalls / traced * interval)
 }
 
 pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow {

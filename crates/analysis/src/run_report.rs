@@ -152,8 +152,10 @@ pub fn build(
         .count();
     let first = series.first().cloned().unwrap_or_default();
     let last = series.end_of(intervals).cloned().unwrap_or_default();
-    let server = kernel_report(&first, &last, GROUP_SERVER, exits);
-    let client = kernel_report(&first, &last, GROUP_CLIENT, exits);
+    let mut server = kernel_report(&first, &last, GROUP_SERVER, exits);
+    let mut client = kernel_report(&first, &last, GROUP_CLIENT, exits);
+    server.syscalls_error = series.syscalls_error(&server, GROUP_SERVER, intervals);
+    client.syscalls_error = series.syscalls_error(&client, GROUP_CLIENT, intervals);
     let mut notes = notes;
     notes.extend(server.sampling_note());
     let missed: usize = series.spans[..intervals].iter().map(|s| s.count - 1).sum();

@@ -4,6 +4,8 @@
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
 use crate::interval::{IntervalRow, interval_row};
+use crate::kernel_report::KernelReport;
+use crate::kernel_report::sampling::{WindowUnit, syscalls_error};
 use crate::record::Sample;
 
 /// Where a kernel interval sits on the load's interval grid: the first load interval it joins
@@ -25,6 +27,9 @@ pub struct SampleSeries {
     recent: Vec<Sample>,
     pub server_rows: Vec<IntervalRow>,
     pub client_rows: Vec<IntervalRow>,
+    /// Sampled mode: each interval's window, per group (server, client), for the estimate's
+    /// uncertainty.
+    pub windows: [Vec<WindowUnit>; 2],
     /// One per row: the load intervals it lines up with.
     pub spans: Vec<GridSpan>,
     count: usize,
@@ -41,6 +46,7 @@ impl SampleSeries {
             recent: Vec::new(),
             server_rows: Vec::new(),
             client_rows: Vec::new(),
+            windows: [Vec::new(), Vec::new()],
             spans: Vec::new(),
             count: 0,
         }
@@ -48,11 +54,27 @@ impl SampleSeries {
 
     pub fn push(&mut self, sample: Sample) {
         match (&self.first, self.recent.last()) {
-            (Some(_), Some(prev)) => {
-                self.server_rows
-                    .push(interval_row(prev, &sample, GROUP_SERVER, self.start_ns));
-                self.client_rows
-                    .push(interval_row(prev, &sample, GROUP_CLIENT, self.start_ns));
+            (Some(first), Some(prev)) => {
+                self.server_rows.push(interval_row(
+                    first,
+                    prev,
+                    &sample,
+                    GROUP_SERVER,
+                    self.start_ns,
+                ));
+                self.client_rows.push(interval_row(
+                    first,
+                    prev,
+                    &sample,
+                    GROUP_CLIENT,
+                    self.start_ns,
+                ));
+                if sample.kernel.traced_ns.is_some() {
+                    for group in [GROUP_SERVER, GROUP_CLIENT] {
+                        self.windows[group as usize]
+                            .push(WindowUnit::between(prev, &sample, group));
+                    }
+                }
                 let span = self.span(prev, &sample);
                 self.spans.push(span);
             }
@@ -94,6 +116,23 @@ impl SampleSeries {
 
     pub fn first(&self) -> Option<&Sample> {
         self.first.as_ref()
+    }
+
+    /// The newest sample.
+    pub fn last(&self) -> Option<&Sample> {
+        self.recent.last()
+    }
+
+    /// Sampled mode: the 95 % uncertainty of `report`'s syscall totals (as a share of them), from
+    /// the first `intervals` windows of its group, by the basis the report was scaled by.
+    pub fn syscalls_error(
+        &self,
+        report: &KernelReport,
+        group: u32,
+        intervals: usize,
+    ) -> Option<f64> {
+        let units = self.windows.get(group as usize)?;
+        syscalls_error(report, &units[..intervals.min(units.len())])
     }
 
     /// The sample ending interval `intervals` (counted from 1): the last one, or the one before it.

@@ -206,6 +206,7 @@ fn sample(k: u64) -> Sample {
         irq_names: BTreeMap::new(),
         responses: Some(k * 20_000),
         traced_responses: Some(k * 1_000),
+        traced_switches: None,
     }
 }
 
@@ -297,10 +298,28 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 
 /// What run.json was changed to say since fixtures/run.json was written, on purpose: each a path
 /// prefix (as `differences` prints it) and why. Anything else that differs fails.
-const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[(
-    ".correlations[0].p_value",
-    "added (issue 16): the permutation test's chance that the correlation is a coincidence",
-)];
+const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
+    (
+        ".correlations[0].p_value",
+        "added (issue 16): the permutation test's chance that the correlation is a coincidence",
+    ),
+    (
+        ".server.scaled_by",
+        "added (issue 16): what the sampled syscall counts were scaled by",
+    ),
+    (
+        ".client.scaled_by",
+        "added (issue 16): what the sampled syscall counts were scaled by",
+    ),
+    (
+        ".server.syscalls_error",
+        "added (issue 16): the sampled syscall totals' 95 % uncertainty",
+    ),
+    (
+        ".client.syscalls_error",
+        "added (issue 16): the sampled syscall totals' 95 % uncertainty",
+    ),
+];
 
 #[test]
 fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use srvprof_analysis::record::{CpuUse, ExitRecord, Sample};
+use srvprof_common::NUM_GROUPS;
 
 use crate::error::SrvprofError;
 use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
@@ -28,6 +29,12 @@ pub struct Sampler {
     /// Responses when the open window opened, and the sum over the closed windows.
     responses_at_open: Option<u64>,
     traced_responses: u64,
+    /// Each group's context switches when the open window opened, and their sum over the closed
+    /// windows: what the sampled syscall counts are scaled by without a load generator.
+    switches_at_open: Option<[u64; NUM_GROUPS as usize]>,
+    traced_switches: [u64; NUM_GROUPS as usize],
+    /// Sampled mode: when this interval's window opens (drawn at random in the interval).
+    open_at_ns: Option<u64>,
 }
 
 impl Sampler {
@@ -46,6 +53,9 @@ impl Sampler {
             responses: None,
             responses_at_open: None,
             traced_responses: 0,
+            switches_at_open: None,
+            traced_switches: [0; NUM_GROUPS as usize],
+            open_at_ns: None,
         }
     }
 
@@ -130,6 +140,10 @@ impl Sampler {
             self.window_from_ns = Some(crate::clock::monotonic_ns());
         }
         let responses = self.responses.as_ref().map(|r| r());
+        let traced_switches = kernel
+            .traced_ns
+            .is_some()
+            .then(|| self.traced_switches.to_vec());
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
@@ -142,6 +156,7 @@ impl Sampler {
             irq_names,
             responses,
             traced_responses,
+            traced_switches,
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
@@ -154,8 +169,10 @@ impl Sampler {
     }
 
     /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode it opens the
-    /// interval's window in its middle, away from the reading at each end (srvprof's own CPU burst,
-    /// which would otherwise slow the server in exactly the time measured), and closes it on time.
+    /// interval's window at a random time, away from the reading at each end (srvprof's own CPU
+    /// burst, which would otherwise slow the server in exactly the time measured), and closes it
+    /// on time. At random, not at a fixed phase: a window always in the middle of the interval
+    /// aliases with traffic that repeats at the interval's period, and misses it all the same way.
     pub fn wait_until(&mut self, due_ns: u64, stop: impl Fn() -> bool) -> Result<(), SrvprofError> {
         loop {
             let now = crate::clock::monotonic_ns();
@@ -165,12 +182,16 @@ impl Sampler {
             let mut wake = due_ns;
             if let (Some(from), Some(window)) = (self.window_from_ns, self.probes.window()) {
                 let len = window.as_nanos() as u64;
-                let open_at = from + due_ns.saturating_sub(from).saturating_sub(len) / 2;
+                let open_at = *self
+                    .open_at_ns
+                    .get_or_insert_with(|| window_start(from, due_ns, len));
                 if now >= open_at {
                     self.window_from_ns = None;
+                    self.open_at_ns = None;
                     self.responses_at_open = self.responses.as_ref().map(|r| r());
                     self.probes.open_window()?;
                     self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
+                    self.switches_at_open = self.probes.group_switches().ok();
                 } else {
                     wake = wake.min(open_at);
                 }
@@ -188,12 +209,20 @@ impl Sampler {
     }
 
     fn close_window(&mut self) {
+        if let Some(at_open) = self.switches_at_open.take()
+            && let Ok(now) = self.probes.group_switches()
+        {
+            for ((traced, now), open) in self.traced_switches.iter_mut().zip(now).zip(at_open) {
+                *traced += now.saturating_sub(open);
+            }
+        }
         self.probes.close_window();
         if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
             self.traced_responses += r().saturating_sub(at_open);
         }
         self.window_from_ns = None;
         self.window_end_ns = None;
+        self.open_at_ns = None;
     }
 
     fn collect_exits(&mut self) {
@@ -224,4 +253,22 @@ impl Sampler {
 fn read_cpu(path: &str, ticks: u64) -> Option<CpuTime> {
     let stat = std::fs::read_to_string(path).ok()?;
     procfs::parse_stat_cpu_time(&stat, ticks)
+}
+
+/// When a window of `len` ns opens in the interval from `from` to `due` (monotonic ns): uniformly
+/// at random in its middle 80 %, so it keeps a tenth of the interval from each reading.
+fn window_start(from: u64, due: u64, len: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let span = due.saturating_sub(from);
+    let margin = span / 10;
+    let room = span.saturating_sub(len + 2 * margin);
+    // std's per-process random hash keys: enough randomness to place a window.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(from);
+    let r = if room == 0 {
+        0
+    } else {
+        h.finish() % (room + 1)
+    };
+    from + margin.min(span.saturating_sub(len) / 2) + r
 }

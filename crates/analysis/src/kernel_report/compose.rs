@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use srvprof_common::lost;
 
 use super::interrupts::{hardirq_deltas, softirq_deltas};
-use super::sampling::{scaled, traced_fraction, traced_share};
+use super::sampling::{scaled, traced_fraction, traced_share_by};
 use super::tcp::{host_tcp_report, tcp_report};
 use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
 use crate::names::syscall_name;
@@ -114,12 +114,14 @@ pub fn kernel_report(
     exits: &[ExitRecord],
 ) -> KernelReport {
     let duration_s = end.monotonic_ns.saturating_sub(start.monotonic_ns) as f64 / 1e9;
-    let fraction = traced_share(start, end);
+    let share = traced_share_by(start, end, group);
+    let fraction = share.map(|(share, _)| share);
     let mut r = KernelReport {
         duration_s,
         syscalls_off: end.kernel.syscalls_off,
         traced_fraction: traced_fraction(start, end),
         traced_share: fraction,
+        scaled_by: share.map(|(_, basis)| basis.name().to_string()),
         ..Default::default()
     };
 

@@ -7,7 +7,7 @@
 
 mod compose;
 mod interrupts;
-mod sampling;
+pub mod sampling;
 mod tcp;
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use crate::record::{ExitRecord, NsHistogram};
 
 pub use compose::kernel_report;
 pub use interrupts::{hardirq_deltas, softirq_deltas};
-pub use sampling::{traced_fraction, traced_share};
+pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
 
 /// How often one thread woke a watched thread in the window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -216,9 +216,20 @@ pub struct KernelReport {
     pub traced_fraction: Option<f64>,
     /// What the syscall figures were divided by: with a load generator (`run`), the share of
     /// its responses that arrived while the programs were attached (the server is slower then,
-    /// so time would undercount); else traced_fraction. None in exact mode.
+    /// so time would undercount); else the share of the group's context switches made then (a
+    /// burst a window catches or misses counts as what it is); else traced_fraction. None in
+    /// exact mode.
     #[serde(default)]
     pub traced_share: Option<f64>,
+    /// What traced_share is a share of: "responses" (the load generator's), "switches" (the
+    /// group's context switches) or "time". None in exact mode.
+    #[serde(default)]
+    pub scaled_by: Option<String>,
+    /// Sampled mode: how far off the syscall totals may be, as a share of them (95 %, from how
+    /// much the windows differ: the jackknife of sampling::relative_error). None in exact mode,
+    /// or with too few windows to tell.
+    #[serde(default)]
+    pub syscalls_error: Option<f64>,
     pub softirqs: Vec<SoftirqReport>,
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]

@@ -56,6 +56,11 @@ pub struct Sample {
     pub responses: Option<u64>,
     #[serde(default)]
     pub traced_responses: Option<u64>,
+    /// Sampled mode: each group's context switches while the windows were open, summed over the
+    /// closed windows (None in exact mode). Without a load generator, the syscall counts are
+    /// scaled by these: syscalls happen as the threads switch, bursts included.
+    #[serde(default)]
+    pub traced_switches: Option<Vec<u64>>,
 }
 
 /// A watched thread or process that exited during the run.

@@ -14,6 +14,7 @@ use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::interval::{IntervalRow, interval_row};
+use srvprof_analysis::kernel_report::sampling::{WindowUnit, syscalls_error};
 use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
 
 #[derive(Serialize)]
@@ -60,6 +61,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let mut prev = first.clone();
     let mut last = first.clone();
     let mut intervals = Vec::new();
+    // Sampled mode: each interval's window, for the estimate's uncertainty.
+    let mut windows = Vec::new();
     let mut stdout = std::io::stdout().lock();
     for note in &notes {
         eprintln!("srvprof: {note}");
@@ -89,7 +92,10 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         let due = (start_ns + k * interval_ns).min(end_ns);
         sampler.wait_until(due, || stop.load(Ordering::Relaxed))?;
         let cur = sampler.sample()?;
-        let row = interval_row(&prev, &cur, GROUP_SERVER, start_ns);
+        let row = interval_row(&first, &prev, &cur, GROUP_SERVER, start_ns);
+        if cur.kernel.traced_ns.is_some() {
+            windows.push(WindowUnit::between(&prev, &cur, GROUP_SERVER));
+        }
         if args.format == Format::Text {
             text::interval_line(&mut stdout, &row);
         }
@@ -122,7 +128,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         ));
     }
     let exits = sampler.finish();
-    let report = kernel_report(&first, &last, GROUP_SERVER, &exits);
+    let mut report = kernel_report(&first, &last, GROUP_SERVER, &exits);
+    report.syscalls_error = syscalls_error(&report, &windows);
     notes.extend(report.sampling_note());
     let out = ProbeOutput {
         tool: "srvprof",

@@ -257,6 +257,13 @@ impl Probes {
         Ok(counters)
     }
 
+    /// Each group's context switches so far (server, client).
+    pub fn group_switches(
+        &self,
+    ) -> Result<[u64; srvprof_common::NUM_GROUPS as usize], SrvprofError> {
+        sched::group_switches(&self.ebpf)
+    }
+
     /// The on- and off-CPU stack counts so far; None when stacks were not attached.
     pub fn read_stacks(&self) -> Result<Option<stacks::RawStacks>, SrvprofError> {
         self.stack_sample_hz

@@ -36,6 +36,19 @@ pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofErr
     Ok(())
 }
 
+/// Context switches (voluntary and involuntary) of each group's threads so far: one walk of the
+/// thread map, cheap enough for each window's edges.
+pub fn group_switches(ebpf: &Ebpf) -> Result<[u64; NUM_GROUPS as usize], SrvprofError> {
+    let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;
+    let mut out = [0u64; NUM_GROUPS as usize];
+    for (_, st) in threads.iter().filter_map(Result::ok) {
+        if let Some(n) = out.get_mut(st.group as usize) {
+            *n += st.voluntary_switches + st.involuntary_switches;
+        }
+    }
+    Ok(out)
+}
+
 pub fn thread_counters(tid: u32, st: &ThreadStats) -> ThreadCounters {
     ThreadCounters {
         tid,
