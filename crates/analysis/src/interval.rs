@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::kernel_report::sampling::{Basis, WindowUnit, group_switches, traced_share_by};
+use crate::kernel_report::sampling::{
+    Basis, WindowUnit, group_oncpu, group_switches, traced_share_by,
+};
 use crate::kernel_report::{KernelReport, kernel_report};
 use crate::record::Sample;
 
@@ -46,7 +48,7 @@ pub fn interval_row(
         prev.monotonic_ns.saturating_sub(run_start_ns) as f64 / 1e9,
         cur.kernel.softirqs.len(),
     );
-    if r.syscalls_recorded()
+    if !r.syscalls_off
         && r.scaled_by.as_deref() == Some(Basis::Time.name())
         && let Some(estimate) = pooled_syscalls(first, prev, cur, group)
     {
@@ -67,6 +69,7 @@ fn pooled_syscalls(first: &Sample, prev: &Sample, cur: &Sample, group: u32) -> O
             cur.responses?.saturating_sub(prev.responses.unwrap_or(0)) as f64,
         ),
         Basis::Switches => (seen.switches, group_switches(prev, cur, group) as f64),
+        Basis::OnCpu => (seen.oncpu_ns, group_oncpu(prev, cur, group)?.0 as f64),
         Basis::Time => return None,
     };
     (traced > 0.0).then(|| seen.syscalls / traced * interval)

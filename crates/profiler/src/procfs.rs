@@ -42,6 +42,17 @@ pub fn process_cpu_time(pid: u32) -> Option<CpuTime> {
     parse_stat_cpu_time(&stat, clock_ticks_per_sec())
 }
 
+/// A thread's time on a CPU so far (ns): the first field of /proc/PID/task/TID/schedstat, the
+/// scheduler's sum_exec_runtime (brought up to date at every tick and switch).
+pub fn thread_oncpu_ns(pid: u32, tid: u32) -> Option<u64> {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// The thread ids of a process.
 pub fn thread_ids(pid: u32) -> Vec<u32> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {

@@ -35,6 +35,8 @@ pub struct Sampler {
     traced_switches: [u64; NUM_GROUPS as usize],
     /// Sampled mode: when this interval's window opens (drawn at random in the interval).
     open_at_ns: Option<u64>,
+    /// Sampled mode: each group's time on a CPU, all of it and the part inside the windows.
+    oncpu: OnCpu,
 }
 
 impl Sampler {
@@ -56,6 +58,7 @@ impl Sampler {
             switches_at_open: None,
             traced_switches: [0; NUM_GROUPS as usize],
             open_at_ns: None,
+            oncpu: OnCpu::default(),
         }
     }
 
@@ -144,6 +147,16 @@ impl Sampler {
             .traced_ns
             .is_some()
             .then(|| self.traced_switches.to_vec());
+        let (oncpu_ns, traced_oncpu_ns) = if kernel.traced_ns.is_some() {
+            let now = self.read_oncpu();
+            self.oncpu.add(&now);
+            (
+                Some(self.oncpu.all.to_vec()),
+                Some(self.oncpu.traced.to_vec()),
+            )
+        } else {
+            (None, None)
+        };
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
@@ -157,6 +170,8 @@ impl Sampler {
             responses,
             traced_responses,
             traced_switches,
+            oncpu_ns,
+            traced_oncpu_ns,
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
@@ -192,6 +207,9 @@ impl Sampler {
                     self.probes.open_window()?;
                     self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
                     self.switches_at_open = self.probes.group_switches().ok();
+                    let now = self.read_oncpu();
+                    self.oncpu.add(&now);
+                    self.oncpu.at_open = Some(now);
                 } else {
                     wake = wake.min(open_at);
                 }
@@ -216,6 +234,17 @@ impl Sampler {
                 *traced += now.saturating_sub(open);
             }
         }
+        if let Some(at_open) = self.oncpu.at_open.take() {
+            let now = self.read_oncpu();
+            for (tid, (group, ns)) in &now {
+                if let (Some((_, open)), Some(traced)) =
+                    (at_open.get(tid), self.oncpu.traced.get_mut(*group as usize))
+                {
+                    *traced += ns.saturating_sub(*open);
+                }
+            }
+            self.oncpu.add(&now);
+        }
         self.probes.close_window();
         if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
             self.traced_responses += r().saturating_sub(at_open);
@@ -223,6 +252,14 @@ impl Sampler {
         self.window_from_ns = None;
         self.window_end_ns = None;
         self.open_at_ns = None;
+    }
+
+    /// Every known thread's time on a CPU now (tid -> group, ns), from /proc.
+    fn read_oncpu(&self) -> BTreeMap<u32, (u32, u64)> {
+        self.threads
+            .values()
+            .filter_map(|t| Some((t.tid, (t.group, procfs::thread_oncpu_ns(t.pid, t.tid)?))))
+            .collect()
     }
 
     fn collect_exits(&mut self) {
@@ -271,4 +308,27 @@ fn window_start(from: u64, due: u64, len: u64) -> u64 {
         h.finish() % (room + 1)
     };
     from + margin.min(span.saturating_sub(len) / 2) + r
+}
+
+/// Each group's time on a CPU, summed from its threads' readings (a thread first seen counts from
+/// its first reading), and the part spent inside the windows.
+#[derive(Default)]
+struct OnCpu {
+    last: BTreeMap<u32, u64>,
+    all: [u64; NUM_GROUPS as usize],
+    traced: [u64; NUM_GROUPS as usize],
+    /// The readings when the open window opened.
+    at_open: Option<BTreeMap<u32, (u32, u64)>>,
+}
+
+impl OnCpu {
+    fn add(&mut self, now: &BTreeMap<u32, (u32, u64)>) {
+        for (tid, (group, ns)) in now {
+            if let Some(last) = self.last.insert(*tid, *ns)
+                && let Some(all) = self.all.get_mut(*group as usize)
+            {
+                *all += ns.saturating_sub(last);
+            }
+        }
+    }
 }

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use srvprof_common::lost;
 
 use super::interrupts::{hardirq_deltas, softirq_deltas};
-use super::sampling::{scaled, traced_fraction, traced_share_by};
+use super::sampling::{
+    Basis, MIN_TRACED_SWITCHES, group_switches, scaled, traced_fraction, traced_share_by,
+    traced_syscalls,
+};
 use super::tcp::{host_tcp_report, tcp_report};
 use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
 use crate::names::syscall_name;
@@ -122,6 +125,10 @@ pub fn kernel_report(
         traced_fraction: traced_fraction(start, end),
         traced_share: fraction,
         scaled_by: share.map(|(_, basis)| basis.name().to_string()),
+        // Busy, yet nothing in the windows: a burst they all missed, not an idle group.
+        syscalls_missed: matches!(share, Some((_, Basis::Time)))
+            && traced_syscalls(start, end, group) == 0
+            && group_switches(start, end, group) >= MIN_TRACED_SWITCHES,
         ..Default::default()
     };
 

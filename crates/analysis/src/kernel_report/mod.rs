@@ -221,8 +221,8 @@ pub struct KernelReport {
     /// exact mode.
     #[serde(default)]
     pub traced_share: Option<f64>,
-    /// What traced_share is a share of: "responses" (the load generator's), "switches" (the
-    /// group's context switches) or "time". None in exact mode.
+    /// What traced_share is a share of: "responses" (the load generator's), "oncpu" (the group's
+    /// time on a CPU), "switches" (its context switches) or "time". None in exact mode.
     #[serde(default)]
     pub scaled_by: Option<String>,
     /// Sampled mode: how far off the syscall totals may be, as a share of them (95 %, from how
@@ -230,6 +230,11 @@ pub struct KernelReport {
     /// or with too few windows to tell.
     #[serde(default)]
     pub syscalls_error: Option<f64>,
+    /// Sampled mode: the group was busy but no window caught it (no syscall, and too little time
+    /// on a CPU or too few switches in the windows to scale by): its syscall figures are unknown,
+    /// not zero.
+    #[serde(default)]
+    pub syscalls_missed: bool,
     pub softirqs: Vec<SoftirqReport>,
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]
@@ -258,12 +263,18 @@ impl KernelReport {
     /// Whether the syscall figures mean anything: not with --syscalls off, nor in a sampled
     /// window where the syscall programs were never attached.
     pub fn syscalls_recorded(&self) -> bool {
-        !self.syscalls_off && self.traced_fraction != Some(0.0)
+        !self.syscalls_off && self.traced_fraction != Some(0.0) && !self.syscalls_missed
     }
 
     /// In sampled mode, one sentence saying which figures are estimates and from how much time.
     pub fn sampling_note(&self) -> Option<String> {
         let f = self.traced_fraction?;
+        if self.syscalls_missed && !self.syscalls_off {
+            return Some(format!(
+                "no sampled window caught the server busy ({:.0}% of the time was traced), so its syscall figures are unknown, not zero; run longer or use --exact",
+                f * 100.0
+            ));
+        }
         let what = if self.syscalls_off {
             "interrupt times are estimates"
         } else {

@@ -24,6 +24,8 @@ pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
 const MIN_TRACED_RESPONSES: u64 = 100;
 /// Fewer context switches than this in the windows: too few to scale by.
 pub const MIN_TRACED_SWITCHES: u64 = 50;
+/// Less time on a CPU than this in the windows (ns): too little to scale by.
+pub const MIN_TRACED_ONCPU_NS: u64 = 1_000_000;
 
 /// What the syscall counts seen in the windows are scaled by (sampled mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +33,10 @@ pub enum Basis {
     /// The share of the load generator's responses that arrived while the programs were attached
     /// (`run`): the server runs slower while traced, so a share of time would undercount it.
     Responses,
+    /// The share of the group's time on a CPU spent while they were attached: syscalls are made
+    /// on a CPU, so a burst that a window catches weighs as much as it should, and one it misses
+    /// is not mistaken for idle time. The scheduler's own account (/proc schedstat).
+    OnCpu,
     /// The share of the group's context switches made while they were attached: syscalls come
     /// with the threads' wakeups and switches, so a burst that a window catches weighs as much as
     /// it should, and one it misses is not mistaken for idle time. Exact counts, always recorded.
@@ -43,6 +49,7 @@ impl Basis {
     pub fn name(self) -> &'static str {
         match self {
             Basis::Responses => "responses",
+            Basis::OnCpu => "oncpu",
             Basis::Switches => "switches",
             Basis::Time => "time",
         }
@@ -72,6 +79,15 @@ pub fn group_switches(start: &Sample, end: &Sample, group: u32) -> u64 {
         .sum()
 }
 
+/// The group's time on a CPU between two samples, and the part inside the windows (sampled mode).
+pub fn group_oncpu(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64)> {
+    let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(group as usize).copied();
+    Some((
+        delta(at(&end.oncpu_ns), at(&start.oncpu_ns))?,
+        delta(at(&end.traced_oncpu_ns), at(&start.traced_oncpu_ns))?,
+    ))
+}
+
 /// The group's switches made while the windows were open, between two samples.
 pub fn traced_switches(start: &Sample, end: &Sample, group: u32) -> Option<u64> {
     let at = |s: &Sample| s.traced_switches.as_ref()?.get(group as usize).copied();
@@ -89,6 +105,12 @@ pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64,
         && all >= traced
     {
         return Some((traced as f64 / all as f64, Basis::Responses));
+    }
+    if let Some((all, traced)) = group_oncpu(start, end, group)
+        && traced >= MIN_TRACED_ONCPU_NS
+        && all >= traced
+    {
+        return Some((traced as f64 / all as f64, Basis::OnCpu));
     }
     let all = group_switches(start, end, group);
     if let Some(traced) = traced_switches(start, end, group)
@@ -126,6 +148,7 @@ pub struct WindowUnit {
     pub syscalls: f64,
     pub responses: f64,
     pub switches: f64,
+    pub oncpu_ns: f64,
     pub traced_ns: f64,
 }
 
@@ -136,6 +159,7 @@ impl WindowUnit {
             syscalls: traced_syscalls(start, end, group) as f64,
             responses: delta(end.traced_responses, start.traced_responses).unwrap_or(0) as f64,
             switches: traced_switches(start, end, group).unwrap_or(0) as f64,
+            oncpu_ns: group_oncpu(start, end, group).map_or(0, |(_, traced)| traced) as f64,
             traced_ns: delta(end.kernel.traced_ns, start.kernel.traced_ns).unwrap_or(0) as f64,
         }
     }
@@ -144,6 +168,7 @@ impl WindowUnit {
         match basis {
             Basis::Responses => self.responses,
             Basis::Switches => self.switches,
+            Basis::OnCpu => self.oncpu_ns,
             Basis::Time => self.traced_ns,
         }
     }
@@ -152,7 +177,7 @@ impl WindowUnit {
 /// The 95 % uncertainty of a sampled syscall total, as a share of it: the estimate is
 /// (syscalls seen) / (share of the basis seen), a ratio estimator over the windows, and its
 /// spread from window to window is measured by the jackknife (each window left out in turn).
-/// None with fewer than 3 windows, or when no window saw the basis.
+/// None when fewer than 3 windows saw the basis.
 pub fn relative_error(units: &[WindowUnit], basis: Basis) -> Option<f64> {
     let k = units.len();
     if k < 3 {
@@ -168,6 +193,10 @@ pub fn relative_error(units: &[WindowUnit], basis: Basis) -> Option<f64> {
     let ratio = s_all / x_all;
     if ratio <= 0.0 {
         // Nothing counted in any window: the estimate is 0, and how wrong it could be is unknown.
+        return None;
+    }
+    // One window that saw the basis says nothing of how much windows differ.
+    if units.iter().filter(|u| u.basis(basis) > 0.0).count() < 3 {
         return None;
     }
     let left_out: Vec<f64> = units
@@ -192,6 +221,7 @@ pub fn syscalls_error(report: &super::KernelReport, windows: &[WindowUnit]) -> O
     let basis = match report.scaled_by.as_deref()? {
         "responses" => Basis::Responses,
         "switches" => Basis::Switches,
+        "oncpu" => Basis::OnCpu,
         _ => Basis::Time,
     };
     relative_error(windows, basis)
@@ -264,6 +294,7 @@ mod tests {
                 syscalls: syscalls[range.clone()].iter().sum(),
                 switches: switches[range].iter().sum(),
                 responses: 0.0,
+                oncpu_ns: 0.0,
                 traced_ns: window_ms as f64 * 1e6,
             });
         }

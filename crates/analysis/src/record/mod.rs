@@ -61,6 +61,12 @@ pub struct Sample {
     /// scaled by these: syscalls happen as the threads switch, bursts included.
     #[serde(default)]
     pub traced_switches: Option<Vec<u64>>,
+    /// Sampled mode: each group's time on a CPU so far (ns, the scheduler's own account in /proc
+    /// schedstat), and the part of it inside the windows.
+    #[serde(default)]
+    pub oncpu_ns: Option<Vec<u64>>,
+    #[serde(default)]
+    pub traced_oncpu_ns: Option<Vec<u64>>,
 }
 
 /// A watched thread or process that exited during the run.
