@@ -265,7 +265,12 @@ fn tables(o: &mut String, run: &RunReport) {
             "<tr><td class=\"l\">{name}</td><td>{a}</td><td>{b}</td></tr>"
         );
     }
-    o.push_str("</table><h2>Server syscalls</h2><table><tr><th class=\"l\">syscall</th><th>count</th><th>total (ms)</th></tr>");
+    o.push_str("</table><h2>Server syscalls</h2>");
+    let note = crate::render::text::estimate_note(&run.server);
+    if let Some(note) = note.strip_prefix(", ") {
+        let _ = write!(o, "<p>{}</p>", esc(note));
+    }
+    o.push_str("<table><tr><th class=\"l\">syscall</th><th>count</th><th>total (ms)</th></tr>");
     for sc in run.server.syscalls.iter().take(15) {
         let _ = write!(
             o,

@@ -69,7 +69,12 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             .iter()
             .map(|s| format!("{} {:.2}", s.name, s.per_request))
             .collect();
-        let _ = writeln!(out, "  server syscalls per request: {}", top.join(", "));
+        let _ = writeln!(
+            out,
+            "  server syscalls per request: {}{}",
+            top.join(", "),
+            crate::render::text::estimate_note(&r.server)
+        );
     }
     let s = &r.server;
     let secs = s.duration_s.max(1e-9);

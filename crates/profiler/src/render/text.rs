@@ -68,12 +68,18 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     );
     if r.syscalls_off {
         let _ = writeln!(out, "syscalls: not recorded (--syscalls off)");
+    } else if r.syscalls_missed {
+        let _ = writeln!(
+            out,
+            "syscalls: unknown (no sampled window caught the server busy; --exact counts them all)"
+        );
     } else {
         let _ = writeln!(
             out,
-            "syscalls: {} ({:.0}/s)",
+            "syscalls: {} ({:.0}/s){}",
             t.syscalls,
-            t.syscalls as f64 / secs
+            t.syscalls as f64 / secs,
+            estimate_note(r)
         );
         let _ = writeln!(
             out,
@@ -207,4 +213,15 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
 pub fn opt(v: Option<f64>, prec: usize) -> String {
     v.map(|v| format!("{v:.prec$}"))
         .unwrap_or_else(|| "-".into())
+}
+
+/// Sampled mode: how far the syscall figures may be off, and what they were scaled by.
+pub fn estimate_note(r: &KernelReport) -> String {
+    match (r.syscalls_error, r.scaled_by.as_deref()) {
+        (Some(e), Some(by)) => format!(", estimated ±{:.0} % (95 %, scaled by {by})", e * 100.0),
+        (None, Some(by)) => {
+            format!(", estimated (scaled by {by}; too few windows to state how closely)")
+        }
+        _ => String::new(),
+    }
 }
