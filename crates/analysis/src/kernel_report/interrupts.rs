@@ -1,6 +1,6 @@
 //! Softirqs and hardirqs per CPU between two samples (system-wide): the probes' counts in exact
 //! mode; in sampled mode the kernel's own counts (/proc/softirqs, /proc/interrupts) timed at the
-//! windows' mean.
+//! windows' mean per event on that CPU, or on every CPU when that CPU's windows saw none.
 
 use srvprof_common::SOFTIRQ_NAMES;
 
@@ -26,20 +26,40 @@ fn kernel_delta(end: Option<&Vec<u64>>, start: Option<&Vec<u64>>, index: usize) 
 pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
     let sampled = end.kernel.traced_ns.is_some();
     let ncpus = end.kernel.softirqs.len().max(end.softirq_counts.len());
+    let probe_at = |cpu: usize, v: usize| {
+        probe_delta(
+            end.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
+            start.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
+        )
+    };
+    // Sampled mode: a CPU whose windows saw none of a vector it ran is timed at the vector's
+    // mean on every CPU, not at zero.
+    let vector_mean: Vec<CountNs> = (0..SOFTIRQ_NAMES.len())
+        .map(|v| {
+            (0..ncpus)
+                .map(|cpu| probe_at(cpu, v))
+                .fold(CountNs::default(), |a, b| CountNs {
+                    count: a.count + b.count,
+                    total_ns: a.total_ns + b.total_ns,
+                })
+        })
+        .collect();
     let mut out = Vec::new();
     for cpu in 0..ncpus {
         for (v, vector) in SOFTIRQ_NAMES.iter().enumerate() {
-            let probe = probe_delta(
-                end.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
-                start.kernel.softirqs.get(cpu).and_then(|x| x.get(v)),
-            );
+            let probe = probe_at(cpu, v);
             let d = if sampled {
                 let count = kernel_delta(
                     end.softirq_counts.get(cpu),
                     start.softirq_counts.get(cpu),
                     v,
                 );
-                at_probe_mean(probe, count)
+                let timed = if probe.count > 0 {
+                    probe
+                } else {
+                    vector_mean[v]
+                };
+                at_probe_mean(timed, count)
             } else {
                 probe
             };
@@ -89,14 +109,26 @@ pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
             .as_ref()
             .map_or(0, Vec::len)
             .max(kernel_end.as_ref().map_or(0, Vec::len));
-        for cpu in 0..ncpus {
-            let probe = probe_delta(
+        let probe_at = |cpu: usize| {
+            probe_delta(
                 probe_end.as_ref().and_then(|v| v.get(cpu)),
                 probe_start.as_ref().and_then(|v| v.get(cpu)),
-            );
+            )
+        };
+        // Sampled mode: a CPU whose windows saw none of this line's interrupts is timed at the
+        // line's mean on every CPU, not at zero.
+        let line_mean = (0..ncpus)
+            .map(probe_at)
+            .fold(CountNs::default(), |a, b| CountNs {
+                count: a.count + b.count,
+                total_ns: a.total_ns + b.total_ns,
+            });
+        for cpu in 0..ncpus {
+            let probe = probe_at(cpu);
             let d = if sampled {
+                let timed = if probe.count > 0 { probe } else { line_mean };
                 at_probe_mean(
-                    probe,
+                    timed,
                     kernel_delta(kernel_end.as_ref(), kernel_start.as_ref(), cpu),
                 )
             } else {

@@ -324,6 +324,32 @@ mod tests {
     }
 
     #[test]
+    fn a_cpu_whose_windows_saw_none_is_timed_at_the_other_cpus_mean_not_zero() {
+        // Two CPUs: the windows saw 100 NET_RX of 2 us on CPU 0 and none on CPU 1, where the
+        // kernel counted 500 (a burst between the windows).
+        let two = |t_ns: u64, traced_ns: u64, probe: CountNs, kernel: [u64; 2]| {
+            let mut s = sample(t_ns, Some(traced_ns), probe, kernel[0]);
+            s.kernel
+                .softirqs
+                .push(vec![CountNs::default(); SOFTIRQ_NAMES.len()]);
+            let mut cpu1 = vec![0; SOFTIRQ_NAMES.len()];
+            cpu1[3] = kernel[1];
+            s.softirq_counts.push(cpu1);
+            s
+        };
+        let start = two(0, 0, ct(0, 0), [0, 0]);
+        let end = two(1_000_000_000, 100_000_000, ct(100, 200_000), [1_000, 500]);
+        let s = softirq_deltas(&start, &end);
+        let on = |cpu: u32| {
+            s.iter()
+                .find(|x| x.cpu == cpu)
+                .map(|x| (x.count, x.total_ns))
+        };
+        assert_eq!(on(0), Some((1_000, 2_000_000)));
+        assert_eq!(on(1), Some((500, 1_000_000)));
+    }
+
+    #[test]
     fn sampled_softirqs_count_as_the_kernel_and_time_at_the_windows_mean() {
         // 1 s, attached 100 ms: the probes saw 100 softirqs of 2 us; the kernel counted 1,000.
         let start = sample(0, Some(0), ct(0, 0), 5_000);
