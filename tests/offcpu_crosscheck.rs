@@ -23,8 +23,10 @@ use srvprof_integration::{
     wait_attached,
 };
 
-/// srvprof's window; the load takes about 2.5 s of it.
-const PROBE_SECONDS: u64 = 6;
+/// srvprof's window; the load takes 2 to 4 s of it.
+const PROBE_SECONDS: u64 = 8;
+/// The load ends at least this long before the window closes, so the worker sleeps again by then.
+const QUIET_END: Duration = Duration::from_millis(1500);
 /// srvprof's figure against the truth, as a share of the off-CPU time the load caused.
 const BOUND: f64 = 0.02;
 
@@ -32,7 +34,8 @@ const BOUND: f64 = 0.02;
 enum Load {
     /// wrk, 50 connections, 2 s.
     Steady,
-    /// ten bursts of 5,000 keep-alive requests (ab, 20 connections) at random gaps of 50-350 ms.
+    /// up to ten bursts of 5,000 keep-alive requests (ab, 20 connections) at random gaps of
+    /// 50-250 ms, as many as fit before the window's quiet end.
     Bursty,
 }
 
@@ -128,7 +131,8 @@ fn measure(
     // offcputime first, so its programs run before srvprof's at every switch.
     let oc = offcputime.map(|bin| {
         let mut child = Command::new(bin)
-            .args(["-p", &worker.to_string(), &(PROBE_SECONDS + 4).to_string()])
+            // Stopped by SIGINT once srvprof is done (it then prints what it counted).
+            .args(["-p", &worker.to_string(), "60"])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -157,15 +161,18 @@ fn measure(
     .stderr(Stdio::piped())
     .spawn()
     .expect("start srvprof probe");
-    // Printed after the first reading: the window is open.
+    // Printed after the first reading: the window is open, and closes PROBE_SECONDS after it.
     let _lines = wait_attached(&mut probe, "watching PIDs");
+    let window_end = Instant::now() + Duration::from_secs(PROBE_SECONDS);
     std::thread::sleep(Duration::from_millis(300));
     let started = Instant::now();
-    run_load(nginx, load, seed);
+    run_load(nginx, load, seed, window_end - QUIET_END);
     let loaded = started.elapsed();
     assert!(
-        loaded < Duration::from_secs(PROBE_SECONDS - 2),
-        "the {load:?} load took {loaded:?}: it must end well inside srvprof's {PROBE_SECONDS} s window"
+        Instant::now() + QUIET_END / 2 < window_end,
+        "the {load:?} load ran until {:?} before srvprof's window closed: it must end while the \
+         window is open, with the worker asleep again by then",
+        window_end.saturating_duration_since(Instant::now())
     );
     let status = wait_bounded(
         &mut probe,
@@ -174,6 +181,8 @@ fn measure(
     );
     assert!(status.success(), "srvprof probe exited {status}");
     let offcputime_us = oc.map(|(mut child, reader)| {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
         let status = wait_bounded(&mut child, Duration::from_secs(30), "offcputime");
         assert!(status.success(), "offcputime exited {status}");
         offcputime_total_us(&reader.join().unwrap())
@@ -205,30 +214,44 @@ fn measure(
     }
 }
 
-/// The load, bounded in requests and in time.
-fn run_load(nginx: &Server, load: Load, seed: u64) {
+/// The load, bounded in requests and in time: nothing of it runs past `deadline`.
+fn run_load(nginx: &Server, load: Load, seed: u64, deadline: Instant) {
     let url = nginx.url();
+    // `timeout` kills a load tool still running at the deadline (and the test then fails).
+    let left = || {
+        let s = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        format!("{:.2}", s.max(0.1))
+    };
     match load {
         Load::Steady => {
             let out = Command::new("timeout")
-                .args(["10", "wrk", "-t1", "-c50", "-d2s", &url])
+                .args([&left(), "wrk", "-t1", "-c50", "-d2s", &url])
                 .output()
                 .expect("run wrk (cargo xtask setup installs it)");
             assert_success(&out);
         }
         Load::Bursty => {
             let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-            for _ in 0..10 {
-                let out = Command::new("timeout")
-                    .args(["5", "ab", "-k", "-q", "-c", "20", "-n", "5000", &url])
-                    .output()
-                    .expect("run ab (cargo xtask setup installs it)");
-                assert_success(&out);
-                // xorshift64: gaps of 50 to 350 ms.
+            for burst in 0..10 {
+                // xorshift64: gaps of 50 to 250 ms.
                 rng ^= rng << 13;
                 rng ^= rng >> 7;
                 rng ^= rng << 17;
-                std::thread::sleep(Duration::from_millis(50 + rng % 300));
+                let gap = Duration::from_millis(50 + rng % 200);
+                // A burst takes ~70 ms unloaded; leave it 500 ms.
+                if burst > 0 && Instant::now() + gap + Duration::from_millis(500) > deadline {
+                    break;
+                }
+                if burst > 0 {
+                    std::thread::sleep(gap);
+                }
+                let out = Command::new("timeout")
+                    .args([&left(), "ab", "-k", "-q", "-c", "20", "-n", "5000", &url])
+                    .output()
+                    .expect("run ab (cargo xtask setup installs it)");
+                assert_success(&out);
             }
         }
     }
