@@ -10,7 +10,7 @@
 //!
 //! Each load is measured twice: srvprof alone, and with libbpf-tools' offcputime attached first,
 //! whose programs then run before srvprof's at every switch (its two stack walks at each
-//! switch-out made srvprof's off-CPU time 13 % short before srvprof split time with the
+//! switch-out made srvprof's off-CPU time up to 13 % short before srvprof split time with the
 //! scheduler's own total). offcputime's figure is printed beside, not asserted: it times each
 //! period by its own program's clock readings (see README, "Off-CPU time").
 
