@@ -22,7 +22,7 @@ use crate::target::{
 #[map]
 static WAKEUPS: HashMap<WakeKey, WakeCount> = HashMap::with_max_entries(MAX_WAKE_PAIRS, 0);
 
-/// Off-CPU durations (switch-out to switch-in, ns), one histogram per group.
+/// Off-CPU periods (ns, by the scheduler's clock: see sched_switch), one histogram per group.
 #[map]
 static OFFCPU_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
@@ -40,7 +40,24 @@ fn record(hist_map: &PerCpuArray<HistSlots>, group: u32, value_ns: u64) {
     }
 }
 
+/// task_struct's __state of a task that ran its last time (do_task_dead).
+const TASK_DEAD: u64 = 0x80;
+
 /// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+///
+/// On- and off-CPU time are the scheduler's own: the time between two switch-outs of a thread is
+/// split with its sum_exec_runtime, which the scheduler updated just before this tracepoint. So
+/// on-CPU time is what /proc/PID/task/TID/schedstat says, and off-CPU time is the wall time
+/// between the switch-outs minus it: the period from a switch-out to the next switch-in, the
+/// run-queue wait after the wakeup included, as bcc's offcputime counts it, in every state
+/// (sleeping, blocked, preempted), with no minimum length. Timing each period by this program's
+/// own clock readings instead (as before, and as offcputime does) made it depend on what else
+/// runs on the tracepoint: programs run in the order they were attached, so those attached before
+/// this one (another profiler's stack walks, say) run at every switch-out before it reads the
+/// clock, and their time moved from off-CPU to on-CPU (up to 13 % of a loaded nginx worker's
+/// off-CPU time with libbpf-tools' offcputime attached first, issue 16). The time between two
+/// switch-outs carries that delay at both ends, so it cancels. The thread's last period, still
+/// running or still off-CPU, is added by userspace when it reads the map (probes/sched.rs).
 #[btf_tracepoint(function = "sched_switch")]
 pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
@@ -50,6 +67,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
 
     // prev is the current task: the tracepoint fires before the switch.
     if let Some(st) = crate::target::watched_thread_current() {
+        // Its first switch-out since srvprof knows it (seen or seeded by userspace).
+        let first_out = st.voluntary_switches + st.involuntary_switches == 0;
         // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
         let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
         if involuntary {
@@ -60,24 +79,33 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
         }
-        // The scheduler updated prev's sum_exec_runtime just before this tracepoint.
         let prev: *const u8 = ctx.arg(1);
         let exec = task_exec_runtime(prev).unwrap_or(0);
-        if st.last_switch_in_ns != 0 {
-            st.oncpu_ns += now - st.last_switch_in_ns;
-            st.last_switch_in_ns = 0;
-        } else if st.last_switch_out_ns != 0 && st.exec_at_switch_out_ns != 0 && exec != 0 {
-            // It ran since its last switch-out, but no sched_switch named it as next: split the
-            // time between the two switch-outs with the scheduler's own on-CPU total.
-            let on = exec.saturating_sub(st.exec_at_switch_out_ns);
-            let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
-            st.oncpu_ns += on;
-            st.offcpu_ns += off;
-            record(&OFFCPU_HIST, st.group, off);
+        if st.last_switch_in_ns == 0 && st.last_switch_out_ns != 0 && !first_out {
+            // It ran since its last switch-out, but no sched_switch named it as next.
             count_lost(lost::SWITCH_INS_UNSEEN);
         }
+        if exec != 0 && st.exec_at_switch_out_ns != 0 {
+            let on = exec.saturating_sub(st.exec_at_switch_out_ns);
+            st.oncpu_ns += on;
+            if st.last_switch_out_ns != 0 {
+                let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
+                st.offcpu_ns += off;
+                record(&OFFCPU_HIST, st.group, off);
+            }
+        } else if st.last_switch_in_ns != 0 {
+            // No scheduler total to split with: this program's own clock readings.
+            st.oncpu_ns += now.saturating_sub(st.last_switch_in_ns);
+            if st.last_switch_out_ns != 0 {
+                let off = st.last_switch_in_ns.saturating_sub(st.last_switch_out_ns);
+                st.offcpu_ns += off;
+                record(&OFFCPU_HIST, st.group, off);
+            }
+        }
+        st.last_switch_in_ns = 0;
         st.exec_at_switch_out_ns = exec;
-        st.last_switch_out_ns = now;
+        // A thread that exits switches out for the last time: no off-CPU time runs on after it.
+        st.last_switch_out_ns = if prev_state & TASK_DEAD != 0 { 0 } else { now };
     }
 
     let Some((next_tid, next_tgid)) = task_ids(next) else {
@@ -87,24 +115,21 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     if let Some(st) = watched_thread(next_tid, next_tgid, || task_comm(next)) {
-        let group = st.group;
-        {
-            if st.last_switch_out_ns != 0 {
-                let off = now.saturating_sub(st.last_switch_out_ns);
-                st.offcpu_ns += off;
-                record(&OFFCPU_HIST, group, off);
-            }
-            if st.runnable_since_ns != 0 {
-                let waited = now.saturating_sub(st.runnable_since_ns);
-                st.runq_ns += waited;
-                st.runq_count += 1;
-                record(&RUNQ_HIST, group, waited);
-                st.runnable_since_ns = 0;
-            }
-            st.last_switch_in_ns = now;
-            let cpu = unsafe { bpf_get_smp_processor_id() };
-            st.cpu_mask |= 1u64 << (cpu & 63);
+        if st.exec_at_switch_out_ns == 0 {
+            // First seen switching in: its on-CPU time counts from here (the scheduler's total
+            // is where its last, unseen, switch-out left it).
+            st.exec_at_switch_out_ns = task_exec_runtime(next).unwrap_or(0);
         }
+        if st.runnable_since_ns != 0 {
+            let waited = now.saturating_sub(st.runnable_since_ns);
+            st.runq_ns += waited;
+            st.runq_count += 1;
+            record(&RUNQ_HIST, st.group, waited);
+            st.runnable_since_ns = 0;
+        }
+        st.last_switch_in_ns = now;
+        let cpu = unsafe { bpf_get_smp_processor_id() };
+        st.cpu_mask |= 1u64 << (cpu & 63);
     }
     0
 }

@@ -1,5 +1,6 @@
 //! On-CPU stacks (cpu-clock samples) and off-CPU stacks (time from switch-out to switch-in, as
-//! bcc's offcputime), counted in the kernel by (process, thread name, user stack, kernel stack).
+//! bcc's offcputime, by the scheduler's clock as in sched.rs), counted in the kernel by (process,
+//! thread name, user stack, kernel stack).
 
 use aya_ebpf::{
     EbpfContext,
@@ -10,11 +11,11 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
-    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OffcpuStart, StackKey, USER_STACK_MISS_LIMIT,
+    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, StackKey, USER_STACK_MISS_LIMIT,
     USER_STACK_RETRY_EVERY, lost,
 };
 
-use crate::target::{THREADS, count_lost, current_comm, group_of, task_ids};
+use crate::target::{THREADS, count_lost, current_comm, group_of, task_exec_runtime};
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
 const EEXIST: i32 = 17;
@@ -46,9 +47,22 @@ static ONCPU_STACKS: HashMap<StackKey, u64> = HashMap::with_max_entries(MAX_STAC
 #[map]
 static OFFCPU_STACKS: HashMap<StackKey, u64> = HashMap::with_max_entries(MAX_STACK_KEYS, 0);
 
-/// tid -> when and where a watched thread switched out.
+/// An off-CPU period that began: when a watched thread switched out, the scheduler's on-CPU total
+/// for it then, and its stacks. Only this file reads it.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct OffcpuPeriod {
+    pub start_ns: u64,
+    pub exec_ns: u64,
+    pub key: StackKey,
+}
+
+/// tid -> the off-CPU period a watched thread began at its last switch-out.
 #[map]
-static OFFCPU_START: HashMap<u32, OffcpuStart> = HashMap::with_max_entries(MAX_THREADS, 0);
+static OFFCPU_START: HashMap<u32, OffcpuPeriod> = HashMap::with_max_entries(MAX_THREADS, 0);
+
+/// task_struct's __state of a task that ran its last time (do_task_dead).
+const TASK_DEAD: u64 = 0x80;
 
 /// The current task's stacks; the current task is the one sampled or switching out.
 #[inline(always)]
@@ -133,42 +147,52 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
 
 /// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state):
 /// a second program on the tracepoint, so sched.rs's accounting stays as it is.
+///
+/// Only switch-outs of watched threads matter: the period a thread began at its last switch-out
+/// is charged to that switch-out's stacks now, at its next one, as the wall time between the two
+/// minus the time it ran in between (sum_exec_runtime, updated by the scheduler just before the
+/// tracepoint). That is its time from switch-out to switch-in by the scheduler's clock, whatever
+/// other programs on the tracepoint cost before this one reads the time (see sched.rs).
 #[btf_tracepoint(function = "sched_switch")]
 pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
     let prev_tid = ctx.pid();
     let prev_tgid = ctx.tgid();
-    if prev_tid != 0 {
-        if let Some(group) = group_of(prev_tgid) {
-            let start = OffcpuStart {
-                start_ns: now,
-                key: stack_key(
-                    &ctx,
-                    prev_tgid,
-                    group,
-                    user_stack(&ctx, prev_tid, prev_tgid),
-                ),
-            };
-            if OFFCPU_START.insert(&prev_tid, &start, 0).is_err() {
-                count_lost(lost::OFFCPU_START_FULL);
-            }
-        }
+    if prev_tid == 0 {
+        return 0;
     }
-    let next: *const u8 = ctx.arg(2);
-    let Some((next_tid, _)) = task_ids(next) else {
+    let Some(group) = group_of(prev_tgid) else {
         return 0;
     };
-    if next_tid == 0 {
+    let prev: *const u8 = ctx.arg(1);
+    let exec = task_exec_runtime(prev).unwrap_or(0);
+    if let Some(period) = unsafe { OFFCPU_START.get(&prev_tid) } {
+        let period = *period;
+        // The same thread (a tid reused by another process began no period of its own).
+        if period.key.tgid == prev_tgid && exec != 0 && period.exec_ns != 0 {
+            let ran = exec.saturating_sub(period.exec_ns);
+            let off = now.saturating_sub(period.start_ns).saturating_sub(ran);
+            add(&OFFCPU_STACKS, &period.key, off);
+        }
+    }
+    let prev_state: u64 = ctx.arg(3);
+    if prev_state & TASK_DEAD != 0 {
+        // Its last switch-out: no period begins.
+        let _ = OFFCPU_START.remove(&prev_tid);
         return 0;
     }
-    if let Some(start) = unsafe { OFFCPU_START.get(&next_tid) } {
-        let start = *start;
-        let _ = OFFCPU_START.remove(&next_tid);
-        add(
-            &OFFCPU_STACKS,
-            &start.key,
-            now.saturating_sub(start.start_ns),
-        );
+    let period = OffcpuPeriod {
+        start_ns: now,
+        exec_ns: exec,
+        key: stack_key(
+            &ctx,
+            prev_tgid,
+            group,
+            user_stack(&ctx, prev_tid, prev_tgid),
+        ),
+    };
+    if OFFCPU_START.insert(&prev_tid, &period, 0).is_err() {
+        count_lost(lost::OFFCPU_START_FULL);
     }
     0
 }

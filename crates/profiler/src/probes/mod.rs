@@ -243,7 +243,7 @@ impl Probes {
             traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
         };
-        sched::read(&self.ebpf, &mut counters)?;
+        sched::read(&mut self.ebpf, &mut counters)?;
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
         tcp::read(&self.ebpf, &self.tcp_names, &mut counters)?;

@@ -1,4 +1,11 @@
 //! Reads the scheduler probes: per-thread switches and times, off-CPU and run-queue histograms.
+//!
+//! A thread's on- and off-CPU time cover every instant of a reading's window: the programs add a
+//! period when the thread next switches out (crates/ebpf/src/sched.rs), so each reading adds the
+//! period in progress at its own time, and a thread of a watched process that was off-CPU since
+//! before srvprof attached (no event named it yet) is entered at the reading as off-CPU since then.
+
+use std::collections::BTreeSet;
 
 use aya::{
     Ebpf,
@@ -6,16 +13,22 @@ use aya::{
 };
 use srvprof_common::{HistSlots, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps};
 
-use super::{map_error, map_ref};
+use super::{map_error, map_mut, map_ref, target};
 use crate::error::SrvprofError;
+use crate::procfs;
 use srvprof_analysis::record::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
 
-pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
-    let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;
-    counters.threads = threads
+/// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock).
+pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+    let now = counters.monotonic_ns;
+    let mut stats: Vec<(u32, ThreadStats)> = {
+        let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;
+        threads.iter().filter_map(Result::ok).collect()
+    };
+    stats.extend(seed_unseen_threads(ebpf, &stats, now)?);
+    counters.threads = stats
         .iter()
-        .filter_map(Result::ok)
-        .map(|(tid, st)| thread_counters(tid, &st))
+        .map(|(tid, st)| thread_counters(*tid, st, now))
         .collect();
     counters.threads.sort_by_key(|t| t.tid);
     let wakeups: HashMap<&MapData, WakeKey, WakeCount> = map_ref(ebpf, maps::WAKEUPS)?;
@@ -49,7 +62,74 @@ pub fn group_switches(ebpf: &Ebpf) -> Result<[u64; NUM_GROUPS as usize], Srvprof
     Ok(out)
 }
 
-pub fn thread_counters(tid: u32, st: &ThreadStats) -> ThreadCounters {
+/// Threads of the watched processes that no program has seen yet: off-CPU since before srvprof
+/// attached (a running or woken thread would have been seen). Each gets its entry now, as if it
+/// had switched out at `now` with the scheduler's on-CPU total of /proc/PID/task/TID/schedstat,
+/// so its off-CPU time counts from this reading, not from its first switch-in. An entry a program
+/// made meanwhile is kept (BPF_NOEXIST). A thread that was in fact running, without a switch since
+/// the attach, has its next period split with a total up to a tick old.
+fn seed_unseen_threads(
+    ebpf: &mut Ebpf,
+    known: &[(u32, ThreadStats)],
+    now: u64,
+) -> Result<Vec<(u32, ThreadStats)>, SrvprofError> {
+    let known: BTreeSet<u32> = known.iter().map(|(tid, _)| *tid).collect();
+    let mut fresh = Vec::new();
+    for (pid, group) in target::watched(ebpf)? {
+        for tid in procfs::thread_ids(pid) {
+            if known.contains(&tid) {
+                continue;
+            }
+            let Some(exec) = procfs::thread_oncpu_ns(pid, tid) else {
+                continue;
+            };
+            let mut comm = [0u8; 16];
+            let name = procfs::comm(pid, tid).unwrap_or_default();
+            let n = name.len().min(15);
+            comm[..n].copy_from_slice(&name.as_bytes()[..n]);
+            fresh.push((
+                tid,
+                ThreadStats {
+                    tgid: pid,
+                    group,
+                    comm,
+                    last_switch_out_ns: now,
+                    exec_at_switch_out_ns: exec,
+                    ..ThreadStats::default()
+                },
+            ));
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(fresh);
+    }
+    let mut threads: HashMap<&mut MapData, u32, ThreadStats> = map_mut(ebpf, maps::THREADS)?;
+    // BPF_NOEXIST: a thread a program saw meanwhile keeps its own entry (and is read next time).
+    fresh.retain(|(tid, st)| threads.insert(tid, st, 1).is_ok());
+    Ok(fresh)
+}
+
+/// The on- and off-CPU time of the period in progress at `now` (ns), which the programs add only
+/// when the thread next switches out: on-CPU since its last switch-in if it runs, else off-CPU
+/// since its last switch-out (0 for one that exited, or never switched out).
+pub fn period_in_progress(st: &ThreadStats, now: u64) -> (u64, u64) {
+    if st.last_switch_in_ns != 0 {
+        let off = if st.last_switch_out_ns != 0 {
+            st.last_switch_in_ns.saturating_sub(st.last_switch_out_ns)
+        } else {
+            0
+        };
+        (now.saturating_sub(st.last_switch_in_ns), off)
+    } else if st.last_switch_out_ns != 0 {
+        (0, now.saturating_sub(st.last_switch_out_ns))
+    } else {
+        (0, 0)
+    }
+}
+
+/// A thread's counters at `now`, the period in progress included.
+pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
+    let (on, off) = period_in_progress(st, now);
     ThreadCounters {
         tid,
         pid: st.tgid,
@@ -57,8 +137,8 @@ pub fn thread_counters(tid: u32, st: &ThreadStats) -> ThreadCounters {
         comm: comm_string(&st.comm),
         voluntary_switches: st.voluntary_switches,
         involuntary_switches: st.involuntary_switches,
-        oncpu_ns: st.oncpu_ns,
-        offcpu_ns: st.offcpu_ns,
+        oncpu_ns: st.oncpu_ns + on,
+        offcpu_ns: st.offcpu_ns + off,
         runq_ns: st.runq_ns,
         runq_count: st.runq_count,
         migrations: st.migrations,
@@ -87,4 +167,46 @@ fn read_hist(ebpf: &Ebpf, name: &str) -> Result<Vec<NsHistogram>, SrvprofError> 
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(oncpu: u64, offcpu: u64, last_in: u64, last_out: u64) -> ThreadStats {
+        ThreadStats {
+            oncpu_ns: oncpu,
+            offcpu_ns: offcpu,
+            last_switch_in_ns: last_in,
+            last_switch_out_ns: last_out,
+            ..ThreadStats::default()
+        }
+    }
+
+    #[test]
+    fn a_reading_adds_the_period_in_progress() {
+        // Off-CPU since 1,000: 500 more of it at 1,500.
+        let c = thread_counters(7, &stats(10, 20, 0, 1_000), 1_500);
+        assert_eq!((c.oncpu_ns, c.offcpu_ns), (10, 520));
+        // Switched out at 1,000, in at 1,200, running at 1,500: the programs have added neither.
+        let c = thread_counters(7, &stats(10, 20, 1_200, 1_000), 1_500);
+        assert_eq!((c.oncpu_ns, c.offcpu_ns), (310, 220));
+        // First seen switching in: no off-CPU period known before it.
+        let c = thread_counters(7, &stats(0, 0, 1_200, 0), 1_500);
+        assert_eq!((c.oncpu_ns, c.offcpu_ns), (300, 0));
+        // Exited (its last switch-out cleared the time): nothing runs on.
+        let c = thread_counters(7, &stats(10, 20, 0, 0), 1_500);
+        assert_eq!((c.oncpu_ns, c.offcpu_ns), (10, 20));
+        // A switch-out after the reading's clock was read: nothing negative.
+        let c = thread_counters(7, &stats(10, 20, 0, 1_600), 1_500);
+        assert_eq!((c.oncpu_ns, c.offcpu_ns), (10, 20));
+    }
+
+    #[test]
+    fn schedstat_gives_the_first_field() {
+        let pid = std::process::id();
+        let exec = procfs::thread_oncpu_ns(pid, pid).expect("this process's schedstat");
+        assert!(exec > 0);
+        assert_eq!(procfs::thread_oncpu_ns(pid, u32::MAX), None);
+    }
 }
