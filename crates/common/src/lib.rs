@@ -274,14 +274,6 @@ pub struct StackKey {
     pub comm: [u8; 16],
 }
 
-/// A watched thread switched out at `start_ns` with these stacks; closed at its switch-in.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct OffcpuStart {
-    pub start_ns: u64,
-    pub key: StackKey,
-}
-
 #[cfg(feature = "user")]
 mod pod {
     use super::*;
@@ -295,6 +287,5 @@ mod pod {
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}
-    unsafe impl aya::Pod for OffcpuStart {}
     unsafe impl aya::Pod for TcpResetKey {}
 }
