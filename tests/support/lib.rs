@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: root check, the known workload, kernel counters.
 
 pub mod libbpf_tools;
+pub mod traffic;
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
