@@ -66,17 +66,17 @@ fn assert_exact_agreement(label: &str, o: &Observed) {
 /// return in its window. The worker is idle outside the load, blocked in one epoll_wait that it
 /// entered before syscount attached: syscount never counts that one call, srvprof counts it on its
 /// return. So the counts must be equal name by name, except epoll_wait, where srvprof may count
-/// that one call more (it did, and nothing else differed, in each of 36 runs, 18 per shape).
+/// that one call more (it did, and nothing else differed, in each of 42 runs, 21 per shape).
 ///
 /// Times cannot be equal: both stamp on the same tracepoints, each inside its own program, and
 /// syscount's run first (it attached first). syscount's interval then holds what its entry program
-/// does after stamping (a hash-map update) and srvprof's interval does not. Measured over 36 runs
-/// (18 per shape): syscount timed each call 174-210 ns longer over all names (recvfrom 172-232,
-/// writev 145-204, epoll_wait 95-215 ns), and within -50..+45 ns of srvprof when srvprof attached
+/// does after stamping (a hash-map update) and srvprof's interval does not. Measured over 42 runs
+/// (21 per shape): syscount timed each call 174-212 ns longer over all names (recvfrom 173-232,
+/// writev 145-204, epoll_wait 95-221 ns), and within -50..+45 ns of srvprof when srvprof attached
 /// first (one run by hand), so the gap is the probes' order, not a call srvprof misses. Asserted
 /// per call, on names with 1000 calls or more (fewer are dominated by one call's noise: brk's 2
 /// calls read -326..-116 ns, epoll_ctl's 51 once +690 ns) and on all names together. As ratios,
-/// srvprof's time over syscount's was 0.958-0.986 (steady) and 0.995-0.999 (bursty: blocking
+/// srvprof's time over syscount's was 0.953-0.986 (steady) and 0.995-0.999 (bursty: blocking
 /// epoll_waits dominate).
 fn syscalls_agree(label: &str, o: &Observed) {
     let srvprof = o.probe_syscalls();
@@ -143,7 +143,7 @@ fn assert_per_call_gap(name: &str, per_call_ns: f64) {
 
 /// runqlat -p WORKER and srvprof time a run-queue wait the same way (wakeup or preemption to
 /// switch-in); the worker has none in flight at either edge. The counts must be equal (they were
-/// in 36 of 36 runs: 224-758 waits bursty, 1,787-6,150 steady); the
+/// in 42 of 42 runs: 224-758 waits bursty, 1,787-6,150 steady); the
 /// quantiles srvprof reports (the upper bound of a log-linear slot) must lie in the log2 bucket
 /// runqlat has for the same rank, give or take 1 µs for the two probes' stamps and runqlat's
 /// truncation to whole µs.
@@ -245,7 +245,7 @@ fn net_rx_agrees(label: &str, o: &Observed) {
     );
 }
 
-/// srvprof's NET_RX time per event over softirqs'. Measured 0.972-0.996 in the 21 of 36 runs
+/// srvprof's NET_RX time per event over softirqs'. Measured 0.972-0.996 in the 27 of 42 runs
 /// with no foreign events (0.966-0.974 with 2-6 % of them; up to 1.244 with 57 %, while other
 /// jobs loaded the machine): softirqs attached first, so as with syscount its interval holds some
 /// of its own bookkeeping (about 80 ns of ~3 µs per event); one run by hand with srvprof attached
@@ -256,8 +256,9 @@ const NET_RX_TIME_RATIO: (f64, f64) = (0.93, 1.02);
 /// same tracepoint: srvprof <= hardirqs, name by name. What hardirqs counted beyond srvprof must
 /// lie outside srvprof's window: at most what the kernel's /proc/interrupts counted over the
 /// tools' window less what it counted inside srvprof's. (srvprof is not held to the kernel's own
-/// count: in 5 of 42 runs /proc/interrupts counted 1-3 virtio3-tx interrupts inside srvprof's
-/// window that neither srvprof nor hardirqs, whose window holds srvprof's, saw.)
+/// count: in 3 of 42 runs, and 2 of 12 earlier ones, /proc/interrupts counted 1-3 virtio3-tx
+/// interrupts inside srvprof's window that neither srvprof nor hardirqs, whose window holds
+/// srvprof's, saw.)
 fn hardirqs_agree(label: &str, o: &Observed) {
     let srvprof = o.probe_hardirqs();
     let k = &o.kernel;
