@@ -1,5 +1,9 @@
 //! Helpers shared by the integration tests: root check, the known workload, kernel counters.
 
+pub mod libbpf_tools;
+pub mod side_by_side;
+pub mod traffic;
+
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -159,6 +163,32 @@ pub fn proc_softirq(vector: &str) -> Vec<u64> {
         }
     }
     panic!("no {vector} in /proc/softirqs");
+}
+
+/// /proc/interrupts' numbered lines (device interrupts; not LOC, IPIs and the other named rows),
+/// summed over CPUs, by handler name (the last column; irqs of the same name are added).
+pub fn proc_interrupts_by_name() -> std::collections::BTreeMap<String, u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").expect("/proc/interrupts");
+    let mut lines = text.lines();
+    let ncpus = lines.next().map_or(0, |h| h.split_whitespace().count());
+    let mut by_name = std::collections::BTreeMap::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let numbered = fields
+            .first()
+            .is_some_and(|l| l.trim_end_matches(':').parse::<u32>().is_ok());
+        if !numbered || fields.len() < ncpus + 2 {
+            continue;
+        }
+        let count: u64 = fields[1..=ncpus]
+            .iter()
+            .filter_map(|c| c.parse::<u64>().ok())
+            .sum();
+        *by_name
+            .entry(fields[fields.len() - 1].to_string())
+            .or_default() += count;
+    }
+    by_name
 }
 
 /// A free TCP port on loopback.

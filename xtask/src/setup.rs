@@ -17,6 +17,9 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "apache2-utils",
     "bpftrace",
     "bpftool",
+    // syscount, runqlat, softirqs, hardirqs, offcputime: the peers tests/crosscheck.rs checks
+    // srvprof against.
+    "libbpf-tools",
     "erlang-base",
     "iproute2",
     "linux-perf",

@@ -1,0 +1,344 @@
+//! srvprof against libbpf-tools (issue 16, "Proof"): one nginx worker under load, watched at once by
+//! `srvprof probe` and by syscount, runqlat, softirqs and hardirqs over the same seconds, beside the
+//! kernel's own counters (/proc/PID/status, /proc/softirqs, /proc/interrupts). See
+//! support/side_by_side.rs for the order of events that makes every tool cover srvprof's window.
+//!
+//! `--exact` must agree with them to the event where both count the same events, and within the
+//! margins measured below where the tools' windows or their own probes differ. The default
+//! (sampled) mode is measured against the same tools and printed, not asserted yet.
+//!
+//! Every comparison prints its figures to stderr (`--nocapture` shows them).
+
+use srvprof_common::hist::{slot_lower_bound, slot_of};
+use srvprof_integration::libbpf_tools::{Log2Bucket, log2_quantile_bucket};
+use srvprof_integration::side_by_side::{Observed, Shape, observe};
+
+#[test]
+fn exact_mode_agrees_with_libbpf_tools_under_steady_load() {
+    let o = observe(Shape::Steady, true);
+    assert_exact_agreement("exact, steady", &o);
+}
+
+#[test]
+fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
+    let o = observe(Shape::Bursty, true);
+    assert!(o.load.bursts.len() >= 5, "only {:?}", o.load.bursts);
+    assert_exact_agreement("exact, bursty", &o);
+}
+
+/// Not asserted yet: what the default mode gives against the same tools, for the next design step.
+#[test]
+fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
+    for (label, shape) in [
+        ("default, steady", Shape::Steady),
+        ("default, bursty", Shape::Bursty),
+    ] {
+        let o = observe(shape, false);
+        print_default_mode_ratios(label, &o);
+    }
+}
+
+fn assert_exact_agreement(label: &str, o: &Observed) {
+    eprintln!(
+        "{label}: {} requests in {} burst(s) of {:?} ms, seed {}; the tools traced {:.2} s longer than srvprof",
+        o.load.requests,
+        o.load.bursts.len(),
+        o.load
+            .bursts
+            .iter()
+            .map(|(_, len)| len.as_millis())
+            .collect::<Vec<_>>(),
+        o.seed,
+        o.extra_tool_time.as_secs_f64()
+    );
+    assert!(
+        o.probe["traced_fraction"].is_null(),
+        "--exact reports no traced fraction"
+    );
+    syscalls_agree(label, o);
+    runq_waits_agree(label, o);
+    switches_agree(label, o);
+    net_rx_agrees(label, o);
+    hardirqs_agree(label, o);
+}
+
+/// syscount -L -p WORKER counts a syscall when it returns, if it saw it enter. srvprof counts every
+/// return in its window. The worker is idle outside the load, blocked in one epoll_wait that it
+/// entered before syscount attached: syscount never counts that one call, srvprof counts it on its
+/// return. So the counts must be equal name by name, except epoll_wait, where srvprof may count
+/// that one call more (it did, and nothing else differed, in each of 42 runs, 21 per shape).
+///
+/// Times cannot be equal: both stamp on the same tracepoints, each inside its own program, and
+/// syscount's run first (it attached first). syscount's interval then holds what its entry program
+/// does after stamping (a hash-map update) and srvprof's interval does not. Measured over 42 runs
+/// (21 per shape): syscount timed each call 174-212 ns longer over all names (recvfrom 173-232,
+/// writev 145-204, epoll_wait 95-221 ns), and within -50..+45 ns of srvprof when srvprof attached
+/// first (one run by hand), so the gap is the probes' order, not a call srvprof misses. Asserted
+/// per call, on names with 1000 calls or more (fewer are dominated by one call's noise: brk's 2
+/// calls read -326..-116 ns, epoll_ctl's 51 once +690 ns) and on all names together. As ratios,
+/// srvprof's time over syscount's was 0.953-0.986 (steady) and 0.995-0.999 (bursty: blocking
+/// epoll_waits dominate).
+fn syscalls_agree(label: &str, o: &Observed) {
+    let srvprof = o.probe_syscalls();
+    let total: u64 = o.probe["totals"]["syscalls"].as_u64().unwrap();
+    let tool_total: u64 = o.syscount.values().map(|s| s.count).sum();
+    let ns: u64 = srvprof.values().map(|(_, ns)| ns).sum();
+    let tool_ns: f64 = o.syscount.values().map(|s| s.total_ns).sum();
+    let per_call_ns = (tool_ns - ns as f64) / total.max(1) as f64;
+    eprintln!(
+        "{label}: syscalls srvprof {total} syscount {tool_total} (ratio {:.6}); time {:.1} ms vs {:.1} ms (ratio {:.4}, syscount {per_call_ns:+.0} ns per call)",
+        total as f64 / tool_total as f64,
+        ns as f64 / 1e6,
+        tool_ns / 1e6,
+        ns as f64 / tool_ns
+    );
+    assert_eq!(
+        srvprof.values().map(|(count, _)| count).sum::<u64>(),
+        total,
+        "syscalls[] adds up to totals.syscalls"
+    );
+    assert!(
+        total >= tool_total && total - tool_total <= 1,
+        "srvprof counted {total} syscalls, syscount {tool_total}"
+    );
+    assert_per_call_gap("all syscalls", per_call_ns);
+    let names: std::collections::BTreeSet<&String> =
+        srvprof.keys().chain(o.syscount.keys()).collect();
+    for name in names {
+        let (count, ns) = srvprof.get(name).copied().unwrap_or((0, 0));
+        let tool = o.syscount.get(name).copied().unwrap_or_default();
+        let per_call_ns = (tool.total_ns - ns as f64) / count.max(1) as f64;
+        eprintln!(
+            "{label}:   {name}: count {count} vs {}, time {:.3} ms vs {:.3} ms (ratio {:.4}, syscount {per_call_ns:+.0} ns per call)",
+            tool.count,
+            ns as f64 / 1e6,
+            tool.total_ns / 1e6,
+            ns as f64 / tool.total_ns
+        );
+        let edge = u64::from(name == "epoll_wait");
+        assert!(
+            count >= tool.count && count - tool.count <= edge,
+            "{name}: srvprof counted {count}, syscount {}",
+            tool.count
+        );
+        if count >= 1000 {
+            assert_per_call_gap(name, per_call_ns);
+        }
+    }
+}
+
+/// How much longer (first) or shorter (second) syscount may time a call than srvprof, in ns: the
+/// measured 95-232 ns with headroom, and no gap the other way beyond noise.
+const SYSCALL_NS_PER_CALL: (f64, f64) = (400.0, 100.0);
+
+fn assert_per_call_gap(name: &str, per_call_ns: f64) {
+    assert!(
+        (-SYSCALL_NS_PER_CALL.1..=SYSCALL_NS_PER_CALL.0).contains(&per_call_ns),
+        "{name}: syscount timed {per_call_ns:+.0} ns per call more than srvprof, \
+         outside -{}..+{} ns",
+        SYSCALL_NS_PER_CALL.1,
+        SYSCALL_NS_PER_CALL.0
+    );
+}
+
+/// runqlat -p WORKER and srvprof time a run-queue wait the same way (wakeup or preemption to
+/// switch-in); the worker has none in flight at either edge. The counts must be equal (they were
+/// in 42 of 42 runs: 224-758 waits bursty, 1,787-6,150 steady); the
+/// quantiles srvprof reports (the upper bound of a log-linear slot) must lie in the log2 bucket
+/// runqlat has for the same rank, give or take 1 µs for the two probes' stamps and runqlat's
+/// truncation to whole µs.
+fn runq_waits_agree(label: &str, o: &Observed) {
+    let runq = &o.probe["runq_latency_us"];
+    let count = runq["count"].as_u64().unwrap();
+    let tool_count: u64 = o.runqlat.iter().map(|b| b.count).sum();
+    eprintln!("{label}: run-queue waits srvprof {count} runqlat {tool_count}; srvprof {runq}");
+    assert!(count > 100, "too few run-queue waits to compare: {count}");
+    assert_eq!(count, tool_count, "run-queue waits: srvprof vs runqlat");
+    for (key, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("max", 1.0)] {
+        let value_ns = (runq[key].as_f64().unwrap() * 1e3).round() as u64;
+        let slot = (slot_lower_bound(slot_of(value_ns)), value_ns);
+        let bucket = log2_quantile_bucket(&o.runqlat, q).unwrap();
+        eprintln!(
+            "{label}:   {key}: srvprof slot {:.3}..{:.3} µs, runqlat bucket {}..{} µs",
+            slot.0 as f64 / 1e3,
+            slot.1 as f64 / 1e3,
+            bucket.lo_us,
+            bucket.hi_us
+        );
+        assert!(
+            overlaps(slot, bucket, 1_000),
+            "run-queue {key}: srvprof's slot {slot:?} ns is outside runqlat's bucket {bucket:?}"
+        );
+    }
+}
+
+/// Whether [lo, hi] ns meets runqlat's bucket (LO..HI whole µs, i.e. [LO, HI + 1) µs) widened by
+/// `slack_ns` on each side.
+fn overlaps((lo, hi): (u64, u64), b: Log2Bucket, slack_ns: u64) -> bool {
+    let b_lo = (b.lo_us * 1000).saturating_sub(slack_ns);
+    let b_hi = (b.hi_us + 1) * 1000 + slack_ns;
+    lo < b_hi && hi >= b_lo
+}
+
+/// The kernel's own nvcsw/nivcsw: srvprof counts every sched_switch of the worker, and the worker
+/// does not switch while idle (before the load, after it).
+fn switches_agree(label: &str, o: &Observed) {
+    let w = o.probe_worker();
+    let srvprof = (
+        w["voluntary_switches"].as_u64().unwrap(),
+        w["involuntary_switches"].as_u64().unwrap(),
+    );
+    eprintln!(
+        "{label}: switches (voluntary, involuntary) srvprof {srvprof:?} /proc {:?}",
+        o.proc_switches
+    );
+    assert_eq!(
+        srvprof, o.proc_switches,
+        "switches: srvprof vs /proc/PID/status"
+    );
+}
+
+/// /proc/softirqs may count a few NET_RX runs that no program sees. Measured: inside srvprof's
+/// window it counted 1-9 more than srvprof under steady load (of 400,000-900,000) and 0-3 more
+/// under bursty load, while a second `softirqs -d` beside it counted exactly srvprof's number each
+/// time it was run (422,315 = 422,315; 423,820 = 423,820; 80,640; 60,480; 70,560): the
+/// softirq_entry tracepoint does not report every run the kernel counts. So srvprof may trail the
+/// kernel by this share of its count, plus this many.
+const NET_RX_UNTRACED: (f64, u64) = (5e-5, 2);
+
+/// NET_RX is system-wide. Its count: srvprof's programs against the kernel's /proc/softirqs, read
+/// from before srvprof started to after it exited (its window is inside) and from its "watching"
+/// line to just before its last sample (inside its window). Its time: softirqs -N traced longer
+/// than srvprof, so both are compared per event, softirqs' over the kernel's count for its window.
+fn net_rx_agrees(label: &str, o: &Observed) {
+    let (count, ns) = o.probe_softirq("NET_RX");
+    let k = &o.kernel;
+    let (_, inner) = k.probe_watching.until(&k.probe_nearly_done);
+    let (_, outer) = k.probe_spawn.until(&k.probe_exit);
+    let (_, tools_window) = k.before_tools.until(&k.after_tools);
+    let tool_ns = o.softirqs_ns.get("net_rx").copied().unwrap_or(0);
+    let per_event = ns as f64 / count as f64;
+    let tool_per_event = tool_ns as f64 / tools_window as f64;
+    let ratio = per_event / tool_per_event;
+    // The share of softirqs' events that were not in srvprof's window (another process's traffic
+    // while srvprof attached; none on a quiet machine): they enter its mean, not srvprof's. If
+    // they cost up to 4 times ours, they move the ratio by up to 3 times their share.
+    let foreign = tools_window.saturating_sub(count) as f64 / tools_window as f64;
+    let (lo, hi) = (
+        NET_RX_TIME_RATIO.0 - 3.0 * foreign,
+        NET_RX_TIME_RATIO.1 + 3.0 * foreign,
+    );
+    eprintln!(
+        "{label}: NET_RX srvprof {count} events in {:.1} ms ({per_event:.0} ns each); /proc/softirqs {inner} inside its window, {outer} around it; softirqs {:.1} ms over {tools_window} events ({tool_per_event:.0} ns each); time per event ratio {ratio:.4} (bounds {lo:.3}..{hi:.3}, {:.2} % of softirqs' events outside srvprof's window)",
+        ns as f64 / 1e6,
+        tool_ns as f64 / 1e6,
+        foreign * 100.0
+    );
+    assert!(
+        count <= outer
+            && count + (inner as f64 * NET_RX_UNTRACED.0) as u64 + NET_RX_UNTRACED.1 >= inner,
+        "srvprof counted {count} NET_RX softirqs; the kernel {inner} inside its window, {outer} around it"
+    );
+    assert!(
+        (lo..=hi).contains(&ratio),
+        "NET_RX time per event srvprof / softirqs = {ratio:.4}, outside {lo:.3}..{hi:.3}"
+    );
+}
+
+/// srvprof's NET_RX time per event over softirqs'. Measured 0.972-0.996 in the 27 of 42 runs
+/// with no foreign events (0.966-0.974 with 2-6 % of them; up to 1.244 with 57 %, while other
+/// jobs loaded the machine): softirqs attached first, so as with syscount its interval holds some
+/// of its own bookkeeping (about 80 ns of ~3 µs per event); one run by hand with srvprof attached
+/// first read 0.9994.
+const NET_RX_TIME_RATIO: (f64, f64) = (0.93, 1.02);
+
+/// hardirqs -C counts handler invocations system-wide over a window that holds srvprof's, on the
+/// same tracepoint: srvprof <= hardirqs, name by name. What hardirqs counted beyond srvprof must
+/// lie outside srvprof's window: at most what the kernel's /proc/interrupts counted over the
+/// tools' window less what it counted inside srvprof's. (srvprof is not held to the kernel's own
+/// count: in 3 of 42 runs, and 2 of 12 earlier ones, /proc/interrupts counted 1-3 virtio3-tx
+/// interrupts inside srvprof's window that neither srvprof nor hardirqs, whose window holds
+/// srvprof's, saw.)
+fn hardirqs_agree(label: &str, o: &Observed) {
+    let srvprof = o.probe_hardirqs();
+    let k = &o.kernel;
+    let (tools_window, _) = k.before_tools.until(&k.after_tools);
+    let (inner, _) = k.probe_watching.until(&k.probe_nearly_done);
+    let names: std::collections::BTreeSet<&String> =
+        srvprof.keys().chain(o.hardirqs.keys()).collect();
+    for name in names {
+        let get = |m: &std::collections::BTreeMap<String, u64>| m.get(name).copied().unwrap_or(0);
+        let (n, tool) = (get(&srvprof), get(&o.hardirqs));
+        let (k_tools, k_inner) = (get(&tools_window), get(&inner));
+        eprintln!(
+            "{label}: hardirq {name}: srvprof {n}, hardirqs {tool}; /proc/interrupts {k_inner} inside srvprof's window, {k_tools} over the tools' window"
+        );
+        assert!(n <= tool, "{name}: srvprof {n}, hardirqs {tool}");
+        assert!(
+            tool - n <= k_tools.saturating_sub(k_inner),
+            "{name}: hardirqs counted {} more than srvprof, but the kernel only {} outside srvprof's window ({k_tools} over the tools' window, {k_inner} inside srvprof's)",
+            tool - n,
+            k_tools.saturating_sub(k_inner)
+        );
+    }
+}
+
+/// Default mode against the same tools: ratios printed, nothing asserted (issue 16 decides the
+/// bounds once the sampling is redesigned).
+fn print_default_mode_ratios(label: &str, o: &Observed) {
+    let srvprof = o.probe_syscalls();
+    let total = o.probe["totals"]["syscalls"].as_u64().unwrap();
+    let tool_total: u64 = o.syscount.values().map(|s| s.count).sum();
+    let ns: u64 = srvprof.values().map(|(_, ns)| ns).sum();
+    let tool_ns: f64 = o.syscount.values().map(|s| s.total_ns).sum();
+    let (net_rx_count, net_rx_ns) = o.probe_softirq("NET_RX");
+    let k = &o.kernel;
+    let (_, tools_window) = k.before_tools.until(&k.after_tools);
+    let tool_net_rx = o.softirqs_ns.get("net_rx").copied().unwrap_or(0) as f64;
+    // softirqs' time scaled to srvprof's window by the kernel's event counts.
+    let tool_net_rx_in_window = tool_net_rx * net_rx_count as f64 / tools_window as f64;
+    eprintln!(
+        "{label}: traced_fraction {}, {} requests in {} burst(s) at {:?} (start+length), seed {}",
+        o.probe["traced_fraction"],
+        o.load.requests,
+        o.load.bursts.len(),
+        o.load
+            .bursts
+            .iter()
+            .map(|(at, len)| format!("{:.2}s+{}ms", at.as_secs_f64(), len.as_millis()))
+            .collect::<Vec<_>>(),
+        o.seed
+    );
+    eprintln!(
+        "{label}: RATIO syscalls {:.3} ({total} / {tool_total}); syscall time {:.3} ({:.1} / {:.1} ms); NET_RX time {:.3} ({:.1} / {:.1} ms)",
+        total as f64 / tool_total as f64,
+        ns as f64 / tool_ns,
+        ns as f64 / 1e6,
+        tool_ns / 1e6,
+        net_rx_ns as f64 / tool_net_rx_in_window,
+        net_rx_ns as f64 / 1e6,
+        tool_net_rx_in_window / 1e6
+    );
+    let mut top: Vec<_> = o.syscount.iter().collect();
+    top.sort_by_key(|(_, s)| std::cmp::Reverse(s.count));
+    for (name, tool) in top.into_iter().take(5) {
+        let (count, ns) = srvprof.get(name).copied().unwrap_or((0, 0));
+        eprintln!(
+            "{label}:   RATIO {name}: count {:.3} ({count} / {}), time {:.3} ({:.2} / {:.2} ms)",
+            count as f64 / tool.count as f64,
+            tool.count,
+            ns as f64 / tool.total_ns,
+            ns as f64 / 1e6,
+            tool.total_ns / 1e6
+        );
+    }
+    let w = o.probe_worker();
+    eprintln!(
+        "{label}: run-queue waits srvprof {} runqlat {}; switches srvprof ({}, {}) /proc {:?}",
+        o.probe["runq_latency_us"]["count"],
+        o.runqlat.iter().map(|b| b.count).sum::<u64>(),
+        w["voluntary_switches"],
+        w["involuntary_switches"],
+        o.proc_switches
+    );
+}
