@@ -26,15 +26,39 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
     assert_exact_agreement("exact, bursty", &o);
 }
 
-/// Not asserted yet: what the default mode gives against the same tools, for the next design step.
+/// The default (sampled) mode against the same tools. Issue 16's bounds (10 % bursty, 3 % steady)
+/// do not hold yet, so this asserts what does, and prints the ratios for the next design step:
+/// - a busy server never reads zero syscalls without saying so: either the windows caught it and
+///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);
+/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.86-1.08
+///   over 24 runs; low by about the tracing cost, which slows the server inside the windows).
 #[test]
 fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
+    const STEADY_BOUND: (f64, f64) = (0.80, 1.20);
     for (label, shape) in [
         ("default, steady", Shape::Steady),
         ("default, bursty", Shape::Bursty),
     ] {
         let o = observe(shape, false);
         print_default_mode_ratios(label, &o);
+        let total = o.probe["totals"]["syscalls"].as_u64().unwrap();
+        let tool_total: u64 = o.syscount.values().map(|s| s.count).sum();
+        let missed = o.probe["syscalls_missed"].as_bool().unwrap_or(false);
+        assert!(
+            tool_total < 1000 || total > 0 || missed,
+            "{label}: syscount saw {tool_total} syscalls, srvprof reported 0 and did not say it missed them"
+        );
+        if missed {
+            let notes = o.probe["notes"].to_string();
+            assert!(notes.contains("unknown, not zero"), "{label}: {notes}");
+        }
+        if matches!(shape, Shape::Steady) {
+            let ratio = total as f64 / tool_total as f64;
+            assert!(
+                (STEADY_BOUND.0..=STEADY_BOUND.1).contains(&ratio),
+                "{label}: {total} syscalls against syscount's {tool_total} ({ratio:.3})"
+            );
+        }
     }
 }
 
