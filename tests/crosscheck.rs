@@ -30,6 +30,7 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
 /// do not hold yet, so this asserts what does, and prints the ratios for the next design step:
 /// - a busy server never reads zero syscalls without saying so: either the windows caught it and
 ///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);
+/// - the busiest syscall's count and time state their uncertainty when the total does;
 /// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.82-1.09
 ///   over 23 runs; low by about the tracing cost, which slows the server inside the windows; the
 ///   bound leaves room for a run on a busy machine).
@@ -52,6 +53,15 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
         if missed {
             let notes = o.probe["notes"].to_string();
             assert!(notes.contains("unknown, not zero"), "{label}: {notes}");
+        }
+        // Every estimate says how closely it is known: with the total's uncertainty stated, the
+        // busiest syscall's count and time state theirs.
+        if o.probe["syscalls_error"].is_f64() {
+            let top = &o.probe["syscalls"][0];
+            assert!(
+                top["count_error"].is_f64() && top["time_error"].is_f64(),
+                "{label}: the busiest syscall states no uncertainty: {top}"
+            );
         }
         if matches!(shape, Shape::Steady) {
             let ratio = total as f64 / tool_total as f64;
@@ -335,8 +345,9 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
         o.seed
     );
     eprintln!(
-        "{label}: RATIO syscalls {:.3} ({total} / {tool_total}); syscall time {:.3} ({:.1} / {:.1} ms); NET_RX time {:.3} ({:.1} / {:.1} ms)",
+        "{label}: RATIO syscalls {:.3} ({total} / {tool_total}, stated ±{:.0} %); syscall time {:.3} ({:.1} / {:.1} ms); NET_RX time {:.3} ({:.1} / {:.1} ms)",
         total as f64 / tool_total as f64,
+        o.probe["syscalls_error"].as_f64().unwrap_or(f64::NAN) * 100.0,
         ns as f64 / tool_ns,
         ns as f64 / 1e6,
         tool_ns / 1e6,
@@ -348,13 +359,22 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
     top.sort_by_key(|(_, s)| std::cmp::Reverse(s.count));
     for (name, tool) in top.into_iter().take(5) {
         let (count, ns) = srvprof.get(name).copied().unwrap_or((0, 0));
+        let row = o.probe["syscalls"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["name"] == name.as_str()));
+        let stated = |key: &str| {
+            row.and_then(|r| r[key].as_f64())
+                .map_or("±?".to_string(), |e| format!("±{:.0} %", e * 100.0))
+        };
         eprintln!(
-            "{label}:   RATIO {name}: count {:.3} ({count} / {}), time {:.3} ({:.2} / {:.2} ms)",
+            "{label}:   RATIO {name}: count {:.3} ({count} / {}, stated {}), time {:.3} ({:.2} / {:.2} ms, stated {})",
             count as f64 / tool.count as f64,
             tool.count,
+            stated("count_error"),
             ns as f64 / tool.total_ns,
             ns as f64 / 1e6,
-            tool.total_ns / 1e6
+            tool.total_ns / 1e6,
+            stated("time_error")
         );
     }
     let w = o.probe_worker();

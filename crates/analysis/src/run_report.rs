@@ -154,8 +154,8 @@ pub fn build(
     let last = series.end_of(intervals).cloned().unwrap_or_default();
     let mut server = kernel_report(&first, &last, GROUP_SERVER, exits);
     let mut client = kernel_report(&first, &last, GROUP_CLIENT, exits);
-    server.syscalls_error = series.syscalls_error(&server, GROUP_SERVER, intervals);
-    client.syscalls_error = series.syscalls_error(&client, GROUP_CLIENT, intervals);
+    series.state_errors(&mut server, GROUP_SERVER, intervals);
+    series.state_errors(&mut client, GROUP_CLIENT, intervals);
     let mut notes = notes;
     notes.extend(server.sampling_note());
     let missed: usize = series.spans[..intervals].iter().map(|s| s.count - 1).sum();

@@ -5,7 +5,8 @@ use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
 use crate::interval::{IntervalRow, interval_row};
 use crate::kernel_report::KernelReport;
-use crate::kernel_report::sampling::{WindowUnit, syscalls_error};
+use crate::kernel_report::sampling::WindowUnit;
+use crate::kernel_report::uncertainty::state_errors;
 use crate::record::Sample;
 
 /// Where a kernel interval sits on the load's interval grid: the first load interval it joins
@@ -123,16 +124,13 @@ impl SampleSeries {
         self.recent.last()
     }
 
-    /// Sampled mode: the 95 % uncertainty of `report`'s syscall totals (as a share of them), from
-    /// the first `intervals` windows of its group, by the basis the report was scaled by.
-    pub fn syscalls_error(
-        &self,
-        report: &KernelReport,
-        group: u32,
-        intervals: usize,
-    ) -> Option<f64> {
-        let units = self.windows.get(group as usize)?;
-        syscalls_error(report, &units[..intervals.min(units.len())])
+    /// Sampled mode: states the 95 % uncertainty of every estimate in `report` (syscall totals,
+    /// each syscall, each interrupt row's time) from the first `intervals` windows of its group,
+    /// by the basis the report was scaled by (sampling::state_errors).
+    pub fn state_errors(&self, report: &mut KernelReport, group: u32, intervals: usize) {
+        if let Some(units) = self.windows.get(group as usize) {
+            state_errors(report, &units[..intervals.min(units.len())]);
+        }
     }
 
     /// The sample ending interval `intervals` (counted from 1): the last one, or the one before it.

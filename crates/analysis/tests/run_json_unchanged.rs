@@ -314,6 +314,18 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added (issue 16): the sampled syscall totals' 95 % uncertainty",
     ),
     (
+        ".syscall_time_error",
+        "added (issue 16): the sampled syscall time's 95 % uncertainty",
+    ),
+    (
+        ".count_error",
+        "added (issue 16): each sampled syscall count's 95 % uncertainty",
+    ),
+    (
+        ".time_error",
+        "added (issue 16): each sampled syscall's and interrupt row's time's 95 % uncertainty",
+    ),
+    (
         ".syscalls_missed",
         "added (issue 16): busy, but no window caught it, so its syscalls are unknown",
     ),

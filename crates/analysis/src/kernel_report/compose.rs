@@ -225,6 +225,7 @@ pub fn kernel_report(
                 nr: *nr,
                 count: scaled(d.count, fraction),
                 total_ns: scaled(d.total_ns, fraction),
+                ..Default::default()
             });
         }
     }

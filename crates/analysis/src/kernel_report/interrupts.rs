@@ -69,6 +69,7 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                     vector: (*vector).into(),
                     count: d.count,
                     total_ns: d.total_ns,
+                    time_error: None,
                 });
             }
         }
@@ -141,6 +142,7 @@ pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
                     name: end.irq_names.get(&irq).cloned().unwrap_or_default(),
                     count: d.count,
                     total_ns: d.total_ns,
+                    time_error: None,
                 });
             }
         }

@@ -3,12 +3,14 @@
 
 //!
 //! This file holds the report's types; compose.rs builds one from two samples, sampling.rs scales
-//! the sampled-mode figures, interrupts.rs and tcp.rs compute those parts.
+//! the sampled-mode figures and uncertainty.rs states how closely they are known, interrupts.rs
+//! and tcp.rs compute those parts.
 
 mod compose;
 mod interrupts;
 pub mod sampling;
 mod tcp;
+pub mod uncertainty;
 
 use std::collections::BTreeMap;
 
@@ -97,6 +99,14 @@ pub struct SyscallReport {
     pub nr: u32,
     pub count: u64,
     pub total_ns: u64,
+    /// Sampled mode: the 95 % uncertainty of count, as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_error: Option<f64>,
+    /// Sampled mode: the 95 % uncertainty of total_ns, as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -105,6 +115,10 @@ pub struct SoftirqReport {
     pub vector: String,
     pub count: u64,
     pub total_ns: u64,
+    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -114,6 +128,10 @@ pub struct HardirqReport {
     pub name: String,
     pub count: u64,
     pub total_ns: u64,
+    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<f64>,
 }
 
 /// This group's side of TCP: sockets on the server's listening port for the server, sockets
@@ -230,6 +248,10 @@ pub struct KernelReport {
     /// or with too few windows to tell.
     #[serde(default)]
     pub syscalls_error: Option<f64>,
+    /// Sampled mode: the same for the syscalls' summed time (each syscall's figures carry their
+    /// own: SyscallReport::count_error, time_error).
+    #[serde(default)]
+    pub syscall_time_error: Option<f64>,
     /// Sampled mode: the group was busy but no window caught it (no syscall, and too little time
     /// on a CPU or too few switches in the windows to scale by): its syscall figures are unknown,
     /// not zero.

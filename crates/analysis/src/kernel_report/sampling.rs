@@ -3,6 +3,8 @@
 //! generator says how many, else by the context switches made in them, else by time), and
 //! interrupt times are the kernel's own counts at the windows' mean time per event.
 
+use std::collections::BTreeMap;
+
 use crate::record::{CountNs, Sample};
 
 /// Sampled mode: the share of the window between two samples the syscall and interrupt programs
@@ -62,7 +64,7 @@ fn delta(end: Option<u64>, start: Option<u64>) -> Option<u64> {
 
 /// The group's context switches between two samples (every watched thread, exact).
 pub fn group_switches(start: &Sample, end: &Sample, group: u32) -> u64 {
-    let before: std::collections::BTreeMap<u32, u64> = start
+    let before: BTreeMap<u32, u64> = start
         .kernel
         .threads
         .iter()
@@ -133,11 +135,19 @@ pub fn traced_syscalls(start: &Sample, end: &Sample, group: u32) -> u64 {
     sum(end).saturating_sub(sum(start))
 }
 
-/// One interval's window, as the estimator sees it: the syscalls counted in it and how much of
-/// each basis it covered.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// One interval's window, as the estimator sees it: what the programs counted in it and how much
+/// of each basis it covered.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct WindowUnit {
     pub syscalls: f64,
+    pub syscall_ns: f64,
+    /// Per syscall number: the count and time seen in the window.
+    pub by_name: BTreeMap<u32, (f64, f64)>,
+    /// The interrupt programs' deltas in the window: per CPU, per softirq vector
+    /// (srvprof_common::SOFTIRQ_NAMES order).
+    pub softirqs: Vec<Vec<CountNs>>,
+    /// Per irq line, per CPU.
+    pub hardirqs: Vec<(u32, Vec<CountNs>)>,
     pub responses: f64,
     pub switches: f64,
     pub oncpu_ns: f64,
@@ -147,8 +157,68 @@ pub struct WindowUnit {
 impl WindowUnit {
     /// The window(s) between two samples, for `group`.
     pub fn between(start: &Sample, end: &Sample, group: u32) -> WindowUnit {
+        let before: BTreeMap<(u32, u32), CountNs> = start
+            .kernel
+            .syscalls
+            .iter()
+            .map(|(g, nr, c)| ((*g, *nr), *c))
+            .collect();
+        let mut by_name = BTreeMap::new();
+        for (g, nr, c) in end.kernel.syscalls.iter().filter(|(g, _, _)| *g == group) {
+            let d = c.minus(before.get(&(*g, *nr)).copied().unwrap_or_default());
+            if d.count > 0 {
+                by_name.insert(*nr, (d.count as f64, d.total_ns as f64));
+            }
+        }
+        let softirqs = end
+            .kernel
+            .softirqs
+            .iter()
+            .enumerate()
+            .map(|(cpu, row)| {
+                row.iter()
+                    .enumerate()
+                    .map(|(v, c)| {
+                        c.minus(
+                            start
+                                .kernel
+                                .softirqs
+                                .get(cpu)
+                                .and_then(|r| r.get(v))
+                                .copied()
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let hardirqs = end
+            .kernel
+            .hardirqs
+            .iter()
+            .map(|(irq, per_cpu)| {
+                let earlier = start.kernel.hardirqs.iter().find(|(i, _)| i == irq);
+                let deltas = per_cpu
+                    .iter()
+                    .enumerate()
+                    .map(|(cpu, c)| {
+                        c.minus(
+                            earlier
+                                .and_then(|(_, v)| v.get(cpu))
+                                .copied()
+                                .unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                (*irq, deltas)
+            })
+            .collect();
         WindowUnit {
-            syscalls: traced_syscalls(start, end, group) as f64,
+            syscalls: by_name.values().map(|(c, _)| c).sum(),
+            syscall_ns: by_name.values().map(|(_, ns)| ns).sum(),
+            by_name,
+            softirqs,
+            hardirqs,
             responses: delta(end.traced_responses, start.traced_responses).unwrap_or(0) as f64,
             switches: traced_switches(start, end, group).unwrap_or(0) as f64,
             oncpu_ns: group_oncpu(start, end, group).map_or(0, |(_, traced)| traced) as f64,
@@ -156,7 +226,7 @@ impl WindowUnit {
         }
     }
 
-    fn basis(&self, basis: Basis) -> f64 {
+    pub(super) fn basis(&self, basis: Basis) -> f64 {
         match basis {
             Basis::Responses => self.responses,
             Basis::Switches => self.switches,
@@ -164,59 +234,33 @@ impl WindowUnit {
             Basis::Time => self.traced_ns,
         }
     }
+
+    /// The probes' softirqs of `vector` in the window: on `cpu`, or on every CPU (None).
+    pub(super) fn softirq(&self, cpu: Option<usize>, vector: usize) -> CountNs {
+        let at = |row: &Vec<CountNs>| row.get(vector).copied().unwrap_or_default();
+        match cpu {
+            Some(cpu) => self.softirqs.get(cpu).map(at).unwrap_or_default(),
+            None => self.softirqs.iter().map(at).fold(CountNs::default(), sum),
+        }
+    }
+
+    /// The probes' interrupts of line `irq` in the window: on `cpu`, or on every CPU (None).
+    pub(super) fn hardirq(&self, cpu: Option<usize>, irq: u32) -> CountNs {
+        let Some((_, per_cpu)) = self.hardirqs.iter().find(|(i, _)| *i == irq) else {
+            return CountNs::default();
+        };
+        match cpu {
+            Some(cpu) => per_cpu.get(cpu).copied().unwrap_or_default(),
+            None => per_cpu.iter().copied().fold(CountNs::default(), sum),
+        }
+    }
 }
 
-/// The 95 % uncertainty of a sampled syscall total, as a share of it: the estimate is
-/// (syscalls seen) / (share of the basis seen), a ratio estimator over the windows, and its
-/// spread from window to window is measured by the jackknife (each window left out in turn).
-/// None when fewer than 3 windows saw the basis.
-pub fn relative_error(units: &[WindowUnit], basis: Basis) -> Option<f64> {
-    let k = units.len();
-    if k < 3 {
-        return None;
+pub(super) fn sum(a: CountNs, b: CountNs) -> CountNs {
+    CountNs {
+        count: a.count + b.count,
+        total_ns: a.total_ns + b.total_ns,
     }
-    let (s_all, x_all): (f64, f64) = units
-        .iter()
-        .map(|u| (u.syscalls, u.basis(basis)))
-        .fold((0.0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
-    if x_all <= 0.0 {
-        return None;
-    }
-    let ratio = s_all / x_all;
-    if ratio <= 0.0 {
-        // Nothing counted in any window: the estimate is 0, and how wrong it could be is unknown.
-        return None;
-    }
-    // One window that saw the basis says nothing of how much windows differ.
-    if units.iter().filter(|u| u.basis(basis) > 0.0).count() < 3 {
-        return None;
-    }
-    let left_out: Vec<f64> = units
-        .iter()
-        .filter_map(|u| {
-            let x = x_all - u.basis(basis);
-            (x > 0.0).then(|| (s_all - u.syscalls) / x)
-        })
-        .collect();
-    if left_out.len() < 2 {
-        return None;
-    }
-    let n = left_out.len() as f64;
-    let mean = left_out.iter().sum::<f64>() / n;
-    let variance = (n - 1.0) / n * left_out.iter().map(|r| (r - mean).powi(2)).sum::<f64>();
-    Some(1.96 * variance.sqrt() / ratio)
-}
-
-/// Sampled mode: the 95 % uncertainty of a report's syscall totals (a share of them), from the
-/// windows it covered, by the basis it was scaled by (KernelReport::scaled_by).
-pub fn syscalls_error(report: &super::KernelReport, windows: &[WindowUnit]) -> Option<f64> {
-    let basis = match report.scaled_by.as_deref()? {
-        "responses" => Basis::Responses,
-        "switches" => Basis::Switches,
-        "oncpu" => Basis::OnCpu,
-        _ => Basis::Time,
-    };
-    relative_error(windows, basis)
 }
 
 /// Scales a count seen while the programs were attached up to the whole window.
@@ -237,114 +281,4 @@ pub(super) fn at_probe_mean(probe: CountNs, count: u64) -> CountNs {
         (u128::from(probe.total_ns) * u128::from(count) / u128::from(probe.count)) as u64
     };
     CountNs { count, total_ns }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::correlation::SplitMix64;
-
-    /// A uniform draw in [0, 1).
-    fn uniform(rng: &mut SplitMix64) -> f64 {
-        (rng.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// One synthetic minute of bursty traffic in 1 ms steps, with a window of `window_ms` at a
-    /// random place in each second's middle 80 % (as the sampler opens them). Bursts of 50 to
-    /// 150 ms start at random (about 2 a second); in a burst each millisecond has 10 to 30 switches
-    /// and 4 to 6 syscalls per switch (each burst its own ratio); between bursts a switch and two
-    /// syscalls every 100 ms. Returns the windows, all switches and the true syscall total.
-    fn bursty_minute(seed: u64, window_ms: u64) -> (Vec<WindowUnit>, f64, f64) {
-        let mut rng = SplitMix64(seed);
-        let ms = 60_000usize;
-        let (mut switches, mut syscalls) = (vec![0.0; ms], vec![0.0; ms]);
-        let mut t = 0;
-        while t < ms {
-            if uniform(&mut rng) < 0.002 {
-                let len = 50 + (uniform(&mut rng) * 100.0) as usize;
-                let per_switch = 4.0 + 2.0 * uniform(&mut rng);
-                for i in t..(t + len).min(ms) {
-                    let n = (10.0 + 20.0 * uniform(&mut rng)).round();
-                    switches[i] = n;
-                    syscalls[i] = (n * per_switch).round();
-                }
-                t += len;
-            } else {
-                if t % 100 == 0 {
-                    switches[t] = 1.0;
-                    syscalls[t] = 2.0;
-                }
-                t += 1;
-            }
-        }
-        let mut windows = Vec::new();
-        for second in 0..60u64 {
-            let room = 1000 - window_ms - 200;
-            let open = (second * 1000 + 100 + (uniform(&mut rng) * room as f64) as u64) as usize;
-            let range = open..open + window_ms as usize;
-            windows.push(WindowUnit {
-                syscalls: syscalls[range.clone()].iter().sum(),
-                switches: switches[range].iter().sum(),
-                responses: 0.0,
-                oncpu_ns: 0.0,
-                traced_ns: window_ms as f64 * 1e6,
-            });
-        }
-        (windows, switches.iter().sum(), syscalls.iter().sum())
-    }
-
-    #[test]
-    fn scaled_by_switches_bursty_traffic_is_unbiased_and_its_interval_covers_the_truth() {
-        let seeds = 300;
-        let (mut bias, mut covered, mut by_time_off, mut worst) = (0.0, 0, 0, 0.0f64);
-        for seed in 0..seeds {
-            let (windows, all_switches, truth) = bursty_minute(seed, 50);
-            let seen: f64 = windows.iter().map(|w| w.syscalls).sum();
-            let seen_switches: f64 = windows.iter().map(|w| w.switches).sum();
-            let estimate = seen / seen_switches * all_switches;
-            bias += (estimate - truth) / truth / seeds as f64;
-            worst = worst.max(((estimate - truth) / truth).abs());
-            let error = relative_error(&windows, Basis::Switches).unwrap();
-            if (estimate - truth).abs() <= error * estimate {
-                covered += 1;
-            }
-            // Scaled by time instead (the sampled mode before): 5 % of the time, times 20.
-            if (seen * 20.0 - truth).abs() > 0.1 * truth {
-                by_time_off += 1;
-            }
-        }
-        let coverage = covered as f64 / seeds as f64;
-        eprintln!(
-            "{seeds} bursty minutes: mean bias {bias:.4}, worst {worst:.3}, 95 % interval covered {coverage:.3}, by time off by > 10 %: {by_time_off}"
-        );
-        assert!(bias.abs() < 0.02, "mean bias {bias:.4}");
-        assert!(
-            coverage >= 0.90,
-            "95 % interval covered the truth in {coverage:.3} of runs"
-        );
-        // The switches are what make it work: by time, most of these minutes are off by > 10 %.
-        assert!(
-            by_time_off > seeds / 2,
-            "{by_time_off} of {seeds} off by time"
-        );
-    }
-
-    #[test]
-    fn too_few_windows_or_nothing_seen_has_no_stated_error() {
-        let unit = |syscalls, switches| WindowUnit {
-            syscalls,
-            switches,
-            ..Default::default()
-        };
-        assert_eq!(
-            relative_error(&[unit(10.0, 2.0), unit(12.0, 3.0)], Basis::Switches),
-            None
-        );
-        assert_eq!(relative_error(&[unit(0.0, 0.0); 5], Basis::Switches), None);
-        // Identical windows: no spread, no error.
-        assert_eq!(
-            relative_error(&[unit(10.0, 2.0); 5], Basis::Switches),
-            Some(0.0)
-        );
-    }
 }

@@ -71,8 +71,15 @@ pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
         .iter()
         .take(3)
         .map(|s| {
+            // Sampled mode: the estimate says how closely it is known (when that rounds to 1 %
+            // or more: "±0 %" would read as a count).
+            let known = s
+                .count_error
+                .filter(|e| *e >= 0.005)
+                .map(|e| format!(" ±{:.0} %", e * 100.0))
+                .unwrap_or_default();
             format!(
-                "{} {:.1}/req",
+                "{} {:.1}/req{known}",
                 s.name,
                 s.count as f64 / r.load.completed.max(1) as f64
             )
@@ -378,5 +385,20 @@ pub(super) mod tests {
             "{off}"
         );
         assert!(!off.contains("sys goes to"), "{off}");
+    }
+
+    #[test]
+    fn a_saturated_servers_sampled_syscalls_say_how_closely_they_are_known() {
+        let mut run = busy_server(0.98, false).build();
+        run.server.syscalls[0].count_error = Some(0.123);
+        let text = saturated(&run);
+        assert!(text.contains("sys goes to writev 1.0/req ±12 %"), "{text}");
+        // Below 1 %: "±0 %" would read as an exact count.
+        run.server.syscalls[0].count_error = Some(0.004);
+        let text = saturated(&run);
+        assert!(
+            text.contains("writev 1.0/req") && !text.contains('±'),
+            "{text}"
+        );
     }
 }

@@ -14,8 +14,8 @@ use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::interval::{IntervalRow, interval_row};
-use srvprof_analysis::kernel_report::sampling::{WindowUnit, syscalls_error};
 use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
+use srvprof_analysis::kernel_report::{sampling::WindowUnit, uncertainty::state_errors};
 
 #[derive(Serialize)]
 pub struct ProbeOutput {
@@ -129,7 +129,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     }
     let exits = sampler.finish();
     let mut report = kernel_report(&first, &last, GROUP_SERVER, &exits);
-    report.syscalls_error = syscalls_error(&report, &windows);
+    state_errors(&mut report, &windows);
     notes.extend(report.sampling_note());
     let out = ProbeOutput {
         tool: "srvprof",

@@ -270,25 +270,29 @@ fn tables(o: &mut String, run: &RunReport) {
     if let Some(note) = note.strip_prefix(", ") {
         let _ = write!(o, "<p>{}</p>", esc(note));
     }
-    o.push_str("<table><tr><th class=\"l\">syscall</th><th>count</th><th>total (ms)</th></tr>");
+    let spread = |e: Option<f64>| esc(crate::render::text::spread(&run.server, e).trim());
+    o.push_str("<table><tr><th class=\"l\">syscall</th><th>count</th><th>(95 %)</th><th>total (ms)</th><th>(95 %)</th></tr>");
     for sc in run.server.syscalls.iter().take(15) {
         let _ = write!(
             o,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
             esc(&sc.name),
             sc.count,
-            sc.total_ns as f64 / 1e6
+            spread(sc.count_error),
+            sc.total_ns as f64 / 1e6,
+            spread(sc.time_error)
         );
     }
-    o.push_str("</table><h2>Softirqs (system-wide)</h2><table><tr><th>CPU</th><th class=\"l\">vector</th><th>count</th><th>total (ms)</th></tr>");
+    o.push_str("</table><h2>Softirqs (system-wide)</h2><table><tr><th>CPU</th><th class=\"l\">vector</th><th>count</th><th>total (ms)</th><th>(95 %)</th></tr>");
     for si in run.server.softirqs.iter().filter(|s| s.count > 0) {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td></tr>",
+            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
             si.cpu,
             esc(&si.vector),
             si.count,
-            si.total_ns as f64 / 1e6
+            si.total_ns as f64 / 1e6,
+            spread(si.time_error)
         );
     }
     o.push_str("</table>");

@@ -81,19 +81,27 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
             t.syscalls as f64 / secs,
             estimate_note(r)
         );
+        let sampled = r.traced_fraction.is_some();
         let _ = writeln!(
             out,
-            "  {:<20} {:>10} {:>12} {:>10}",
-            "syscall", "count", "total ms", "avg us"
+            "  {:<20} {:>10}{} {:>12}{} {:>10}",
+            "syscall",
+            "count",
+            if sampled { "  (95 %)" } else { "" },
+            "total ms",
+            if sampled { "  (95 %)" } else { "" },
+            "avg us"
         );
     }
     for s in r.syscalls.iter().take(10) {
         let _ = writeln!(
             out,
-            "  {:<20} {:>10} {:>12.2} {:>10.2}",
+            "  {:<20} {:>10}{} {:>12.2}{} {:>10.2}",
             s.name,
             s.count,
+            spread(r, s.count_error),
             s.total_ns as f64 / 1e6,
+            spread(r, s.time_error),
             s.total_ns as f64 / 1e3 / s.count.max(1) as f64
         );
     }
@@ -141,12 +149,13 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
         for s in net {
             let _ = writeln!(
                 out,
-                "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms)",
+                "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms{})",
                 s.cpu,
                 s.vector,
                 s.count,
                 s.count as f64 / secs,
-                s.total_ns as f64 / 1e6
+                s.total_ns as f64 / 1e6,
+                spread(r, s.time_error).trim_end()
             );
         }
     }
@@ -213,6 +222,18 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
 pub fn opt(v: Option<f64>, prec: usize) -> String {
     v.map(|v| format!("{v:.prec$}"))
         .unwrap_or_else(|| "-".into())
+}
+
+/// Sampled mode: an estimate's 95 % uncertainty as " ±12 %", padded to one width (" ±?" when
+/// too few windows could tell); nothing in exact mode, where every figure is counted.
+pub fn spread(r: &KernelReport, error: Option<f64>) -> String {
+    if r.traced_fraction.is_none() {
+        return String::new();
+    }
+    let e = error
+        .map(|e| format!("±{:.0} %", e * 100.0))
+        .unwrap_or_else(|| "±?".into());
+    format!(" {e:<7}")
 }
 
 /// Sampled mode: how far the syscall figures may be off, and what they were scaled by.
