@@ -26,17 +26,22 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
     assert_exact_agreement("exact, bursty", &o);
 }
 
-/// The default (sampled) mode against the same tools. Issue 16's bounds (10 % bursty, 3 % steady)
-/// do not hold yet, so this asserts what does, and prints the ratios for the next design step:
+/// The default (sampled) mode against the same tools. Without a load generator its syscall
+/// counts are scaled by the server's read/write calls, which the kernel counts exactly per task
+/// (/proc/PID/task/TID/io), in four short windows per interval. Issue 16's bounds (10 % bursty,
+/// 3 % steady) are what it aims at; this asserts, with room for a busy machine:
 /// - a busy server never reads zero syscalls without saying so: either the windows caught it and
 ///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);
+/// - no interrupt row reads a time of zero without saying it is unknown (`time_unknown`);
 /// - the busiest syscall's count and time state their uncertainty when the total does;
-/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.82-1.09
-///   over 23 runs; low by about the tracing cost, which slows the server inside the windows; the
-///   bound leaves room for a run on a busy machine).
+/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.982-1.022
+///   over 8 runs; 0.82-1.09 when scaled by time);
+/// - under bursty load a total it states lands within BURSTY_BOUND (measured 0.980-1.163 over 10
+///   runs, none missed; scaled by time with one window per interval: 0.1-4x, 0 in 3 of 11).
 #[test]
 fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
-    const STEADY_BOUND: (f64, f64) = (0.75, 1.25);
+    const STEADY_BOUND: (f64, f64) = (0.95, 1.05);
+    const BURSTY_BOUND: (f64, f64) = (0.75, 1.33);
     for (label, shape) in [
         ("default, steady", Shape::Steady),
         ("default, bursty", Shape::Bursty),
@@ -54,6 +59,12 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
             let notes = o.probe["notes"].to_string();
             assert!(notes.contains("unknown, not zero"), "{label}: {notes}");
         }
+        for row in o.probe["softirqs"].as_array().expect("softirqs[]") {
+            assert!(
+                row["total_ns"].as_u64() > Some(0) || row["time_unknown"] == true,
+                "{label}: a softirq row reads no time without saying it is unknown: {row}"
+            );
+        }
         // Every estimate says how closely it is known: with the total's uncertainty stated, the
         // busiest syscall's count and time state theirs.
         if o.probe["syscalls_error"].is_f64() {
@@ -63,13 +74,16 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
                 "{label}: the busiest syscall states no uncertainty: {top}"
             );
         }
-        if matches!(shape, Shape::Steady) {
-            let ratio = total as f64 / tool_total as f64;
-            assert!(
-                (STEADY_BOUND.0..=STEADY_BOUND.1).contains(&ratio),
-                "{label}: {total} syscalls against syscount's {tool_total} ({ratio:.3})"
-            );
-        }
+        let ratio = total as f64 / tool_total as f64;
+        let bound = match shape {
+            Shape::Steady => STEADY_BOUND,
+            Shape::Bursty => BURSTY_BOUND,
+        };
+        assert!(
+            missed || (bound.0..=bound.1).contains(&ratio),
+            "{label}: {total} syscalls against syscount's {tool_total} ({ratio:.3}), scaled by {}",
+            o.probe["scaled_by"]
+        );
     }
 }
 
@@ -345,7 +359,7 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
         o.seed
     );
     eprintln!(
-        "{label}: RATIO syscalls {:.3} ({total} / {tool_total}, stated ±{:.0} %); syscall time {:.3} ({:.1} / {:.1} ms); NET_RX time {:.3} ({:.1} / {:.1} ms)",
+        "{label}: RATIO syscalls {:.3} ({total} / {tool_total}, stated ±{:.0} %); syscall time {:.3} ({:.1} / {:.1} ms); NET_RX time {:.3} ({:.1} / {:.1} ms, stated per CPU {})",
         total as f64 / tool_total as f64,
         o.probe["syscalls_error"].as_f64().unwrap_or(f64::NAN) * 100.0,
         ns as f64 / tool_ns,
@@ -353,7 +367,17 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
         tool_ns / 1e6,
         net_rx_ns as f64 / tool_net_rx_in_window,
         net_rx_ns as f64 / 1e6,
-        tool_net_rx_in_window / 1e6
+        tool_net_rx_in_window / 1e6,
+        o.probe["softirqs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|s| s["vector"] == "NET_RX")
+            .map(|s| s["time_error"]
+                .as_f64()
+                .map_or("±?".to_string(), |e| format!("±{:.0} %", e * 100.0)))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let mut top: Vec<_> = o.syscount.iter().collect();
     top.sort_by_key(|(_, s)| std::cmp::Reverse(s.count));

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::kernel_report::sampling::{
-    Basis, WindowUnit, group_oncpu, group_switches, traced_share_by,
+    Basis, WindowUnit, group_io_calls, group_oncpu, group_switches, traced_share_by,
 };
 use crate::kernel_report::{KernelReport, kernel_report};
 use crate::record::Sample;
@@ -69,6 +69,7 @@ fn pooled_syscalls(first: &Sample, prev: &Sample, cur: &Sample, group: u32) -> O
             cur.responses?.saturating_sub(prev.responses.unwrap_or(0)) as f64,
         ),
         Basis::Switches => (seen.switches, group_switches(prev, cur, group) as f64),
+        Basis::IoCalls => (seen.io_calls, group_io_calls(prev, cur, group)?.0 as f64),
         Basis::OnCpu => (seen.oncpu_ns, group_oncpu(prev, cur, group)?.0 as f64),
         Basis::Time => return None,
     };

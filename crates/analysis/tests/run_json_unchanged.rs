@@ -209,6 +209,8 @@ fn sample(k: u64) -> Sample {
         traced_switches: None,
         oncpu_ns: None,
         traced_oncpu_ns: None,
+        io_calls: None,
+        traced_io_calls: None,
     }
 }
 

@@ -92,13 +92,16 @@ pub struct SyscallsArg {
     pub exact: bool,
 }
 
-/// Sampled mode attaches the syscall and interrupt programs for interval / this.
+/// Sampled mode attaches the syscall and interrupt programs for interval / this in all.
 pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
+/// Sampled mode: in that many windows per interval, one in each equal slot of it.
+pub const WINDOWS_PER_INTERVAL: u32 = 4;
 
 impl SyscallsArg {
-    /// The syscall and interrupt programs' window per interval; None: attached all along.
+    /// The length of each of the syscall and interrupt programs' windows; None: attached all
+    /// along.
     pub fn sampled_window(&self, interval: std::time::Duration) -> Option<std::time::Duration> {
-        (!self.exact).then(|| interval / SAMPLED_WINDOW_DIVISOR)
+        (!self.exact).then(|| interval / (SAMPLED_WINDOW_DIVISOR * WINDOWS_PER_INTERVAL))
     }
 }
 

@@ -53,6 +53,21 @@ pub fn thread_oncpu_ns(pid: u32, tid: u32) -> Option<u64> {
         .ok()
 }
 
+/// A thread's read- and write-type syscalls so far (/proc/PID/task/TID/io: syscr + syscw, the
+/// kernel's exact per-task count of read, readv, pread, write, writev, pwrite, sendfile and their
+/// kin; recvfrom, sendto, recvmsg and sendmsg are not among them).
+pub fn thread_io_calls(pid: u32, tid: u32) -> Option<u64> {
+    parse_io_calls(&fs::read_to_string(format!("/proc/{pid}/task/{tid}/io")).ok()?)
+}
+
+fn parse_io_calls(io: &str) -> Option<u64> {
+    let field = |name: &str| -> Option<u64> {
+        io.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+    };
+    Some(field("syscr:")? + field("syscw:")?)
+}
+
 /// The thread ids of a process.
 pub fn thread_ids(pid: u32) -> Vec<u32> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -249,6 +264,31 @@ pub fn has_bpf_privileges() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_calls_are_reads_plus_writes() {
+        let io = "rchar: 4096\nwchar: 12\nsyscr: 7\nsyscw: 3\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n";
+        assert_eq!(parse_io_calls(io), Some(10));
+        assert_eq!(parse_io_calls("rchar: 1\n"), None);
+    }
+
+    #[test]
+    fn a_threads_io_calls_count_its_writes() {
+        let tid = unsafe { libc::gettid() } as u32;
+        let pid = std::process::id();
+        let mut null = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        // Reading the file is itself a few reads: what one reading adds, between two readings.
+        let first = thread_io_calls(pid, tid).expect("own /proc io");
+        let before = thread_io_calls(pid, tid).unwrap();
+        let reading = before - first;
+        for _ in 0..5 {
+            std::io::Write::write_all(&mut null, b"x").unwrap();
+        }
+        assert_eq!(thread_io_calls(pid, tid).unwrap() - before, 5 + reading);
+    }
 
     #[test]
     fn stat_times_survive_a_comm_with_spaces_and_parens() {

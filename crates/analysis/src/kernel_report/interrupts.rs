@@ -1,6 +1,7 @@
 //! Softirqs and hardirqs per CPU between two samples (system-wide): the probes' counts in exact
 //! mode; in sampled mode the kernel's own counts (/proc/softirqs, /proc/interrupts) timed at the
-//! windows' mean per event on that CPU, or on every CPU when that CPU's windows saw none.
+//! windows' mean per event on that CPU, or on every CPU when that CPU's windows saw none; when no
+//! window saw one anywhere, the time is unknown (time_unknown), not zero.
 
 use srvprof_common::SOFTIRQ_NAMES;
 
@@ -70,6 +71,7 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                     count: d.count,
                     total_ns: d.total_ns,
                     time_error: None,
+                    time_unknown: sampled && vector_mean[v].count == 0,
                 });
             }
         }
@@ -143,6 +145,7 @@ pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
                     count: d.count,
                     total_ns: d.total_ns,
                     time_error: None,
+                    time_unknown: sampled && line_mean.count == 0,
                 });
             }
         }

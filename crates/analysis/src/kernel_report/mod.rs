@@ -119,6 +119,10 @@ pub struct SoftirqReport {
     /// Absent in exact mode, or when the windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
+    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
+    /// zero: the kernel counted them, the probes timed none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_unknown: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -132,6 +136,10 @@ pub struct HardirqReport {
     /// Absent in exact mode, or when the windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
+    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
+    /// zero: the kernel counted them, the probes timed none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_unknown: bool,
 }
 
 /// This group's side of TCP: sockets on the server's listening port for the server, sockets
@@ -234,13 +242,14 @@ pub struct KernelReport {
     pub traced_fraction: Option<f64>,
     /// What the syscall figures were divided by: with a load generator (`run`), the share of
     /// its responses that arrived while the programs were attached (the server is slower then,
-    /// so time would undercount); else the share of the group's context switches made then (a
-    /// burst a window catches or misses counts as what it is); else traced_fraction. None in
-    /// exact mode.
+    /// so time would undercount); else the share of the group's read/write calls made then (the
+    /// kernel's exact per-task count: a burst a window catches or misses counts as what it is);
+    /// else traced_fraction. None in exact mode.
     #[serde(default)]
     pub traced_share: Option<f64>,
-    /// What traced_share is a share of: "responses" (the load generator's), "oncpu" (the group's
-    /// time on a CPU), "switches" (its context switches) or "time". None in exact mode.
+    /// What traced_share is a share of: "responses" (the load generator's), "io_calls" (the
+    /// group's read- and write-type syscalls, /proc/PID/task/TID/io) or "time"; "oncpu" and
+    /// "switches" are understood but not chosen. None in exact mode.
     #[serde(default)]
     pub scaled_by: Option<String>,
     /// Sampled mode: how far off the syscall totals may be, as a share of them (95 %, from how
@@ -369,6 +378,24 @@ mod tests {
         };
         assert_eq!(on(0), Some((1_000, 2_000_000)));
         assert_eq!(on(1), Some((500, 1_000_000)));
+    }
+
+    #[test]
+    fn softirqs_no_window_saw_have_an_unknown_time_not_a_zero_one() {
+        // The kernel counted 1,000 NET_RX; no window saw any, on any CPU.
+        let start = sample(0, Some(0), ct(0, 0), 5_000);
+        let end = sample(1_000_000_000, Some(100_000_000), ct(0, 0), 6_000);
+        let s = softirq_deltas(&start, &end);
+        assert_eq!(
+            (s[0].count, s[0].total_ns, s[0].time_unknown),
+            (1_000, 0, true)
+        );
+        // Seen: known. Exact mode: counted and timed by the probes, never unknown.
+        let seen = sample(1_000_000_000, Some(100_000_000), ct(100, 200_000), 6_000);
+        assert!(!softirq_deltas(&start, &seen)[0].time_unknown);
+        let exact = |t, probe| sample(t, None, probe, 0);
+        let s = softirq_deltas(&exact(0, ct(0, 0)), &exact(1, ct(7, 700)));
+        assert_eq!((s[0].count, s[0].time_unknown), (7, false));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Sampled mode: the syscall and interrupt programs ran only in a window of each interval, so
 //! their counts are scaled up from the windows (by the responses served in them when a load
-//! generator says how many, else by the context switches made in them, else by time), and
+//! generator says how many, else by the read/write calls the kernel counted in them, else by
+//! time), and
 //! interrupt times are the kernel's own counts at the windows' mean time per event.
 
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
 const MIN_TRACED_RESPONSES: u64 = 100;
 /// Fewer context switches than this in the windows: too few to scale by.
 pub const MIN_TRACED_SWITCHES: u64 = 50;
+/// Fewer read/write calls than this in the windows: too few to scale by.
+pub const MIN_TRACED_IO_CALLS: u64 = 100;
 /// Less time on a CPU than this in the windows (ns): too little to scale by.
 pub const MIN_TRACED_ONCPU_NS: u64 = 1_000_000;
 
@@ -35,6 +38,12 @@ pub enum Basis {
     /// The share of the load generator's responses that arrived while the programs were attached
     /// (`run`): the server runs slower while traced, so a share of time would undercount it.
     Responses,
+    /// The share of the group's read- and write-type syscalls (read, write, writev, sendfile...;
+    /// the kernel's exact per-task count in /proc/PID/task/TID/io) made while they were
+    /// attached: the server's own work, so a burst that a window catches weighs as much as it
+    /// should, one it misses is not mistaken for idle time, and a server slowed by the tracing
+    /// makes as many per request as when it is not (unlike its time on a CPU or its switches).
+    IoCalls,
     /// The share of the group's time on a CPU spent while they were attached: syscalls are made
     /// on a CPU, so a burst that a window catches weighs as much as it should, and one it misses
     /// is not mistaken for idle time. The scheduler's own account (/proc schedstat).
@@ -51,6 +60,7 @@ impl Basis {
     pub fn name(self) -> &'static str {
         match self {
             Basis::Responses => "responses",
+            Basis::IoCalls => "io_calls",
             Basis::OnCpu => "oncpu",
             Basis::Switches => "switches",
             Basis::Time => "time",
@@ -90,6 +100,15 @@ pub fn group_oncpu(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64
     ))
 }
 
+/// The group's read/write calls between two samples, and the part inside the windows.
+pub fn group_io_calls(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64)> {
+    let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(group as usize).copied();
+    Some((
+        delta(at(&end.io_calls), at(&start.io_calls))?,
+        delta(at(&end.traced_io_calls), at(&start.traced_io_calls))?,
+    ))
+}
+
 /// The group's switches made while the windows were open, between two samples.
 pub fn traced_switches(start: &Sample, end: &Sample, group: u32) -> Option<u64> {
     let at = |s: &Sample| s.traced_switches.as_ref()?.get(group as usize).copied();
@@ -98,7 +117,7 @@ pub fn traced_switches(start: &Sample, end: &Sample, group: u32) -> Option<u64> 
 
 /// Sampled mode: the share of the window's work the syscall programs saw, which their counts are
 /// divided by, and what it is a share of (Basis). None in exact mode.
-pub fn traced_share_by(start: &Sample, end: &Sample, _group: u32) -> Option<(f64, Basis)> {
+pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64, Basis)> {
     let time = traced_fraction(start, end)?;
     if let (Some(traced), Some(all)) = (
         delta(end.traced_responses, start.traced_responses),
@@ -108,7 +127,13 @@ pub fn traced_share_by(start: &Sample, end: &Sample, _group: u32) -> Option<(f64
     {
         return Some((traced as f64 / all as f64, Basis::Responses));
     }
-    // Without responses, time. Scaling by the CPU time or the switches the windows caught was
+    if let Some((all, traced)) = group_io_calls(start, end, group)
+        && traced >= MIN_TRACED_IO_CALLS
+        && all >= traced
+    {
+        return Some((traced as f64 / all as f64, Basis::IoCalls));
+    }
+    // Without either, time. Scaling by the CPU time or the switches the windows caught was
     // measured and rejected (issue 16): the tracing inflates a syscall-heavy server's CPU time
     // inside the windows (a paced getppid loop read 0.81 of its rate) and changes how nginx
     // batches its switches (1.12 and 1.55 of syscount's count under steady load). Both are still
@@ -149,6 +174,7 @@ pub struct WindowUnit {
     /// Per irq line, per CPU.
     pub hardirqs: Vec<(u32, Vec<CountNs>)>,
     pub responses: f64,
+    pub io_calls: f64,
     pub switches: f64,
     pub oncpu_ns: f64,
     pub traced_ns: f64,
@@ -220,6 +246,7 @@ impl WindowUnit {
             softirqs,
             hardirqs,
             responses: delta(end.traced_responses, start.traced_responses).unwrap_or(0) as f64,
+            io_calls: group_io_calls(start, end, group).map_or(0, |(_, traced)| traced) as f64,
             switches: traced_switches(start, end, group).unwrap_or(0) as f64,
             oncpu_ns: group_oncpu(start, end, group).map_or(0, |(_, traced)| traced) as f64,
             traced_ns: delta(end.kernel.traced_ns, start.kernel.traced_ns).unwrap_or(0) as f64,
@@ -229,6 +256,7 @@ impl WindowUnit {
     pub(super) fn basis(&self, basis: Basis) -> f64 {
         match basis {
             Basis::Responses => self.responses,
+            Basis::IoCalls => self.io_calls,
             Basis::Switches => self.switches,
             Basis::OnCpu => self.oncpu_ns,
             Basis::Time => self.traced_ns,
@@ -281,4 +309,49 @@ pub(super) fn at_probe_mean(probe: CountNs, count: u64) -> CountNs {
         (u128::from(probe.total_ns) * u128::from(count) / u128::from(probe.count)) as u64
     };
     CountNs { count, total_ns }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A sampled-mode sample at `t_ns` with the group's read/write calls so far and inside the
+    /// windows, its syscall programs attached for `traced_ns` so far.
+    fn sample(t_ns: u64, traced_ns: u64, io: Option<(u64, u64)>) -> Sample {
+        let mut s = Sample::default();
+        s.monotonic_ns = t_ns;
+        s.kernel.traced_ns = Some(traced_ns);
+        s.io_calls = io.map(|(all, _)| vec![all, 0]);
+        s.traced_io_calls = io.map(|(_, traced)| vec![traced, 0]);
+        s
+    }
+
+    #[test]
+    fn without_a_load_generator_counts_scale_by_read_write_calls_when_the_windows_saw_enough() {
+        let start = sample(0, 0, Some((0, 0)));
+        // 1 s, traced 50 ms (5 %), but the windows caught 400 of 1,000 read/write calls: a burst.
+        let burst = sample(1_000_000_000, 50_000_000, Some((1_000, 400)));
+        assert_eq!(
+            traced_share_by(&start, &burst, 0),
+            Some((0.4, Basis::IoCalls))
+        );
+        // Too few in the windows to scale by: time.
+        let few = sample(
+            1_000_000_000,
+            50_000_000,
+            Some((1_000, MIN_TRACED_IO_CALLS - 1)),
+        );
+        assert_eq!(traced_share_by(&start, &few, 0), Some((0.05, Basis::Time)));
+        // Not read (exact mode readings, or an older recording): time.
+        let none = sample(1_000_000_000, 50_000_000, None);
+        assert_eq!(
+            traced_share_by(&sample(0, 0, None), &none, 0),
+            Some((0.05, Basis::Time))
+        );
+        // Another group's calls are not this one's.
+        assert_eq!(
+            traced_share_by(&start, &burst, 1),
+            Some((0.05, Basis::Time))
+        );
+    }
 }

@@ -53,6 +53,7 @@ pub fn relative_error(units: &[WindowUnit], basis: Basis) -> Option<f64> {
 fn report_basis(report: &super::KernelReport) -> Option<Basis> {
     Some(match report.scaled_by.as_deref()? {
         "responses" => Basis::Responses,
+        "io_calls" => Basis::IoCalls,
         "switches" => Basis::Switches,
         "oncpu" => Basis::OnCpu,
         _ => Basis::Time,

@@ -67,6 +67,14 @@ pub struct Sample {
     pub oncpu_ns: Option<Vec<u64>>,
     #[serde(default)]
     pub traced_oncpu_ns: Option<Vec<u64>>,
+    /// Sampled mode: each group's read- and write-type syscalls so far (the kernel's own per-task
+    /// count, /proc/PID/task/TID/io syscr + syscw), and the ones made inside the windows.
+    /// Without a load generator, the syscall counts are scaled by these when the windows saw
+    /// enough of them: a server's work, counted exactly and the same whether traced or not.
+    #[serde(default)]
+    pub io_calls: Option<Vec<u64>>,
+    #[serde(default)]
+    pub traced_io_calls: Option<Vec<u64>>,
 }
 
 /// A watched thread or process that exited during the run.

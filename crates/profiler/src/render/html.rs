@@ -287,11 +287,15 @@ fn tables(o: &mut String, run: &RunReport) {
     for si in run.server.softirqs.iter().filter(|s| s.count > 0) {
         let _ = write!(
             o,
-            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.1}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             si.cpu,
             esc(&si.vector),
             si.count,
-            si.total_ns as f64 / 1e6,
+            if si.time_unknown {
+                "unknown".to_string()
+            } else {
+                format!("{:.1}", si.total_ns as f64 / 1e6)
+            },
             spread(si.time_error)
         );
     }

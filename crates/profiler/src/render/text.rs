@@ -149,13 +149,20 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
         for s in net {
             let _ = writeln!(
                 out,
-                "  cpu{} {:<7} {:>10} ({:.0}/s, {:.1} ms{})",
+                "  cpu{} {:<7} {:>10} ({:.0}/s, {})",
                 s.cpu,
                 s.vector,
                 s.count,
                 s.count as f64 / secs,
-                s.total_ns as f64 / 1e6,
-                spread(r, s.time_error).trim_end()
+                if s.time_unknown {
+                    "time unknown: no window saw one".to_string()
+                } else {
+                    format!(
+                        "{:.1} ms{}",
+                        s.total_ns as f64 / 1e6,
+                        spread(r, s.time_error).trim_end()
+                    )
+                }
             );
         }
     }
