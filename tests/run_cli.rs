@@ -242,6 +242,9 @@ fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
             .find(|s| s["name"] == name)
             .and_then(|s| s["per_request"].as_f64())
             .unwrap_or(0.0);
+        eprintln!(
+            "{per_request:.3} {name} per request (traced {fraction:.3} of the time, {share:.3} of the responses)"
+        );
         assert!(
             (0.95..=1.05).contains(&per_request),
             "{per_request:.3} {name} per request (traced {fraction:.3} of the time, {share:.3} of the responses)"

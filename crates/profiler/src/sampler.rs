@@ -218,10 +218,11 @@ impl Sampler {
                 });
                 if now >= open_at {
                     self.window_from_ns = None;
-                    self.responses_at_open = self.responses.as_ref().map(|r| r());
                     self.probes.open_window()?;
-                    // The read/write calls first, right after the counting program's attach: the
-                    // syscalls they scale are counted from there.
+                    // The work the counts are scaled by first, right after the counting program's
+                    // attach, as the syscalls are counted from there (attaching the six programs
+                    // takes ~1.3 ms, a tenth of a window).
+                    self.responses_at_open = self.responses.as_ref().map(|r| r());
                     self.io_calls.open(self.read(procfs::thread_io_calls));
                     self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
                     self.switches_at_open = self.probes.group_switches().ok();
@@ -255,10 +256,10 @@ impl Sampler {
             // Last, right before the counting program's detach.
             self.io_calls.close(self.read(procfs::thread_io_calls));
         }
-        self.probes.close_window();
         if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
             self.traced_responses += r().saturating_sub(at_open);
         }
+        self.probes.close_window();
         self.window_end_ns = None;
         // The next slot's window, if the interval has one left (the next sample starts anew).
         match self.slot.take() {
