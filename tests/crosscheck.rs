@@ -35,7 +35,7 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
 /// - no interrupt row reads a time of zero without saying it is unknown (`time_unknown`);
 /// - the busiest syscall's count and time state their uncertainty when the total does;
 /// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.982-1.022
-///   over 8 runs; 0.82-1.09 when scaled by time);
+///   over 10 runs; 0.82-1.09 when scaled by time);
 /// - under bursty load a total it states lands within BURSTY_BOUND (measured 0.980-1.163 over 10
 ///   runs, none missed; scaled by time with one window per interval: 0.1-4x, 0 in 3 of 11).
 #[test]
