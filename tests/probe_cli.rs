@@ -319,3 +319,53 @@ fn sampled_syscall_counts_estimate_a_paced_rate() {
         j["notes"]
     );
 }
+
+/// The default, sampled mode counts a syscall's sleeps exactly: the scheduler programs, attached
+/// all along, give each voluntary switch inside a syscall and its time to that syscall. 30
+/// nanosleeps of 20 ms are 30 sleeps in clock_nanosleep of at least 600 ms, each longer than
+/// any window (scaled from the windows, they were timed by chance or not at all), and the
+/// kernel's own count of the thread's voluntary switches covers them.
+#[test]
+fn sampled_mode_counts_a_syscalls_sleeps_exactly() {
+    require_root();
+    let mut w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    let path = out_file("sleeps");
+    let mut probe = spawn_probe(pid, "3s", &path, &[]);
+    let (v0, _) = proc_ctxt_switches(pid, pid);
+    w.command("sleep 30 20");
+    let (v1, _) = proc_ctxt_switches(pid, pid);
+    assert!(probe.wait().unwrap().success());
+    let j = read_json(&path);
+    assert!(j["traced_fraction"].is_f64(), "sampled by default");
+    let row = j["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "clock_nanosleep")
+        .unwrap_or_else(|| panic!("clock_nanosleep counted: {}", j["syscalls"]))
+        .clone();
+    let field = |k: &str| row[k].as_u64().unwrap_or_else(|| panic!("{k} in {row}"));
+    assert!(v1 - v0 >= 30, "/proc: {} voluntary switches", v1 - v0);
+    assert_eq!(field("blocked"), 30, "{row}");
+    assert_eq!(
+        field("count"),
+        30,
+        "every one slept: nothing to scale: {row}"
+    );
+    let asleep_ms = field("blocked_ns") as f64 / 1e6;
+    assert!(
+        (600.0..=690.0).contains(&asleep_ms),
+        "30 sleeps of 20 ms took {asleep_ms:.1} ms by srvprof: {row}"
+    );
+    let total_ms = field("total_ns") as f64 / 1e6;
+    assert!(
+        (asleep_ms..=asleep_ms * 1.02).contains(&total_ms),
+        "time {total_ms:.1} ms, asleep {asleep_ms:.1} ms: {row}"
+    );
+    assert!(
+        j["syscalls_blocked"].as_u64() >= Some(30),
+        "{}",
+        j["syscalls_blocked"]
+    );
+}

@@ -52,6 +52,8 @@ pub fn interval_row(
         && r.scaled_by.as_deref() == Some(Basis::Time.name())
         && let Some(estimate) = pooled_syscalls(first, prev, cur, group)
     {
+        // The sleeps were counted, not estimated.
+        let estimate = estimate + r.syscalls_blocked.unwrap_or(0) as f64;
         row.syscalls_per_s = Some(estimate / r.duration_s.max(1e-9));
     }
     row

@@ -54,6 +54,7 @@ fn sample(k: u64) -> Sample {
         syscalls: k * 200 * busy,
         syscall_ns: k * busy * 9_000_000,
         cpu_mask: 0b11,
+        ..Default::default()
     };
     kernel.threads = vec![
         thread(10, GROUP_SERVER, "nginx", 3),

@@ -64,6 +64,7 @@ pub mod maps {
     pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
     pub const RUNQ_HIST: &str = "RUNQ_HIST";
     pub const SYSCALLS: &str = "SYSCALLS";
+    pub const BLOCKED_SYSCALLS: &str = "BLOCKED_SYSCALLS";
     pub const WAKEUPS: &str = "WAKEUPS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
@@ -118,6 +119,21 @@ pub struct ThreadStats {
     /// The syscall in flight: when it was entered (0: none) and its number.
     pub syscall_start_ns: u64,
     pub syscall_nr: u64,
+    /// Always counted (sched_switch): the thread's voluntary off-CPU periods inside a syscall
+    /// (switched out asleep with a syscall's number in its user registers), and their time from
+    /// switch-out to switch-in. Counted at the switch-in, so with the syscall's return, as a
+    /// syscall tracer would count it.
+    pub syscalls_blocked: u64,
+    pub syscall_blocked_ns: u64,
+    /// The syscall the thread went to sleep in at its last switch-out, plus one (0: it was not
+    /// asleep in a syscall).
+    pub blocked_nr: u64,
+    /// Sampled windows: syscall_blocked_ns when the syscall in flight was entered.
+    pub blocked_ns_at_enter: u64,
+    /// Sampled windows: the timed syscalls that did not block, and every timed syscall's time
+    /// outside its blocked periods (weighted as window::weighted weights the whole call).
+    pub syscalls_unblocked: u64,
+    pub syscall_rest_ns: u64,
     /// Off-CPU stacks: user stack walks in a row that failed, finding no frame or a stack that
     /// collided in the map (a binary built without frame pointers, like Debian's nginx, gives
     /// either). Past USER_STACK_MISS_LIMIT only one walk in USER_STACK_RETRY_EVERY is tried:
@@ -161,6 +177,27 @@ pub struct CountTime {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SyscallTable {
+    pub by_nr: [SyscallSlot; MAX_SYSCALL_NR as usize],
+}
+
+/// One syscall number's figures while the syscall programs were attached: every call that
+/// returned (count) and the time of those timed (total_ns), and, for the estimate that adds
+/// the always-counted blocked periods (BlockedTable), the timed calls that did not block and the
+/// timed calls' time outside their blocked periods.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyscallSlot {
+    pub count: u64,
+    pub total_ns: u64,
+    pub unblocked: u64,
+    pub rest_ns: u64,
+}
+
+/// One group's voluntary off-CPU periods inside syscalls, indexed by syscall number: counted by
+/// sched_switch all along, in sampled mode too.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct BlockedTable {
     pub by_nr: [CountTime; MAX_SYSCALL_NR as usize],
 }
 
@@ -281,6 +318,8 @@ mod pod {
     unsafe impl aya::Pod for ThreadStats {}
     unsafe impl aya::Pod for CountTime {}
     unsafe impl aya::Pod for SyscallTable {}
+    unsafe impl aya::Pod for SyscallSlot {}
+    unsafe impl aya::Pod for BlockedTable {}
     unsafe impl aya::Pod for HistSlots {}
     unsafe impl aya::Pod for WakeKey {}
     unsafe impl aya::Pod for WakeCount {}

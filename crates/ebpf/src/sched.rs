@@ -2,21 +2,50 @@
 
 use aya_ebpf::{
     EbpfContext,
+    bindings::pt_regs,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_str_bytes,
+        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_smp_processor_id,
+        bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes, bpf_task_pt_regs,
     },
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
     programs::BtfTracePointContext,
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
-use srvprof_common::{HistSlots, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost};
+use srvprof_common::{
+    BlockedTable, HistSlots, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist,
+    lost,
+};
 
 use crate::target::{
     count_lost, current_comm, group_of, task_comm, task_exec_runtime, task_ids, watch,
     watched_thread,
 };
+
+/// [group].by_nr[nr] -> voluntary off-CPU periods inside syscall nr, and their time.
+#[map]
+static BLOCKED_SYSCALLS: PerCpuArray<BlockedTable> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
+/// The syscall the current task is in, plus one; 0 when it is not in one. A task's kernel entry
+/// from user space saves its registers at the top of its kernel stack, and orig_ax there holds
+/// the syscall number, or -1 for an interrupt or an exception (a page fault, a preemption of
+/// user code): each entry overwrites it, so it names what the task is inside now. Read with a
+/// direct load through the helper's typed pointer (the verifier checks it against pt_regs in
+/// the kernel's BTF), not a probe_read helper call: this runs at every switch of a watched
+/// thread. pt_regs is x86-64's, as are the syscall numbers.
+#[inline(always)]
+fn current_syscall_slot() -> u64 {
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    if regs.is_null() {
+        return 0;
+    }
+    let nr = unsafe { (*regs).orig_rax } as i64;
+    if nr >= 0 && nr < MAX_SYSCALL_NR as i64 {
+        nr as u64 + 1
+    } else {
+        0
+    }
+}
 
 /// (waker, woken watched thread) -> wakeups.
 #[map]
@@ -79,6 +108,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
         }
+        // Asleep inside a syscall: its time until the switch-in is that syscall's (a preemption
+        // is not: one at a syscall's return happens after the syscall tracepoints saw it end).
+        st.blocked_nr = if involuntary {
+            0
+        } else {
+            current_syscall_slot()
+        };
         let prev: *const u8 = ctx.arg(1);
         let exec = task_exec_runtime(prev).unwrap_or(0);
         if st.last_switch_in_ns == 0 && st.last_switch_out_ns != 0 && !first_out {
@@ -126,6 +162,21 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.runq_count += 1;
             record(&RUNQ_HIST, st.group, waited);
             st.runnable_since_ns = 0;
+        }
+        if st.blocked_nr != 0 {
+            if st.last_switch_out_ns != 0 {
+                let off = now.saturating_sub(st.last_switch_out_ns);
+                st.syscalls_blocked += 1;
+                st.syscall_blocked_ns += off;
+                let nr = (st.blocked_nr - 1) as usize;
+                if let Some(table) = BLOCKED_SYSCALLS.get_ptr_mut(st.group) {
+                    if let Some(ct) = unsafe { (*table).by_nr.get_mut(nr) } {
+                        ct.count += 1;
+                        ct.total_ns += off;
+                    }
+                }
+            }
+            st.blocked_nr = 0;
         }
         st.last_switch_in_ns = now;
         let cpu = unsafe { bpf_get_smp_processor_id() };

@@ -7,6 +7,11 @@
 //! A syscall is counted when it returns. One that began before the programs were attached (at
 //! start, or before a sampled window opened) is counted with its number from the registers, but
 //! not timed: its start was not seen.
+//!
+//! The time a syscall spends asleep is counted all along by sched_switch (sched.rs, the
+//! BLOCKED_SYSCALLS table), in sampled mode too; so beside each call's count and time these
+//! programs record what sampled mode scales up: the timed calls that did not block, and the
+//! timed calls' time outside their blocked periods.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -35,6 +40,7 @@ pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
     };
     let nr: i64 = ctx.arg(1);
     st.syscall_nr = nr as u64;
+    st.blocked_ns_at_enter = st.syscall_blocked_ns;
     st.syscall_start_ns = unsafe { bpf_ktime_get_ns() };
     0
 }
@@ -47,25 +53,37 @@ pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     };
     let start = st.syscall_start_ns;
     st.syscall_start_ns = 0;
-    let (nr, elapsed) = if start != 0 && start >= window::start_ns() {
+    // (number, weighted time, did not block, weighted time outside its blocked periods)
+    let (nr, elapsed, unblocked, rest) = if start != 0 && start >= window::start_ns() {
         let d = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
-        (st.syscall_nr, window::weighted(d))
+        let blocked = st.syscall_blocked_ns.saturating_sub(st.blocked_ns_at_enter);
+        let rest = window::weighted_part(d, d.saturating_sub(blocked));
+        (
+            st.syscall_nr,
+            window::weighted(d),
+            (blocked == 0) as u64,
+            rest,
+        )
     } else {
         let regs: *const u8 = ctx.arg(0);
         let nr: i64 = read_field(regs, global(&REGS_ORIG_AX_OFFSET)).unwrap_or(-1);
-        (nr as u64, 0)
+        (nr as u64, 0, 0, 0)
     };
     st.syscalls += 1;
     st.syscall_ns += elapsed;
+    st.syscalls_unblocked += unblocked;
+    st.syscall_rest_ns += rest;
     let nr = if nr < MAX_SYSCALL_NR as u64 {
         nr as u32
     } else {
         MAX_SYSCALL_NR - 1
     };
     if let Some(table) = SYSCALLS.get_ptr_mut(st.group) {
-        if let Some(ct) = unsafe { (*table).by_nr.get_mut(nr as usize) } {
-            ct.count += 1;
-            ct.total_ns += elapsed;
+        if let Some(slot) = unsafe { (*table).by_nr.get_mut(nr as usize) } {
+            slot.count += 1;
+            slot.total_ns += elapsed;
+            slot.unblocked += unblocked;
+            slot.rest_ns += rest;
         }
     }
     0

@@ -37,3 +37,16 @@ pub fn weighted(d: u64) -> u64 {
     // checked_div: a plain `/` brings a divide-by-zero panic path the verifier rejects.
     d.wrapping_mul(w).checked_div(w - d).unwrap_or(d)
 }
+
+/// `part` of a timed call of length `d`, weighted as window::weighted weights the whole call.
+#[inline(always)]
+pub fn weighted_part(d: u64, part: u64) -> u64 {
+    let w = get(window::LEN_NS);
+    if w == 0 {
+        return part;
+    }
+    if d >= w - w / 10 {
+        return part.wrapping_mul(10);
+    }
+    part.wrapping_mul(w).checked_div(w - d).unwrap_or(part)
+}

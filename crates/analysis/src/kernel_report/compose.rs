@@ -12,7 +12,30 @@ use super::sampling::{
 use super::tcp::{host_tcp_report, tcp_report};
 use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
 use crate::names::syscall_name;
-use crate::record::{CountNs, CpuUse, ExitRecord, Sample, ThreadCounters};
+use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Sample, ThreadCounters};
+
+/// (group, syscall number, count and time): a syscall table as KernelCounters holds it.
+type SyscallRows = Vec<(u32, u32, CountNs)>;
+
+/// One group's rows of a syscall table, by number.
+fn group_table(rows: Option<&SyscallRows>, group: u32) -> BTreeMap<u32, CountNs> {
+    rows.into_iter()
+        .flatten()
+        .filter(|(g, _, _)| *g == group)
+        .map(|(_, nr, c)| (*nr, *c))
+        .collect()
+}
+
+/// end minus start, per syscall number, the numbers with something counted.
+pub(super) fn syscall_deltas(
+    end: &BTreeMap<u32, CountNs>,
+    start: &BTreeMap<u32, CountNs>,
+) -> BTreeMap<u32, CountNs> {
+    end.iter()
+        .map(|(nr, c)| (*nr, c.minus(start.get(nr).copied().unwrap_or_default())))
+        .filter(|(_, d)| d.count > 0 || d.total_ns > 0)
+        .collect()
+}
 
 fn wakeup_deltas(
     start: &Sample,
@@ -86,6 +109,10 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
         migrations: end.migrations.saturating_sub(s.migrations),
         syscalls: end.syscalls.saturating_sub(s.syscalls),
         syscall_ns: end.syscall_ns.saturating_sub(s.syscall_ns),
+        syscalls_blocked: end.syscalls_blocked.saturating_sub(s.syscalls_blocked),
+        syscall_blocked_ns: end.syscall_blocked_ns.saturating_sub(s.syscall_blocked_ns),
+        syscalls_unblocked: end.syscalls_unblocked.saturating_sub(s.syscalls_unblocked),
+        syscall_rest_ns: end.syscall_rest_ns.saturating_sub(s.syscall_rest_ns),
         ..end.clone()
     }
 }
@@ -132,6 +159,11 @@ pub fn kernel_report(
         ..Default::default()
     };
 
+    // Sampled mode with the sleeps counted apart (not in older recordings): a syscall's sleeps
+    // are exact, only the rest is scaled from the windows.
+    let split = fraction.is_some()
+        && end.kernel.blocked_syscalls.is_some()
+        && end.kernel.unblocked_syscalls.is_some();
     let start_threads: BTreeMap<u32, &ThreadCounters> =
         start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
     for t in end.kernel.threads.iter().filter(|t| t.group == group) {
@@ -157,8 +189,16 @@ pub fn kernel_report(
             runq_ns: d.runq_ns,
             runq_waits: d.runq_count,
             migrations: d.migrations,
-            syscalls: scaled(d.syscalls, fraction),
-            syscall_ns: scaled(d.syscall_ns, fraction),
+            syscalls: if split {
+                d.syscalls_blocked + scaled(d.syscalls_unblocked, fraction)
+            } else {
+                scaled(d.syscalls, fraction)
+            },
+            syscall_ns: if split {
+                d.syscall_blocked_ns + scaled(d.syscall_rest_ns, fraction)
+            } else {
+                scaled(d.syscall_ns, fraction)
+            },
             cpus: (0..64).filter(|c| d.cpu_mask & (1u64 << c) != 0).collect(),
         });
     }
@@ -211,18 +251,49 @@ pub fn kernel_report(
         r.offcpu_us = LatencyUs::from_hist(&e.minus(s));
     }
 
-    let start_sys: BTreeMap<(u32, u32), CountNs> = start
-        .kernel
-        .syscalls
-        .iter()
-        .map(|(g, nr, c)| ((*g, *nr), *c))
-        .collect();
-    for (g2, nr, c) in end.kernel.syscalls.iter().filter(|(g2, _, _)| *g2 == group) {
-        let d = c.minus(start_sys.get(&(*g2, *nr)).copied().unwrap_or_default());
-        if d.count > 0 {
+    let table = |counters: &Sample, pick: fn(&KernelCounters) -> Option<&SyscallRows>| {
+        group_table(pick(&counters.kernel), group)
+    };
+    fn all(k: &KernelCounters) -> Option<&SyscallRows> {
+        Some(&k.syscalls)
+    }
+    let seen = syscall_deltas(&table(end, all), &table(start, all));
+    if split {
+        let asleep = syscall_deltas(
+            &table(end, |k| k.blocked_syscalls.as_ref()),
+            &table(start, |k| k.blocked_syscalls.as_ref()),
+        );
+        let awake = syscall_deltas(
+            &table(end, |k| k.unblocked_syscalls.as_ref()),
+            &table(start, |k| k.unblocked_syscalls.as_ref()),
+        );
+        let mut nrs: Vec<u32> = seen.keys().chain(asleep.keys()).copied().collect();
+        nrs.sort_unstable();
+        nrs.dedup();
+        for nr in nrs {
+            let b = asleep.get(&nr).copied().unwrap_or_default();
+            let a = awake.get(&nr).copied().unwrap_or_default();
+            let count = b.count + scaled(a.count, fraction);
+            if count == 0 {
+                continue;
+            }
             r.syscalls.push(SyscallReport {
-                name: syscall_name(*nr),
-                nr: *nr,
+                name: syscall_name(nr),
+                nr,
+                count,
+                total_ns: b.total_ns + scaled(a.total_ns, fraction),
+                blocked: Some(b.count),
+                blocked_ns: Some(b.total_ns),
+                ..Default::default()
+            });
+        }
+        r.syscalls_blocked = Some(asleep.values().map(|c| c.count).sum());
+        r.syscall_blocked_ns = Some(asleep.values().map(|c| c.total_ns).sum());
+    } else {
+        for (nr, d) in seen {
+            r.syscalls.push(SyscallReport {
+                name: syscall_name(nr),
+                nr,
                 count: scaled(d.count, fraction),
                 total_ns: scaled(d.total_ns, fraction),
                 ..Default::default()

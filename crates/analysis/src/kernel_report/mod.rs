@@ -107,6 +107,15 @@ pub struct SyscallReport {
     /// Absent in exact mode, or when the windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
+    /// Sampled mode: the part of count and total_ns counted exactly, not scaled: the calls'
+    /// sleeps (voluntary off-CPU periods inside this syscall, one per blocking call, and their
+    /// time from switch-out to switch-in), which the scheduler programs count all along. The
+    /// rest (calls that did not block, and every call's time awake) is scaled from the windows,
+    /// and count_error and time_error are that part's uncertainty as a share of the whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -261,6 +270,12 @@ pub struct KernelReport {
     /// own: SyscallReport::count_error, time_error).
     #[serde(default)]
     pub syscall_time_error: Option<f64>,
+    /// Sampled mode: the part of the syscall totals counted exactly (SyscallReport::blocked,
+    /// blocked_ns, summed): the syscalls' sleeps and their time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscalls_blocked: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall_blocked_ns: Option<u64>,
     /// Sampled mode: the group was busy but no window caught it (no syscall, and too little time
     /// on a CPU or too few switches in the windows to scale by): its syscall figures are unknown,
     /// not zero.
@@ -506,5 +521,104 @@ mod tests {
             assert_eq!(r.host_tcp.other_resets_sent, 7);
             assert_eq!(r.host_tcp.listen_overflows, 4);
         }
+    }
+
+    #[test]
+    fn sampled_syscall_sleeps_are_counted_exactly_and_only_the_rest_is_scaled() {
+        use super::sampling::WindowUnit;
+        use super::uncertainty::state_errors;
+        // 1 s, attached 100 ms. epoll_wait (232) slept 40 times for 900 ms in all (the
+        // scheduler's count, always on); the windows saw 50 calls that did not block and
+        // 1 ms awake in calls. read (0) never slept: 300 seen, 3 ms.
+        let at = |t_ns: u64, traced: u64, k: u64| {
+            let mut s = sample(t_ns, Some(traced), ct(0, 0), 0);
+            s.kernel.syscalls = vec![
+                (0, 0, ct(300 * k, 3_000_000 * k)),
+                (0, 232, ct(55 * k, 90_000_000 * k)),
+            ];
+            s.kernel.unblocked_syscalls = Some(vec![
+                (0, 0, ct(300 * k, 3_000_000 * k)),
+                (0, 232, ct(50 * k, 1_000_000 * k)),
+            ]);
+            s.kernel.blocked_syscalls = Some(vec![(0, 232, ct(40 * k, 900_000_000 * k))]);
+            s
+        };
+        let (start, end) = (at(0, 0, 0), at(1_000_000_000, 100_000_000, 1));
+        let r = kernel_report(&start, &end, 0, &[]);
+        let row = |nr: u32| r.syscalls.iter().find(|s| s.nr == nr).unwrap().clone();
+        // Sleeps as counted, plus the rest scaled by ten.
+        let epoll = row(232);
+        assert_eq!(
+            (epoll.count, epoll.total_ns),
+            (40 + 500, 900_000_000 + 10_000_000)
+        );
+        assert_eq!(
+            (epoll.blocked, epoll.blocked_ns),
+            (Some(40), Some(900_000_000))
+        );
+        assert_eq!((row(0).count, row(0).total_ns), (3_000, 30_000_000));
+        assert_eq!(
+            (r.syscalls_blocked, r.syscall_blocked_ns),
+            (Some(40), Some(900_000_000))
+        );
+        // A syscall that only slept while no window was open still counts.
+        let mut slept = end.clone();
+        slept.kernel.blocked_syscalls = Some(vec![
+            (0, 232, ct(40, 900_000_000)),
+            (0, 7, ct(3, 5_000_000)),
+        ]);
+        let r2 = kernel_report(&start, &slept, 0, &[]);
+        let poll = r2.syscalls.iter().find(|s| s.nr == 7).unwrap();
+        assert_eq!((poll.count, poll.total_ns), (3, 5_000_000));
+        // Older recordings (no split): everything scaled, as before.
+        let old = |s: &Sample| {
+            let mut s = s.clone();
+            s.kernel.blocked_syscalls = None;
+            s.kernel.unblocked_syscalls = None;
+            s
+        };
+        let r3 = kernel_report(&old(&start), &old(&end), 0, &[]);
+        let epoll3 = r3.syscalls.iter().find(|s| s.nr == 232).unwrap();
+        assert_eq!(
+            (epoll3.count, epoll3.total_ns, epoll3.blocked),
+            (550, 900_000_000, None)
+        );
+
+        // The stated uncertainty is the scaled part's, as a share of the whole: four windows
+        // whose awake epoll_wait time differs, the same basis in each.
+        let mut r = r;
+        r.scaled_by = Some("time".into());
+        let units: Vec<WindowUnit> = [0.5, 1.5, 0.5, 1.5]
+            .iter()
+            .map(|f| WindowUnit {
+                syscalls: 350.0,
+                syscall_ns: 4e6,
+                by_name: [(0, (300.0, 3e6)), (232, (50.0, 250_000.0 * f))].into(),
+                traced_ns: 25e6,
+                ..Default::default()
+            })
+            .collect();
+        let whole = units.clone();
+        state_errors(&mut r, &whole);
+        let e = r
+            .syscalls
+            .iter()
+            .find(|s| s.nr == 232)
+            .unwrap()
+            .time_error
+            .unwrap();
+        let scaled_alone = super::uncertainty::ratio_error(
+            &units
+                .iter()
+                .map(|u| (u.by_name[&232].1, u.traced_ns))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let share = 10_000_000.0 / 910_000_000.0;
+        assert!(
+            (e - scaled_alone * share).abs() < 1e-12,
+            "{e} vs {scaled_alone} x {share}"
+        );
+        assert!(e < 0.02, "the exact sleeps leave little to doubt: {e}");
     }
 }

@@ -164,9 +164,12 @@ pub fn traced_syscalls(start: &Sample, end: &Sample, group: u32) -> u64 {
 /// of each basis it covered.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WindowUnit {
+    /// What the windows saw that the estimate scales: every call and its time, or, with the
+    /// sleeps counted apart (KernelCounters::blocked_syscalls), the calls that did not block and
+    /// the time awake.
     pub syscalls: f64,
     pub syscall_ns: f64,
-    /// Per syscall number: the count and time seen in the window.
+    /// Per syscall number: the same.
     pub by_name: BTreeMap<u32, (f64, f64)>,
     /// The interrupt programs' deltas in the window: per CPU, per softirq vector
     /// (srvprof_common::SOFTIRQ_NAMES order).
@@ -183,19 +186,24 @@ pub struct WindowUnit {
 impl WindowUnit {
     /// The window(s) between two samples, for `group`.
     pub fn between(start: &Sample, end: &Sample, group: u32) -> WindowUnit {
-        let before: BTreeMap<(u32, u32), CountNs> = start
-            .kernel
-            .syscalls
-            .iter()
-            .map(|(g, nr, c)| ((*g, *nr), *c))
-            .collect();
-        let mut by_name = BTreeMap::new();
-        for (g, nr, c) in end.kernel.syscalls.iter().filter(|(g, _, _)| *g == group) {
-            let d = c.minus(before.get(&(*g, *nr)).copied().unwrap_or_default());
-            if d.count > 0 {
-                by_name.insert(*nr, (d.count as f64, d.total_ns as f64));
-            }
-        }
+        // With the sleeps counted apart, the windows' part of each estimate is the calls that
+        // did not block and the time awake (compose.rs).
+        let pick = |k: &'_ crate::record::KernelCounters| match &k.unblocked_syscalls {
+            Some(rows) if k.blocked_syscalls.is_some() => rows.clone(),
+            _ => k.syscalls.clone(),
+        };
+        let rows = |k| -> BTreeMap<u32, CountNs> {
+            pick(k)
+                .into_iter()
+                .filter(|(g, _, _)| *g == group)
+                .map(|(_, nr, c)| (nr, c))
+                .collect()
+        };
+        let by_name: BTreeMap<u32, (f64, f64)> =
+            super::compose::syscall_deltas(&rows(&end.kernel), &rows(&start.kernel))
+                .into_iter()
+                .map(|(nr, d)| (nr, (d.count as f64, d.total_ns as f64)))
+                .collect();
         let softirqs = end
             .kernel
             .softirqs
@@ -318,8 +326,10 @@ mod tests {
     /// A sampled-mode sample at `t_ns` with the group's read/write calls so far and inside the
     /// windows, its syscall programs attached for `traced_ns` so far.
     fn sample(t_ns: u64, traced_ns: u64, io: Option<(u64, u64)>) -> Sample {
-        let mut s = Sample::default();
-        s.monotonic_ns = t_ns;
+        let mut s = Sample {
+            monotonic_ns: t_ns,
+            ..Default::default()
+        };
         s.kernel.traced_ns = Some(traced_ns);
         s.io_calls = io.map(|(all, _)| vec![all, 0]);
         s.traced_io_calls = io.map(|(_, traced)| vec![traced, 0]);

@@ -78,12 +78,31 @@ pub fn state_errors(report: &mut super::KernelReport, windows: &[WindowUnit]) {
         let pairs: Vec<(f64, f64)> = windows.iter().map(|u| (f(u), u.basis(basis))).collect();
         ratio_error(&pairs)
     };
-    report.syscalls_error = over(&|u| u.syscalls);
-    report.syscall_time_error = over(&|u| u.syscall_ns);
+    // With the sleeps counted apart, only the rest of each figure was scaled from the windows:
+    // its uncertainty, as a share of the whole.
+    let of_whole = |error: Option<f64>, whole: u64, exact: Option<u64>| {
+        let scaled_share = match exact {
+            Some(exact) if whole > 0 => whole.saturating_sub(exact) as f64 / whole as f64,
+            _ => 1.0,
+        };
+        error.map(|e| e * scaled_share)
+    };
+    let count: u64 = report.syscalls.iter().map(|s| s.count).sum();
+    let time: u64 = report.syscalls.iter().map(|s| s.total_ns).sum();
+    report.syscalls_error = of_whole(over(&|u| u.syscalls), count, report.syscalls_blocked);
+    report.syscall_time_error = of_whole(over(&|u| u.syscall_ns), time, report.syscall_blocked_ns);
     for s in &mut report.syscalls {
         let nr = s.nr;
-        s.count_error = over(&|u| u.by_name.get(&nr).map_or(0.0, |c| c.0));
-        s.time_error = over(&|u| u.by_name.get(&nr).map_or(0.0, |c| c.1));
+        s.count_error = of_whole(
+            over(&|u| u.by_name.get(&nr).map_or(0.0, |c| c.0)),
+            s.count,
+            s.blocked,
+        );
+        s.time_error = of_whole(
+            over(&|u| u.by_name.get(&nr).map_or(0.0, |c| c.1)),
+            s.total_ns,
+            s.blocked_ns,
+        );
     }
     // An interrupt row's time is its count times the mean per event the windows saw on its CPU,
     // or on every CPU when that CPU's windows saw none (interrupts.rs): the error of that mean.

@@ -20,6 +20,17 @@ pub struct ThreadCounters {
     pub syscalls: u64,
     pub syscall_ns: u64,
     pub cpu_mask: u64,
+    /// Voluntary off-CPU periods inside syscalls and their time (always counted), and the
+    /// syscalls the sampled windows timed that did not block and their time outside blocked
+    /// periods (see KernelCounters::blocked_syscalls).
+    #[serde(default)]
+    pub syscalls_blocked: u64,
+    #[serde(default)]
+    pub syscall_blocked_ns: u64,
+    #[serde(default)]
+    pub syscalls_unblocked: u64,
+    #[serde(default)]
+    pub syscall_rest_ns: u64,
 }
 
 /// Cumulative wakeups of one watched thread by one waker.
@@ -119,6 +130,17 @@ pub struct KernelCounters {
     pub runq_hist: Vec<NsHistogram>,
     /// (group, syscall number, count and time).
     pub syscalls: Vec<(u32, u32, CountNs)>,
+    /// (group, syscall number, the voluntary off-CPU periods inside that syscall and their
+    /// time): counted by the scheduler programs all along, in sampled mode too, so the time
+    /// syscalls spend asleep (a blocking epoll_wait's) is exact in every mode. None in
+    /// recordings made before it was counted.
+    #[serde(default)]
+    pub blocked_syscalls: Option<Vec<(u32, u32, CountNs)>>,
+    /// (group, syscall number, the calls timed while the syscall programs were attached that did
+    /// not block, and every timed call's time outside its blocked periods): what sampled mode
+    /// scales up and adds to blocked_syscalls.
+    #[serde(default)]
+    pub unblocked_syscalls: Option<Vec<(u32, u32, CountNs)>>,
     /// Who woke the watched threads, and how often.
     pub wakeups: Vec<WakePair>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
@@ -148,6 +170,8 @@ impl KernelCounters {
             offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
+            blocked_syscalls: None,
+            unblocked_syscalls: None,
             syscalls_off: false,
             traced_ns: None,
             wakeups: Vec::new(),

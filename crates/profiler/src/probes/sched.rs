@@ -145,6 +145,10 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
         syscalls: st.syscalls,
         syscall_ns: st.syscall_ns,
         cpu_mask: st.cpu_mask,
+        syscalls_blocked: st.syscalls_blocked,
+        syscall_blocked_ns: st.syscall_blocked_ns,
+        syscalls_unblocked: st.syscalls_unblocked,
+        syscall_rest_ns: st.syscall_rest_ns,
     }
 }
 
