@@ -389,9 +389,17 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
             .into_iter()
             .flatten()
             .filter(|s| s["vector"] == "NET_RX")
-            .map(|s| s["time_error"]
-                .as_f64()
-                .map_or("±?".to_string(), |e| format!("±{:.0} %", e * 100.0)))
+            .map(|s| format!(
+                "{}{}",
+                s["time_error"]
+                    .as_f64()
+                    .map_or("±?".to_string(), |e| format!("±{:.0} %", e * 100.0)),
+                if s["timed_per_packet"] == true {
+                    " per packet"
+                } else {
+                    " per softirq"
+                }
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     );

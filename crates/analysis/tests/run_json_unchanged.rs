@@ -212,6 +212,8 @@ fn sample(k: u64) -> Sample {
         traced_oncpu_ns: None,
         io_calls: None,
         traced_io_calls: None,
+        rx_packets: None,
+        traced_rx_packets: None,
     }
 }
 

@@ -182,6 +182,35 @@ pub fn interrupts() -> Vec<InterruptLine> {
         .unwrap_or_default()
 }
 
+/// Packets each CPU's NET_RX softirqs processed so far (/proc/net/softnet_stat, first column:
+/// every packet __netif_receive_skb_core took, loopback's included), indexed by CPU.
+pub fn softnet_processed() -> Vec<u64> {
+    fs::read_to_string("/proc/net/softnet_stat")
+        .map(|text| parse_softnet_processed(&text))
+        .unwrap_or_default()
+}
+
+/// One line per online CPU, hex columns; since Linux 6.0 the 13th is the CPU's number (a line
+/// per online CPU only, so an offline one would shift the rest), before that the line's place.
+fn parse_softnet_processed(text: &str) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for (line_no, line) in text.lines().enumerate() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let hex = |i: usize| cols.get(i).and_then(|c| u64::from_str_radix(c, 16).ok());
+        let Some(processed) = hex(0) else { continue };
+        let cpu = if cols.len() >= 13 {
+            hex(12).map_or(line_no, |c| c as usize)
+        } else {
+            line_no
+        };
+        if cpu >= out.len() {
+            out.resize(cpu + 1, 0);
+        }
+        out[cpu] = processed;
+    }
+    out
+}
+
 /// /proc/softirqs as [cpu][vector], vectors in srvprof_common::SOFTIRQ_NAMES order.
 pub fn softirq_counts() -> Vec<Vec<u64>> {
     let by_name = softirqs();
@@ -263,6 +292,16 @@ pub fn has_bpf_privileges() -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn softnet_processed_is_indexed_by_the_cpu_column_when_there_is_one() {
+        let new = "1e975f75 0000372f 0000003a 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\
+                   000000ff 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000003 00000000 00000000\n";
+        assert_eq!(parse_softnet_processed(new), vec![0x1e975f75, 0, 0, 0xff]);
+        let old = "00000010 00000000 00000000\n00000020 00000000 00000000\n";
+        assert_eq!(parse_softnet_processed(old), vec![16, 32]);
+        assert!(parse_softnet_processed("").is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -45,6 +45,8 @@ pub struct Sampler {
     /// Sampled mode: each group's read- and write-type syscalls by the kernel's own per-task
     /// count (/proc/PID/task/TID/io), all of them and the ones made inside the windows.
     io_calls: Traced,
+    /// Sampled mode: packets each CPU's NET_RX processed inside the windows (/proc/net/softnet_stat).
+    rx_packets: PerCpuTraced,
 }
 
 impl Sampler {
@@ -69,6 +71,7 @@ impl Sampler {
             slot: None,
             oncpu: Traced::default(),
             io_calls: Traced::default(),
+            rx_packets: PerCpuTraced::default(),
         }
     }
 
@@ -165,6 +168,14 @@ impl Sampler {
         }
         let (oncpu_ns, traced_oncpu_ns) = self.oncpu.totals(sampled);
         let (io_calls, traced_io_calls) = self.io_calls.totals(sampled);
+        let (rx_packets, traced_rx_packets) = if sampled {
+            (
+                Some(procfs::softnet_processed()),
+                Some(self.rx_packets.traced.clone()),
+            )
+        } else {
+            (None, None)
+        };
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
@@ -182,6 +193,8 @@ impl Sampler {
             traced_oncpu_ns,
             io_calls,
             traced_io_calls,
+            rx_packets,
+            traced_rx_packets,
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
@@ -224,6 +237,7 @@ impl Sampler {
                     // takes ~1.3 ms, a tenth of a window).
                     self.responses_at_open = self.responses.as_ref().map(|r| r());
                     self.io_calls.open(self.read(procfs::thread_io_calls));
+                    self.rx_packets.open(procfs::softnet_processed());
                     self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
                     self.switches_at_open = self.probes.group_switches().ok();
                     self.oncpu.open(self.read(procfs::thread_oncpu_ns));
@@ -253,6 +267,7 @@ impl Sampler {
         }
         if self.oncpu.is_open() {
             self.oncpu.close(self.read(procfs::thread_oncpu_ns));
+            self.rx_packets.close(procfs::softnet_processed());
             // Last, right before the counting program's detach.
             self.io_calls.close(self.read(procfs::thread_io_calls));
         }
@@ -384,6 +399,31 @@ impl Traced {
             {
                 *all += ns.saturating_sub(last);
             }
+        }
+    }
+}
+
+/// A per-CPU cumulative kernel counter (packets processed): its growth inside the windows.
+#[derive(Default)]
+struct PerCpuTraced {
+    at_open: Option<Vec<u64>>,
+    traced: Vec<u64>,
+}
+
+impl PerCpuTraced {
+    fn open(&mut self, now: Vec<u64>) {
+        self.at_open = Some(now);
+    }
+
+    fn close(&mut self, now: Vec<u64>) {
+        let Some(at_open) = self.at_open.take() else {
+            return;
+        };
+        if self.traced.len() < now.len() {
+            self.traced.resize(now.len(), 0);
+        }
+        for (cpu, (traced, now)) in self.traced.iter_mut().zip(&now).enumerate() {
+            *traced += now.saturating_sub(at_open.get(cpu).copied().unwrap_or(*now));
         }
     }
 }

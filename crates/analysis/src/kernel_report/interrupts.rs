@@ -22,6 +22,39 @@ fn kernel_delta(end: Option<&Vec<u64>>, start: Option<&Vec<u64>>, index: usize) 
     at(end).saturating_sub(at(start))
 }
 
+/// NET_RX's place in SOFTIRQ_NAMES.
+pub(super) const NET_RX: usize = 3;
+/// Fewer packets than this in a CPU's windows: too few to time NET_RX per packet.
+pub(super) const MIN_TRACED_PACKETS: u64 = 100;
+
+/// The packets a CPU's NET_RX processed between two samples, and inside the windows.
+pub(super) fn rx_packets(start: &Sample, end: &Sample, cpu: usize) -> Option<(u64, u64)> {
+    let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(cpu).copied();
+    Some((
+        at(&end.rx_packets)?.saturating_sub(at(&start.rx_packets).unwrap_or(0)),
+        at(&end.traced_rx_packets)?.saturating_sub(at(&start.traced_rx_packets).unwrap_or(0)),
+    ))
+}
+
+/// Sampled mode, NET_RX on `cpu`: the windows' time per packet times the packets the CPU
+/// processed (/proc/net/softnet_stat), when its windows saw enough packets and timed some.
+/// A softirq's time goes with the packets it carries, and one softirq may carry one packet or a
+/// burst's hundred, so the mean per softirq a window sees depends on where in a burst it fell.
+fn per_packet(
+    start: &Sample,
+    end: &Sample,
+    cpu: usize,
+    vector: usize,
+    probe: CountNs,
+) -> Option<u64> {
+    if vector != NET_RX || probe.total_ns == 0 {
+        return None;
+    }
+    let (all, traced) = rx_packets(start, end, cpu)?;
+    (traced >= MIN_TRACED_PACKETS && all >= traced)
+        .then(|| (u128::from(probe.total_ns) * u128::from(all) / u128::from(traced)) as u64)
+}
+
 /// Softirqs per CPU and vector in the window (system-wide), vectors with no events left out.
 /// Exact mode: as the probes counted them. Sampled mode: the kernel's counts (/proc/softirqs).
 pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
@@ -55,16 +88,22 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                     start.softirq_counts.get(cpu),
                     v,
                 );
-                let timed = if probe.count > 0 {
-                    probe
-                } else {
-                    vector_mean[v]
-                };
-                at_probe_mean(timed, count)
+                match per_packet(start, end, cpu, v, probe) {
+                    Some(total_ns) => CountNs { count, total_ns },
+                    None => {
+                        let timed = if probe.count > 0 {
+                            probe
+                        } else {
+                            vector_mean[v]
+                        };
+                        at_probe_mean(timed, count)
+                    }
+                }
             } else {
                 probe
             };
             if d.count > 0 {
+                let by_packets = sampled && per_packet(start, end, cpu, v, probe).is_some();
                 out.push(SoftirqReport {
                     cpu: cpu as u32,
                     vector: (*vector).into(),
@@ -72,6 +111,7 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                     total_ns: d.total_ns,
                     time_error: None,
                     time_unknown: sampled && vector_mean[v].count == 0,
+                    timed_per_packet: by_packets,
                 });
             }
         }

@@ -132,6 +132,11 @@ pub struct SoftirqReport {
     /// zero: the kernel counted them, the probes timed none.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub time_unknown: bool,
+    /// Sampled mode, NET_RX: total_ns is the windows' time per packet times the packets this
+    /// CPU processed (the kernel's count, /proc/net/softnet_stat), not their mean per softirq
+    /// times the softirqs; time_error is then that estimate's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_per_packet: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -432,6 +437,38 @@ mod tests {
             (1_000, 2_000_000)
         );
         assert!(r.sampling_note().unwrap().contains("10%"));
+    }
+
+    #[test]
+    fn sampled_net_rx_is_timed_per_packet_when_the_windows_saw_enough_packets() {
+        // The windows timed 100 NET_RX softirqs, 2 ms in all, carrying 1,000 packets; over the
+        // interval the kernel counted 1,000 softirqs and 50,000 packets (a burst: 50 a softirq,
+        // where the windows saw 10). Per packet: 2 us x 50,000 = 100 ms; per softirq it would be
+        // 20 us x 1,000 = 20 ms.
+        let with_packets = |s: Sample, all: u64, traced: u64| Sample {
+            rx_packets: Some(vec![all]),
+            traced_rx_packets: Some(vec![traced]),
+            ..s
+        };
+        let start = with_packets(sample(0, Some(0), ct(0, 0), 5_000), 7, 0);
+        let end = with_packets(
+            sample(1_000_000_000, Some(50_000_000), ct(100, 2_000_000), 6_000),
+            50_007,
+            1_000,
+        );
+        let s = softirq_deltas(&start, &end);
+        assert_eq!(
+            (s[0].count, s[0].total_ns, s[0].timed_per_packet),
+            (1_000, 100_000_000, true)
+        );
+        // Too few packets in the windows: the mean per softirq, as before.
+        let few = with_packets(
+            sample(1_000_000_000, Some(50_000_000), ct(100, 2_000_000), 6_000),
+            50_007,
+            99,
+        );
+        let s = softirq_deltas(&start, &few);
+        assert_eq!((s[0].total_ns, s[0].timed_per_packet), (20_000_000, false));
     }
 
     #[test]

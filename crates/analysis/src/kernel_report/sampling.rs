@@ -176,6 +176,8 @@ pub struct WindowUnit {
     pub softirqs: Vec<Vec<CountNs>>,
     /// Per irq line, per CPU.
     pub hardirqs: Vec<(u32, Vec<CountNs>)>,
+    /// Per CPU: the packets NET_RX processed in the window (/proc/net/softnet_stat).
+    pub rx_packets: Vec<f64>,
     pub responses: f64,
     pub io_calls: f64,
     pub switches: f64,
@@ -253,6 +255,12 @@ impl WindowUnit {
             by_name,
             softirqs,
             hardirqs,
+            rx_packets: (0..end.traced_rx_packets.as_ref().map_or(0, Vec::len))
+                .map(|cpu| {
+                    super::interrupts::rx_packets(start, end, cpu).map_or(0, |(_, traced)| traced)
+                        as f64
+                })
+                .collect(),
             responses: delta(end.traced_responses, start.traced_responses).unwrap_or(0) as f64,
             io_calls: group_io_calls(start, end, group).map_or(0, |(_, traced)| traced) as f64,
             switches: traced_switches(start, end, group).unwrap_or(0) as f64,

@@ -125,7 +125,20 @@ pub fn state_errors(report: &mut super::KernelReport, windows: &[WindowUnit]) {
         else {
             continue;
         };
-        row.time_error = mean_error(&|u, cpu| u.softirq(cpu, v), row.cpu as usize);
+        row.time_error = if row.timed_per_packet {
+            // The windows' time per packet on this CPU.
+            let cpu = row.cpu as usize;
+            let pairs: Vec<(f64, f64)> = windows
+                .iter()
+                .map(|u| {
+                    let packets = u.rx_packets.get(cpu).copied().unwrap_or(0.0);
+                    (u.softirq(Some(cpu), v).total_ns as f64, packets)
+                })
+                .collect();
+            ratio_error(&pairs)
+        } else {
+            mean_error(&|u, cpu| u.softirq(cpu, v), row.cpu as usize)
+        };
     }
     for row in &mut report.hardirqs {
         let irq = row.irq;

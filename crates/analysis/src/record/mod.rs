@@ -75,6 +75,14 @@ pub struct Sample {
     pub io_calls: Option<Vec<u64>>,
     #[serde(default)]
     pub traced_io_calls: Option<Vec<u64>>,
+    /// Sampled mode: packets each CPU's NET_RX softirqs processed so far (the kernel's own count,
+    /// /proc/net/softnet_stat), and the ones processed inside the windows. NET_RX time is scaled
+    /// by these: its time goes with the packets, while one softirq may carry one packet or a
+    /// burst's hundred.
+    #[serde(default)]
+    pub rx_packets: Option<Vec<u64>>,
+    #[serde(default)]
+    pub traced_rx_packets: Option<Vec<u64>>,
 }
 
 /// A watched thread or process that exited during the run.
