@@ -96,27 +96,13 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
                 "{label}: NET_RX rows not timed per packet: {rows:?}"
             );
             let (count, ns) = o.probe_softirq("NET_RX");
-            let (_, tools_window) = o.kernel.before_tools.until(&o.kernel.after_tools);
-            let tool = o.softirqs_ns.get("net_rx").copied().unwrap_or(0) as f64 * count as f64
-                / tools_window as f64;
-            let ratio = ns as f64 / tool;
-            assert!(
-                (STEADY_NET_RX_BOUND.0..=STEADY_NET_RX_BOUND.1).contains(&ratio),
-                "{label}: NET_RX time {:.1} ms against softirqs' {:.1} ms ({ratio:.3})",
-                ns as f64 / 1e6,
-                tool / 1e6
-            );
+            let tool = tool_net_rx_ns_in_window(&o, count);
+            assert_ratio(label, "NET_RX time", ns as f64, tool, STEADY_NET_RX_BOUND);
         }
         if let Shape::Bursty = shape {
             let ns: u64 = o.probe_syscalls().values().map(|(_, ns)| ns).sum();
             let tool_ns: f64 = o.syscount.values().map(|s| s.total_ns).sum();
-            let time_ratio = ns as f64 / tool_ns;
-            assert!(
-                (BURSTY_TIME_BOUND.0..=BURSTY_TIME_BOUND.1).contains(&time_ratio),
-                "{label}: syscall time {:.1} ms against syscount's {:.1} ms ({time_ratio:.3})",
-                ns as f64 / 1e6,
-                tool_ns / 1e6
-            );
+            assert_ratio(label, "syscall time", ns as f64, tool_ns, BURSTY_TIME_BOUND);
         }
         let ratio = total as f64 / tool_total as f64;
         let bound = match shape {
@@ -129,6 +115,25 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
             o.probe["scaled_by"]
         );
     }
+}
+
+/// softirqs' NET_RX time (ns) scaled to srvprof's window by the kernel's event counts: srvprof
+/// saw `count` of them in its window.
+fn tool_net_rx_ns_in_window(o: &Observed, count: u64) -> f64 {
+    let (_, tools_window) = o.kernel.before_tools.until(&o.kernel.after_tools);
+    let tool_net_rx = o.softirqs_ns.get("net_rx").copied().unwrap_or(0) as f64;
+    tool_net_rx * count as f64 / tools_window as f64
+}
+
+/// srvprof's time (ns) against a tool's, their ratio within `bound`.
+fn assert_ratio(label: &str, what: &str, srvprof_ns: f64, tool_ns: f64, bound: (f64, f64)) {
+    let ratio = srvprof_ns / tool_ns;
+    assert!(
+        (bound.0..=bound.1).contains(&ratio),
+        "{label}: {what} {:.1} ms against the tool's {:.1} ms ({ratio:.3}, allowed {bound:?})",
+        srvprof_ns / 1e6,
+        tool_ns / 1e6
+    );
 }
 
 fn assert_exact_agreement(label: &str, o: &Observed) {
@@ -385,11 +390,7 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
     let ns: u64 = srvprof.values().map(|(_, ns)| ns).sum();
     let tool_ns: f64 = o.syscount.values().map(|s| s.total_ns).sum();
     let (net_rx_count, net_rx_ns) = o.probe_softirq("NET_RX");
-    let k = &o.kernel;
-    let (_, tools_window) = k.before_tools.until(&k.after_tools);
-    let tool_net_rx = o.softirqs_ns.get("net_rx").copied().unwrap_or(0) as f64;
-    // softirqs' time scaled to srvprof's window by the kernel's event counts.
-    let tool_net_rx_in_window = tool_net_rx * net_rx_count as f64 / tools_window as f64;
+    let tool_net_rx_in_window = tool_net_rx_ns_in_window(o, net_rx_count);
     eprintln!(
         "{label}: traced_fraction {}, {} requests in {} burst(s) at {:?} (start+length), seed {}",
         o.probe["traced_fraction"],

@@ -25,28 +25,21 @@ pub fn start_ns() -> u64 {
 /// unbiased for long syscalls (epoll_wait, accept) as for short ones. Capped at 10x.
 #[inline(always)]
 pub fn weighted(d: u64) -> u64 {
-    let w = get(window::LEN_NS);
-    if w == 0 {
-        return d;
-    }
-    // Plain arithmetic (saturating_mul would need 128-bit helpers BPF lacks): d and w are
-    // nanoseconds well below 2^32 * 10 in practice, and the products stay far below 2^64.
-    if d >= w - w / 10 {
-        return d.wrapping_mul(10);
-    }
-    // checked_div: a plain `/` brings a divide-by-zero panic path the verifier rejects.
-    d.wrapping_mul(w).checked_div(w - d).unwrap_or(d)
+    weighted_part(d, d)
 }
 
-/// `part` of a timed call of length `d`, weighted as window::weighted weights the whole call.
+/// `part` of a timed call of length `d`, weighted as `weighted` weights the whole call.
 #[inline(always)]
 pub fn weighted_part(d: u64, part: u64) -> u64 {
     let w = get(window::LEN_NS);
     if w == 0 {
         return part;
     }
+    // Plain arithmetic (saturating_mul would need 128-bit helpers BPF lacks): d and w are
+    // nanoseconds well below 2^32 * 10 in practice, and the products stay far below 2^64.
     if d >= w - w / 10 {
         return part.wrapping_mul(10);
     }
+    // checked_div: a plain `/` brings a divide-by-zero panic path the verifier rejects.
     part.wrapping_mul(w).checked_div(w - d).unwrap_or(part)
 }
