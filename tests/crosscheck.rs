@@ -85,12 +85,7 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
         if let Shape::Steady = shape {
             // NET_RX time per packet (the kernel's packet count, /proc/net/softnet_stat) against
             // softirqs' time over the same events: 1.016-1.057 in 9 runs.
-            let rows: Vec<_> = o.probe["softirqs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| r["vector"] == "NET_RX")
-                .collect();
+            let rows = o.probe_softirq_rows("NET_RX");
             assert!(
                 !rows.is_empty() && rows.iter().all(|r| r["timed_per_packet"] == true),
                 "{label}: NET_RX rows not timed per packet: {rows:?}"
@@ -226,6 +221,10 @@ fn syscalls_agree(label: &str, o: &Observed) {
         let enough = if edge == 1 { 10_000 } else { 1000 };
         if count >= enough {
             assert_per_call_gap(name, per_call_ns);
+        } else if count >= 1000 {
+            // Fewer calls, each a long wait: the two tools' times agree to 0.2 % (0.9996-1.0000
+            // in 4 bursty runs, the +404 ns one included).
+            assert_ratio(label, name, ns as f64, tool.total_ns, (0.998, 1.002));
         }
     }
 }
@@ -418,11 +417,8 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
         net_rx_ns as f64 / tool_net_rx_in_window,
         net_rx_ns as f64 / 1e6,
         tool_net_rx_in_window / 1e6,
-        o.probe["softirqs"]
-            .as_array()
+        o.probe_softirq_rows("NET_RX")
             .into_iter()
-            .flatten()
-            .filter(|s| s["vector"] == "NET_RX")
             .map(|s| format!(
                 "{}{}",
                 s["time_error"]

@@ -296,17 +296,24 @@ impl Observed {
 
     /// srvprof's softirqs of one vector (NET_RX, ...), summed over CPUs: (count, total ns).
     pub fn probe_softirq(&self, vector: &str) -> (u64, u64) {
-        self.probe["softirqs"]
-            .as_array()
-            .expect("softirqs[]")
-            .iter()
-            .filter(|s| s["vector"] == vector)
+        self.probe_softirq_rows(vector)
+            .into_iter()
             .fold((0, 0), |(n, ns), s| {
                 (
                     n + s["count"].as_u64().unwrap(),
                     ns + s["total_ns"].as_u64().unwrap(),
                 )
             })
+    }
+
+    /// srvprof's softirq rows of one vector, one per CPU.
+    pub fn probe_softirq_rows(&self, vector: &str) -> Vec<&serde_json::Value> {
+        self.probe["softirqs"]
+            .as_array()
+            .expect("softirqs[]")
+            .iter()
+            .filter(|s| s["vector"] == vector)
+            .collect()
     }
 
     /// srvprof's hardirq counts by action name, summed over CPUs.

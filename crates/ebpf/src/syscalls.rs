@@ -57,13 +57,8 @@ pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     let (nr, elapsed, unblocked, rest) = if start != 0 && start >= window::start_ns() {
         let d = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
         let blocked = st.syscall_blocked_ns.saturating_sub(st.blocked_ns_at_enter);
-        let rest = window::weighted_part(d, d.saturating_sub(blocked));
-        (
-            st.syscall_nr,
-            window::weighted(d),
-            (blocked == 0) as u64,
-            rest,
-        )
+        let (elapsed, rest) = window::weighted_with_part(d, d.saturating_sub(blocked));
+        (st.syscall_nr, elapsed, (blocked == 0) as u64, rest)
     } else {
         let regs: *const u8 = ctx.arg(0);
         let nr: i64 = read_field(regs, global(&REGS_ORIG_AX_OFFSET)).unwrap_or(-1);

@@ -23,23 +23,20 @@ pub fn start_ns() -> u64 {
 /// length d that ends inside a window of length W was timed only if it also began inside it, which
 /// happens with probability (W - d) / W; weighting it by W / (W - d) keeps the estimated total
 /// unbiased for long syscalls (epoll_wait, accept) as for short ones. Capped at 10x.
+/// Returns the call of length `d` so weighted, and `part` of it (its time awake) weighted the
+/// same way, the window's length read once.
 #[inline(always)]
-pub fn weighted(d: u64) -> u64 {
-    weighted_part(d, d)
-}
-
-/// `part` of a timed call of length `d`, weighted as `weighted` weights the whole call.
-#[inline(always)]
-pub fn weighted_part(d: u64, part: u64) -> u64 {
+pub fn weighted_with_part(d: u64, part: u64) -> (u64, u64) {
     let w = get(window::LEN_NS);
     if w == 0 {
-        return part;
+        return (d, part);
     }
     // Plain arithmetic (saturating_mul would need 128-bit helpers BPF lacks): d and w are
     // nanoseconds well below 2^32 * 10 in practice, and the products stay far below 2^64.
     if d >= w - w / 10 {
-        return part.wrapping_mul(10);
+        return (d.wrapping_mul(10), part.wrapping_mul(10));
     }
     // checked_div: a plain `/` brings a divide-by-zero panic path the verifier rejects.
-    part.wrapping_mul(w).checked_div(w - d).unwrap_or(part)
+    let scale = |x: u64| x.wrapping_mul(w).checked_div(w - d).unwrap_or(x);
+    (scale(d), scale(part))
 }

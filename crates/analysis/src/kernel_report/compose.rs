@@ -17,22 +17,26 @@ use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Sample, ThreadC
 /// (group, syscall number, count and time): a syscall table as KernelCounters holds it.
 type SyscallRows = Vec<(u32, u32, CountNs)>;
 
-/// One group's rows of a syscall table, by number.
-fn group_table(rows: Option<&SyscallRows>, group: u32) -> BTreeMap<u32, CountNs> {
-    rows.into_iter()
-        .flatten()
-        .filter(|(g, _, _)| *g == group)
-        .map(|(_, nr, c)| (*nr, *c))
-        .collect()
-}
-
-/// end minus start, per syscall number, the numbers with something counted.
+/// One group's rows of a syscall table from `start` to `end` (the table `pick` names), per
+/// syscall number, the numbers with something counted.
 pub(super) fn syscall_deltas(
-    end: &BTreeMap<u32, CountNs>,
-    start: &BTreeMap<u32, CountNs>,
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    pick: fn(&KernelCounters) -> Option<&SyscallRows>,
 ) -> BTreeMap<u32, CountNs> {
-    end.iter()
-        .map(|(nr, c)| (*nr, c.minus(start.get(nr).copied().unwrap_or_default())))
+    let table = |s: &Sample| -> BTreeMap<u32, CountNs> {
+        pick(&s.kernel)
+            .into_iter()
+            .flatten()
+            .filter(|(g, _, _)| *g == group)
+            .map(|(_, nr, c)| (*nr, *c))
+            .collect()
+    };
+    let before = table(start);
+    table(end)
+        .into_iter()
+        .map(|(nr, c)| (nr, c.minus(before.get(&nr).copied().unwrap_or_default())))
         .filter(|(_, d)| d.count > 0 || d.total_ns > 0)
         .collect()
 }
@@ -161,9 +165,7 @@ pub fn kernel_report(
 
     // Sampled mode with the sleeps counted apart (not in older recordings): a syscall's sleeps
     // are exact, only the rest is scaled from the windows.
-    let split = fraction.is_some()
-        && end.kernel.blocked_syscalls.is_some()
-        && end.kernel.unblocked_syscalls.is_some();
+    let split = fraction.is_some() && end.kernel.sleeps_apart();
     let start_threads: BTreeMap<u32, &ThreadCounters> =
         start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
     for t in end.kernel.threads.iter().filter(|t| t.group == group) {
@@ -251,22 +253,10 @@ pub fn kernel_report(
         r.offcpu_us = LatencyUs::from_hist(&e.minus(s));
     }
 
-    let table = |counters: &Sample, pick: fn(&KernelCounters) -> Option<&SyscallRows>| {
-        group_table(pick(&counters.kernel), group)
-    };
-    fn all(k: &KernelCounters) -> Option<&SyscallRows> {
-        Some(&k.syscalls)
-    }
-    let seen = syscall_deltas(&table(end, all), &table(start, all));
+    let seen = syscall_deltas(start, end, group, |k| Some(&k.syscalls));
     if split {
-        let asleep = syscall_deltas(
-            &table(end, |k| k.blocked_syscalls.as_ref()),
-            &table(start, |k| k.blocked_syscalls.as_ref()),
-        );
-        let awake = syscall_deltas(
-            &table(end, |k| k.unblocked_syscalls.as_ref()),
-            &table(start, |k| k.unblocked_syscalls.as_ref()),
-        );
+        let asleep = syscall_deltas(start, end, group, |k| k.blocked_syscalls.as_ref());
+        let awake = syscall_deltas(start, end, group, |k| k.unblocked_syscalls.as_ref());
         let mut nrs: Vec<u32> = seen.keys().chain(asleep.keys()).copied().collect();
         nrs.sort_unstable();
         nrs.dedup();

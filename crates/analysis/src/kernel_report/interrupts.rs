@@ -82,13 +82,18 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
     for cpu in 0..ncpus {
         for (v, vector) in SOFTIRQ_NAMES.iter().enumerate() {
             let probe = probe_at(cpu, v);
+            let by_packet = if sampled {
+                per_packet(start, end, cpu, v, probe)
+            } else {
+                None
+            };
             let d = if sampled {
                 let count = kernel_delta(
                     end.softirq_counts.get(cpu),
                     start.softirq_counts.get(cpu),
                     v,
                 );
-                match per_packet(start, end, cpu, v, probe) {
+                match by_packet {
                     Some(total_ns) => CountNs { count, total_ns },
                     None => {
                         let timed = if probe.count > 0 {
@@ -103,7 +108,6 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                 probe
             };
             if d.count > 0 {
-                let by_packets = sampled && per_packet(start, end, cpu, v, probe).is_some();
                 out.push(SoftirqReport {
                     cpu: cpu as u32,
                     vector: (*vector).into(),
@@ -111,7 +115,7 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
                     total_ns: d.total_ns,
                     time_error: None,
                     time_unknown: sampled && vector_mean[v].count == 0,
-                    timed_per_packet: by_packets,
+                    timed_per_packet: by_packet.is_some(),
                 });
             }
         }

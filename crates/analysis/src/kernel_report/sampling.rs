@@ -188,21 +188,8 @@ pub struct WindowUnit {
 impl WindowUnit {
     /// The window(s) between two samples, for `group`.
     pub fn between(start: &Sample, end: &Sample, group: u32) -> WindowUnit {
-        // With the sleeps counted apart, the windows' part of each estimate is the calls that
-        // did not block and the time awake (compose.rs).
-        let pick = |k: &'_ crate::record::KernelCounters| match &k.unblocked_syscalls {
-            Some(rows) if k.blocked_syscalls.is_some() => rows.clone(),
-            _ => k.syscalls.clone(),
-        };
-        let rows = |k| -> BTreeMap<u32, CountNs> {
-            pick(k)
-                .into_iter()
-                .filter(|(g, _, _)| *g == group)
-                .map(|(_, nr, c)| (nr, c))
-                .collect()
-        };
         let by_name: BTreeMap<u32, (f64, f64)> =
-            super::compose::syscall_deltas(&rows(&end.kernel), &rows(&start.kernel))
+            super::compose::syscall_deltas(start, end, group, |k| Some(k.scaled_syscalls()))
                 .into_iter()
                 .map(|(nr, d)| (nr, (d.count as f64, d.total_ns as f64)))
                 .collect();

@@ -163,6 +163,21 @@ pub struct KernelCounters {
 }
 
 impl KernelCounters {
+    /// Whether the syscalls' sleeps were counted apart from what the windows saw (recordings
+    /// from before that was counted have neither table).
+    pub fn sleeps_apart(&self) -> bool {
+        self.blocked_syscalls.is_some() && self.unblocked_syscalls.is_some()
+    }
+
+    /// What the windows saw that sampled mode scales up: with the sleeps counted apart, the
+    /// calls that did not block and the time awake; otherwise every call and its time.
+    pub fn scaled_syscalls(&self) -> &Vec<(u32, u32, CountNs)> {
+        match &self.unblocked_syscalls {
+            Some(rows) if self.sleeps_apart() => rows,
+            _ => &self.syscalls,
+        }
+    }
+
     pub fn empty(ncpus: usize) -> Self {
         Self {
             monotonic_ns: 0,
