@@ -1,5 +1,6 @@
 //! What the sampler and target discovery read from /proc: the kernel's own CPU time, softirq,
-//! interrupt and TCP MIB counters, and facts about processes (alive, kernel thread, name, threads).
+//! interrupt, packet (softnet_stat), per-task read/write call and TCP MIB counters, and facts
+//! about processes (alive, kernel thread, name, threads).
 //! Where tests check srvprof's figures against /proc they read it with their own code
 //! (tests/support), so the truth does not share these parsers.
 
