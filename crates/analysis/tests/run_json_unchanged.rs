@@ -331,6 +331,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added (issue 16): each sampled syscall's and interrupt row's time's 95 % uncertainty",
     ),
     (
+        ".user_stack_ring_full",
+        "added (issue 17): on-CPU samples counted by frame pointers only, the unwinding ring full",
+    ),
+    (
         ".syscalls_missed",
         "added (issue 16): busy, but no window caught it, so its syscalls are unknown",
     ),

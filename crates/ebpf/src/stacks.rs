@@ -1,18 +1,26 @@
 //! On-CPU stacks (cpu-clock samples) and off-CPU stacks (time from switch-out to switch-in, as
 //! bcc's offcputime, by the scheduler's clock as in sched.rs), counted in the kernel by (process,
 //! thread name, user stack, kernel stack).
+//!
+//! On-CPU samples also go to user space one by one, each with the thread's user registers and a
+//! copy of the top of its user stack, to be unwound there from the binary's CFI (most
+//! distribution binaries have no frame pointers, so the kernel's walk stops at the leaf); the
+//! kernel's count is then only their fallback, used when the ring is full.
 
 use aya_ebpf::{
     EbpfContext,
-    bindings::{BPF_F_USER_STACK, BPF_NOEXIST},
-    helpers::bpf_ktime_get_ns,
+    bindings::{BPF_F_USER_STACK, BPF_NOEXIST, pt_regs},
+    helpers::{
+        bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
+        generated::bpf_probe_read_user,
+    },
     macros::{btf_tracepoint, map, perf_event},
-    maps::{HashMap, StackTrace},
+    maps::{HashMap, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
-    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, StackKey, USER_STACK_MISS_LIMIT,
-    USER_STACK_RETRY_EVERY, lost,
+    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, StackKey, USER_STACK_BYTES,
+    USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
 use crate::target::{THREADS, count_lost, current_comm, group_of, task_exec_runtime};
@@ -38,6 +46,10 @@ fn stack_id(result: Result<i64, i32>) -> i32 {
 /// stack id -> frames (instruction pointers, leaf first), kernel and user stacks alike.
 #[map]
 static STACK_TRACES: StackTrace = StackTrace::with_max_entries(MAX_STACK_TRACES, 0);
+
+/// On-CPU samples of watched threads with their registers and stack copies (UserStackSample).
+#[map]
+static USER_STACK_SAMPLES: RingBuf = RingBuf::with_byte_size(USER_STACK_RING_BYTES, 0);
 
 /// Samples per stack key.
 #[map]
@@ -131,7 +143,8 @@ fn user_stack(ctx: &BtfTracePointContext, tid: u32, tgid: u32) -> Result<i64, i3
     user
 }
 
-/// The software cpu-clock event fired on this CPU: count the running thread's stacks if watched.
+/// The software cpu-clock event fired on this CPU: a watched thread's sample goes to user space
+/// with its registers and stack copy, or, when the ring is full, is counted here by its stacks.
 #[perf_event]
 pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     let tgid = ctx.tgid();
@@ -140,9 +153,69 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     }
     if let Some(group) = group_of(tgid) {
         let key = current_stack_key(&ctx, tgid, group);
-        add(&ONCPU_STACKS, &key, 1);
+        if !send_user_stack(&key, ctx.pid()) {
+            count_lost(lost::USER_STACK_RING_FULL);
+            add(&ONCPU_STACKS, &key, 1);
+        }
     }
     0
+}
+
+const PAGE: u64 = 4096;
+
+/// Sends the sample with the current thread's user registers and the top of its user stack.
+/// The registers are the ones the kernel saved when the thread entered it (the interrupt that
+/// sampled it, or the syscall it is in), so they are its user registers either way. The stack
+/// is copied page by page from sp up: a read fails only on an unmapped page, so the copy stops
+/// at the stack's end, not a page before it, where the outermost frames (main, start_thread) are.
+#[inline(always)]
+fn send_user_stack(key: &StackKey, tid: u32) -> bool {
+    let Some(mut entry) = USER_STACK_SAMPLES.reserve::<UserStackSample>(0) else {
+        return false;
+    };
+    let sample = entry.as_mut_ptr();
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    let reg = |p: *const u64| unsafe { bpf_probe_read_kernel(p) }.unwrap_or(0);
+    let (ip, sp, bp) = if regs.is_null() {
+        (0, 0, 0)
+    } else {
+        unsafe {
+            (
+                reg(&raw const (*regs).rip),
+                reg(&raw const (*regs).rsp),
+                reg(&raw const (*regs).rbp),
+            )
+        }
+    };
+    unsafe {
+        (*sample).key = *key;
+        (*sample).tid = tid;
+        (*sample).ip = ip;
+        (*sample).sp = sp;
+        (*sample).bp = bp;
+    }
+    let stack = unsafe { (*sample).stack.as_mut_ptr() };
+    // The rest of sp's page, then whole pages while they read and fit.
+    let first = PAGE - (sp & (PAGE - 1));
+    let mut len: u64 = 0;
+    if sp != 0 && unsafe { bpf_probe_read_user(stack.cast(), first as u32, sp as *const _) } == 0 {
+        len = first;
+        for _ in 0..(USER_STACK_BYTES as u64 / PAGE) {
+            // len <= USER_STACK_BYTES - PAGE + first - ..., kept provably in bounds:
+            if len > USER_STACK_BYTES as u64 - PAGE {
+                break;
+            }
+            let dst = unsafe { stack.add(len as usize) };
+            if unsafe { bpf_probe_read_user(dst.cast(), PAGE as u32, (sp + len) as *const _) } != 0
+            {
+                break;
+            }
+            len += PAGE;
+        }
+    }
+    unsafe { (*sample).stack_len = len as u32 };
+    entry.submit(0);
+    true
 }
 
 /// sched_switch(bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state):

@@ -6,7 +6,7 @@ use aya::{
 };
 use srvprof_common::{ExitEvent, maps};
 
-use super::map_error;
+use super::take_ring;
 use crate::error::SrvprofError;
 
 pub struct ExitReader {
@@ -15,11 +15,9 @@ pub struct ExitReader {
 
 impl ExitReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<Self, SrvprofError> {
-        let map = ebpf
-            .take_map(maps::EXITS)
-            .ok_or_else(|| map_error(maps::EXITS, "not in the BPF object"))?;
-        let ring = RingBuf::try_from(map).map_err(|e| map_error(maps::EXITS, e))?;
-        Ok(Self { ring })
+        Ok(Self {
+            ring: take_ring(ebpf, maps::EXITS)?,
+        })
     }
 
     pub fn drain(&mut self) -> Vec<ExitEvent> {

@@ -9,11 +9,12 @@ pub mod stacks;
 pub mod syscalls;
 pub mod target;
 pub mod tcp;
+pub mod unwind;
 pub mod window;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
 use srvprof_common::{globals, lost, maps};
@@ -78,6 +79,8 @@ pub struct Probes {
     ebpf: Ebpf,
     exits: exits::ExitReader,
     stack_sample_hz: Option<u64>,
+    /// On-CPU samples unwound from CFI in user space, when stacks are recorded.
+    user_stacks: Option<unwind::UserStacks>,
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
     window: Option<Window>,
@@ -188,10 +191,18 @@ impl Probes {
             result?;
         }
         let exits = exits::ExitReader::new(&mut ebpf)?;
+        let user_stacks = match targets.stack_sample_hz {
+            Some(_) => Some(unwind::UserStacks::start(take_ring(
+                &mut ebpf,
+                maps::USER_STACK_SAMPLES,
+            )?)),
+            None => None,
+        };
         Ok(Self {
             ebpf,
             exits,
             stack_sample_hz: targets.stack_sample_hz,
+            user_stacks,
             syscalls_off: targets.skip_syscalls,
             window,
             tcp_names,
@@ -265,9 +276,15 @@ impl Probes {
     }
 
     /// The on- and off-CPU stack counts so far; None when stacks were not attached.
-    pub fn read_stacks(&self) -> Result<Option<stacks::RawStacks>, SrvprofError> {
+    /// Call once, at the end: the unwinding thread is stopped by it.
+    pub fn read_stacks(&mut self) -> Result<Option<stacks::RawStacks>, SrvprofError> {
+        let unwound = self
+            .user_stacks
+            .as_mut()
+            .map(unwind::UserStacks::finish)
+            .unwrap_or_default();
         self.stack_sample_hz
-            .map(|hz| stacks::read(&self.ebpf, hz))
+            .map(|hz| stacks::read(&self.ebpf, hz, unwound))
             .transpose()
     }
 
@@ -343,6 +360,14 @@ pub(crate) fn classify_load_error(e: aya::EbpfError) -> SrvprofError {
 }
 
 /// `e`: aya's MapError, or our own reason ("not in the BPF object").
+/// Takes a ring buffer out of the object, for a reader that owns it.
+pub(crate) fn take_ring(ebpf: &mut Ebpf, name: &str) -> Result<RingBuf<MapData>, SrvprofError> {
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| map_error(name, "not in the BPF object"))?;
+    RingBuf::try_from(map).map_err(|e| map_error(name, e))
+}
+
 pub(crate) fn map_error(map: &str, e: impl Into<Cause>) -> SrvprofError {
     SrvprofError::Map {
         map: map.into(),

@@ -13,6 +13,7 @@ use aya::{
 };
 use srvprof_common::{StackKey, maps};
 
+use super::unwind::UnwoundCounts;
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
 
@@ -78,24 +79,57 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     Ok(())
 }
 
-pub fn read(ebpf: &Ebpf, sample_hz: u64) -> Result<RawStacks, SrvprofError> {
+/// Stack ids given to user stacks unwound in user space start here, above the kernel's.
+const UNWOUND_ID_BASE: i32 = 1 << 24;
+
+/// The kernel's counts and frames, with the samples unwound in user space: each of those keeps
+/// the user stack unwound from CFI unless the kernel's frame-pointer walk of it went deeper (a
+/// stack deeper than the copy, in a binary with frame pointers).
+pub fn read(
+    ebpf: &Ebpf,
+    sample_hz: u64,
+    unwound: UnwoundCounts,
+) -> Result<RawStacks, SrvprofError> {
     let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
         let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
         Ok(map.iter().filter_map(Result::ok).collect())
     };
-    let oncpu = counts(maps::ONCPU_STACKS)?;
+    let mut oncpu = counts(maps::ONCPU_STACKS)?;
     let offcpu = counts(maps::OFFCPU_STACKS)?;
     let traces: StackTraceMap<&MapData> = map_ref(ebpf, maps::STACK_TRACES)?;
     let mut frames = StdHashMap::new();
+    let kernel_frames = |id: i32| -> Result<Vec<u64>, SrvprofError> {
+        let trace = traces
+            .get(&(id as u32), 0)
+            .map_err(|e| map_error(maps::STACK_TRACES, e))?;
+        Ok(trace.frames().iter().map(|f| f.ip).collect())
+    };
+    let mut unwound_ids: StdHashMap<Vec<u64>, i32> = StdHashMap::new();
+    let mut merged: StdHashMap<StackKey, u64> = StdHashMap::new();
+    for ((mut key, cfi), n) in unwound {
+        let walked = if key.user_stack_id >= 0 {
+            kernel_frames(key.user_stack_id).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if cfi.len() >= walked.len() && !cfi.is_empty() {
+            let next = UNWOUND_ID_BASE + unwound_ids.len() as i32;
+            let id = *unwound_ids.entry(cfi.clone()).or_insert(next);
+            frames.entry(id).or_insert(cfi);
+            key.user_stack_id = id;
+        }
+        *merged.entry(key).or_default() += n;
+    }
+    for (key, n) in oncpu.drain(..) {
+        *merged.entry(key).or_default() += n;
+    }
+    oncpu = merged.into_iter().collect();
     for (key, _) in oncpu.iter().chain(offcpu.iter()) {
         for id in [key.user_stack_id, key.kernel_stack_id] {
             if id < 0 || frames.contains_key(&id) {
                 continue;
             }
-            let trace = traces
-                .get(&(id as u32), 0)
-                .map_err(|e| map_error(maps::STACK_TRACES, e))?;
-            frames.insert(id, trace.frames().iter().map(|f| f.ip).collect());
+            frames.insert(id, kernel_frames(id)?);
         }
     }
     Ok(RawStacks {

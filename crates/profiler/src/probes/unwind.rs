@@ -1,0 +1,315 @@
+//! On-CPU samples unwound in user space from each binary's CFI (.eh_frame, .debug_frame) with
+//! framehop, the unwinder samply uses; frame pointers where a function has no CFI.
+//!
+//! The BPF side sends each sample of a watched thread with its user registers and a copy of the
+//! top of its user stack (UserStackSample). A thread of its own drains that ring every 50 ms,
+//! while the sampled processes still run, so their mappings are the ones the samples were taken
+//! in; the modules of a process are read once from /proc/PID/maps and read again when a sample
+//! lands outside all of them (a library loaded since).
+
+use std::collections::HashMap;
+use std::fs;
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicBool, Ordering},
+};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use aya::maps::{MapData, RingBuf};
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use object::{Object, ObjectSection, ObjectSegment};
+use srvprof_common::{MAX_STACK_DEPTH, StackKey, USER_STACK_BYTES, UserStackSample};
+
+/// How often the ring is drained.
+const DRAIN_EVERY: Duration = Duration::from_millis(50);
+/// A process's modules are read again at most this often when samples land outside them.
+const RELOAD_AFTER: Duration = Duration::from_secs(1);
+
+/// Samples unwound so far: per (stack key, user frames unwound from CFI, leaf first), the count.
+/// The key still holds the kernel's frame-pointer user stack id, for the reader to compare.
+pub type UnwoundCounts = HashMap<(StackKey, Vec<u64>), u64>;
+
+/// The thread that drains and unwinds the samples.
+pub struct UserStacks {
+    stop: Arc<AtomicBool>,
+    counts: Arc<Mutex<UnwoundCounts>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl UserStacks {
+    pub fn start(mut ring: RingBuf<MapData>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts = Arc::new(Mutex::new(UnwoundCounts::new()));
+        let thread = {
+            let (stop, counts) = (stop.clone(), counts.clone());
+            std::thread::Builder::new()
+                .name("srvprof-unwind".into())
+                .spawn(move || {
+                    let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
+                    loop {
+                        let last = stop.load(Ordering::Acquire);
+                        let mut batch = Vec::new();
+                        while let Some(item) = ring.next() {
+                            batch.extend(Sample::parse(&item));
+                        }
+                        if !batch.is_empty() {
+                            let unwound: Vec<_> = batch
+                                .iter()
+                                .map(|s| {
+                                    let p = processes
+                                        .entry(s.key.tgid)
+                                        .or_insert_with(|| ProcessUnwinder::load(s.key.tgid));
+                                    (s.key, p.unwind(s))
+                                })
+                                .collect();
+                            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+                            for k in unwound {
+                                *counts.entry(k).or_default() += 1;
+                            }
+                        }
+                        if last {
+                            break;
+                        }
+                        std::thread::sleep(DRAIN_EVERY);
+                    }
+                })
+                .ok()
+        };
+        Self {
+            stop,
+            counts,
+            thread,
+        }
+    }
+
+    /// Drains what is left and returns every sample unwound.
+    pub fn finish(&mut self) -> UnwoundCounts {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl Drop for UserStacks {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One record of the ring: the sample's fields and the part of the stack copy that was filled.
+struct Sample {
+    key: StackKey,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    stack: Vec<u8>,
+}
+
+impl Sample {
+    fn parse(record: &[u8]) -> Option<Sample> {
+        let header = std::mem::offset_of!(UserStackSample, stack);
+        if record.len() < size_of::<UserStackSample>() {
+            return None;
+        }
+        let field = |offset: usize| -> u64 {
+            u64::from_ne_bytes(record[offset..offset + 8].try_into().expect("8 bytes"))
+        };
+        // SAFETY: StackKey is plain integers and bytes, and the record holds one at offset 0.
+        let key = unsafe { std::ptr::read_unaligned(record.as_ptr().cast::<StackKey>()) };
+        let len_at = std::mem::offset_of!(UserStackSample, stack_len);
+        let len = u32::from_ne_bytes(record[len_at..len_at + 4].try_into().expect("4 bytes"));
+        let len = (len as usize).min(USER_STACK_BYTES);
+        Some(Sample {
+            key,
+            ip: field(std::mem::offset_of!(UserStackSample, ip)),
+            sp: field(std::mem::offset_of!(UserStackSample, sp)),
+            bp: field(std::mem::offset_of!(UserStackSample, bp)),
+            stack: record[header..header + len].to_vec(),
+        })
+    }
+}
+
+/// One process's modules, as framehop needs them.
+struct ProcessUnwinder {
+    pid: u32,
+    unwinder: UnwinderX86_64<Vec<u8>>,
+    cache: CacheX86_64,
+    /// Executable ranges the modules cover.
+    ranges: Vec<(u64, u64)>,
+    loaded_at: Instant,
+}
+
+impl ProcessUnwinder {
+    fn load(pid: u32) -> Self {
+        let mut unwinder = UnwinderX86_64::new();
+        let mut ranges = Vec::new();
+        for m in executable_mappings(pid) {
+            if let Some(module) = module(pid, &m) {
+                ranges.push((m.start, m.end));
+                unwinder.add_module(module);
+            }
+        }
+        Self {
+            pid,
+            unwinder,
+            cache: CacheX86_64::new(),
+            ranges,
+            loaded_at: Instant::now(),
+        }
+    }
+
+    /// The sample's user frames, leaf first: return addresses as the kernel's walk gives them.
+    fn unwind(&mut self, s: &Sample) -> Vec<u64> {
+        if s.ip == 0 {
+            return Vec::new();
+        }
+        if !self.covers(s.ip) && self.loaded_at.elapsed() >= RELOAD_AFTER {
+            *self = Self::load(self.pid);
+        }
+        let stack = &s.stack;
+        let sp = s.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = addr.checked_sub(sp).ok_or(())? as usize;
+            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
+        };
+        let mut frames = Vec::new();
+        let mut iter = self.unwinder.iter_frames(
+            s.ip,
+            UnwindRegsX86_64::new(s.ip, s.sp, s.bp),
+            &mut self.cache,
+            &mut read_stack,
+        );
+        while let Ok(Some(frame)) = iter.next() {
+            let addr = frame.address();
+            if addr == 0 {
+                break;
+            }
+            frames.push(addr);
+            if frames.len() >= MAX_STACK_DEPTH {
+                break;
+            }
+        }
+        frames
+    }
+
+    fn covers(&self, ip: u64) -> bool {
+        self.ranges.iter().any(|&(s, e)| s <= ip && ip < e)
+    }
+}
+
+/// An executable file-backed mapping of /proc/PID/maps.
+#[derive(Debug, PartialEq)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    offset: u64,
+    path: String,
+}
+
+fn executable_mappings(pid: u32) -> Vec<Mapping> {
+    fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(parse_mapping)
+        .collect()
+}
+
+fn parse_mapping(line: &str) -> Option<Mapping> {
+    let mut parts = line.split_whitespace();
+    let (start, end) = parts.next()?.split_once('-')?;
+    let perms = parts.next()?;
+    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let path = parts.nth(2)?;
+    if !perms.contains('x') || !path.starts_with('/') {
+        return None;
+    }
+    Some(Mapping {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        offset,
+        path: path.to_string(),
+    })
+}
+
+/// The module of one executable mapping: its file read through /proc/PID/map_files (the very
+/// file mapped, even in another mount namespace or deleted since), else /proc/PID/root.
+fn module(pid: u32, m: &Mapping) -> Option<Module<Vec<u8>>> {
+    let data = fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+        .or_else(|_| fs::read(format!("/proc/{pid}/root{}", m.path)))
+        .ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    // The load bias: where the segment this mapping maps was placed. It is the segment whose
+    // file offset rounds down to the mapping's (lld's read-only segment may extend into the
+    // page the code segment starts in, so containing the offset is not enough).
+    let segment = file
+        .segments()
+        .find(|seg| seg.file_range().0 & !0xfff == m.offset)
+        .or_else(|| {
+            file.segments().find(|seg| {
+                let (off, size) = seg.file_range();
+                off & !0xfff <= m.offset && m.offset < off + size
+            })
+        })?;
+    let (seg_offset, _) = segment.file_range();
+    let bias = m
+        .start
+        .wrapping_sub(m.offset)
+        .wrapping_sub(segment.address().wrapping_sub(seg_offset));
+    let section = |name: &str| {
+        file.section_by_name(name)
+            .and_then(|s| Some((s.address()..s.address() + s.size(), s.data().ok()?.to_vec())))
+    };
+    let text = section(".text");
+    let eh_frame = section(".eh_frame");
+    let eh_frame_hdr = section(".eh_frame_hdr");
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: text.as_ref().map(|t| t.0.clone()),
+        text: text.map(|t| t.1),
+        got_svma: file
+            .section_by_name(".got")
+            .map(|s| s.address()..s.address() + s.size()),
+        eh_frame_svma: eh_frame.as_ref().map(|t| t.0.clone()),
+        eh_frame: eh_frame.map(|t| t.1),
+        eh_frame_hdr_svma: eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+        eh_frame_hdr: eh_frame_hdr.map(|t| t.1),
+        debug_frame: section(".debug_frame").map(|t| t.1),
+        ..Default::default()
+    };
+    Some(Module::new(m.path.clone(), m.start..m.end, bias, info))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_executable_file_mappings_are_modules() {
+        assert_eq!(
+            parse_mapping("55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx"),
+            Some(Mapping {
+                start: 0x55d0c0a00000,
+                end: 0x55d0c0a10000,
+                offset: 0x2000,
+                path: "/usr/sbin/nginx".into()
+            })
+        );
+        assert_eq!(
+            parse_mapping("55d0c0a00000-55d0c0a10000 r--p 00000000 08:01 1234 /usr/sbin/nginx"),
+            None
+        );
+        assert_eq!(
+            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]"),
+            None
+        );
+        assert_eq!(parse_mapping("7f0000-7f1000 r-xp 00000000 00:00 0"), None);
+    }
+}
