@@ -33,10 +33,11 @@ pub enum FindingKind {
     ErrorBurst,
     P99Tracks,
     LostEvents,
+    ShallowStacks,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 15] = [
+    pub const ALL: [FindingKind; 16] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -52,6 +53,7 @@ impl FindingKind {
         FindingKind::ErrorBurst,
         FindingKind::P99Tracks,
         FindingKind::LostEvents,
+        FindingKind::ShallowStacks,
     ];
 
     /// The name run.json and the report show.
@@ -72,6 +74,7 @@ impl FindingKind {
             FindingKind::ErrorBurst => "error_burst",
             FindingKind::P99Tracks => "p99_tracks",
             FindingKind::LostEvents => "lost_events",
+            FindingKind::ShallowStacks => "shallow_stacks",
         }
     }
 }

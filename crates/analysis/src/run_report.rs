@@ -91,6 +91,9 @@ pub struct RunReport {
     /// Off-CPU and run-queue histograms of the measured window, per group (for the report's plots).
     #[serde(default)]
     pub histograms: Vec<GroupHistograms>,
+    /// How well the stacks were unwound, per group and kind; empty without stacks.
+    #[serde(default)]
+    pub stacks: Vec<crate::unwind_quality::UnwindQuality>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -224,6 +227,7 @@ pub fn build(
                 }
             })
             .collect(),
+        stacks: Vec::new(),
     }
 }
 

@@ -331,8 +331,8 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added (issue 16): each sampled syscall's and interrupt row's time's 95 % uncertainty",
     ),
     (
-        ".user_stack_ring_full",
-        "added (issue 17): on-CPU samples counted by frame pointers only, the unwinding ring full",
+        ".stacks",
+        "added (issue 17): how well the stacks were unwound, per group and kind",
     ),
     (
         ".syscalls_missed",

@@ -291,7 +291,8 @@ pub mod lost {
     /// A new (side, direction, state, reason) key found TCP_RESETS full: that reset is in the
     /// side's total (TCP_COUNTERS) but not in the breakdown.
     pub const TCP_RESETS_MAP_FULL: u32 = 7;
-    /// An on-CPU sample found the user-stack ring full: that sample is not counted.
+    /// An on-CPU sample found the user-stack ring full: it is counted in the kernel with the
+    /// frame-pointer walk of its user stack instead (not a loss: the unwind quality shows it).
     pub const USER_STACK_RING_FULL: u32 = 8;
     pub const COUNT: u32 = 9;
 }

@@ -307,7 +307,6 @@ pub fn kernel_report(
         (lost::OFFCPU_START_FULL, "offcpu_start_full"),
         (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
         (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
-        (lost::USER_STACK_RING_FULL, "user_stack_ring_full"),
     ] {
         r.lost_events.insert(
             name.into(),

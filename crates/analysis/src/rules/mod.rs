@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod failures;
 pub mod interrupts;
 pub mod p99;
+pub mod stacks;
 pub mod tcp;
 
 use crate::finding::Finding;
@@ -27,6 +28,7 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     out.extend(failures::error_bursts(r));
     out.extend(p99::p99_tracks(r));
     out.extend(failures::lost_events(r));
+    out.extend(stacks::shallow_stacks(r));
     // Stable: within a severity, the order above.
     out.sort_by_key(|f| f.severity);
     out
@@ -51,6 +53,7 @@ mod tests {
             failures::tests::tables(),
             interrupts::tests::tables(),
             p99::tests::tables(),
+            stacks::tests::tables(),
             tcp::tests::tables(),
         ];
         let made: BTreeSet<FindingKind> = tables.iter().flatten().flat_map(|t| t.check()).collect();

@@ -120,7 +120,9 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         url,
         cmd: args.cmd.clone(),
     };
-    let report = with_findings(build(target, load, &samples, &exits, notes));
+    let mut report = build(target, load, &samples, &exits, notes);
+    report.stacks = stacks.as_ref().map(|s| s.quality.clone()).unwrap_or_default();
+    let report = with_findings(report);
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
         write_run(dir, &report, stacks.as_ref(), args.force)?;

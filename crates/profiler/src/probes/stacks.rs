@@ -80,7 +80,7 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
 }
 
 /// Stack ids given to user stacks unwound in user space start here, above the kernel's.
-const UNWOUND_ID_BASE: i32 = 1 << 24;
+pub const UNWOUND_ID_BASE: i32 = 1 << 24;
 
 /// The kernel's counts and frames, with the samples unwound in user space: each of those keeps
 /// the user stack unwound from CFI unless the kernel's frame-pointer walk of it went deeper (a

@@ -228,7 +228,7 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     let perms = parts.next()?;
     let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
     let path = parts.nth(2)?;
-    if !perms.contains('x') || !path.starts_with('/') {
+    if !perms.contains('x') || !(path.starts_with('/') || path == VDSO) {
         return None;
     }
     Some(Mapping {
@@ -239,12 +239,20 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     })
 }
 
+/// The kernel's vDSO (gettimeofday, clock_gettime): an ELF image in the process's memory.
+const VDSO: &str = "[vdso]";
+
 /// The module of one executable mapping: its file read through /proc/PID/map_files (the very
-/// file mapped, even in another mount namespace or deleted since), else /proc/PID/root.
+/// file mapped, even in another mount namespace or deleted since), else /proc/PID/root; the
+/// vDSO from the process's memory.
 fn module(pid: u32, m: &Mapping) -> Option<Module<Vec<u8>>> {
-    let data = fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-        .or_else(|_| fs::read(format!("/proc/{pid}/root{}", m.path)))
-        .ok()?;
+    let data = if m.path == VDSO {
+        read_memory(pid, m.start, m.end)?
+    } else {
+        fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+            .or_else(|_| fs::read(format!("/proc/{pid}/root{}", m.path)))
+            .ok()?
+    };
     let file = object::File::parse(&*data).ok()?;
     // The load bias: where the segment this mapping maps was placed. It is the segment whose
     // file offset rounds down to the mapping's (lld's read-only segment may extend into the
@@ -287,6 +295,14 @@ fn module(pid: u32, m: &Mapping) -> Option<Module<Vec<u8>>> {
     Some(Module::new(m.path.clone(), m.start..m.end, bias, info))
 }
 
+fn read_memory(pid: u32, start: u64, end: u64) -> Option<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let mem = fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; end.checked_sub(start)? as usize];
+    mem.read_exact_at(&mut buf, start).ok()?;
+    Some(buf)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,7 +323,11 @@ mod tests {
             None
         );
         assert_eq!(
-            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]"),
+            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]").map(|m| m.path),
+            Some(VDSO.to_string())
+        );
+        assert_eq!(
+            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vsyscall]"),
             None
         );
         assert_eq!(parse_mapping("7f0000-7f1000 r-xp 00000000 00:00 0"), None);

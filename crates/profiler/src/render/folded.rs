@@ -45,10 +45,13 @@ pub struct FoldedLine {
     pub value: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FoldedStacks {
     pub oncpu: Vec<FoldedLine>,
     pub offcpu: Vec<FoldedLine>,
+    /// How well they were unwound, per group and kind (run.json's `stacks`); empty when read
+    /// back from files.
+    pub quality: Vec<srvprof_analysis::unwind_quality::UnwindQuality>,
 }
 
 impl FoldedStacks {

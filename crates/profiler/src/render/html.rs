@@ -75,6 +75,18 @@ Stacks cover the whole run, warmup included; frames that did not resolve read mo
             run.server.stack_ids_collided
         );
     }
+    let unwound: Vec<_> = run.stacks.iter().filter(|q| q.with_user > 0).collect();
+    if !unwound.is_empty() {
+        o.push_str("<p class=\"note\">How far the stacks reach:</p><ul class=\"note\">");
+        for q in unwound {
+            let _ = write!(
+                o,
+                "<li>{}</li>",
+                esc(&crate::render::run_text::unwind_line(q))
+            );
+        }
+        o.push_str("</ul>");
+    }
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
             let label = match kind {

@@ -100,6 +100,9 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
         c.tcp.resets_received,
         r.host_tcp.resets_sent
     );
+    for q in r.stacks.iter().filter(|q| q.with_user > 0) {
+        let _ = writeln!(out, "stacks: {}", unwind_line(q));
+    }
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(
         out,
@@ -189,6 +192,26 @@ pub fn timeline_csv(r: &RunReport) -> String {
         csv.push('\n');
     }
     csv
+}
+
+/// One group's unwind quality for one kind of stack, in a line.
+pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> String {
+    let unit = if q.kind == "oncpu" { "samples" } else { "us" };
+    let methods: Vec<String> = q
+        .methods
+        .iter()
+        .map(|(m, w)| format!("{m} {:.0}%", *w as f64 * 100.0 / q.with_user.max(1) as f64))
+        .collect();
+    format!(
+        "{} {}: {:.0}% of {} {unit} with a user part reach the thread's start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {})",
+        q.group,
+        if q.kind == "oncpu" { "on-CPU" } else { "off-CPU" },
+        q.reach_start * 100.0,
+        q.with_user,
+        q.with_unnamed * 100.0,
+        q.mean_user_depth,
+        methods.join(", ")
+    )
 }
 
 /// What tracks p99 per interval: only correlations that are not chance (the permutation test of

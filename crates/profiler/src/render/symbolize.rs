@@ -9,9 +9,11 @@ use blazesym::symbolize::{
 };
 use blazesym::{MaybeDefault, Pid};
 
-use super::folded::{FoldedLine, FoldedStacks};
+use srvprof_analysis::unwind_quality::UnwindTally;
+
+use super::folded::{FoldedLine, FoldedStacks, GROUPS};
 use crate::probes::sched::comm_string;
-use crate::probes::stacks::RawStacks;
+use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
 use srvprof_common::StackKey;
 
 /// Names every frame of every counted stack. Call it while the targets still run: a process
@@ -54,15 +56,18 @@ pub fn fold(raw: &RawStacks) -> FoldedStacks {
         user_names.insert(tgid, named);
     }
 
-    let line = |key: &StackKey, value: u64| -> FoldedLine {
+    // Each line with its user frames apart (outermost first) and how they were unwound.
+    let line = |key: &StackKey, value: u64| -> (FoldedLine, Vec<String>, &'static str) {
         let mut frames = vec![clean(&comm_string(&key.comm))];
+        let mut user = Vec::new();
         if let (Some(f), Some(named), true) = (
             raw.frames.get(&key.user_stack_id),
             user_names.get(&key.tgid),
             key.user_stack_id >= 0,
         ) {
-            frames.extend(f.iter().rev().map(|a| named[a].clone()));
+            user.extend(f.iter().rev().map(|a| named[a].clone()));
         }
+        frames.extend(user.iter().cloned());
         if let Some(f) = raw
             .frames
             .get(&key.kernel_stack_id)
@@ -74,20 +79,42 @@ pub fn fold(raw: &RawStacks) -> FoldedStacks {
         if frames.len() == 1 {
             frames.push("[no stack]".into());
         }
-        FoldedLine {
+        let method = if key.user_stack_id >= UNWOUND_ID_BASE {
+            "cfi"
+        } else if key.user_stack_id >= 0 {
+            "frame_pointers"
+        } else {
+            "none"
+        };
+        let line = FoldedLine {
             group: key.group,
             frames,
             value,
+        };
+        (line, user, method)
+    };
+    let mut quality = Vec::new();
+    let mut tally = |kind: &str, lines: &[(FoldedLine, Vec<String>, &str)]| {
+        for (group, name) in GROUPS {
+            let mut t = UnwindTally::default();
+            for (l, user, method) in lines.iter().filter(|(l, _, _)| l.group == group) {
+                t.add(user, method, l.value);
+            }
+            quality.push(t.finish(name, kind));
         }
     };
+    let oncpu: Vec<_> = raw.oncpu.iter().map(|(k, v)| line(k, *v)).collect();
+    // Off-CPU time in microseconds: whole-run totals stay readable.
+    let offcpu: Vec<_> = raw.offcpu.iter().map(|(k, v)| line(k, v / 1000)).collect();
+    tally("oncpu", &oncpu);
+    tally("offcpu", &offcpu);
     FoldedStacks {
-        oncpu: raw.oncpu.iter().map(|(k, v)| line(k, *v)).collect(),
-        // Off-CPU time in microseconds: whole-run totals stay readable.
-        offcpu: raw
-            .offcpu
-            .iter()
-            .map(|(k, v)| without_tracing_frames(line(k, v / 1000)))
+        oncpu: oncpu.into_iter().map(|(l, _, _)| l).collect(),
+        offcpu: offcpu
+            .into_iter()
+            .map(|(l, _, _)| without_tracing_frames(l))
             .collect(),
+        quality,
     }
 }
 

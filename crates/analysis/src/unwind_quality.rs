@@ -1,0 +1,187 @@
+//! How well a run's stacks were unwound, per group (server, client) and kind (on-CPU, off-CPU):
+//! the share of stacks with a user part whose outermost frame is where a thread starts, the share
+//! with a frame left unnamed, the mean user depth, and which method unwound them. A flamegraph
+//! whose stacks stop short puts the time under the wrong parents; these say how far to trust it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Where every thread's stack begins: the process entry, libc's thread start, Go's goroutine and
+/// thread starts. A stack whose outermost user frame is one of these was unwound whole.
+const THREAD_STARTS: &[&str] = &[
+    "_start",
+    "main",
+    "__libc_start_main",
+    "__libc_start_main_impl",
+    "__libc_start_call_main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__clone3",
+    "runtime.goexit",
+    "runtime.goexit.abi0",
+    "runtime.mstart",
+    "runtime.mstart.abi0",
+    "runtime.rt0_go",
+    "runtime.rt0_go.abi0",
+];
+
+/// True when `frame` is a thread's first frame (glibc's internal `__GI_` aliases included).
+pub fn is_thread_start(frame: &str) -> bool {
+    let bare = frame.strip_prefix("__GI_").unwrap_or(frame);
+    THREAD_STARTS.contains(&frame) || THREAD_STARTS.contains(&bare)
+}
+
+/// True when `frame` has no symbol: `module+0xoffset` or `[unknown]+0x...`.
+pub fn is_unnamed(frame: &str) -> bool {
+    frame.starts_with('[') || frame.contains("+0x")
+}
+
+/// The unwind quality of one group's stacks of one kind.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UnwindQuality {
+    /// "server" or "client".
+    pub group: String,
+    /// "oncpu" (weights are samples) or "offcpu" (weights are microseconds).
+    pub kind: String,
+    /// Weight of all stacks, and of those with a user part (the shares below are of these).
+    pub weight: u64,
+    pub with_user: u64,
+    /// Share whose outermost user frame is a thread's start (main, start_thread, clone3,
+    /// runtime.goexit...).
+    pub reach_start: f64,
+    /// Share with at least one user frame left unnamed (module+offset).
+    pub with_unnamed: f64,
+    pub mean_user_depth: f64,
+    /// Weight per method: "cfi" (unwound in user space from .eh_frame / .debug_frame, frame
+    /// pointers where a function has none) or "frame_pointers" (the kernel's walk).
+    pub methods: BTreeMap<String, u64>,
+    /// The outermost frame most of the stacks that stop short stop at, and why it may be.
+    pub stops_at: Option<String>,
+    pub why: Option<String>,
+}
+
+/// Adds up stacks one by one into an UnwindQuality.
+#[derive(Debug, Default)]
+pub struct UnwindTally {
+    weight: u64,
+    with_user: u64,
+    reach_start: u64,
+    with_unnamed: u64,
+    depth_weighted: u64,
+    methods: BTreeMap<String, u64>,
+    /// Outermost frame of the stacks that stop short -> (weight, method).
+    stops: BTreeMap<String, (u64, String)>,
+}
+
+impl UnwindTally {
+    /// One stack: its user frames, outermost first, the method that unwound them, its weight.
+    pub fn add(&mut self, user_frames: &[String], method: &str, weight: u64) {
+        self.weight += weight;
+        let Some(outermost) = user_frames.first() else {
+            return;
+        };
+        self.with_user += weight;
+        *self.methods.entry(method.to_string()).or_default() += weight;
+        self.depth_weighted += weight * user_frames.len() as u64;
+        if user_frames.iter().any(|f| is_unnamed(f)) {
+            self.with_unnamed += weight;
+        }
+        if is_thread_start(outermost) {
+            self.reach_start += weight;
+        } else {
+            let stop = self
+                .stops
+                .entry(outermost.clone())
+                .or_insert((0, method.to_string()));
+            stop.0 += weight;
+        }
+    }
+
+    pub fn finish(self, group: &str, kind: &str) -> UnwindQuality {
+        let n = self.with_user.max(1) as f64;
+        let stop = self
+            .stops
+            .into_iter()
+            .max_by_key(|(_, (w, _))| *w)
+            .map(|(frame, (_, method))| {
+                let why = if method == "frame_pointers" {
+                    "the kernel's frame-pointer walk stopped there (a binary built without frame pointers: the walk reads garbage), and unwinding from CFI did not go further"
+                } else if frame.starts_with("[anon]") || frame.starts_with("[unknown]") {
+                    "code in anonymous memory with no perf map (JIT code): nothing names it, and nothing says how to step out of it"
+                } else {
+                    "unwinding from CFI stopped there: the function has no CFI, or the stack is deeper than the 64 KiB copied"
+                };
+                (frame, why.to_string())
+            });
+        UnwindQuality {
+            group: group.into(),
+            kind: kind.into(),
+            weight: self.weight,
+            with_user: self.with_user,
+            reach_start: self.reach_start as f64 / n,
+            with_unnamed: self.with_unnamed as f64 / n,
+            mean_user_depth: self.depth_weighted as f64 / n,
+            methods: self.methods,
+            stops_at: stop.as_ref().map(|(f, _)| f.clone()),
+            why: stop.map(|(_, w)| w),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(names: &[&str]) -> Vec<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn thread_starts_are_known_by_name_and_glibc_alias() {
+        for f in ["_start", "main", "start_thread", "clone3", "__GI___clone3", "runtime.goexit.abi0"] {
+            assert!(is_thread_start(f), "{f}");
+        }
+        for f in ["ngx_worker_process_cycle", "nginx+0x51398", "mio::poll::Poll::poll", "mainloop"] {
+            assert!(!is_thread_start(f), "{f}");
+        }
+    }
+
+    #[test]
+    fn unnamed_frames_are_module_offsets_and_unknowns() {
+        assert!(is_unnamed("nginx+0x51398"));
+        assert!(is_unnamed("[unknown]+0x7c"));
+        assert!(is_unnamed("[anon]+0x12"));
+        assert!(!is_unnamed("ngx_http_core_run_phases"));
+        assert!(!is_unnamed("<std::sys::thread::unix::Thread>::new::thread_start"));
+    }
+
+    #[test]
+    fn shares_are_weighted_and_the_commonest_stop_is_named() {
+        let mut t = UnwindTally::default();
+        t.add(&frames(&["_start", "main", "ngx_x+0x10", "leaf"]), "cfi", 6);
+        t.add(&frames(&["[anon]+0x40", "leaf"]), "cfi", 3);
+        t.add(&frames(&["lib.so+0x9", "leaf"]), "cfi", 1);
+        t.add(&[], "none", 10);
+        let q = t.finish("server", "oncpu");
+        assert_eq!((q.weight, q.with_user), (20, 10));
+        assert!((q.reach_start - 0.6).abs() < 1e-12);
+        assert!((q.with_unnamed - 1.0).abs() < 1e-12);
+        assert!((q.mean_user_depth - (6.0 * 4.0 + 3.0 * 2.0 + 2.0) / 10.0).abs() < 1e-12);
+        assert_eq!(q.methods["cfi"], 10);
+        assert_eq!(q.stops_at.as_deref(), Some("[anon]+0x40"));
+        assert!(q.why.unwrap().contains("perf map"));
+        let mut t = UnwindTally::default();
+        t.add(&frames(&["[unknown]+0xd4b4f2030303220", "leaf"]), "frame_pointers", 3);
+        assert!(t.finish("server", "offcpu").why.unwrap().contains("frame-pointer walk"));
+    }
+
+    #[test]
+    fn no_user_stacks_make_zero_shares_not_nan() {
+        let q = UnwindTally::default().finish("client", "offcpu");
+        assert_eq!((q.weight, q.with_user, q.reach_start), (0, 0, 0.0));
+        assert_eq!(q.stops_at, None);
+    }
+}
