@@ -141,10 +141,22 @@ mod tests {
 
     #[test]
     fn thread_starts_are_known_by_name_and_glibc_alias() {
-        for f in ["_start", "main", "start_thread", "clone3", "__GI___clone3", "runtime.goexit.abi0"] {
+        for f in [
+            "_start",
+            "main",
+            "start_thread",
+            "clone3",
+            "__GI___clone3",
+            "runtime.goexit.abi0",
+        ] {
             assert!(is_thread_start(f), "{f}");
         }
-        for f in ["ngx_worker_process_cycle", "nginx+0x51398", "mio::poll::Poll::poll", "mainloop"] {
+        for f in [
+            "ngx_worker_process_cycle",
+            "nginx+0x51398",
+            "mio::poll::Poll::poll",
+            "mainloop",
+        ] {
             assert!(!is_thread_start(f), "{f}");
         }
     }
@@ -155,7 +167,9 @@ mod tests {
         assert!(is_unnamed("[unknown]+0x7c"));
         assert!(is_unnamed("[anon]+0x12"));
         assert!(!is_unnamed("ngx_http_core_run_phases"));
-        assert!(!is_unnamed("<std::sys::thread::unix::Thread>::new::thread_start"));
+        assert!(!is_unnamed(
+            "<std::sys::thread::unix::Thread>::new::thread_start"
+        ));
     }
 
     #[test]
@@ -174,8 +188,17 @@ mod tests {
         assert_eq!(q.stops_at.as_deref(), Some("[anon]+0x40"));
         assert!(q.why.unwrap().contains("perf map"));
         let mut t = UnwindTally::default();
-        t.add(&frames(&["[unknown]+0xd4b4f2030303220", "leaf"]), "frame_pointers", 3);
-        assert!(t.finish("server", "offcpu").why.unwrap().contains("frame-pointer walk"));
+        t.add(
+            &frames(&["[unknown]+0xd4b4f2030303220", "leaf"]),
+            "frame_pointers",
+            3,
+        );
+        assert!(
+            t.finish("server", "offcpu")
+                .why
+                .unwrap()
+                .contains("frame-pointer walk")
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub const MAX_STACK_DEPTH: usize = 127;
 /// Bytes of a sampled thread's user stack copied from its stack pointer up, for unwinding in
 /// user space from the binary's CFI (.eh_frame): frames whose part of the stack lies beyond it
 /// are cut off (the stack is then reported as not reaching the thread's start).
-pub const USER_STACK_BYTES: usize = 65536;
+pub const USER_STACK_BYTES: usize = 16384;
 /// The ring the on-CPU samples with their stack copies go through: room for 256 whole copies,
 /// 1.3 s of samples at 99 Hz on 2 CPUs, between two drains (srvprof drains it every 50 ms).
 pub const USER_STACK_RING_BYTES: u32 = 16 * 1024 * 1024;

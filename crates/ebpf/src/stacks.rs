@@ -9,7 +9,7 @@
 
 use aya_ebpf::{
     EbpfContext,
-    bindings::{BPF_F_USER_STACK, BPF_NOEXIST, pt_regs},
+    bindings::{BPF_F_USER_STACK, BPF_NOEXIST, BPF_RB_NO_WAKEUP, pt_regs},
     helpers::{
         bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
         generated::bpf_probe_read_user,
@@ -152,10 +152,12 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         return 0;
     }
     if let Some(group) = group_of(tgid) {
-        let key = current_stack_key(&ctx, tgid, group);
+        // The kernel's frame-pointer walk only for a sample the ring has no room for: a walk
+        // through a binary without frame pointers faults and costs microseconds.
+        let key = stack_key(&ctx, tgid, group, Err(0));
         if !send_user_stack(&key, ctx.pid()) {
             count_lost(lost::USER_STACK_RING_FULL);
-            add(&ONCPU_STACKS, &key, 1);
+            add(&ONCPU_STACKS, &current_stack_key(&ctx, tgid, group), 1);
         }
     }
     0
@@ -214,7 +216,9 @@ fn send_user_stack(key: &StackKey, tid: u32) -> bool {
         }
     }
     unsafe { (*sample).stack_len = len as u32 };
-    entry.submit(0);
+    // No wakeup: user space polls the ring every 50 ms, and a wakeup from here is an irq_work
+    // self-interrupt, microseconds on a VM.
+    entry.submit(BPF_RB_NO_WAKEUP as u64);
     true
 }
 

@@ -62,8 +62,13 @@ pub(super) mod tests {
     }
 
     fn shallow_stacks_table() -> Table {
-        let shallow =
-            |share: f64| finds(FindingKind::ShallowStacks, Severity::Warning, &[("reach_start", share)]);
+        let shallow = |share: f64| {
+            finds(
+                FindingKind::ShallowStacks,
+                Severity::Warning,
+                &[("reach_start", share)],
+            )
+        };
         #[rustfmt::skip]
         let cases = [
             ("no stacks recorded", quiet_run(), nothing()),

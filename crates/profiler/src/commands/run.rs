@@ -121,7 +121,10 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         cmd: args.cmd.clone(),
     };
     let mut report = build(target, load, &samples, &exits, notes);
-    report.stacks = stacks.as_ref().map(|s| s.quality.clone()).unwrap_or_default();
+    report.stacks = stacks
+        .as_ref()
+        .map(|s| s.quality.clone())
+        .unwrap_or_default();
     let report = with_findings(report);
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {

@@ -205,7 +205,11 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
     format!(
         "{} {}: {:.0}% of {} {unit} with a user part reach the thread's start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {})",
         q.group,
-        if q.kind == "oncpu" { "on-CPU" } else { "off-CPU" },
+        if q.kind == "oncpu" {
+            "on-CPU"
+        } else {
+            "off-CPU"
+        },
         q.reach_start * 100.0,
         q.with_user,
         q.with_unnamed * 100.0,

@@ -1,0 +1,256 @@
+//! Stacks that reach into a server's own code when it has no frame pointers: on-CPU samples
+//! unwound from the binary's CFI, checked against a call chain known by construction and against
+//! `perf record --call-graph dwarf` on the same nginx worker over the same seconds.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use srvprof_integration::*;
+
+fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("folded line");
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// run.json's unwind quality for one group and kind.
+fn quality<'a>(run: &'a serde_json::Value, group: &str, kind: &str) -> &'a serde_json::Value {
+    run["stacks"]
+        .as_array()
+        .and_then(|q| q.iter().find(|q| q["group"] == group && q["kind"] == kind))
+        .unwrap_or_else(|| panic!("no {group} {kind} unwind quality in {}", run["stacks"]))
+}
+
+fn contains_run(frames: &[String], chain: &[&str]) -> bool {
+    frames
+        .windows(chain.len())
+        .any(|w| w.iter().zip(chain).all(|(f, c)| f == c))
+}
+
+/// The chain program, compiled here without frame pointers; it exits by itself after `seconds`.
+fn start_chain(seconds: u32) -> std::process::Child {
+    let dir = fresh_run_dir("chain-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("chain");
+    let status = Command::new("cc")
+        .args([
+            "-O2",
+            "-fomit-frame-pointer",
+            "-fno-optimize-sibling-calls",
+            "-pthread",
+        ])
+        .arg(workspace_root().join("tests/fixtures/chain.c"))
+        .arg("-o")
+        .arg(&bin)
+        .status()
+        .expect("cc (installed by cargo xtask setup)");
+    assert!(status.success(), "cc failed");
+    // The premise: no frame-pointer setup in the spinning function (push %rbp; mov %rsp,%rbp).
+    let disasm = Command::new("objdump")
+        .args(["-d", "--no-show-raw-insn"])
+        .arg(&bin)
+        .output()
+        .expect("objdump");
+    let text = String::from_utf8_lossy(&disasm.stdout);
+    let body = text
+        .split("<chain_c>:")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("chain_c in the binary");
+    assert!(
+        !body.contains("push   %rbp"),
+        "chain_c sets up a frame pointer:\n{body}"
+    );
+    spawn_in_own_group(
+        Command::new(&bin)
+            .arg(seconds.to_string())
+            .stdout(Stdio::null()),
+    )
+}
+
+#[test]
+fn a_chain_built_without_frame_pointers_is_unwound_whole() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let mut chain = start_chain(40);
+    // Watch the chain program; the load goes to nginx only to drive the run.
+    let run = RunArgs::pid(chain.id())
+        .args(&["--url", &nginx.url(), "--cpus", "0"])
+        .load(2, "3s", "0s")
+        .run_ok("chain");
+    // SAFETY: killing the process group this test created.
+    unsafe { libc::kill(-(chain.id() as i32), libc::SIGKILL) };
+    let _ = chain.wait();
+
+    let q = quality(&run, "server", "oncpu");
+    let with_user = q["with_user"].as_u64().unwrap();
+    assert!(with_user >= 100, "too few samples of the spinner: {q}");
+    assert!(q["reach_start"].as_f64().unwrap() >= 0.95, "{q}");
+    assert!(
+        q["methods"]["cfi"].as_u64().unwrap() >= with_user * 9 / 10,
+        "{q}"
+    );
+    assert!(q["mean_user_depth"].as_f64().unwrap() >= 6.0, "{q}");
+
+    // The main thread spends its time in chain_c, called by chain_b, called by chain_a, called by
+    // main, by construction; only clock_gettime (the vDSO, a few ns per 200,000 additions) is
+    // elsewhere.
+    let dir = run_dir("chain");
+    let main_thread: Vec<_> = folded(&dir, "oncpu-server.folded")
+        .into_iter()
+        .filter(|(f, _)| f[0] == "chain")
+        .collect();
+    let all: u64 = main_thread.iter().map(|(_, n)| n).sum();
+    let chained: u64 = main_thread
+        .iter()
+        .filter(|(f, _)| contains_run(f, &["main", "chain_a", "chain_b", "chain_c"]))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!("{chained} of {all} samples of the main thread in main;chain_a;chain_b;chain_c; {q}");
+    assert!(all >= 100, "{all}");
+    assert!(
+        chained as f64 >= 0.95 * all as f64,
+        "{chained} of {all}: {main_thread:?}"
+    );
+}
+
+/// perf's samples with `frame` in their stack, and all of them (perf script's frame lines).
+fn perf_share(data: &Path, frame: &str) -> (u64, u64) {
+    perf_share_of(data, frame)
+}
+
+/// perf's samples with a frame starting with `prefix`, and all of them.
+fn perf_share_of(data: &Path, frame: &str) -> (u64, u64) {
+    let out = Command::new("perf")
+        .args(["script", "-F", "comm,ip,sym", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf script");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut samples, mut with) = (0, 0);
+    for sample in text.split("\n\n").filter(|s| !s.trim().is_empty()) {
+        samples += 1;
+        if sample.lines().skip(1).any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|s| s.starts_with(frame))
+        }) {
+            with += 1;
+        }
+    }
+    (with, samples)
+}
+
+#[test]
+fn nginx_without_frame_pointers_matches_perf_dwarf() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", nginx.pid())).unwrap();
+    let worker: u32 = children
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("an nginx worker");
+    let dir = fresh_run_dir("nginx-perf");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("perf.data");
+    let out = fresh_run_dir("nginx-stacks");
+    let mut srvprof = RunArgs::pid(nginx.pid())
+        .args(&["--cpus", "0"])
+        .load(20, "4s", "1s")
+        .out(&out)
+        .spawn();
+    // perf records the worker over the same seconds: from srvprof's "probes attached" to its
+    // "reading stacks" (perf's own start takes ~0.1 s of the 5).
+    let mut lines = std::io::BufReader::new(srvprof.stderr.take().unwrap());
+    let (mut perf, mut stderr) = (None, String::new());
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains("probes attached") {
+            perf = Some(
+                Command::new("perf")
+                    .args(["record", "-q", "-F", "99", "--call-graph", "dwarf", "-o"])
+                    .arg(&data)
+                    // Bounded: srvprof's window is 5 s; this stops it if srvprof never says so.
+                    .args(["-p", &worker.to_string(), "--", "sleep", "30"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("perf record (installed by cargo xtask setup)"),
+            );
+        }
+        if line.contains("reading stacks")
+            && let Some(p) = &perf
+        {
+            // SAFETY: signalling the perf process this test started.
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+        }
+        stderr.push_str(&line);
+    }
+    assert!(srvprof.wait().unwrap().success(), "{stderr}");
+    let mut perf = perf.expect("srvprof never said its probes were attached");
+    let _ = perf.wait();
+    let run = read_json(&out.join("run.json"));
+
+    // The worker is busy a fraction of the time (the load generator is the debug build): about
+    // 80 samples in 4 s here.
+    let q = quality(&run, "server", "oncpu");
+    assert!(q["with_user"].as_u64().unwrap() >= 40, "{q}");
+    assert!(q["reach_start"].as_f64().unwrap() >= 0.90, "{q}");
+    let lines = folded(&out, "oncpu-server.folded");
+    let total: u64 = lines.iter().map(|(_, n)| n).sum();
+    let under = |frame: &str| -> u64 {
+        lines
+            .iter()
+            .filter(|(f, _)| f.iter().any(|x| x == frame))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let reach_main = lines
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x == "main"))
+        .map(|(_, n)| n)
+        .sum::<u64>();
+    let http: u64 = lines
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.starts_with("ngx_http_")))
+        .map(|(_, n)| n)
+        .sum();
+    let srvprof_share = under("ngx_process_events_and_timers") as f64 / total.max(1) as f64;
+    let (with, samples) = perf_share(&data, "ngx_process_events_and_timers");
+    let perf_share = with as f64 / samples.max(1) as f64;
+    // A finer cut: the request handling's own frames (ngx_http_*), named in both.
+    let srvprof_http = http as f64 / total.max(1) as f64;
+    let (perf_http, _) = perf_share_of(&data, "ngx_http_");
+    let perf_http = perf_http as f64 / samples.max(1) as f64;
+    eprintln!(
+        "srvprof: {total} samples, {reach_main} reach main, {srvprof_http:.3} in ngx_http_*, {srvprof_share:.3} under ngx_process_events_and_timers; perf --call-graph dwarf: {samples} samples, {perf_http:.3} in ngx_http_*, {perf_share:.3} under ngx_process_events_and_timers; {q}"
+    );
+    // Measured over the same seconds: srvprof 0.64-0.73, perf 0.52-0.58 in 5 runs. The gap is
+    // not explained yet (both reach _start in every sample); the bound holds it from growing.
+    assert!(
+        (srvprof_http - perf_http).abs() <= 0.20,
+        "in ngx_http_*: srvprof {srvprof_http:.3}, perf {perf_http:.3}"
+    );
+    assert!(
+        reach_main as f64 >= 0.90 * total as f64,
+        "{reach_main} of {total}"
+    );
+    assert!(http > 0, "no ngx_http_* frame in {total} samples");
+    assert!(samples >= 40, "perf recorded {samples} samples");
+    assert!(
+        (srvprof_share - perf_share).abs() <= 0.10,
+        "under ngx_process_events_and_timers: srvprof {srvprof_share:.3}, perf {perf_share:.3}"
+    );
+}
