@@ -29,10 +29,11 @@ pub const MAX_STACK_TRACES: u32 = 8192;
 pub const MAX_STACK_KEYS: u32 = 16384;
 /// Frames kept per stack (the kernel's PERF_MAX_STACK_DEPTH).
 pub const MAX_STACK_DEPTH: usize = 127;
-/// Bytes of a sampled thread's user stack copied from its stack pointer up, for unwinding in
-/// user space from the binary's CFI (.eh_frame): frames whose part of the stack lies beyond it
-/// are cut off (the stack is then reported as not reaching the thread's start).
-pub const USER_STACK_BYTES: usize = 16384;
+/// At most this many bytes of a sampled thread's user stack are copied from its stack pointer
+/// up, for unwinding in user space from the binary's CFI (.eh_frame): frames whose part of the
+/// stack lies beyond are cut off (the stack is then reported as not reaching the thread's
+/// start). Fewer once the thread's stacks are known to need fewer (STACK_COPY_BYTES).
+pub const USER_STACK_BYTES: usize = 65536;
 /// The ring the on-CPU samples with their stack copies go through: room for 256 whole copies,
 /// 1.3 s of samples at 99 Hz on 2 CPUs, between two drains (srvprof drains it every 50 ms).
 pub const USER_STACK_RING_BYTES: u32 = 16 * 1024 * 1024;
@@ -86,6 +87,7 @@ pub mod maps {
     pub const OFFCPU_STACKS: &str = "OFFCPU_STACKS";
     pub const OFFCPU_START: &str = "OFFCPU_START";
     pub const USER_STACK_SAMPLES: &str = "USER_STACK_SAMPLES";
+    pub const STACK_COPY_BYTES: &str = "STACK_COPY_BYTES";
     pub const TRACE_WINDOW: &str = "TRACE_WINDOW";
 }
 

@@ -192,10 +192,15 @@ impl Probes {
         }
         let exits = exits::ExitReader::new(&mut ebpf)?;
         let user_stacks = match targets.stack_sample_hz {
-            Some(_) => Some(unwind::UserStacks::start(take_ring(
-                &mut ebpf,
-                maps::USER_STACK_SAMPLES,
-            )?)),
+            Some(_) => {
+                let ring = take_ring(&mut ebpf, maps::USER_STACK_SAMPLES)?;
+                let copy_bytes = ebpf
+                    .take_map(maps::STACK_COPY_BYTES)
+                    .ok_or_else(|| map_error(maps::STACK_COPY_BYTES, "not in the BPF object"))?;
+                let copy_bytes = HashMap::try_from(copy_bytes)
+                    .map_err(|e| map_error(maps::STACK_COPY_BYTES, e))?;
+                Some(unwind::UserStacks::start(ring, copy_bytes))
+            }
             None => None,
         };
         Ok(Self {

@@ -16,7 +16,7 @@ use std::sync::{
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use aya::maps::{MapData, RingBuf};
+use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
@@ -26,6 +26,8 @@ use srvprof_common::{MAX_STACK_DEPTH, StackKey, USER_STACK_BYTES, UserStackSampl
 const DRAIN_EVERY: Duration = Duration::from_millis(50);
 /// A process's modules are read again at most this often when samples land outside them.
 const RELOAD_AFTER: Duration = Duration::from_secs(1);
+/// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
+const COPY_MARGIN: u64 = 2048;
 
 /// Samples unwound so far: per (stack key, user frames unwound from CFI, leaf first), the count.
 /// The key still holds the kernel's frame-pointer user stack id, for the reader to compare.
@@ -39,7 +41,9 @@ pub struct UserStacks {
 }
 
 impl UserStacks {
-    pub fn start(mut ring: RingBuf<MapData>) -> Self {
+    /// `copy_bytes` is the BPF map of how much of each thread's stack to copy, which this thread
+    /// keeps to what the thread's stacks have needed (see CopyHints).
+    pub fn start(mut ring: RingBuf<MapData>, copy_bytes: BpfHashMap<MapData, u32, u32>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let counts = Arc::new(Mutex::new(UnwoundCounts::new()));
         let thread = {
@@ -48,6 +52,7 @@ impl UserStacks {
                 .name("srvprof-unwind".into())
                 .spawn(move || {
                     let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
+                    let mut hints = CopyHints::new(copy_bytes);
                     loop {
                         let last = stop.load(Ordering::Acquire);
                         let mut batch = Vec::new();
@@ -61,7 +66,9 @@ impl UserStacks {
                                     let p = processes
                                         .entry(s.key.tgid)
                                         .or_insert_with(|| ProcessUnwinder::load(s.key.tgid));
-                                    (s.key, p.unwind(s))
+                                    let unwound = p.unwind(s);
+                                    hints.learn(s.tid, &unwound);
+                                    (s.key, unwound.frames)
                                 })
                                 .collect();
                             let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -103,9 +110,65 @@ impl Drop for UserStacks {
     }
 }
 
+/// How much of each thread's stack the BPF side copies: the most its unwinding has read so far
+/// plus a margin, or all it may (USER_STACK_BYTES) until a sample is unwound, and again after one
+/// ran out of copied stack. nginx's worker needs under 8 KiB, a Rust or Java thread tens.
+struct CopyHints {
+    map: BpfHashMap<MapData, u32, u32>,
+    set: HashMap<u32, u32>,
+}
+
+impl CopyHints {
+    fn new(map: BpfHashMap<MapData, u32, u32>) -> Self {
+        Self {
+            map,
+            set: HashMap::new(),
+        }
+    }
+
+    fn learn(&mut self, tid: u32, u: &Unwound) {
+        let full = USER_STACK_BYTES as u32;
+        let limit = self.set.get(&tid).copied().unwrap_or(full) as u64;
+        // A copy shorter than its limit ended at the stack mapping's end: reading past it is the
+        // unwinder probing above the outermost frame, not a stack that needed more.
+        let ran_out = u.read_past_copy && u.copied >= limit && limit < full as u64;
+        let want = if ran_out {
+            full
+        } else {
+            let need = (u.deepest_read + COPY_MARGIN).div_ceil(4096) * 4096;
+            (need.min(full as u64) as u32).max(self.set.get(&tid).copied().unwrap_or(0))
+        };
+        if self.set.get(&tid) == Some(&want) || (want == full && !self.set.contains_key(&tid)) {
+            return;
+        }
+        let ok = if want == full {
+            self.map.remove(&tid).is_ok()
+        } else {
+            self.map.insert(tid, want, 0).is_ok()
+        };
+        if ok {
+            if want == full {
+                self.set.remove(&tid);
+            } else {
+                self.set.insert(tid, want);
+            }
+        }
+    }
+}
+
+/// One sample unwound: its frames, leaf first, how deep into the copy the unwinding read,
+/// whether it wanted stack beyond the copy, and how much was copied.
+struct Unwound {
+    frames: Vec<u64>,
+    deepest_read: u64,
+    read_past_copy: bool,
+    copied: u64,
+}
+
 /// One record of the ring: the sample's fields and the part of the stack copy that was filled.
 struct Sample {
     key: StackKey,
+    tid: u32,
     ip: u64,
     sp: u64,
     bp: u64,
@@ -126,8 +189,10 @@ impl Sample {
         let len_at = std::mem::offset_of!(UserStackSample, stack_len);
         let len = u32::from_ne_bytes(record[len_at..len_at + 4].try_into().expect("4 bytes"));
         let len = (len as usize).min(USER_STACK_BYTES);
+        let tid_at = std::mem::offset_of!(UserStackSample, tid);
         Some(Sample {
             key,
+            tid: u32::from_ne_bytes(record[tid_at..tid_at + 4].try_into().expect("4 bytes")),
             ip: field(std::mem::offset_of!(UserStackSample, ip)),
             sp: field(std::mem::offset_of!(UserStackSample, sp)),
             bp: field(std::mem::offset_of!(UserStackSample, bp)),
@@ -166,21 +231,32 @@ impl ProcessUnwinder {
     }
 
     /// The sample's user frames, leaf first: return addresses as the kernel's walk gives them.
-    fn unwind(&mut self, s: &Sample) -> Vec<u64> {
+    fn unwind(&mut self, s: &Sample) -> Unwound {
+        let mut u = Unwound {
+            frames: Vec::new(),
+            deepest_read: 0,
+            read_past_copy: false,
+            copied: 0,
+        };
         if s.ip == 0 {
-            return Vec::new();
+            return u;
         }
         if !self.covers(s.ip) && self.loaded_at.elapsed() >= RELOAD_AFTER {
             *self = Self::load(self.pid);
         }
         let stack = &s.stack;
         let sp = s.sp;
+        let (mut deepest, mut ran_out) = (0u64, false);
         let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(sp).ok_or(())? as usize;
-            let bytes = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            let off = addr.checked_sub(sp).ok_or(())?;
+            let Some(bytes) = stack.get(off as usize..off as usize + 8) else {
+                // Beyond the copy but within what may be copied.
+                ran_out |= off < USER_STACK_BYTES as u64;
+                return Err(());
+            };
+            deepest = deepest.max(off + 8);
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let mut frames = Vec::new();
         let mut iter = self.unwinder.iter_frames(
             s.ip,
             UnwindRegsX86_64::new(s.ip, s.sp, s.bp),
@@ -192,12 +268,16 @@ impl ProcessUnwinder {
             if addr == 0 {
                 break;
             }
-            frames.push(addr);
-            if frames.len() >= MAX_STACK_DEPTH {
+            u.frames.push(addr);
+            if u.frames.len() >= MAX_STACK_DEPTH {
                 break;
             }
         }
-        frames
+        drop(iter);
+        u.read_past_copy = ran_out;
+        u.copied = stack.len() as u64;
+        u.deepest_read = deepest;
+        u
     }
 
     fn covers(&self, ip: u64) -> bool {
