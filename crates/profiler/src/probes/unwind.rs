@@ -257,23 +257,24 @@ impl ProcessUnwinder {
             deepest = deepest.max(off + 8);
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        let mut iter = self.unwinder.iter_frames(
-            s.ip,
-            UnwindRegsX86_64::new(s.ip, s.sp, s.bp),
-            &mut self.cache,
-            &mut read_stack,
-        );
-        while let Ok(Some(frame)) = iter.next() {
-            let addr = frame.address();
-            if addr == 0 {
-                break;
-            }
-            u.frames.push(addr);
-            if u.frames.len() >= MAX_STACK_DEPTH {
-                break;
+        {
+            let mut iter = self.unwinder.iter_frames(
+                s.ip,
+                UnwindRegsX86_64::new(s.ip, s.sp, s.bp),
+                &mut self.cache,
+                &mut read_stack,
+            );
+            while let Ok(Some(frame)) = iter.next() {
+                let addr = frame.address();
+                if addr == 0 {
+                    break;
+                }
+                u.frames.push(addr);
+                if u.frames.len() >= MAX_STACK_DEPTH {
+                    break;
+                }
             }
         }
-        drop(iter);
         u.read_past_copy = ran_out;
         u.copied = stack.len() as u64;
         u.deepest_read = deepest;
