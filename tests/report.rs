@@ -137,11 +137,12 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         spin_stack,
         &[
             "srvprof-spin",
+            "clone3",
             "start_thread",
             "spin_main",
             "srvprof_busy_spin"
         ],
-        "frame-pointer stack of the spinning thread"
+        "stack of the spinning thread, unwound from CFI to clone3 (the frame-pointer walk stopped at start_thread)"
     );
 
     let offcpu = folded(&dir, "offcpu-server.folded");
@@ -163,8 +164,8 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         .max_by_key(|(_, n)| *n)
         .unwrap();
     assert_eq!(
-        &top.0[1..4],
-        ["start_thread", "block_main", "srvprof_block_wait"]
+        &top.0[1..5],
+        ["clone3", "start_thread", "block_main", "srvprof_block_wait"]
     );
     assert!(
         top.0

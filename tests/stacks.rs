@@ -75,16 +75,43 @@ fn start_chain(seconds: u32) -> std::process::Child {
     )
 }
 
+/// `srvprof run ARGS --out DIR`, with the wall time between its "probes attached" and "reading
+/// stacks" lines: the window its stacks were recorded in.
+fn run_timed(args: RunArgs, dir: &Path) -> (serde_json::Value, f64) {
+    let mut child = args.out(dir).spawn();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (mut attached, mut window_s, mut stderr) = (None, None, String::new());
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains("probes attached") {
+            attached = Some(std::time::Instant::now());
+        }
+        if line.contains("reading stacks") {
+            window_s = attached.map(|a| a.elapsed().as_secs_f64());
+        }
+        stderr.push_str(&line);
+    }
+    assert!(child.wait().unwrap().success(), "{stderr}");
+    let window_s = window_s.unwrap_or_else(|| panic!("no window in: {stderr}"));
+    (read_json(&dir.join("run.json")), window_s)
+}
+
 #[test]
 fn a_chain_built_without_frame_pointers_is_unwound_whole() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     let mut chain = start_chain(40);
     // Watch the chain program; the load goes to nginx only to drive the run.
-    let run = RunArgs::pid(chain.id())
-        .args(&["--url", &nginx.url(), "--cpus", "0"])
-        .load(2, "3s", "0s")
-        .run_ok("chain");
+    let dir = fresh_run_dir("chain");
+    let (run, window_s) = run_timed(
+        RunArgs::pid(chain.id())
+            .args(&["--url", &nginx.url(), "--cpus", "0"])
+            .load(2, "3s", "0s"),
+        &dir,
+    );
     // SAFETY: killing the process group this test created.
     unsafe { libc::kill(-(chain.id() as i32), libc::SIGKILL) };
     let _ = chain.wait();
@@ -100,15 +127,14 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
     assert!(q["mean_user_depth"].as_f64().unwrap() >= 6.0, "{q}");
 
     // The main thread spends its time in chain_c, called by chain_b, called by chain_a, called by
-    // main, by construction; only clock_gettime (the vDSO, a few ns per 200,000 additions) is
-    // elsewhere.
-    let dir = run_dir("chain");
-    let main_thread: Vec<_> = folded(&dir, "oncpu-server.folded")
+    // main, by construction; only clock_gettime (the vDSO, a few ns per 200,000 additions) and a
+    // write every 100 ms are elsewhere.
+    let on_main: Vec<_> = folded(&dir, "oncpu-server.folded")
         .into_iter()
         .filter(|(f, _)| f[0] == "chain")
         .collect();
-    let all: u64 = main_thread.iter().map(|(_, n)| n).sum();
-    let chained: u64 = main_thread
+    let all: u64 = on_main.iter().map(|(_, n)| n).sum();
+    let chained: u64 = on_main
         .iter()
         .filter(|(f, _)| contains_run(f, &["main", "chain_a", "chain_b", "chain_c"]))
         .map(|(_, n)| n)
@@ -117,7 +143,37 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
     assert!(all >= 100, "{all}");
     assert!(
         chained as f64 >= 0.95 * all as f64,
-        "{chained} of {all}: {main_thread:?}"
+        "{chained} of {all}: {on_main:?}"
+    );
+
+    // The blocker is off the CPU all the window but for microseconds a read, in chain_d's read,
+    // by construction: its off-CPU stacks (unwound from CFI for a sample of its periods, the
+    // kernel's exact total shared among them) are that chain, for about the window's wall time.
+    let q = quality(&run, "server", "offcpu");
+    assert!(q["reach_start"].as_f64().unwrap() >= 0.95, "{q}");
+    assert!(q["methods"]["cfi"].as_u64().unwrap() > 0, "{q}");
+    let off_blocker: Vec<_> = folded(&dir, "offcpu-server.folded")
+        .into_iter()
+        .filter(|(f, _)| f[0] == "blocker")
+        .collect();
+    let blocker_us: u64 = off_blocker.iter().map(|(_, n)| n).sum();
+    let in_read: u64 = off_blocker
+        .iter()
+        .filter(|(f, _)| contains_run(f, &["start_thread", "blocker", "chain_d"]))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "blocker: {in_read} of {blocker_us} us off-CPU in start_thread;blocker;chain_d, window {window_s:.3} s"
+    );
+    assert!(
+        in_read as f64 >= 0.99 * blocker_us as f64,
+        "{off_blocker:?}"
+    );
+    // Periods are charged when they end: the window's first and last ~100 ms may fall out.
+    let off_s = in_read as f64 / 1e6;
+    assert!(
+        off_s >= window_s - 0.3 && off_s <= window_s + 0.05,
+        "blocker off-CPU {off_s:.3} s in a {window_s:.3} s window"
     );
 }
 

@@ -35,7 +35,8 @@ pub const MAX_STACK_DEPTH: usize = 127;
 /// start). Fewer once the thread's stacks are known to need fewer (STACK_COPY_BYTES).
 pub const USER_STACK_BYTES: usize = 65536;
 /// The ring the on-CPU samples with their stack copies go through: room for 256 whole copies,
-/// 1.3 s of samples at 99 Hz on 2 CPUs, between two drains (srvprof drains it every 50 ms).
+/// 1.3 s of on-CPU samples at 99 Hz on 2 CPUs, between two drains (srvprof drains it every
+/// 20 ms).
 pub const USER_STACK_RING_BYTES: u32 = 16 * 1024 * 1024;
 
 /// Number of softirq vectors (HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU).
@@ -337,8 +338,32 @@ pub struct UserStackSample {
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
+    /// 0 for an on-CPU sample; else this off-CPU period's id, which its OffcpuTime names when
+    /// the period ends.
+    pub seq: u64,
     pub stack: [u8; USER_STACK_BYTES],
 }
+
+/// The end of an off-CPU period whose stacks were sent as a UserStackSample (same ring, told
+/// apart by its size): its time off the CPU, and how many of the thread's periods it stands for
+/// (the inverse of the chance it had to be sent).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OffcpuTime {
+    pub seq: u64,
+    pub off_ns: u64,
+    pub weight: u64,
+}
+
+/// A watched thread's off-CPU stacks are sent for unwinding at about this many periods per
+/// second at most: each period with probability 1/N, N set from the thread's switch rate over
+/// the last OFFCPU_RATE_WINDOW_NS (1 for a thread that switches less often: every period), each
+/// sent one standing for N. A draw, not the first switch-out after a pause: that one follows
+/// a long run, and a preempted thread that ran long waits long (measured: 3x its off-CPU time).
+pub const OFFCPU_UNWIND_PER_S: u64 = 50;
+pub const OFFCPU_RATE_WINDOW_NS: u64 = 20_000_000;
+/// N for a thread's first rate window, before its rate is known.
+pub const OFFCPU_UNWIND_FIRST_EVERY: u64 = 4;
 
 #[cfg(feature = "user")]
 mod pod {
@@ -356,5 +381,6 @@ mod pod {
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}
     unsafe impl aya::Pod for UserStackSample {}
+    unsafe impl aya::Pod for OffcpuTime {}
     unsafe impl aya::Pod for TcpResetKey {}
 }

@@ -11,15 +11,16 @@ use aya_ebpf::{
     EbpfContext,
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST, BPF_RB_NO_WAKEUP, pt_regs},
     helpers::{
-        bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel, bpf_task_pt_regs,
-        generated::bpf_probe_read_user,
+        bpf_get_current_task_btf, bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_task_pt_regs, generated::bpf_probe_read_user,
     },
     macros::{btf_tracepoint, map, perf_event},
     maps::{HashMap, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
-    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, StackKey, USER_STACK_BYTES,
+    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
+    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, StackKey, USER_STACK_BYTES,
     USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
@@ -73,6 +74,15 @@ pub struct OffcpuPeriod {
     pub start_ns: u64,
     pub exec_ns: u64,
     pub key: StackKey,
+    /// Nonzero when this period's stacks were sent for unwinding: its id (UserStackSample.seq).
+    pub seq: u64,
+    /// The periods it stands for (see OffcpuTime), when sent.
+    pub weight: u64,
+    /// The thread's switch rate: periods begun since `rate_since_ns`, and the 1 in N periods
+    /// sent that the last rate window set.
+    pub rate_since_ns: u64,
+    pub rate_count: u64,
+    pub every: u64,
 }
 
 /// tid -> the off-CPU period a watched thread began at its last switch-out.
@@ -161,7 +171,7 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         // The kernel's frame-pointer walk only for a sample the ring has no room for: a walk
         // through a binary without frame pointers faults and costs microseconds.
         let key = stack_key(&ctx, tgid, group, Err(0));
-        if !send_user_stack(&key, ctx.pid()) {
+        if !send_user_stack(&key, ctx.pid(), 0) {
             count_lost(lost::USER_STACK_RING_FULL);
             add(&ONCPU_STACKS, &current_stack_key(&ctx, tgid, group), 1);
         }
@@ -177,7 +187,7 @@ const PAGE: u64 = 4096;
 /// is copied page by page from sp up: a read fails only on an unmapped page, so the copy stops
 /// at the stack's end, not a page before it, where the outermost frames (main, start_thread) are.
 #[inline(always)]
-fn send_user_stack(key: &StackKey, tid: u32) -> bool {
+fn send_user_stack(key: &StackKey, tid: u32, seq: u64) -> bool {
     let Some(mut entry) = USER_STACK_SAMPLES.reserve::<UserStackSample>(0) else {
         return false;
     };
@@ -201,6 +211,7 @@ fn send_user_stack(key: &StackKey, tid: u32) -> bool {
         (*sample).ip = ip;
         (*sample).sp = sp;
         (*sample).bp = bp;
+        (*sample).seq = seq;
     }
     let stack = unsafe { (*sample).stack.as_mut_ptr() };
     let limit =
@@ -224,7 +235,7 @@ fn send_user_stack(key: &StackKey, tid: u32) -> bool {
         }
     }
     unsafe { (*sample).stack_len = len as u32 };
-    // No wakeup: user space polls the ring every 50 ms, and a wakeup from here is an irq_work
+    // No wakeup: user space polls the ring every 20 ms, and a wakeup from here is an irq_work
     // self-interrupt, microseconds on a VM.
     entry.submit(BPF_RB_NO_WAKEUP as u64);
     true
@@ -251,6 +262,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     };
     let prev: *const u8 = ctx.arg(1);
     let exec = task_exec_runtime(prev).unwrap_or(0);
+    let (mut rate_since_ns, mut rate_count, mut every) = (now, 0, OFFCPU_UNWIND_FIRST_EVERY);
     if let Some(period) = unsafe { OFFCPU_START.get(&prev_tid) } {
         let period = *period;
         // The same thread (a tid reused by another process began no period of its own).
@@ -258,6 +270,23 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
             let ran = exec.saturating_sub(period.exec_ns);
             let off = now.saturating_sub(period.start_ns).saturating_sub(ran);
             add(&OFFCPU_STACKS, &period.key, off);
+            if period.seq != 0 {
+                let time = OffcpuTime {
+                    seq: period.seq,
+                    off_ns: off,
+                    weight: period.weight,
+                };
+                if USER_STACK_SAMPLES
+                    .output::<OffcpuTime>(&time, BPF_RB_NO_WAKEUP as u64)
+                    .is_err()
+                {
+                    count_lost(lost::USER_STACK_RING_FULL);
+                }
+            }
+        }
+        if period.key.tgid == prev_tgid {
+            (rate_since_ns, rate_count, every) =
+                (period.rate_since_ns, period.rate_count, period.every);
         }
     }
     let prev_state: u64 = ctx.arg(3);
@@ -266,15 +295,50 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
         let _ = OFFCPU_START.remove(&prev_tid);
         return 0;
     }
+    let key = stack_key(
+        &ctx,
+        prev_tgid,
+        group,
+        user_stack(&ctx, prev_tid, prev_tgid),
+    );
+    // This period's stacks go to user space to be unwound from CFI too, with a chance of 1 in
+    // `every`, set from the thread's recent switch rate (see OFFCPU_UNWIND_PER_S).
+    rate_count += 1;
+    let span = now.saturating_sub(rate_since_ns);
+    if span >= OFFCPU_RATE_WINDOW_NS {
+        // checked_: a plain `/` or `%` brings a divide-by-zero panic path BPF cannot link;
+        // wrapping_mul, as saturating_mul needs a 128-bit helper (switches in 100 ms stay far
+        // below 2^64 / 1e9).
+        let per_s = rate_count
+            .wrapping_mul(1_000_000_000)
+            .checked_div(span)
+            .unwrap_or(0);
+        every = (per_s / OFFCPU_UNWIND_PER_S).max(1);
+        (rate_since_ns, rate_count) = (now, 0);
+    }
+    let (mut seq, mut weight) = (0, 0);
+    if every <= 1
+        || u64::from(unsafe { bpf_get_prandom_u32() })
+            .checked_rem(every)
+            .unwrap_or(0)
+            == 0
+    {
+        let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
+        if send_user_stack(&key, prev_tid, id) {
+            (seq, weight) = (id, every);
+        } else {
+            count_lost(lost::USER_STACK_RING_FULL);
+        }
+    }
     let period = OffcpuPeriod {
         start_ns: now,
         exec_ns: exec,
-        key: stack_key(
-            &ctx,
-            prev_tgid,
-            group,
-            user_stack(&ctx, prev_tid, prev_tgid),
-        ),
+        key,
+        seq,
+        weight,
+        rate_since_ns,
+        rate_count,
+        every,
     };
     if OFFCPU_START.insert(&prev_tid, &period, 0).is_err() {
         count_lost(lost::OFFCPU_START_FULL);

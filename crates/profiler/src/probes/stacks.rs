@@ -13,7 +13,7 @@ use aya::{
 };
 use srvprof_common::{StackKey, maps};
 
-use super::unwind::UnwoundCounts;
+use super::unwind::UnwoundStacks;
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
 
@@ -91,31 +91,39 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
 /// Stack ids given to user stacks unwound in user space start here, above the kernel's.
 pub const UNWOUND_ID_BASE: i32 = 1 << 24;
 
-/// The kernel's counts and frames, with the samples unwound in user space: each of those keeps
+/// A process's off-CPU stacks are the ones unwound in user space once this many of its periods
+/// were (a sample of them, scaled to the kernel's exact total); below, the kernel's walk.
+pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
+
+/// The kernel's counts and frames, with the stacks unwound in user space: each of those keeps
 /// the user stack unwound from CFI unless the kernel's frame-pointer walk of it went deeper (a
 /// stack deeper than the copy, in a binary with frame pointers).
+///
+/// On-CPU, every sample is unwound (the kernel counts only those the ring had no room for).
+/// Off-CPU, the kernel times every period by its frame-pointer stacks, and a sample of the
+/// periods (OFFCPU_UNWIND_PER_S) is unwound: for a process with enough of them, each of its
+/// thread names' off-CPU time is shared among the unwound stacks in proportion to their sampled
+/// weight, the kernel's exact total kept.
 pub fn read(
     ebpf: &Ebpf,
     sample_hz: u64,
-    unwound: UnwoundCounts,
+    unwound: UnwoundStacks,
 ) -> Result<RawStacks, SrvprofError> {
     let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
         let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
         Ok(map.iter().filter_map(Result::ok).collect())
     };
-    let mut oncpu = counts(maps::ONCPU_STACKS)?;
-    let offcpu = counts(maps::OFFCPU_STACKS)?;
     let traces: StackTraceMap<&MapData> = map_ref(ebpf, maps::STACK_TRACES)?;
-    let mut frames = StdHashMap::new();
     let kernel_frames = |id: i32| -> Result<Vec<u64>, SrvprofError> {
         let trace = traces
             .get(&(id as u32), 0)
             .map_err(|e| map_error(maps::STACK_TRACES, e))?;
         Ok(trace.frames().iter().map(|f| f.ip).collect())
     };
+    let mut frames = StdHashMap::new();
     let mut unwound_ids: StdHashMap<Vec<u64>, i32> = StdHashMap::new();
-    let mut merged: StdHashMap<StackKey, u64> = StdHashMap::new();
-    for ((mut key, cfi), n) in unwound {
+    // The key with the better of its two user stacks.
+    let mut better = |mut key: StackKey, cfi: Vec<u64>| -> StackKey {
         let walked = if key.user_stack_id >= 0 {
             kernel_frames(key.user_stack_id).unwrap_or_default()
         } else {
@@ -127,12 +135,49 @@ pub fn read(
             frames.entry(id).or_insert(cfi);
             key.user_stack_id = id;
         }
-        *merged.entry(key).or_default() += n;
+        key
+    };
+
+    let mut oncpu: StdHashMap<StackKey, u64> = StdHashMap::new();
+    for ((key, cfi), n) in unwound.oncpu {
+        *oncpu.entry(better(key, cfi)).or_default() += n;
     }
-    for (key, n) in oncpu.drain(..) {
-        *merged.entry(key).or_default() += n;
+    for (key, n) in counts(maps::ONCPU_STACKS)? {
+        *oncpu.entry(key).or_default() += n;
     }
-    oncpu = merged.into_iter().collect();
+
+    // Off-CPU time is shared out per thread name of a process (tgid, comm): a busy thread's
+    // sampled periods, each standing for many, vary more than a quiet thread's, and one total
+    // for the process would let that noise move time between them.
+    let exact = counts(maps::OFFCPU_STACKS)?;
+    let who = |k: &StackKey| (k.tgid, k.comm);
+    let mut exact_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
+    for (key, ns) in &exact {
+        *exact_total.entry(who(key)).or_default() += ns;
+    }
+    let mut sampled_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
+    for ((key, _), w) in &unwound.offcpu {
+        *sampled_total.entry(who(key)).or_default() += w;
+    }
+    let from_cfi = |k: &StackKey| {
+        unwound.offcpu_periods.get(&k.tgid).copied().unwrap_or(0) >= MIN_OFFCPU_UNWOUND_PERIODS
+            && sampled_total.get(&who(k)).copied().unwrap_or(0) > 0
+    };
+    let mut offcpu: StdHashMap<StackKey, u64> = StdHashMap::new();
+    for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
+        *offcpu.entry(*key).or_default() += ns;
+    }
+    for ((key, cfi), w) in unwound.offcpu {
+        if !from_cfi(&key) {
+            continue;
+        }
+        let scale = exact_total.get(&who(&key)).copied().unwrap_or(0) as f64
+            / sampled_total[&who(&key)] as f64;
+        *offcpu.entry(better(key, cfi)).or_default() += (w as f64 * scale).round() as u64;
+    }
+
+    let (oncpu, offcpu): (Vec<_>, Vec<_>) =
+        (oncpu.into_iter().collect(), offcpu.into_iter().collect());
     for (key, _) in oncpu.iter().chain(offcpu.iter()) {
         for id in [key.user_stack_id, key.kernel_stack_id] {
             if id < 0 || frames.contains_key(&id) {

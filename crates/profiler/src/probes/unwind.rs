@@ -2,7 +2,7 @@
 //! framehop, the unwinder samply uses; frame pointers where a function has no CFI.
 //!
 //! The BPF side sends each sample of a watched thread with its user registers and a copy of the
-//! top of its user stack (UserStackSample). A thread of its own drains that ring every 50 ms,
+//! top of its user stack (UserStackSample). A thread of its own drains that ring every 20 ms,
 //! while the sampled processes still run, so their mappings are the ones the samples were taken
 //! in; the modules of a process are read once from /proc/PID/maps and read again when a sample
 //! lands outside all of them (a library loaded since).
@@ -20,23 +20,45 @@ use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
-use srvprof_common::{MAX_STACK_DEPTH, StackKey, USER_STACK_BYTES, UserStackSample};
+use srvprof_common::{MAX_STACK_DEPTH, OffcpuTime, StackKey, USER_STACK_BYTES, UserStackSample};
 
 /// How often the ring is drained.
-const DRAIN_EVERY: Duration = Duration::from_millis(50);
+const DRAIN_EVERY: Duration = Duration::from_millis(20);
 /// A process's modules are read again at most this often when samples land outside them.
 const RELOAD_AFTER: Duration = Duration::from_secs(1);
 /// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
 const COPY_MARGIN: u64 = 2048;
 
-/// Samples unwound so far: per (stack key, user frames unwound from CFI, leaf first), the count.
-/// The key still holds the kernel's frame-pointer user stack id, for the reader to compare.
+/// Per (stack key, user frames unwound from CFI, leaf first), a value. The key still holds the
+/// kernel's frame-pointer user stack id, for the reader to compare.
 pub type UnwoundCounts = HashMap<(StackKey, Vec<u64>), u64>;
+
+/// What the unwinding thread hands back at the end.
+#[derive(Debug, Default)]
+pub struct UnwoundStacks {
+    /// On-CPU samples.
+    pub oncpu: UnwoundCounts,
+    /// Off-CPU periods sent for unwinding: their time off the CPU (ns) times the periods each
+    /// stands for (OffcpuTime.weight): an estimate of each stack's share of the thread's time.
+    pub offcpu: UnwoundCounts,
+    /// Per process, the off-CPU periods whose stacks were unwound and timed.
+    pub offcpu_periods: HashMap<u32, u64>,
+}
+
+impl UnwoundStacks {
+    /// An off-CPU period ended: charge its stacks, unwound when it began.
+    fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, Vec<u64>)>, t: &OffcpuTime) {
+        if let Some((key, frames)) = pending.remove(&t.seq) {
+            *self.offcpu_periods.entry(key.tgid).or_default() += 1;
+            *self.offcpu.entry((key, frames)).or_default() += t.off_ns.saturating_mul(t.weight);
+        }
+    }
+}
 
 /// The thread that drains and unwinds the samples.
 pub struct UserStacks {
     stop: Arc<AtomicBool>,
-    counts: Arc<Mutex<UnwoundCounts>>,
+    unwound: Arc<Mutex<UnwoundStacks>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -45,37 +67,42 @@ impl UserStacks {
     /// keeps to what the thread's stacks have needed (see CopyHints).
     pub fn start(mut ring: RingBuf<MapData>, copy_bytes: BpfHashMap<MapData, u32, u32>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let counts = Arc::new(Mutex::new(UnwoundCounts::new()));
+        let unwound = Arc::new(Mutex::new(UnwoundStacks::default()));
         let thread = {
-            let (stop, counts) = (stop.clone(), counts.clone());
+            let (stop, unwound) = (stop.clone(), unwound.clone());
             std::thread::Builder::new()
                 .name("srvprof-unwind".into())
                 .spawn(move || {
                     let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
                     let mut hints = CopyHints::new(copy_bytes);
+                    // Off-CPU periods unwound, by id, until their end says how long they were.
+                    let mut pending: HashMap<u64, (StackKey, Vec<u64>)> = HashMap::new();
                     loop {
                         let last = stop.load(Ordering::Acquire);
                         let mut batch = Vec::new();
                         while let Some(item) = ring.next() {
-                            batch.extend(Sample::parse(&item));
+                            batch.extend(Record::parse(&item));
                         }
-                        if !batch.is_empty() {
-                            let unwound: Vec<_> = batch
-                                .iter()
-                                .map(|s| {
+                        let mut out = unwound.lock().unwrap_or_else(|e| e.into_inner());
+                        // In ring order: a period's stacks come before its end.
+                        for record in batch {
+                            match record {
+                                Record::Stack(s) => {
                                     let p = processes
                                         .entry(s.key.tgid)
                                         .or_insert_with(|| ProcessUnwinder::load(s.key.tgid));
-                                    let unwound = p.unwind(s);
-                                    hints.learn(s.tid, &unwound);
-                                    (s.key, unwound.frames)
-                                })
-                                .collect();
-                            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
-                            for k in unwound {
-                                *counts.entry(k).or_default() += 1;
+                                    let u = p.unwind(&s);
+                                    hints.learn(s.tid, &u);
+                                    if s.seq == 0 {
+                                        *out.oncpu.entry((s.key, u.frames)).or_default() += 1;
+                                    } else {
+                                        pending.insert(s.seq, (s.key, u.frames));
+                                    }
+                                }
+                                Record::PeriodEnd(t) => out.period_ended(&mut pending, &t),
                             }
                         }
+                        drop(out);
                         if last {
                             break;
                         }
@@ -86,18 +113,36 @@ impl UserStacks {
         };
         Self {
             stop,
-            counts,
+            unwound,
             thread,
         }
     }
 
-    /// Drains what is left and returns every sample unwound.
-    pub fn finish(&mut self) -> UnwoundCounts {
+    /// Drains what is left and returns everything unwound.
+    pub fn finish(&mut self) -> UnwoundStacks {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        std::mem::take(&mut *self.counts.lock().unwrap_or_else(|e| e.into_inner()))
+        std::mem::take(&mut *self.unwound.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// A record of the ring.
+enum Record {
+    Stack(Sample),
+    PeriodEnd(OffcpuTime),
+}
+
+impl Record {
+    fn parse(record: &[u8]) -> Option<Record> {
+        if record.len() == size_of::<OffcpuTime>() {
+            // SAFETY: OffcpuTime is plain integers, and the record is exactly one.
+            return Some(Record::PeriodEnd(unsafe {
+                std::ptr::read_unaligned(record.as_ptr().cast::<OffcpuTime>())
+            }));
+        }
+        Sample::parse(record).map(Record::Stack)
     }
 }
 
@@ -169,6 +214,7 @@ struct Unwound {
 struct Sample {
     key: StackKey,
     tid: u32,
+    seq: u64,
     ip: u64,
     sp: u64,
     bp: u64,
@@ -196,6 +242,7 @@ impl Sample {
             ip: field(std::mem::offset_of!(UserStackSample, ip)),
             sp: field(std::mem::offset_of!(UserStackSample, sp)),
             bp: field(std::mem::offset_of!(UserStackSample, bp)),
+            seq: field(std::mem::offset_of!(UserStackSample, seq)),
             stack: record[header..header + len].to_vec(),
         })
     }
