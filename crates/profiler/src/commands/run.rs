@@ -12,7 +12,12 @@ use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
 use crate::render::run_text;
-use crate::render::{self, folded::FoldedStacks, symbolize};
+use crate::render::{
+    self,
+    folded::FoldedStacks,
+    perf_map::{self, StartMaps},
+    symbolize,
+};
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::run_report::{RunReport, TargetInfo, build};
@@ -42,6 +47,14 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         None => discover::live_targets(&args.pids, &mut notes)?,
     };
     let pids = discover::with_descendants(&given);
+    // The JVMs' perf maps as they are now, and a sentence for each JIT runtime whose code will
+    // stay unnamed (with stacks only: naming is for them).
+    let jit_maps = if args.stacks {
+        StartMaps::take(&pids)
+    } else {
+        StartMaps::default()
+    };
+    notes.extend(jit_maps.notes.iter().cloned());
     let url = match &args.url {
         Some(u) => u.clone(),
         None => discover::discover_url(&pids, &mut notes)?,
@@ -89,7 +102,11 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         let load_done = Arc::clone(&load_done);
         let progress = Arc::clone(&progress);
         let duration = config.duration;
-        std::thread::spawn(move || sample_every(sampler, &progress, interval, duration, &load_done))
+        std::thread::spawn(move || {
+            sample_every(
+                sampler, &progress, interval, duration, &load_done, &jit_maps,
+            )
+        })
     };
 
     let load = srvprof_loadgen::run_with_progress(&config, Arc::clone(&stop), progress);
@@ -161,6 +178,7 @@ fn sample_every(
     interval: Duration,
     duration: Option<Duration>,
     load_done: &AtomicBool,
+    jit_maps: &StartMaps,
 ) -> Sampled {
     let interval_ns = (interval.as_nanos() as u64).max(1);
     let mut error = None;
@@ -218,7 +236,17 @@ fn sample_every(
     drop(realtime);
     eprintln!("srvprof: load done; reading stacks");
     let stacks = match sampler.probes_mut().read_stacks() {
-        Ok(raw) => raw.map(|raw| symbolize::fold(&raw)),
+        Ok(raw) => raw.map(|raw| {
+            // The JVMs write their maps again, with the code compiled during the run.
+            let tgids: std::collections::BTreeSet<u32> = raw
+                .oncpu
+                .iter()
+                .chain(&raw.offcpu)
+                .map(|(k, _)| k.tgid)
+                .collect();
+            let _ = perf_map::refresh(&tgids.into_iter().collect::<Vec<_>>());
+            symbolize::fold(&raw, jit_maps)
+        }),
         Err(e) => {
             eprintln!("srvprof: no stacks: {e}");
             None

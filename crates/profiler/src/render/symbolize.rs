@@ -12,13 +12,16 @@ use blazesym::{MaybeDefault, Pid};
 use srvprof_analysis::unwind_quality::UnwindTally;
 
 use super::folded::{FoldedLine, FoldedStacks, GROUPS};
+use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
 use srvprof_common::StackKey;
 
 /// Names every frame of every counted stack. Call it while the targets still run: a process
 /// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
-pub fn fold(raw: &RawStacks) -> FoldedStacks {
+/// JIT code is named from perf maps (`maps`: the JVMs' maps from the run's start, merged with
+/// each process's map now).
+pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     let symbolizer = Symbolizer::builder().enable_code_info(false).build();
     let keys = raw.oncpu.iter().chain(raw.offcpu.iter()).map(|(k, _)| k);
 
@@ -50,9 +53,17 @@ pub fn fold(raw: &RawStacks) -> FoldedStacks {
     });
     let mut user_names: HashMap<u32, HashMap<u64, String>> = HashMap::new();
     for (tgid, addrs) in user_addrs {
-        let maps = ProcessMaps::read(tgid);
-        let src = Source::Process(Process::new(Pid::from(tgid)));
-        let named = names(&symbolizer, &src, addrs, |a| maps.module_offset(a));
+        let modules = ProcessMaps::read(tgid);
+        let jit = maps.with_current(tgid).unwrap_or_default();
+        // Perf maps are read here, not by blazesym: its parser refuses the JVM's 0x addresses.
+        let mut process = Process::new(Pid::from(tgid));
+        process.perf_map = false;
+        let src = Source::Process(process);
+        let named = names(&symbolizer, &src, addrs, |a| {
+            jit.name(a)
+                .map(clean)
+                .unwrap_or_else(|| modules.module_offset(a))
+        });
         user_names.insert(tgid, named);
     }
 
