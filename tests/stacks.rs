@@ -396,3 +396,57 @@ fn jvm_jit_frames_carry_java_names() {
         "{netty} of {total} samples name a Netty method"
     );
 }
+
+/// A stripped binary is named from its split debug file (found by its .gnu_debuglink beside it,
+/// as under /usr/lib/debug or by build id: blazesym looks in all three): the chain program with
+/// its symbols moved out by objcopy, as distributions ship them in -dbgsym packages.
+#[test]
+fn a_stripped_binary_is_named_from_its_debug_file() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let bin = compile("chain");
+    let debug = bin.with_extension("debug");
+    let run = |args: &[&str]| {
+        let status = Command::new("objcopy")
+            .args(args)
+            .status()
+            .expect("objcopy");
+        assert!(status.success(), "objcopy {args:?}");
+    };
+    let (b, d) = (bin.to_str().unwrap(), debug.to_str().unwrap());
+    run(&["--only-keep-debug", b, d]);
+    run(&["--strip-all", b]);
+    run(&[&format!("--add-gnu-debuglink={d}"), b]);
+    // The premise: the binary itself no longer names chain_c.
+    let nm = Command::new("nm").arg(b).output().expect("nm");
+    assert!(
+        !String::from_utf8_lossy(&nm.stdout).contains("chain_c"),
+        "{b} still has its symbols"
+    );
+    let mut chain = spawn_in_own_group(Command::new(&bin).arg("40").stdout(Stdio::null()));
+    let dir = fresh_run_dir("chain-stripped");
+    let (run_json, _) = run_timed(
+        RunArgs::pid(chain.id())
+            .args(&["--url", &nginx.url(), "--cpus", "0"])
+            .load(2, "2s", "0s"),
+        &dir,
+    );
+    // SAFETY: killing the process group this test created.
+    unsafe { libc::kill(-(chain.id() as i32), libc::SIGKILL) };
+    let _ = chain.wait();
+    let on_main: Vec<_> = folded(&dir, "oncpu-server.folded")
+        .into_iter()
+        .filter(|(f, _)| f[0] == "chain")
+        .collect();
+    let all: u64 = on_main.iter().map(|(_, n)| n).sum();
+    let named: u64 = on_main
+        .iter()
+        .filter(|(f, _)| contains_run(f, &["main", "chain_a", "chain_b", "chain_c"]))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "{named} of {all} samples named main;chain_a;chain_b;chain_c; {}",
+        quality(&run_json, "server", "oncpu")
+    );
+    assert!(all >= 50 && named as f64 >= 0.9 * all as f64, "{on_main:?}");
+}
