@@ -4,8 +4,9 @@
 //! default), and the same with `--exact` (attached all along); `srvprof run` with stacks at 99 Hz
 //! and with `--stacks off` (their difference is what stacks cost; its own load reduced to 1
 //! request/s, wrk drives); an empty syscall tracepoint (the kernel's floor for anyone who traces
-//! syscalls); bpftrace counting the same events; and `perf record -g -F 99` (the stack-sampling
-//! peer). Throughput and CPU-cost ratios against the bare runs.
+//! syscalls); bpftrace counting the same events; and `perf record -g -F 99` and `perf record
+//! --call-graph dwarf -F 99` (the stack-sampling peers: frame pointers, and a copy of the stack
+//! per sample as srvprof unwinds from). Throughput and CPU-cost ratios against the bare runs.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -31,6 +32,7 @@ enum Watcher {
     SyscallFloor,
     Bpftrace,
     Perf,
+    PerfDwarf,
 }
 
 impl Watcher {
@@ -44,6 +46,7 @@ impl Watcher {
             Watcher::SyscallFloor => "empty syscall tracepoint (bpftrace, matches nothing)",
             Watcher::Bpftrace => "bpftrace, same counting",
             Watcher::Perf => "perf record -g -F 99",
+            Watcher::PerfDwarf => "perf record --call-graph dwarf -F 99",
         }
     }
 }
@@ -76,6 +79,7 @@ pub fn run(quick: bool) -> Result<String> {
         Watcher::SyscallFloor,
         Watcher::Bpftrace,
         Watcher::Perf,
+        Watcher::PerfDwarf,
     ];
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); watchers.len()];
     // The server CPU's busy time per request: what watching costs the server itself, steadier
@@ -326,6 +330,21 @@ fn attach(
             let mut c = Command::new("perf");
             c.args(["record", "-g", "-F", "99", "-p", &worker.to_string(), "-o"])
                 .arg(dir.join("perf.data"));
+            (c, None)
+        }
+        Watcher::PerfDwarf => {
+            let mut c = Command::new("perf");
+            c.args([
+                "record",
+                "--call-graph",
+                "dwarf",
+                "-F",
+                "99",
+                "-p",
+                &worker.to_string(),
+            ])
+            .arg("-o")
+            .arg(dir.join("perf.data"));
             (c, None)
         }
     };
