@@ -450,3 +450,56 @@ fn a_stripped_binary_is_named_from_its_debug_file() {
     );
     assert!(all >= 50 && named as f64 >= 0.9 * all as f64, "{on_main:?}");
 }
+
+/// The BEAM's JIT code (servers/erlang starts the VM with +JPperf true, so it writes a perf map)
+/// carries Erlang names, module:function/arity, never `[anon]+0x...`. Its stacks stop at the first
+/// JIT frame for now (the frame-pointer chain runs through the Erlang process's own stack, outside
+/// the copied native stack): that is reported, not asserted away.
+#[test]
+fn beam_jit_frames_carry_erlang_names() {
+    require_root();
+    let erlang = Server::start("erlang", &["--cpus", "1", "--workers", "1"]);
+    let dir = fresh_run_dir("beam");
+    let (run, _) = run_timed(
+        RunArgs::pid(erlang.pid())
+            .args(&["--cpus", "0"])
+            .load(20, "3s", "1s"),
+        &dir,
+    );
+    let lines = folded(&dir, "oncpu-server.folded");
+    let total: u64 = lines.iter().map(|(_, n)| n).sum();
+    // The BEAM's map writes "$module:function/arity".
+    let is_erlang = |f: &str| {
+        let f = f.strip_prefix('$').unwrap_or(f);
+        f.split_once(':').is_some_and(|(m, rest)| {
+            !m.is_empty()
+                && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && rest
+                    .rsplit_once('/')
+                    .is_some_and(|(_, a)| a.parse::<u32>().is_ok())
+        })
+    };
+    let erlang_named: u64 = lines
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| is_erlang(x)))
+        .map(|(_, n)| n)
+        .sum();
+    let anon: u64 = lines
+        .iter()
+        .filter(|(f, _)| f.iter().any(|x| x.starts_with("[anon]")))
+        .map(|(_, n)| n)
+        .sum();
+    eprintln!(
+        "{total} samples, {erlang_named} with an Erlang function, {anon} with an unnamed JIT frame; {}",
+        quality(&run, "server", "oncpu")
+    );
+    assert!(total >= 50, "{total}");
+    assert!(
+        erlang_named >= 10,
+        "{erlang_named} of {total} samples name an Erlang function"
+    );
+    assert!(
+        anon * 20 <= total,
+        "{anon} of {total} samples have an unnamed JIT frame"
+    );
+}
