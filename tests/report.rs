@@ -2,26 +2,12 @@
 //! (servers/busy-thread), and report.html rendered by a real browser (headless Chromium).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use srvprof_integration::*;
 
 /// (frames, value) per line of a folded file.
-fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
-    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-    text.lines()
-        .map(|l| {
-            let (stack, n) = l.rsplit_once(' ').expect("folded line");
-            (
-                stack.split(';').map(str::to_string).collect(),
-                n.parse().unwrap(),
-            )
-        })
-        .collect()
-}
-
 fn thread_named(pid: u32, comm: &str) -> u32 {
     for entry in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let tid: u32 = entry

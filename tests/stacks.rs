@@ -7,19 +7,6 @@ use std::process::{Command, Stdio};
 
 use srvprof_integration::*;
 
-fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
-    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-    text.lines()
-        .map(|l| {
-            let (stack, n) = l.rsplit_once(' ').expect("folded line");
-            (
-                stack.split(';').map(str::to_string).collect(),
-                n.parse().unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// run.json's unwind quality for one group and kind.
 fn quality<'a>(run: &'a serde_json::Value, group: &str, kind: &str) -> &'a serde_json::Value {
     run["stacks"]

@@ -336,6 +336,21 @@ pub fn fresh_run_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A folded-stacks file srvprof wrote (oncpu-server.folded...): each line's frames (thread name
+/// first, leaf last) and value.
+pub fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("folded line");
+            (
+                stack.split(';').map(str::to_string).collect(),
+                n.parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A JSON file srvprof wrote (run.json, a probe's --out), parsed.
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
