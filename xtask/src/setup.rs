@@ -24,6 +24,9 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "iproute2",
     "linux-perf",
     "chromium",
+    // tests/stacks.rs compiles C programs without frame pointers and splits their debug info.
+    "gcc",
+    "binutils",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
