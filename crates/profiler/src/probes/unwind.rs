@@ -4,8 +4,9 @@
 //! The BPF side sends each sample of a watched thread with its user registers and a copy of the
 //! top of its user stack (UserStackSample). A thread of its own drains that ring every 20 ms,
 //! while the sampled processes still run, so their mappings are the ones the samples were taken
-//! in; the modules of a process are read once from /proc/PID/maps and read again when a sample
-//! lands outside all of them (a library loaded since).
+//! in. A process's executable mappings are read from /proc/PID/maps once, and again (at most
+//! once a second) when a sample lands outside all of them: the modules of new ones are added.
+//! Each ELF file is read and parsed once, whichever processes map it.
 
 use std::collections::HashMap;
 use std::fs;
@@ -74,9 +75,11 @@ impl UserStacks {
                 .name("srvprof-unwind".into())
                 .spawn(move || {
                     let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
+                    let mut files = FileCache::default();
                     let mut hints = CopyHints::new(copy_bytes);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
                     let mut pending: HashMap<u64, (StackKey, Vec<u64>)> = HashMap::new();
+                    let mut open_period: HashMap<u32, u64> = HashMap::new();
                     loop {
                         let last = stop.load(Ordering::Acquire);
                         let mut batch = Vec::new();
@@ -88,14 +91,19 @@ impl UserStacks {
                         for record in batch {
                             match record {
                                 Record::Stack(s) => {
-                                    let p = processes
-                                        .entry(s.key.tgid)
-                                        .or_insert_with(|| ProcessUnwinder::load(s.key.tgid));
-                                    let u = p.unwind(&s);
+                                    let p = processes.entry(s.key.tgid).or_insert_with(|| {
+                                        ProcessUnwinder::new(s.key.tgid, &mut files)
+                                    });
+                                    let u = p.unwind(&s, &mut files);
                                     hints.learn(s.tid, &u);
                                     if s.seq == 0 {
                                         *out.oncpu.entry((s.key, u.frames)).or_default() += 1;
                                     } else {
+                                        // A thread's earlier period still pending never ended
+                                        // in the ring (its end did not fit): drop it.
+                                        if let Some(old) = open_period.insert(s.tid, s.seq) {
+                                            pending.remove(&old);
+                                        }
                                         pending.insert(s.seq, (s.key, u.frames));
                                     }
                                 }
@@ -251,34 +259,50 @@ impl Sample {
 /// One process's modules, as framehop needs them.
 struct ProcessUnwinder {
     pid: u32,
-    unwinder: UnwinderX86_64<Vec<u8>>,
+    unwinder: UnwinderX86_64<Arc<[u8]>>,
     cache: CacheX86_64,
-    /// Executable ranges the modules cover.
-    ranges: Vec<(u64, u64)>,
-    loaded_at: Instant,
+    /// Every executable range of the process when last read, JIT code's included: a sample in
+    /// one of them needs no new look at its mappings.
+    known: Vec<(u64, u64)>,
+    /// The mappings a module was added for.
+    loaded: std::collections::HashSet<(u64, u64)>,
+    checked_at: Instant,
 }
 
 impl ProcessUnwinder {
-    fn load(pid: u32) -> Self {
-        let mut unwinder = UnwinderX86_64::new();
-        let mut ranges = Vec::new();
-        for m in executable_mappings(pid) {
-            if let Some(module) = module(pid, &m) {
-                ranges.push((m.start, m.end));
-                unwinder.add_module(module);
-            }
-        }
-        Self {
+    fn new(pid: u32, files: &mut FileCache) -> Self {
+        let mut p = Self {
             pid,
-            unwinder,
+            unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
-            ranges,
-            loaded_at: Instant::now(),
+            known: Vec::new(),
+            loaded: Default::default(),
+            checked_at: Instant::now(),
+        };
+        p.refresh(files);
+        p
+    }
+
+    /// Reads the process's mappings again and adds the modules of new ones (a library loaded
+    /// since); JIT code gets none (framehop walks it by frame pointers).
+    fn refresh(&mut self, files: &mut FileCache) {
+        let mappings = executable_mappings(self.pid);
+        self.known = mappings.iter().map(|m| (m.start, m.end)).collect();
+        for m in mappings.iter().filter(|m| m.is_module()) {
+            if self.loaded.contains(&(m.start, m.end)) {
+                continue;
+            }
+            if let Some(module) = files.module(self.pid, m) {
+                self.unwinder.add_module(module);
+            }
+            // Tried once: a file that cannot be read now will not be readable later.
+            self.loaded.insert((m.start, m.end));
         }
+        self.checked_at = Instant::now();
     }
 
     /// The sample's user frames, leaf first: return addresses as the kernel's walk gives them.
-    fn unwind(&mut self, s: &Sample) -> Unwound {
+    fn unwind(&mut self, s: &Sample, files: &mut FileCache) -> Unwound {
         let mut u = Unwound {
             frames: Vec::new(),
             deepest_read: 0,
@@ -288,8 +312,8 @@ impl ProcessUnwinder {
         if s.ip == 0 {
             return u;
         }
-        if !self.covers(s.ip) && self.loaded_at.elapsed() >= RELOAD_AFTER {
-            *self = Self::load(self.pid);
+        if !self.covers(s.ip) && self.checked_at.elapsed() >= RELOAD_AFTER {
+            self.refresh(files);
         }
         let stack = &s.stack;
         let sp = s.sp;
@@ -329,17 +353,27 @@ impl ProcessUnwinder {
     }
 
     fn covers(&self, ip: u64) -> bool {
-        self.ranges.iter().any(|&(s, e)| s <= ip && ip < e)
+        self.known.iter().any(|&(s, e)| s <= ip && ip < e)
     }
 }
 
-/// An executable file-backed mapping of /proc/PID/maps.
+/// An executable mapping of /proc/PID/maps: a file's, the vDSO, or anonymous (JIT code).
 #[derive(Debug, PartialEq)]
 struct Mapping {
     start: u64,
     end: u64,
     offset: u64,
+    /// The file's device and inode (0 for memory that is no file's).
+    file_id: (String, u64),
+    /// Empty when anonymous.
     path: String,
+}
+
+impl Mapping {
+    /// A file's or the vDSO's: something with CFI to read.
+    fn is_module(&self) -> bool {
+        self.path.starts_with('/') || self.path == VDSO
+    }
 }
 
 fn executable_mappings(pid: u32) -> Vec<Mapping> {
@@ -355,73 +389,113 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
     let (start, end) = parts.next()?.split_once('-')?;
     let perms = parts.next()?;
     let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let path = parts.nth(2)?;
-    if !perms.contains('x') || !(path.starts_with('/') || path == VDSO) {
+    let dev = parts.next()?;
+    let inode: u64 = parts.next()?.parse().ok()?;
+    let path = parts.next().unwrap_or("");
+    if !perms.contains('x') || path == "[vsyscall]" {
         return None;
     }
     Some(Mapping {
         start: u64::from_str_radix(start, 16).ok()?,
         end: u64::from_str_radix(end, 16).ok()?,
         offset,
+        file_id: (dev.to_string(), inode),
         path: path.to_string(),
     })
 }
 
+/// What unwinding needs of one ELF file, read once however many processes and mappings use
+/// it (nginx's workers, the same libc everywhere).
+#[derive(Clone)]
+struct ModuleFile {
+    info: ExplicitModuleSectionInfo<Arc<[u8]>>,
+    /// Each loadable segment's (file offset, virtual address).
+    segments: Vec<(u64, u64, u64)>,
+}
+
+/// Files read so far, by device and inode.
+#[derive(Default)]
+struct FileCache {
+    files: HashMap<(String, u64), Option<ModuleFile>>,
+}
+
+impl FileCache {
+    /// The module of one mapping: its file read through /proc/PID/map_files (the very file
+    /// mapped, even in another mount namespace or deleted since), else /proc/PID/root; the
+    /// vDSO from the process's memory.
+    fn module(&mut self, pid: u32, m: &Mapping) -> Option<Module<Arc<[u8]>>> {
+        let file = if m.path == VDSO {
+            read_memory(pid, m.start, m.end).and_then(|d| ModuleFile::parse(&d))
+        } else {
+            self.files
+                .entry(m.file_id.clone())
+                .or_insert_with(|| {
+                    let data = fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
+                        .or_else(|_| fs::read(format!("/proc/{pid}/root{}", m.path)))
+                        .ok()?;
+                    ModuleFile::parse(&data)
+                })
+                .clone()
+        }?;
+        // The load bias: where the segment this mapping maps was placed. It is the segment whose
+        // file offset rounds down to the mapping's (lld's read-only segment may extend into the
+        // page the code segment starts in, so containing the offset is not enough).
+        let &(seg_offset, seg_address, _) = file
+            .segments
+            .iter()
+            .find(|(off, _, _)| off & !0xfff == m.offset)
+            .or_else(|| {
+                file.segments
+                    .iter()
+                    .find(|(off, _, size)| off & !0xfff <= m.offset && m.offset < off + size)
+            })?;
+        let bias = m
+            .start
+            .wrapping_sub(m.offset)
+            .wrapping_sub(seg_address.wrapping_sub(seg_offset));
+        Some(Module::new(m.path.clone(), m.start..m.end, bias, file.info))
+    }
+}
+
+impl ModuleFile {
+    fn parse(data: &[u8]) -> Option<ModuleFile> {
+        let file = object::File::parse(data).ok()?;
+        let segments = file
+            .segments()
+            .map(|seg| {
+                let (off, size) = seg.file_range();
+                (off, seg.address(), size)
+            })
+            .collect();
+        let section = |name: &str| {
+            file.section_by_name(name).and_then(|s| {
+                let data: Arc<[u8]> = Arc::from(s.data().ok()?);
+                Some((s.address()..s.address() + s.size(), data))
+            })
+        };
+        let text = section(".text");
+        let eh_frame = section(".eh_frame");
+        let eh_frame_hdr = section(".eh_frame_hdr");
+        let info = ExplicitModuleSectionInfo {
+            base_svma: 0,
+            text_svma: text.as_ref().map(|t| t.0.clone()),
+            text: text.map(|t| t.1),
+            got_svma: file
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size()),
+            eh_frame_svma: eh_frame.as_ref().map(|t| t.0.clone()),
+            eh_frame: eh_frame.map(|t| t.1),
+            eh_frame_hdr_svma: eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+            eh_frame_hdr: eh_frame_hdr.map(|t| t.1),
+            debug_frame: section(".debug_frame").map(|t| t.1),
+            ..Default::default()
+        };
+        Some(ModuleFile { info, segments })
+    }
+}
+
 /// The kernel's vDSO (gettimeofday, clock_gettime): an ELF image in the process's memory.
 const VDSO: &str = "[vdso]";
-
-/// The module of one executable mapping: its file read through /proc/PID/map_files (the very
-/// file mapped, even in another mount namespace or deleted since), else /proc/PID/root; the
-/// vDSO from the process's memory.
-fn module(pid: u32, m: &Mapping) -> Option<Module<Vec<u8>>> {
-    let data = if m.path == VDSO {
-        read_memory(pid, m.start, m.end)?
-    } else {
-        fs::read(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-            .or_else(|_| fs::read(format!("/proc/{pid}/root{}", m.path)))
-            .ok()?
-    };
-    let file = object::File::parse(&*data).ok()?;
-    // The load bias: where the segment this mapping maps was placed. It is the segment whose
-    // file offset rounds down to the mapping's (lld's read-only segment may extend into the
-    // page the code segment starts in, so containing the offset is not enough).
-    let segment = file
-        .segments()
-        .find(|seg| seg.file_range().0 & !0xfff == m.offset)
-        .or_else(|| {
-            file.segments().find(|seg| {
-                let (off, size) = seg.file_range();
-                off & !0xfff <= m.offset && m.offset < off + size
-            })
-        })?;
-    let (seg_offset, _) = segment.file_range();
-    let bias = m
-        .start
-        .wrapping_sub(m.offset)
-        .wrapping_sub(segment.address().wrapping_sub(seg_offset));
-    let section = |name: &str| {
-        file.section_by_name(name)
-            .and_then(|s| Some((s.address()..s.address() + s.size(), s.data().ok()?.to_vec())))
-    };
-    let text = section(".text");
-    let eh_frame = section(".eh_frame");
-    let eh_frame_hdr = section(".eh_frame_hdr");
-    let info = ExplicitModuleSectionInfo {
-        base_svma: 0,
-        text_svma: text.as_ref().map(|t| t.0.clone()),
-        text: text.map(|t| t.1),
-        got_svma: file
-            .section_by_name(".got")
-            .map(|s| s.address()..s.address() + s.size()),
-        eh_frame_svma: eh_frame.as_ref().map(|t| t.0.clone()),
-        eh_frame: eh_frame.map(|t| t.1),
-        eh_frame_hdr_svma: eh_frame_hdr.as_ref().map(|t| t.0.clone()),
-        eh_frame_hdr: eh_frame_hdr.map(|t| t.1),
-        debug_frame: section(".debug_frame").map(|t| t.1),
-        ..Default::default()
-    };
-    Some(Module::new(m.path.clone(), m.start..m.end, bias, info))
-}
 
 fn read_memory(pid: u32, start: u64, end: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::FileExt;
@@ -436,28 +510,51 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_executable_file_mappings_are_modules() {
+    fn executable_mappings_are_read_and_files_and_the_vdso_are_modules() {
+        let nginx =
+            parse_mapping("55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx")
+                .unwrap();
         assert_eq!(
-            parse_mapping("55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx"),
-            Some(Mapping {
+            nginx,
+            Mapping {
                 start: 0x55d0c0a00000,
                 end: 0x55d0c0a10000,
                 offset: 0x2000,
+                file_id: ("08:01".into(), 1234),
                 path: "/usr/sbin/nginx".into()
-            })
+            }
         );
+        assert!(nginx.is_module());
         assert_eq!(
             parse_mapping("55d0c0a00000-55d0c0a10000 r--p 00000000 08:01 1234 /usr/sbin/nginx"),
             None
         );
-        assert_eq!(
-            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]").map(|m| m.path),
-            Some(VDSO.to_string())
-        );
+        let vdso = parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]").unwrap();
+        assert!(vdso.is_module());
         assert_eq!(
             parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vsyscall]"),
             None
         );
-        assert_eq!(parse_mapping("7f0000-7f1000 r-xp 00000000 00:00 0"), None);
+        // JIT code: known, so a sample in it does not send srvprof back to /proc, but no module.
+        let jit = parse_mapping("7f0000-7f1000 rwxp 00000000 00:00 0").unwrap();
+        assert!(!jit.is_module());
+    }
+
+    #[test]
+    fn modules_of_this_process_are_read_from_its_mappings() {
+        // This test binary's own mappings: every executable file parses, and one holds .eh_frame.
+        let me = std::process::id();
+        let mut files = FileCache::default();
+        let p = ProcessUnwinder::new(me, &mut files);
+        assert!(p.loaded.len() >= 2, "{:?}", p.known);
+        assert!(
+            files
+                .files
+                .values()
+                .flatten()
+                .any(|f| f.info.eh_frame.is_some()),
+            "no module with .eh_frame"
+        );
+        assert!(p.covers(modules_of_this_process_are_read_from_its_mappings as usize as u64));
     }
 }
