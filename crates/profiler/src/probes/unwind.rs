@@ -555,6 +555,8 @@ mod tests {
                 .any(|f| f.info.eh_frame.is_some()),
             "no module with .eh_frame"
         );
-        assert!(p.covers(modules_of_this_process_are_read_from_its_mappings as usize as u64));
+        assert!(
+            p.covers(modules_of_this_process_are_read_from_its_mappings as fn() as usize as u64)
+        );
     }
 }
