@@ -355,11 +355,12 @@ pub struct OffcpuTime {
     pub weight: u64,
 }
 
-/// A watched thread's off-CPU stacks are sent for unwinding at about this many periods per
-/// second at most: each period with probability 1/N, N set from the thread's switch rate over
-/// the last OFFCPU_RATE_WINDOW_NS (1 for a thread that switches less often: every period), each
-/// sent one standing for N. A draw, not the first switch-out after a pause: that one follows
-/// a long run, and a preempted thread that ran long waits long (measured: 3x its off-CPU time).
+/// A watched thread's off-CPU stacks are taken (the kernel's, and a copy of the user stack for
+/// unwinding) for about this many periods per second at most: each period with probability
+/// 1/N, N set from the thread's switch rate over the last OFFCPU_RATE_WINDOW_NS (1 for a thread
+/// that switches less often: every period), each drawn one standing for N. A draw, not the
+/// first switch-out after a pause: that one follows a long run, and a preempted thread that ran
+/// long waits long (measured: 3x its off-CPU time).
 pub const OFFCPU_UNWIND_PER_S: u64 = 50;
 pub const OFFCPU_RATE_WINDOW_NS: u64 = 20_000_000;
 /// N for a thread's first rate window, before its rate is known.

@@ -245,7 +245,8 @@ fn send_user_stack(key: &StackKey, tid: u32, seq: u64) -> bool {
 /// a second program on the tracepoint, so sched.rs's accounting stays as it is.
 ///
 /// Only switch-outs of watched threads matter: the period a thread began at its last switch-out
-/// is charged to that switch-out's stacks now, at its next one, as the wall time between the two
+/// is charged to that switch-out's key now, at its next one (its stacks if it was drawn, its
+/// thread name alone if not), as the wall time between the two
 /// minus the time it ran in between (sum_exec_runtime, updated by the scheduler just before the
 /// tracepoint). That is its time from switch-out to switch-in by the scheduler's clock, whatever
 /// other programs on the tracepoint cost before this one reads the time (see sched.rs).
@@ -295,19 +296,16 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
         let _ = OFFCPU_START.remove(&prev_tid);
         return 0;
     }
-    let key = stack_key(
-        &ctx,
-        prev_tgid,
-        group,
-        user_stack(&ctx, prev_tid, prev_tgid),
-    );
-    // This period's stacks go to user space to be unwound from CFI too, with a chance of 1 in
-    // `every`, set from the thread's recent switch rate (see OFFCPU_UNWIND_PER_S).
+    // A draw of the periods, 1 in `every` (set from the thread's recent switch rate: see
+    // OFFCPU_UNWIND_PER_S), gets its stacks: the kernel's, and a copy of the user stack sent
+    // to be unwound from CFI. The rest are timed under the thread's name alone, without the
+    // stack walks (microseconds each) at every switch-out; user space shares each thread
+    // name's exact total among the drawn periods' stacks.
     rate_count += 1;
     let span = now.saturating_sub(rate_since_ns);
     if span >= OFFCPU_RATE_WINDOW_NS {
         // checked_: a plain `/` or `%` brings a divide-by-zero panic path BPF cannot link;
-        // wrapping_mul, as saturating_mul needs a 128-bit helper (switches in 100 ms stay far
+        // wrapping_mul, as saturating_mul needs a 128-bit helper (switches in 20 ms stay far
         // below 2^64 / 1e9).
         let per_s = rate_count
             .wrapping_mul(1_000_000_000)
@@ -316,20 +314,37 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
         every = (per_s / OFFCPU_UNWIND_PER_S).max(1);
         (rate_since_ns, rate_count) = (now, 0);
     }
-    let (mut seq, mut weight) = (0, 0);
-    if every <= 1
+    let drawn = every <= 1
         || u64::from(unsafe { bpf_get_prandom_u32() })
             .checked_rem(every)
             .unwrap_or(0)
-            == 0
-    {
+            == 0;
+    let (mut seq, mut weight) = (0, 0);
+    let key = if drawn {
+        let key = stack_key(&ctx, prev_tgid, group, Err(0));
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
         if send_user_stack(&key, prev_tid, id) {
             (seq, weight) = (id, every);
+            key
         } else {
+            // No room in the ring: the kernel's frame-pointer walk of the user stack instead.
             count_lost(lost::USER_STACK_RING_FULL);
+            stack_key(
+                &ctx,
+                prev_tgid,
+                group,
+                user_stack(&ctx, prev_tid, prev_tgid),
+            )
         }
-    }
+    } else {
+        StackKey {
+            tgid: prev_tgid,
+            group,
+            user_stack_id: -1,
+            kernel_stack_id: -1,
+            comm: current_comm(),
+        }
+    };
     let period = OffcpuPeriod {
         start_ns: now,
         exec_ns: exec,

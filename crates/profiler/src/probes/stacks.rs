@@ -100,10 +100,11 @@ pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
 /// stack deeper than the copy, in a binary with frame pointers).
 ///
 /// On-CPU, every sample is unwound (the kernel counts only those the ring had no room for).
-/// Off-CPU, the kernel times every period by its frame-pointer stacks, and a sample of the
-/// periods (OFFCPU_UNWIND_PER_S) is unwound: for a process with enough of them, each of its
-/// thread names' off-CPU time is shared among the unwound stacks in proportion to their sampled
-/// weight, the kernel's exact total kept.
+/// Off-CPU, the kernel times every period, a draw of them (OFFCPU_UNWIND_PER_S) with their
+/// stacks, the rest under their thread's name alone: for a process with enough drawn periods,
+/// each thread name's exact off-CPU total is shared among the unwound stacks in proportion to
+/// their weighted times. Otherwise the kernel's keys are shown as they are, the undrawn time as
+/// the thread's "[no stack]".
 pub fn read(
     ebpf: &Ebpf,
     sample_hz: u64,
