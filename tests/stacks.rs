@@ -172,7 +172,7 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
 
 /// On-CPU samples split as the time is, by construction (tests/fixtures/shares.c: 30 % in
 /// spin_x, 70 % in spin_y, rounds of random length with a sleep between). Measured over 8 s:
-/// spin_x 0.290-0.321, spin_y 0.677-0.699 in 4 runs. perf's per-task clock on a fixed-length
+/// spin_x 0.290-0.335, spin_y 0.658-0.699 in 7 runs. perf's per-task clock on a fixed-length
 /// version read 0.270 / 0.700, 3 % of its samples in the switch-in after each sleep, where the
 /// time belongs to spin_x (srvprof: 0.299 / 0.690 on that run).
 #[test]
@@ -209,9 +209,10 @@ fn on_cpu_samples_split_as_the_time_is() {
     };
     let (x, y) = (share("spin_x"), share("spin_y"));
     eprintln!("{total} samples: spin_x {x:.3}, spin_y {y:.3}");
-    assert!(total >= 300, "{total} samples in 5 s of a busy thread");
+    // ~570 samples: a share's standard error is ~0.019, so 0.05 is 2.6 of them.
+    assert!(total >= 450, "{total} samples in 8 s of a busy thread");
     assert!(
-        (x - 0.30).abs() <= 0.04 && (y - 0.70).abs() <= 0.04,
+        (x - 0.30).abs() <= 0.05 && (y - 0.70).abs() <= 0.05,
         "spin_x {x:.3}, spin_y {y:.3}"
     );
 }
