@@ -15,6 +15,11 @@ fn quality<'a>(run: &'a serde_json::Value, group: &str, kind: &str) -> &'a serde
         .unwrap_or_else(|| panic!("no {group} {kind} unwind quality in {}", run["stacks"]))
 }
 
+/// The summed value of the folded lines whose frames satisfy `pred`.
+fn weight(lines: &[(Vec<String>, u64)], pred: impl Fn(&[String]) -> bool) -> u64 {
+    lines.iter().filter(|(f, _)| pred(f)).map(|(_, n)| n).sum()
+}
+
 fn contains_run(frames: &[String], chain: &[&str]) -> bool {
     frames
         .windows(chain.len())
@@ -42,8 +47,16 @@ fn compile(name: &str) -> std::path::PathBuf {
     bin
 }
 
+/// A program this test started, in its own process group, killed with it when dropped.
+fn started(cmd: &mut Command) -> Server {
+    Server {
+        child: spawn_in_own_group(cmd.stdout(Stdio::null())),
+        port: 0,
+    }
+}
+
 /// The chain program, compiled here without frame pointers; it exits by itself after `seconds`.
-fn start_chain(seconds: u32) -> std::process::Child {
+fn start_chain(seconds: u32) -> Server {
     let bin = compile("chain");
     // The premise: no frame-pointer setup in the spinning function (push %rbp; mov %rsp,%rbp).
     let disasm = Command::new("objdump")
@@ -61,11 +74,7 @@ fn start_chain(seconds: u32) -> std::process::Child {
         !body.contains("push   %rbp"),
         "chain_c sets up a frame pointer:\n{body}"
     );
-    spawn_in_own_group(
-        Command::new(&bin)
-            .arg(seconds.to_string())
-            .stdout(Stdio::null()),
-    )
+    started(Command::new(&bin).arg(seconds.to_string()))
 }
 
 /// `srvprof run ARGS --out DIR`, with the wall time between its "probes attached" and "reading
@@ -96,18 +105,16 @@ fn run_timed(args: RunArgs, dir: &Path) -> (serde_json::Value, f64) {
 fn a_chain_built_without_frame_pointers_is_unwound_whole() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let mut chain = start_chain(40);
+    let chain = start_chain(40);
     // Watch the chain program; the load goes to nginx only to drive the run.
     let dir = fresh_run_dir("chain");
     let (run, window_s) = run_timed(
-        RunArgs::pid(chain.id())
+        RunArgs::pid(chain.pid())
             .args(&["--url", &nginx.url(), "--cpus", "0"])
             .load(2, "3s", "0s"),
         &dir,
     );
-    // SAFETY: killing the process group this test created.
-    unsafe { libc::kill(-(chain.id() as i32), libc::SIGKILL) };
-    let _ = chain.wait();
+    drop(chain);
 
     let q = quality(&run, "server", "oncpu");
     let with_user = q["with_user"].as_u64().unwrap();
@@ -126,12 +133,10 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
         .into_iter()
         .filter(|(f, _)| f[0] == "chain")
         .collect();
-    let all: u64 = on_main.iter().map(|(_, n)| n).sum();
-    let chained: u64 = on_main
-        .iter()
-        .filter(|(f, _)| contains_run(f, &["main", "chain_a", "chain_b", "chain_c"]))
-        .map(|(_, n)| n)
-        .sum();
+    let all: u64 = weight(&on_main, |_| true);
+    let chained: u64 = weight(&on_main, |f| {
+        contains_run(f, &["main", "chain_a", "chain_b", "chain_c"])
+    });
     eprintln!("{chained} of {all} samples of the main thread in main;chain_a;chain_b;chain_c; {q}");
     assert!(all >= 100, "{all}");
     assert!(
@@ -149,12 +154,10 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
         .into_iter()
         .filter(|(f, _)| f[0] == "blocker")
         .collect();
-    let blocker_us: u64 = off_blocker.iter().map(|(_, n)| n).sum();
-    let in_read: u64 = off_blocker
-        .iter()
-        .filter(|(f, _)| contains_run(f, &["start_thread", "blocker", "chain_d"]))
-        .map(|(_, n)| n)
-        .sum();
+    let blocker_us: u64 = weight(&off_blocker, |_| true);
+    let in_read: u64 = weight(&off_blocker, |f| {
+        contains_run(f, &["start_thread", "blocker", "chain_d"])
+    });
     eprintln!(
         "blocker: {in_read} of {blocker_us} us off-CPU in start_thread;blocker;chain_d, window {window_s:.3} s"
     );
@@ -180,32 +183,24 @@ fn on_cpu_samples_split_as_the_time_is() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "0"]);
     let bin = compile("shares");
-    let mut shares = spawn_in_own_group(
+    let shares = started(
         Command::new("taskset")
             .args(["-c", "1"])
             .arg(&bin)
-            .arg("30")
-            .stdout(Stdio::null()),
+            .arg("30"),
     );
     let dir = fresh_run_dir("shares");
     let (_, _) = run_timed(
-        RunArgs::pid(shares.id())
+        RunArgs::pid(shares.pid())
             .args(&["--url", &nginx.url(), "--cpus", "0"])
             .load(2, "8s", "0s"),
         &dir,
     );
-    // SAFETY: killing the process group this test created.
-    unsafe { libc::kill(-(shares.id() as i32), libc::SIGKILL) };
-    let _ = shares.wait();
+    drop(shares);
     let lines = folded(&dir, "oncpu-server.folded");
-    let total: u64 = lines.iter().map(|(_, n)| n).sum();
+    let total: u64 = weight(&lines, |_| true);
     let share = |f: &str| -> f64 {
-        lines
-            .iter()
-            .filter(|(fr, _)| contains_run(fr, &["main", f]))
-            .map(|(_, n)| n)
-            .sum::<u64>() as f64
-            / total.max(1) as f64
+        weight(&lines, |fr| contains_run(fr, &["main", f])) as f64 / total.max(1) as f64
     };
     let (x, y) = (share("spin_x"), share("spin_y"));
     eprintln!("{total} samples: spin_x {x:.3}, spin_y {y:.3}");
@@ -217,13 +212,9 @@ fn on_cpu_samples_split_as_the_time_is() {
     );
 }
 
-/// perf's samples with `frame` in their stack, and all of them (perf script's frame lines).
-fn perf_share(data: &Path, frame: &str) -> (u64, u64) {
-    perf_share_of(data, frame)
-}
-
-/// perf's samples with a frame starting with `prefix`, and all of them.
-fn perf_share_of(data: &Path, frame: &str) -> (u64, u64) {
+/// perf's samples with a frame starting with `frame`, and all of them (perf script's frame
+/// lines).
+fn perf_samples_with(data: &Path, frame: &str) -> (u64, u64) {
     let out = Command::new("perf")
         .args(["script", "-F", "comm,ip,sym", "-i"])
         .arg(data)
@@ -305,30 +296,16 @@ fn nginx_without_frame_pointers_matches_perf_dwarf() {
     assert!(q["with_user"].as_u64().unwrap() >= 40, "{q}");
     assert!(q["reach_start"].as_f64().unwrap() >= 0.90, "{q}");
     let lines = folded(&out, "oncpu-server.folded");
-    let total: u64 = lines.iter().map(|(_, n)| n).sum();
-    let under = |frame: &str| -> u64 {
-        lines
-            .iter()
-            .filter(|(f, _)| f.iter().any(|x| x == frame))
-            .map(|(_, n)| n)
-            .sum()
-    };
-    let reach_main = lines
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x == "main"))
-        .map(|(_, n)| n)
-        .sum::<u64>();
-    let http: u64 = lines
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x.starts_with("ngx_http_")))
-        .map(|(_, n)| n)
-        .sum();
+    let total: u64 = weight(&lines, |_| true);
+    let under = |frame: &str| -> u64 { weight(&lines, |f| f.iter().any(|x| x == frame)) };
+    let reach_main = weight(&lines, |f| f.iter().any(|x| x == "main"));
+    let http: u64 = weight(&lines, |f| f.iter().any(|x| x.starts_with("ngx_http_")));
     let srvprof_share = under("ngx_process_events_and_timers") as f64 / total.max(1) as f64;
-    let (with, samples) = perf_share(&data, "ngx_process_events_and_timers");
+    let (with, samples) = perf_samples_with(&data, "ngx_process_events_and_timers");
     let perf_share = with as f64 / samples.max(1) as f64;
     // A finer cut: the request handling's own frames (ngx_http_*), named in both.
     let srvprof_http = http as f64 / total.max(1) as f64;
-    let (perf_http, _) = perf_share_of(&data, "ngx_http_");
+    let (perf_http, _) = perf_samples_with(&data, "ngx_http_");
     let perf_http = perf_http as f64 / samples.max(1) as f64;
     eprintln!(
         "srvprof: {total} samples, {reach_main} reach main, {srvprof_http:.3} in ngx_http_*, {srvprof_share:.3} under ngx_process_events_and_timers; perf --call-graph dwarf: {samples} samples, {perf_http:.3} in ngx_http_*, {perf_share:.3} under ngx_process_events_and_timers; {q}"
@@ -372,12 +349,8 @@ fn jvm_jit_frames_carry_java_names() {
     assert!(q["with_unnamed"].as_f64().unwrap() <= 0.20, "{q}");
     assert!(q["reach_start"].as_f64().unwrap() >= 0.80, "{q}");
     let lines = folded(&dir, "oncpu-server.folded");
-    let total: u64 = lines.iter().map(|(_, n)| n).sum();
-    let netty: u64 = lines
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x.contains("io.netty.")))
-        .map(|(_, n)| n)
-        .sum();
+    let total: u64 = weight(&lines, |_| true);
+    let netty: u64 = weight(&lines, |f| f.iter().any(|x| x.contains("io.netty.")));
     eprintln!("{netty} of {total} samples under a Netty method");
     assert!(
         netty * 4 >= total,
@@ -411,27 +384,23 @@ fn a_stripped_binary_is_named_from_its_debug_file() {
         !String::from_utf8_lossy(&nm.stdout).contains("chain_c"),
         "{b} still has its symbols"
     );
-    let mut chain = spawn_in_own_group(Command::new(&bin).arg("40").stdout(Stdio::null()));
+    let chain = started(Command::new(&bin).arg("40"));
     let dir = fresh_run_dir("chain-stripped");
     let (run_json, _) = run_timed(
-        RunArgs::pid(chain.id())
+        RunArgs::pid(chain.pid())
             .args(&["--url", &nginx.url(), "--cpus", "0"])
             .load(2, "2s", "0s"),
         &dir,
     );
-    // SAFETY: killing the process group this test created.
-    unsafe { libc::kill(-(chain.id() as i32), libc::SIGKILL) };
-    let _ = chain.wait();
+    drop(chain);
     let on_main: Vec<_> = folded(&dir, "oncpu-server.folded")
         .into_iter()
         .filter(|(f, _)| f[0] == "chain")
         .collect();
-    let all: u64 = on_main.iter().map(|(_, n)| n).sum();
-    let named: u64 = on_main
-        .iter()
-        .filter(|(f, _)| contains_run(f, &["main", "chain_a", "chain_b", "chain_c"]))
-        .map(|(_, n)| n)
-        .sum();
+    let all: u64 = weight(&on_main, |_| true);
+    let named: u64 = weight(&on_main, |f| {
+        contains_run(f, &["main", "chain_a", "chain_b", "chain_c"])
+    });
     eprintln!(
         "{named} of {all} samples named main;chain_a;chain_b;chain_c; {}",
         quality(&run_json, "server", "oncpu")
@@ -455,7 +424,7 @@ fn beam_jit_frames_carry_erlang_names() {
         &dir,
     );
     let lines = folded(&dir, "oncpu-server.folded");
-    let total: u64 = lines.iter().map(|(_, n)| n).sum();
+    let total: u64 = weight(&lines, |_| true);
     // The BEAM's map writes "$module:function/arity".
     let is_erlang = |f: &str| {
         let f = f.strip_prefix('$').unwrap_or(f);
@@ -467,16 +436,8 @@ fn beam_jit_frames_carry_erlang_names() {
                     .is_some_and(|(_, a)| a.parse::<u32>().is_ok())
         })
     };
-    let erlang_named: u64 = lines
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| is_erlang(x)))
-        .map(|(_, n)| n)
-        .sum();
-    let anon: u64 = lines
-        .iter()
-        .filter(|(f, _)| f.iter().any(|x| x.starts_with("[anon]")))
-        .map(|(_, n)| n)
-        .sum();
+    let erlang_named: u64 = weight(&lines, |f| f.iter().any(|x| is_erlang(x)));
+    let anon: u64 = weight(&lines, |f| f.iter().any(|x| x.starts_with("[anon]")));
     eprintln!(
         "{total} samples, {erlang_named} with an Erlang function, {anon} with an unnamed JIT frame; {}",
         quality(&run, "server", "oncpu")

@@ -76,10 +76,8 @@ pub struct OffcpuPeriod {
     pub key: StackKey,
     /// Nonzero when this period's stacks were sent for unwinding: its id (UserStackSample.seq).
     pub seq: u64,
-    /// The periods it stands for (see OffcpuTime), when sent.
-    pub weight: u64,
     /// The thread's switch rate: periods begun since `rate_since_ns`, and the 1 in N periods
-    /// sent that the last rate window set.
+    /// drawn that the last rate window set (this period was drawn with it: its weight).
     pub rate_since_ns: u64,
     pub rate_count: u64,
     pub every: u64,
@@ -92,26 +90,16 @@ static OFFCPU_START: HashMap<u32, OffcpuPeriod> = HashMap::with_max_entries(MAX_
 /// task_struct's __state of a task that ran its last time (do_task_dead).
 const TASK_DEAD: u64 = 0x80;
 
-/// The current task's stacks; the current task is the one sampled or switching out.
+/// The current task's key with its kernel stack (the current task is the one sampled or
+/// switching out); its user stack is unwound in user space, or walked here only when the ring
+/// has no room (the caller sets user_stack_id).
 #[inline(always)]
-fn current_stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
-    let user = ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64);
-    stack_key(ctx, tgid, group, user)
-}
-
-#[inline(always)]
-fn stack_key<C: StackIdContext>(
-    ctx: &C,
-    tgid: u32,
-    group: u32,
-    user: Result<i64, i32>,
-) -> StackKey {
-    let kernel = ctx.get_stackid(&STACK_TRACES, 0);
+fn stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
     StackKey {
         tgid,
         group,
-        user_stack_id: stack_id(user),
-        kernel_stack_id: stack_id(kernel),
+        user_stack_id: -1,
+        kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
         comm: current_comm(),
     }
 }
@@ -170,10 +158,11 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     if let Some(group) = group_of(tgid) {
         // The kernel's frame-pointer walk only for a sample the ring has no room for: a walk
         // through a binary without frame pointers faults and costs microseconds.
-        let key = stack_key(&ctx, tgid, group, Err(0));
+        let mut key = stack_key(&ctx, tgid, group);
         if !send_user_stack(&key, ctx.pid(), 0) {
             count_lost(lost::USER_STACK_RING_FULL);
-            add(&ONCPU_STACKS, &current_stack_key(&ctx, tgid, group), 1);
+            key.user_stack_id = stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64));
+            add(&ONCPU_STACKS, &key, 1);
         }
     }
     0
@@ -275,7 +264,8 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
                 let time = OffcpuTime {
                     seq: period.seq,
                     off_ns: off,
-                    weight: period.weight,
+                    // The 1 in `every` it was drawn with.
+                    weight: period.every,
                 };
                 if USER_STACK_SAMPLES
                     .output::<OffcpuTime>(&time, BPF_RB_NO_WAKEUP as u64)
@@ -319,23 +309,18 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
             .checked_rem(every)
             .unwrap_or(0)
             == 0;
-    let (mut seq, mut weight) = (0, 0);
+    let mut seq = 0;
     let key = if drawn {
-        let key = stack_key(&ctx, prev_tgid, group, Err(0));
+        let mut key = stack_key(&ctx, prev_tgid, group);
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
         if send_user_stack(&key, prev_tid, id) {
-            (seq, weight) = (id, every);
-            key
+            seq = id;
         } else {
             // No room in the ring: the kernel's frame-pointer walk of the user stack instead.
             count_lost(lost::USER_STACK_RING_FULL);
-            stack_key(
-                &ctx,
-                prev_tgid,
-                group,
-                user_stack(&ctx, prev_tid, prev_tgid),
-            )
+            key.user_stack_id = stack_id(user_stack(&ctx, prev_tid, prev_tgid));
         }
+        key
     } else {
         StackKey {
             tgid: prev_tgid,
@@ -350,7 +335,6 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
         exec_ns: exec,
         key,
         seq,
-        weight,
         rate_since_ns,
         rate_count,
         every,

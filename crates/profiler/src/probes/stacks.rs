@@ -95,9 +95,7 @@ pub const UNWOUND_ID_BASE: i32 = 1 << 24;
 /// were (a sample of them, scaled to the kernel's exact total); below, the kernel's walk.
 pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
 
-/// The kernel's counts and frames, with the stacks unwound in user space: each of those keeps
-/// the user stack unwound from CFI unless the kernel's frame-pointer walk of it went deeper (a
-/// stack deeper than the copy, in a binary with frame pointers).
+/// The kernel's counts and frames, with the stacks unwound in user space.
 ///
 /// On-CPU, every sample is unwound (the kernel counts only those the ring had no room for).
 /// Off-CPU, the kernel times every period, a draw of them (OFFCPU_UNWIND_PER_S) with their
@@ -123,14 +121,11 @@ pub fn read(
     };
     let mut frames = StdHashMap::new();
     let mut unwound_ids: StdHashMap<Vec<u64>, i32> = StdHashMap::new();
-    // The key with the better of its two user stacks.
-    let mut better = |mut key: StackKey, cfi: Vec<u64>| -> StackKey {
-        let walked = if key.user_stack_id >= 0 {
-            kernel_frames(key.user_stack_id).unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        if cfi.len() >= walked.len() && !cfi.is_empty() {
+    // The key with its unwound user stack, under an id of its own (the kernel took none: its
+    // user_stack_id is -1). An empty one, a sample of a process gone before it was unwound,
+    // keeps -1 and shows the kernel frames alone.
+    let mut with_unwound = |mut key: StackKey, cfi: Vec<u64>| -> StackKey {
+        if !cfi.is_empty() {
             let next = UNWOUND_ID_BASE + unwound_ids.len() as i32;
             let id = *unwound_ids.entry(cfi.clone()).or_insert(next);
             frames.entry(id).or_insert(cfi);
@@ -141,7 +136,7 @@ pub fn read(
 
     let mut oncpu: StdHashMap<StackKey, u64> = StdHashMap::new();
     for ((key, cfi), n) in unwound.oncpu {
-        *oncpu.entry(better(key, cfi)).or_default() += n;
+        *oncpu.entry(with_unwound(key, cfi)).or_default() += n;
     }
     for (key, n) in counts(maps::ONCPU_STACKS)? {
         *oncpu.entry(key).or_default() += n;
@@ -174,7 +169,7 @@ pub fn read(
         }
         let scale = exact_total.get(&who(&key)).copied().unwrap_or(0) as f64
             / sampled_total[&who(&key)] as f64;
-        *offcpu.entry(better(key, cfi)).or_default() += (w as f64 * scale).round() as u64;
+        *offcpu.entry(with_unwound(key, cfi)).or_default() += (w as f64 * scale).round() as u64;
     }
 
     let (oncpu, offcpu): (Vec<_>, Vec<_>) =

@@ -30,8 +30,8 @@ const RELOAD_AFTER: Duration = Duration::from_secs(1);
 /// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
 const COPY_MARGIN: u64 = 2048;
 
-/// Per (stack key, user frames unwound from CFI, leaf first), a value. The key still holds the
-/// kernel's frame-pointer user stack id, for the reader to compare.
+/// Per (stack key, user frames unwound from CFI, leaf first), a value. The key's kernel stack is
+/// the kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
 pub type UnwoundCounts = HashMap<(StackKey, Vec<u64>), u64>;
 
 /// What the unwinding thread hands back at the end.
