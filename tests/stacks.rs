@@ -409,9 +409,11 @@ fn a_stripped_binary_is_named_from_its_debug_file() {
 }
 
 /// The BEAM's JIT code (servers/erlang starts the VM with +JPperf true, so it writes a perf map)
-/// carries Erlang names, module:function/arity, never `[anon]+0x...`. Its stacks stop at the first
-/// JIT frame for now (the frame-pointer chain runs through the Erlang process's own stack, outside
-/// the copied native stack): that is reported, not asserted away.
+/// carries Erlang names, module:function/arity, never `[anon]+0x...`. An Erlang process's frames
+/// chain down to its first one, which returns to `erts_beamasm:normal_exit/0`; hello_erl's
+/// connection processes are spawned into acceptor/2, which becomes conn/3. C code called from
+/// Erlang stops at the JIT stub that called it (its frame pointer leads into the process's own
+/// stack, which is not copied): that is reported with its reason, not asserted away.
 #[test]
 fn beam_jit_frames_carry_erlang_names() {
     require_root();
@@ -451,4 +453,26 @@ fn beam_jit_frames_carry_erlang_names() {
         anon * 20 <= total,
         "{anon} of {total} samples have an unnamed JIT frame"
     );
+    // Stacks unwound to an Erlang process's first frame start where hello_erl spawns them.
+    let is_process_root = |f: &[String]| f.get(1).is_some_and(|x| x.contains("normal_exit"));
+    eprintln!(
+        "{} samples unwound to an Erlang process's first frame",
+        weight(&lines, is_process_root)
+    );
+    for (frames, _) in lines.iter().filter(|(f, _)| is_process_root(f)) {
+        let first = frames.get(2).map(String::as_str).unwrap_or("");
+        // A sample in a function's prologue, before it pushed its frame: the frame-pointer walk
+        // (of perf, of any tool) skips its caller.
+        let in_prologue = frames.len() == 3 && first.ends_with("-CodeInfoPrologue");
+        assert!(
+            ["$hello_erl:acceptor/2", "$hello_erl:conn/3"].contains(&first) || in_prologue,
+            "an Erlang process starting at {first}: {frames:?}"
+        );
+    }
+    // Stacks stopping short stop at a JIT stub, for the reason that holds there.
+    let q = quality(&run, "server", "oncpu");
+    if q["reach_start"].as_f64().unwrap() < 0.8 {
+        assert!(q["stops_at"].as_str().unwrap().starts_with('$'), "{q}");
+        assert!(q["why"].as_str().unwrap().contains("another stack"), "{q}");
+    }
 }

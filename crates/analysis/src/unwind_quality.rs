@@ -39,6 +39,42 @@ pub fn is_unnamed(frame: &str) -> bool {
     frame.starts_with('[') || frame.contains("+0x")
 }
 
+/// How unwinding one stack in user space ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnwindEnd {
+    /// The code marks its frame as the outermost: CFI with no return address (`_start`,
+    /// `clone3`), or a frame pointer of zero, which JIT runtimes set at their stacks' roots (the
+    /// BEAM at each Erlang process's first frame and at its scheduler loop).
+    Root,
+    /// JIT code whose frame pointer leads to another stack, which the sample did not copy (the
+    /// BEAM's JIT calling C code: the Erlang frames are on the process's own stack).
+    StackSwitch,
+    /// The stack goes on beyond the bytes copied.
+    CopyEnded,
+    /// No rule led further: no CFI there, and its frame pointer leads nowhere.
+    Lost,
+    /// Deeper than the frames kept.
+    TooDeep,
+}
+
+impl UnwindEnd {
+    /// Why a stack that ended this way stops short, in a clause.
+    fn why(self) -> &'static str {
+        match self {
+            UnwindEnd::Root => "the code marks it as the outermost frame",
+            UnwindEnd::StackSwitch => {
+                "that JIT code's frame pointer leads to another stack, which the sample did not copy (the BEAM's JIT keeps each Erlang process's frames on the process's own stack, so the Erlang callers of C code are out of reach; perf --call-graph dwarf stops there too)"
+            }
+            UnwindEnd::CopyEnded => "the stack is deeper than the 64 KiB copied",
+            UnwindEnd::Lost => {
+                "no CFI covers the code there and its frame pointer leads nowhere: code built without unwind tables and without frame pointers, or a runtime switching stacks there (Go's runtime.systemstack)"
+            }
+            UnwindEnd::TooDeep => "the stack is deeper than the frames kept",
+        }
+    }
+}
+
 /// The unwind quality of one group's stacks of one kind.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UnwindQuality {
@@ -49,8 +85,8 @@ pub struct UnwindQuality {
     /// Weight of all stacks, and of those with a user part (the shares below are of these).
     pub weight: u64,
     pub with_user: u64,
-    /// Share whose outermost user frame is a thread's start (main, start_thread, clone3,
-    /// runtime.goexit...).
+    /// Share unwound to their start: the outermost user frame is a thread's start (main,
+    /// start_thread, clone3, runtime.goexit...) or one the code marks as outermost (UnwindEnd::Root).
     pub reach_start: f64,
     /// Share with at least one user frame left unnamed (module+offset).
     pub with_unnamed: f64,
@@ -72,13 +108,27 @@ pub struct UnwindTally {
     with_unnamed: u64,
     depth_weighted: u64,
     methods: BTreeMap<String, u64>,
-    /// Outermost frame of the stacks that stop short -> (weight, method).
-    stops: BTreeMap<String, (u64, String)>,
+    /// Outermost frame of the stacks that stop short -> (weight, method, weight per end).
+    stops: BTreeMap<String, Stop>,
+}
+
+#[derive(Debug, Default)]
+struct Stop {
+    weight: u64,
+    method: String,
+    ends: BTreeMap<UnwindEnd, u64>,
 }
 
 impl UnwindTally {
-    /// One stack: its user frames, outermost first, the method that unwound them, its weight.
-    pub fn add(&mut self, user_frames: &[String], method: &str, weight: u64) {
+    /// One stack: its user frames, outermost first, the method that unwound them, how the
+    /// unwinding ended (None for the kernel's frame-pointer walk, which does not say), its weight.
+    pub fn add(
+        &mut self,
+        user_frames: &[String],
+        method: &str,
+        end: Option<UnwindEnd>,
+        weight: u64,
+    ) {
         self.weight += weight;
         let Some(outermost) = user_frames.first() else {
             return;
@@ -89,14 +139,17 @@ impl UnwindTally {
         if user_frames.iter().any(|f| is_unnamed(f)) {
             self.with_unnamed += weight;
         }
-        if is_thread_start(outermost) {
+        if is_thread_start(outermost) || end == Some(UnwindEnd::Root) {
             self.reach_start += weight;
         } else {
-            let stop = self
-                .stops
-                .entry(outermost.clone())
-                .or_insert((0, method.to_string()));
-            stop.0 += weight;
+            let stop = self.stops.entry(outermost.clone()).or_insert_with(|| Stop {
+                method: method.to_string(),
+                ..Stop::default()
+            });
+            stop.weight += weight;
+            if let Some(end) = end {
+                *stop.ends.entry(end).or_default() += weight;
+            }
         }
     }
 
@@ -105,14 +158,17 @@ impl UnwindTally {
         let stop = self
             .stops
             .into_iter()
-            .max_by_key(|(_, (w, _))| *w)
-            .map(|(frame, (_, method))| {
-                let why = if method == "frame_pointers" {
+            .max_by_key(|(_, stop)| stop.weight)
+            .map(|(frame, stop)| {
+                let end = stop.ends.iter().max_by_key(|(_, w)| **w).map(|(e, _)| *e);
+                let why = if stop.method == "frame_pointers" {
                     "the kernel's frame-pointer walk stopped there (a binary built without frame pointers: the walk reads garbage), and unwinding from CFI did not go further"
                 } else if frame.starts_with("[anon]") || frame.starts_with("[unknown]") {
                     "code in anonymous memory with no perf map (JIT code): nothing names it, and nothing says how to step out of it"
+                } else if let Some(end) = end {
+                    end.why()
                 } else {
-                    "unwinding from CFI stopped there: the function has no CFI, or the stack is deeper than the 64 KiB copied"
+                    "unwinding stopped there"
                 };
                 (frame, why.to_string())
             });
@@ -175,10 +231,16 @@ mod tests {
     #[test]
     fn shares_are_weighted_and_the_commonest_stop_is_named() {
         let mut t = UnwindTally::default();
-        t.add(&frames(&["_start", "main", "ngx_x+0x10", "leaf"]), "cfi", 6);
-        t.add(&frames(&["[anon]+0x40", "leaf"]), "cfi", 3);
-        t.add(&frames(&["lib.so+0x9", "leaf"]), "cfi", 1);
-        t.add(&[], "none", 10);
+        let lost = Some(UnwindEnd::Lost);
+        t.add(
+            &frames(&["_start", "main", "ngx_x+0x10", "leaf"]),
+            "cfi",
+            Some(UnwindEnd::Root),
+            6,
+        );
+        t.add(&frames(&["[anon]+0x40", "leaf"]), "cfi", lost, 3);
+        t.add(&frames(&["lib.so+0x9", "leaf"]), "cfi", lost, 1);
+        t.add(&[], "none", None, 10);
         let q = t.finish("server", "oncpu");
         assert_eq!((q.weight, q.with_user), (20, 10));
         assert!((q.reach_start - 0.6).abs() < 1e-12);
@@ -191,6 +253,7 @@ mod tests {
         t.add(
             &frames(&["[unknown]+0xd4b4f2030303220", "leaf"]),
             "frame_pointers",
+            None,
             3,
         );
         assert!(
@@ -199,6 +262,36 @@ mod tests {
                 .unwrap()
                 .contains("frame-pointer walk")
         );
+    }
+
+    #[test]
+    fn a_root_the_code_marks_counts_as_the_start_and_the_commonest_end_says_why() {
+        let mut t = UnwindTally::default();
+        // An Erlang process's first frame: the BEAM's JIT set its frame pointer to zero.
+        t.add(
+            &frames(&["$hello_erl:conn/3", "$gen_tcp:send/2"]),
+            "cfi",
+            Some(UnwindEnd::Root),
+            5,
+        );
+        // C code called from Erlang: the JIT stub's frame pointer leads to the process's stack.
+        let stub = "$global::call_light_bif_shared";
+        t.add(
+            &frames(&[stub, "erts_port_output"]),
+            "cfi",
+            Some(UnwindEnd::StackSwitch),
+            3,
+        );
+        t.add(
+            &frames(&[stub, "erts_port_control"]),
+            "cfi",
+            Some(UnwindEnd::Lost),
+            1,
+        );
+        let q = t.finish("server", "oncpu");
+        assert!((q.reach_start - 5.0 / 9.0).abs() < 1e-12);
+        assert_eq!(q.stops_at.as_deref(), Some(stub));
+        assert!(q.why.unwrap().contains("another stack"));
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub fn shallow_stacks(r: &RunReport) -> Vec<Finding> {
                 FindingKind::ShallowStacks,
                 Severity::Warning,
                 format!(
-                    "only {:.0}% of the {}'s on-CPU stacks reach the thread's start (main, start_thread...), so its flamegraph puts time under the wrong callers{stop}",
+                    "only {:.0}% of the {}'s on-CPU stacks reach their start (main, start_thread, or a frame the code marks as outermost), so its flamegraph shows the rest without their callers{stop}",
                     q.reach_start * 100.0,
                     q.group
                 ),

@@ -11,9 +11,10 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
+use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{StackKey, maps};
 
-use super::unwind::UnwoundStacks;
+use super::unwind::{UnwoundStacks, UserStack};
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
 
@@ -29,6 +30,8 @@ pub struct RawStacks {
     pub offcpu: Vec<(StackKey, u64)>,
     /// stack id -> instruction pointers, leaf first.
     pub frames: StdHashMap<i32, Vec<u64>>,
+    /// User stack id (unwound in user space) -> how its unwinding ended.
+    pub ends: StdHashMap<i32, UnwindEnd>,
     /// Sampling frequency, Hz.
     pub sample_hz: u64,
 }
@@ -120,23 +123,25 @@ pub fn read(
         Ok(trace.frames().iter().map(|f| f.ip).collect())
     };
     let mut frames = StdHashMap::new();
-    let mut unwound_ids: StdHashMap<Vec<u64>, i32> = StdHashMap::new();
+    let mut ends = StdHashMap::new();
+    let mut unwound_ids: StdHashMap<UserStack, i32> = StdHashMap::new();
     // The key with its unwound user stack, under an id of its own (the kernel took none: its
     // user_stack_id is -1). An empty one, a sample of a process gone before it was unwound,
     // keeps -1 and shows the kernel frames alone.
-    let mut with_unwound = |mut key: StackKey, cfi: Vec<u64>| -> StackKey {
-        if !cfi.is_empty() {
+    let mut with_unwound = |mut key: StackKey, user: UserStack| -> StackKey {
+        if !user.frames.is_empty() {
             let next = UNWOUND_ID_BASE + unwound_ids.len() as i32;
-            let id = *unwound_ids.entry(cfi.clone()).or_insert(next);
-            frames.entry(id).or_insert(cfi);
+            let id = *unwound_ids.entry(user.clone()).or_insert(next);
+            ends.insert(id, user.end);
+            frames.entry(id).or_insert(user.frames);
             key.user_stack_id = id;
         }
         key
     };
 
     let mut oncpu: StdHashMap<StackKey, u64> = StdHashMap::new();
-    for ((key, cfi), n) in unwound.oncpu {
-        *oncpu.entry(with_unwound(key, cfi)).or_default() += n;
+    for ((key, user), n) in unwound.oncpu {
+        *oncpu.entry(with_unwound(key, user)).or_default() += n;
     }
     for (key, n) in counts(maps::ONCPU_STACKS)? {
         *oncpu.entry(key).or_default() += n;
@@ -163,13 +168,13 @@ pub fn read(
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
         *offcpu.entry(*key).or_default() += ns;
     }
-    for ((key, cfi), w) in unwound.offcpu {
+    for ((key, user), w) in unwound.offcpu {
         if !from_cfi(&key) {
             continue;
         }
         let scale = exact_total.get(&who(&key)).copied().unwrap_or(0) as f64
             / sampled_total[&who(&key)] as f64;
-        *offcpu.entry(with_unwound(key, cfi)).or_default() += (w as f64 * scale).round() as u64;
+        *offcpu.entry(with_unwound(key, user)).or_default() += (w as f64 * scale).round() as u64;
     }
 
     let (oncpu, offcpu): (Vec<_>, Vec<_>) =
@@ -186,6 +191,7 @@ pub fn read(
         oncpu,
         offcpu,
         frames,
+        ends,
         sample_hz,
     })
 }

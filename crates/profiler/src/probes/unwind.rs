@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
-use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
+use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{MAX_STACK_DEPTH, OffcpuTime, StackKey, USER_STACK_BYTES, UserStackSample};
 
 /// How often the ring is drained.
@@ -30,9 +31,16 @@ const RELOAD_AFTER: Duration = Duration::from_secs(1);
 /// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
 const COPY_MARGIN: u64 = 2048;
 
-/// Per (stack key, user frames unwound from CFI, leaf first), a value. The key's kernel stack is
-/// the kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
-pub type UnwoundCounts = HashMap<(StackKey, Vec<u64>), u64>;
+/// Per (stack key, user stack unwound in user space), a value. The key's kernel stack is the
+/// kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
+pub type UnwoundCounts = HashMap<(StackKey, UserStack), u64>;
+
+/// A user stack unwound from a sample's copy: its frames, leaf first, and how unwinding ended.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserStack {
+    pub frames: Vec<u64>,
+    pub end: UnwindEnd,
+}
 
 /// What the unwinding thread hands back at the end.
 #[derive(Debug, Default)]
@@ -48,10 +56,10 @@ pub struct UnwoundStacks {
 
 impl UnwoundStacks {
     /// An off-CPU period ended: charge its stacks, unwound when it began.
-    fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, Vec<u64>)>, t: &OffcpuTime) {
-        if let Some((key, frames)) = pending.remove(&t.seq) {
+    fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, UserStack)>, t: &OffcpuTime) {
+        if let Some((key, stack)) = pending.remove(&t.seq) {
             *self.offcpu_periods.entry(key.tgid).or_default() += 1;
-            *self.offcpu.entry((key, frames)).or_default() += t.off_ns.saturating_mul(t.weight);
+            *self.offcpu.entry((key, stack)).or_default() += t.off_ns.saturating_mul(t.weight);
         }
     }
 }
@@ -78,7 +86,7 @@ impl UserStacks {
                     let mut files = FileCache::default();
                     let mut hints = CopyHints::new(copy_bytes);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
-                    let mut pending: HashMap<u64, (StackKey, Vec<u64>)> = HashMap::new();
+                    let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();
                     let mut open_period: HashMap<u32, u64> = HashMap::new();
                     loop {
                         let last = stop.load(Ordering::Acquire);
@@ -97,14 +105,14 @@ impl UserStacks {
                                     let u = p.unwind(&s, &mut files);
                                     hints.learn(s.tid, &u);
                                     if s.seq == 0 {
-                                        *out.oncpu.entry((s.key, u.frames)).or_default() += 1;
+                                        *out.oncpu.entry((s.key, u.stack)).or_default() += 1;
                                     } else {
                                         // A thread's earlier period still pending never ended
                                         // in the ring (its end did not fit): drop it.
                                         if let Some(old) = open_period.insert(s.tid, s.seq) {
                                             pending.remove(&old);
                                         }
-                                        pending.insert(s.seq, (s.key, u.frames));
+                                        pending.insert(s.seq, (s.key, u.stack));
                                     }
                                 }
                                 Record::PeriodEnd(t) => out.period_ended(&mut pending, &t),
@@ -209,10 +217,10 @@ impl CopyHints {
     }
 }
 
-/// One sample unwound: its frames, leaf first, how deep into the copy the unwinding read,
-/// whether it wanted stack beyond the copy, and how much was copied.
+/// One sample unwound: its stack, how deep into the copy the unwinding read, whether it wanted
+/// stack beyond the copy, and how much was copied.
 struct Unwound {
-    frames: Vec<u64>,
+    stack: UserStack,
     deepest_read: u64,
     read_past_copy: bool,
     copied: u64,
@@ -304,7 +312,10 @@ impl ProcessUnwinder {
     /// The sample's user frames, leaf first: return addresses as the kernel's walk gives them.
     fn unwind(&mut self, s: &Sample, files: &mut FileCache) -> Unwound {
         let mut u = Unwound {
-            frames: Vec::new(),
+            stack: UserStack {
+                frames: Vec::new(),
+                end: UnwindEnd::Lost,
+            },
             deepest_read: 0,
             read_past_copy: false,
             copied: 0,
@@ -328,24 +339,37 @@ impl ProcessUnwinder {
             deepest = deepest.max(off + 8);
             Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| ())?))
         };
-        {
-            let mut iter = self.unwinder.iter_frames(
-                s.ip,
-                UnwindRegsX86_64::new(s.ip, s.sp, s.bp),
-                &mut self.cache,
-                &mut read_stack,
-            );
-            while let Ok(Some(frame)) = iter.next() {
-                let addr = frame.address();
-                if addr == 0 {
-                    break;
-                }
-                u.frames.push(addr);
-                if u.frames.len() >= MAX_STACK_DEPTH {
-                    break;
-                }
+        let mut regs = UnwindRegsX86_64::new(s.ip, s.sp, s.bp);
+        let mut frame = FrameAddress::InstructionPointer(s.ip);
+        let frames = &mut u.stack.frames;
+        frames.push(s.ip);
+        u.stack.end = loop {
+            if frames.len() >= MAX_STACK_DEPTH {
+                break UnwindEnd::TooDeep;
             }
-        }
+            let ip = regs.ip();
+            let next =
+                self.unwinder
+                    .unwind_frame(frame, &mut regs, &mut self.cache, &mut read_stack);
+            let ret = match next {
+                Ok(Some(ret)) => ret,
+                Ok(None) => break UnwindEnd::Root,
+                Err(_) if ran_out => break UnwindEnd::CopyEnded,
+                // JIT code (no module: framehop walks it by its frame pointer) whose frame
+                // pointer is below the stack pointer or outside the copy: it points into
+                // another stack.
+                Err(
+                    framehop::Error::FramepointerUnwindingMovedBackwards
+                    | framehop::Error::CouldNotReadStack(_),
+                ) if !self.in_module(ip) => break UnwindEnd::StackSwitch,
+                Err(_) => break UnwindEnd::Lost,
+            };
+            let Some(next) = FrameAddress::from_return_address(ret) else {
+                break UnwindEnd::Root;
+            };
+            frames.push(ret);
+            frame = next;
+        };
         u.read_past_copy = ran_out;
         u.copied = stack.len() as u64;
         u.deepest_read = deepest;
@@ -354,6 +378,11 @@ impl ProcessUnwinder {
 
     fn covers(&self, ip: u64) -> bool {
         self.known.iter().any(|&(s, e)| s <= ip && ip < e)
+    }
+
+    /// True when `ip` is in a file's code or the vDSO, not in JIT code.
+    fn in_module(&self, ip: u64) -> bool {
+        self.loaded.iter().any(|&(s, e)| s <= ip && ip < e)
     }
 }
 

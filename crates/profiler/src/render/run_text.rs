@@ -203,7 +203,7 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
         .map(|(m, w)| format!("{m} {:.0}%", *w as f64 * 100.0 / q.with_user.max(1) as f64))
         .collect();
     format!(
-        "{} {}: {:.0}% of {} {unit} with a user part reach the thread's start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {})",
+        "{} {}: {:.0}% of {} {unit} with a user part reach their start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {})",
         q.group,
         if q.kind == "oncpu" {
             "on-CPU"

@@ -9,7 +9,7 @@ use blazesym::symbolize::{
 };
 use blazesym::{MaybeDefault, Pid};
 
-use srvprof_analysis::unwind_quality::UnwindTally;
+use srvprof_analysis::unwind_quality::{UnwindEnd, UnwindTally};
 
 use super::folded::{FoldedLine, FoldedStacks, GROUPS};
 use super::perf_map::StartMaps;
@@ -68,7 +68,8 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     }
 
     // Each line with its user frames apart (outermost first) and how they were unwound.
-    let line = |key: &StackKey, value: u64| -> (FoldedLine, Vec<String>, &'static str) {
+    type Line = (FoldedLine, Vec<String>, &'static str, Option<UnwindEnd>);
+    let line = |key: &StackKey, value: u64| -> Line {
         let mut frames = vec![clean(&comm_string(&key.comm))];
         let mut user = Vec::new();
         if let (Some(f), Some(named), true) = (
@@ -102,14 +103,19 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             frames,
             value,
         };
-        (line, user, method)
+        (
+            line,
+            user,
+            method,
+            raw.ends.get(&key.user_stack_id).copied(),
+        )
     };
     let mut quality = Vec::new();
-    let mut tally = |kind: &str, lines: &[(FoldedLine, Vec<String>, &str)]| {
+    let mut tally = |kind: &str, lines: &[Line]| {
         for (group, name) in GROUPS {
             let mut t = UnwindTally::default();
-            for (l, user, method) in lines.iter().filter(|(l, _, _)| l.group == group) {
-                t.add(user, method, l.value);
+            for (l, user, method, end) in lines.iter().filter(|(l, ..)| l.group == group) {
+                t.add(user, method, *end, l.value);
             }
             quality.push(t.finish(name, kind));
         }
@@ -120,10 +126,10 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     tally("oncpu", &oncpu);
     tally("offcpu", &offcpu);
     FoldedStacks {
-        oncpu: oncpu.into_iter().map(|(l, _, _)| l).collect(),
+        oncpu: oncpu.into_iter().map(|(l, ..)| l).collect(),
         offcpu: offcpu
             .into_iter()
-            .map(|(l, _, _)| without_tracing_frames(l))
+            .map(|(l, ..)| without_tracing_frames(l))
             .collect(),
         quality,
     }
