@@ -119,6 +119,7 @@ fn series(timeline: &[TimelineRow]) -> Vec<(&'static str, Vec<f64>)> {
             of(&|r| r.server.involuntary_switches_per_s),
         ),
         ("run-queue p99", of(&|r| r.server.runq_p99_us)),
+        ("CPU quota throttled ms", of(&|r| r.server.throttled_ms)),
         ("server sys %", of(&|r| r.server.sys_pct)),
         ("server user %", of(&|r| r.server.user_pct)),
         (

@@ -23,6 +23,7 @@ pub enum FindingKind {
     ServerResets,
     ClientResets,
     ClientBound,
+    CpuThrottled,
     ServerCpuSaturated,
     SynRetransmitTail,
     ListenOverflows,
@@ -37,12 +38,13 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 16] = [
+    pub const ALL: [FindingKind; 17] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
         FindingKind::ClientResets,
         FindingKind::ClientBound,
+        FindingKind::CpuThrottled,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
         FindingKind::ListenOverflows,
@@ -64,6 +66,7 @@ impl FindingKind {
             FindingKind::ServerResets => "server_resets",
             FindingKind::ClientResets => "client_resets",
             FindingKind::ClientBound => "client_bound",
+            FindingKind::CpuThrottled => "cpu_throttled",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",
             FindingKind::ListenOverflows => "listen_overflows",

@@ -29,6 +29,12 @@ pub struct IntervalRow {
     pub listen_overflows: u64,
     pub retransmits: u64,
     pub syn_retransmits: u64,
+    /// CPU quota: periods that ran out of it, and the time the group's tasks were held back, ms
+    /// (summed over the control groups limiting the group).
+    #[serde(default)]
+    pub throttled_periods: u64,
+    #[serde(default)]
+    pub throttled_ms: f64,
 }
 
 /// The row of the interval from `prev` to `cur`. In sampled mode, an interval whose window saw too
@@ -115,5 +121,7 @@ pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow 
         listen_overflows: r.tcp.listen_overflows,
         retransmits: r.tcp.retransmits,
         syn_retransmits: r.tcp.syn_retransmits,
+        throttled_periods: r.cpu_limits.iter().map(|c| c.throttled_periods).sum(),
+        throttled_ms: r.cpu_limits.iter().map(|c| c.throttled_s * 1e3).sum(),
     }
 }

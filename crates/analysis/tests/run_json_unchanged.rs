@@ -199,6 +199,7 @@ fn sample(k: u64) -> Sample {
         ],
         net_mib,
         listen_socket_drops: Some(k * 42),
+        cgroups: Vec::new(),
         softirq_counts: vec![
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
@@ -333,6 +334,18 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         ".stacks",
         "added (issue 17): how well the stacks were unwound, per group and kind",
+    ),
+    (
+        ".cpu_limits",
+        "added (issue 18): the CPU quotas over each side's processes, and their throttling",
+    ),
+    (
+        ".throttled_periods",
+        "added (issue 18): per interval, periods in which a CPU quota ran out",
+    ),
+    (
+        ".throttled_ms",
+        "added (issue 18): per interval, time a CPU quota held the side's tasks back",
     ),
     (
         ".syscalls_missed",

@@ -6,6 +6,7 @@
 //! (srvprof-loadgen), hand the recorded samples to the analysis (srvprof-analysis, no kernel
 //! there), and write what a user reads (`render`, `output`).
 
+pub mod cgroup;
 pub mod cli;
 pub mod clock;
 pub mod commands;

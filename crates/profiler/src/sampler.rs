@@ -19,6 +19,8 @@ pub struct Sampler {
     mib_pid: Option<u32>,
     last_mib: BTreeMap<String, u64>,
     listen_ports: Vec<u16>,
+    /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
+    cpu_hierarchies: Vec<crate::cgroup::CpuHierarchy>,
     pub exits: Vec<ExitRecord>,
     /// Sampled mode: where the current slot of the interval begins (the last sample's time for
     /// the first), until the slot's window of the syscall and interrupt programs has opened.
@@ -59,6 +61,7 @@ impl Sampler {
             mib_pid,
             last_mib: BTreeMap::new(),
             listen_ports: Vec::new(),
+            cpu_hierarchies: crate::cgroup::cpu_hierarchies(),
             exits: Vec::new(),
             window_from_ns: None,
             window_end_ns: None,
@@ -117,7 +120,9 @@ impl Sampler {
         };
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
-        for (pid, group) in self.probes.watched_pids()? {
+        let watched = self.probes.watched_pids()?;
+        let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
+        for (pid, group) in watched {
             if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
                 let entry = self.processes.entry(pid).or_default();
                 *entry = CpuUse {
@@ -198,6 +203,7 @@ impl Sampler {
             thread_cpu: self.threads.values().cloned().collect(),
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
+            cgroups,
             listen_socket_drops: if self.listen_ports.is_empty() {
                 None
             } else {

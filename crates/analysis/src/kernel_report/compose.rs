@@ -297,6 +297,7 @@ pub fn kernel_report(
     r.softirqs = softirq_deltas(start, end);
     r.hardirqs = hardirq_deltas(start, end);
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
+    r.cpu_limits = super::cpu_limits::cpu_limit_deltas(start, end, group);
 
     r.tcp = tcp_report(start, end, group);
     r.host_tcp = host_tcp_report(start, end);

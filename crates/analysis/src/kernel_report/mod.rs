@@ -7,6 +7,7 @@
 //! and tcp.rs compute those parts.
 
 mod compose;
+mod cpu_limits;
 mod interrupts;
 pub mod sampling;
 mod tcp;
@@ -292,6 +293,9 @@ pub struct KernelReport {
     pub wakeups: Vec<WakeupReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
+    /// The control groups limiting this group's CPU time, and how often they held it back.
+    #[serde(default)]
+    pub cpu_limits: Vec<CpuLimitReport>,
     pub tcp: TcpReport,
     /// The host's TCP figures (not this group's): the kernel's MIB counters and what the probes
     /// saw on sockets on neither side.
@@ -308,6 +312,40 @@ pub struct KernelReport {
     /// thousands of distinct stacks are seen; not a lost record.
     #[serde(default)]
     pub stack_ids_collided: u64,
+}
+
+/// A CPU quota over some of the group's processes, and its throttling in the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuLimitReport {
+    /// The control group's path in its hierarchy, and the hierarchy (1 or 2).
+    pub cgroup: String,
+    pub version: u8,
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// The watched processes under it.
+    pub pids: Vec<u32>,
+    /// Periods in which its tasks were runnable, and those in which the quota ran out.
+    pub periods: u64,
+    pub throttled_periods: u64,
+    /// Time its tasks were held back waiting for the next period, s.
+    pub throttled_s: f64,
+}
+
+impl CpuLimitReport {
+    /// CPUs' worth of time the quota allows.
+    pub fn cpus(&self) -> f64 {
+        self.quota_us as f64 / self.period_us.max(1) as f64
+    }
+
+    /// How long a task that meets the quota's end waits at most: the rest of the period, ms.
+    pub fn max_wait_ms(&self) -> f64 {
+        self.period_us.saturating_sub(self.quota_us) as f64 / 1e3
+    }
+
+    /// Share of the periods that ran out of quota.
+    pub fn throttled_share(&self) -> f64 {
+        self.throttled_periods as f64 / self.periods.max(1) as f64
+    }
 }
 
 impl KernelReport {

@@ -22,6 +22,28 @@ pub struct CpuUse {
     pub sys_ns: u64,
 }
 
+/// A control group that limits a watched process's CPU time (cgroup v1 cpu.cfs_quota_us, v2
+/// cpu.max), with the kernel's throttling counters (its cpu.stat) at the sample.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupCpu {
+    /// Its path in its hierarchy, as /proc/PID/cgroup names it ("/workloads/web").
+    pub path: String,
+    /// The hierarchy: 1 (the cpu controller of cgroup v1) or 2 (the unified one).
+    pub version: u8,
+    /// CPU time its tasks may use per period, and the period, µs.
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// The watched processes under it, and their group (server or client).
+    pub pids: Vec<u32>,
+    pub group: u32,
+    /// Periods in which its tasks were runnable, those that ran out of quota, and the time its
+    /// tasks were held back for it (ns): cpu.stat's nr_periods, nr_throttled, throttled_time
+    /// (v1, ns) or throttled_usec (v2).
+    pub nr_periods: u64,
+    pub nr_throttled: u64,
+    pub throttled_ns: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
@@ -41,6 +63,9 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
+    /// The control groups limiting the watched processes' CPU time (none without a quota).
+    #[serde(default)]
+    pub cgroups: Vec<CgroupCpu>,
     /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order); sampled mode only.
     #[serde(default)]
     pub softirq_counts: Vec<Vec<u64>>,

@@ -4,6 +4,7 @@
 pub mod cpu;
 pub mod failures;
 pub mod interrupts;
+pub mod limits;
 pub mod p99;
 pub mod stacks;
 pub mod tcp;
@@ -19,6 +20,8 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     // Who reset connections, in which state and why: ranked above the error bursts they cause.
     out.extend(tcp::resets(r));
     out.extend(cpu::client_bound(r));
+    // A quota that holds the server back explains the run-queue waits and the tail below.
+    out.extend(limits::cpu_throttled(r));
     out.extend(cpu::server_cpu_saturated(r));
     out.extend(tcp::syn_tail_or_overflows(r));
     out.extend(cpu::runq_tail(r));
@@ -52,6 +55,7 @@ mod tests {
             cpu::tests::tables(),
             failures::tests::tables(),
             interrupts::tests::tables(),
+            limits::tests::tables(),
             p99::tests::tables(),
             stacks::tests::tables(),
             tcp::tests::tables(),

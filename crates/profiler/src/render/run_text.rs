@@ -149,7 +149,7 @@ pub fn timeline_csv(r: &RunReport) -> String {
         .map(|t| t.server.net_rx_per_s.len())
         .unwrap_or(0);
     let mut csv = String::from(CSV_HEADER_START);
-    csv.push_str("completed,errors,p50_us,p99_us,voluntary_switches_per_s,involuntary_switches_per_s,runq_p99_us,user_pct,sys_pct,syscalls_per_s,listen_overflows,syn_retransmits,retransmits,client_cpu_pct");
+    csv.push_str("completed,errors,p50_us,p99_us,voluntary_switches_per_s,involuntary_switches_per_s,runq_p99_us,user_pct,sys_pct,syscalls_per_s,listen_overflows,syn_retransmits,retransmits,client_cpu_pct,throttled_periods,throttled_ms");
     for kind in ["net_rx_per_s", "net_tx_per_s", "hardirqs_per_s"] {
         for cpu in 0..ncpus {
             let _ = write!(csv, ",{kind}_cpu{cpu}");
@@ -160,7 +160,7 @@ pub fn timeline_csv(r: &RunReport) -> String {
         let s = &t.server;
         let _ = write!(
             csv,
-            "{:.3},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{:.2},{:.2},{},{},{},{},{:.2}",
+            "{:.3},{:.1},{},{},{},{},{:.1},{:.1},{:.1},{:.2},{:.2},{},{},{},{},{:.2},{},{:.1}",
             t.t_s,
             t.throughput_rps,
             t.completed,
@@ -179,7 +179,9 @@ pub fn timeline_csv(r: &RunReport) -> String {
             s.listen_overflows,
             s.syn_retransmits,
             s.retransmits,
-            t.client_user_pct + t.client_sys_pct
+            t.client_user_pct + t.client_sys_pct,
+            s.throttled_periods,
+            s.throttled_ms
         );
         for v in s
             .net_rx_per_s

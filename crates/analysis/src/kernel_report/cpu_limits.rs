@@ -1,0 +1,70 @@
+//! CPU quotas over the watched processes: how often their control groups ran out of quota in a
+//! window, from the kernel's own counters (cpu.stat) read at each end.
+
+use super::CpuLimitReport;
+use crate::record::Sample;
+
+/// Each control group limiting `group`'s processes at `end`, with its throttling since `start`
+/// (all of its counters when `start` did not see it: it was found, or limited, in between).
+pub fn cpu_limit_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<CpuLimitReport> {
+    end.cgroups
+        .iter()
+        .filter(|c| c.group == group)
+        .map(|c| {
+            let before = start
+                .cgroups
+                .iter()
+                .find(|s| s.path == c.path && s.version == c.version && s.group == group);
+            let was = |f: fn(&crate::record::CgroupCpu) -> u64| before.map(f).unwrap_or(0);
+            CpuLimitReport {
+                cgroup: c.path.clone(),
+                version: c.version,
+                quota_us: c.quota_us,
+                period_us: c.period_us,
+                pids: c.pids.clone(),
+                periods: c.nr_periods.saturating_sub(was(|s| s.nr_periods)),
+                throttled_periods: c.nr_throttled.saturating_sub(was(|s| s.nr_throttled)),
+                throttled_s: c.throttled_ns.saturating_sub(was(|s| s.throttled_ns)) as f64 / 1e9,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::CgroupCpu;
+
+    fn at(nr_periods: u64, nr_throttled: u64, throttled_ns: u64) -> Sample {
+        Sample {
+            cgroups: vec![CgroupCpu {
+                path: "/web".into(),
+                version: 1,
+                quota_us: 30_000,
+                period_us: 100_000,
+                pids: vec![7],
+                group: 0,
+                nr_periods,
+                nr_throttled,
+                throttled_ns,
+            }],
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn throttling_is_the_counters_growth_over_the_window() {
+        let r = cpu_limit_deltas(&at(100, 40, 2_000_000_000), &at(160, 97, 6_200_000_000), 0);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].periods, r[0].throttled_periods), (60, 57));
+        assert!((r[0].throttled_s - 4.2).abs() < 1e-9);
+        assert!((r[0].cpus() - 0.3).abs() < 1e-12);
+        assert!((r[0].max_wait_ms() - 70.0).abs() < 1e-12);
+        assert!((r[0].throttled_share() - 0.95).abs() < 1e-12);
+        // The client's group has no limit.
+        assert!(cpu_limit_deltas(&at(100, 40, 0), &at(160, 97, 0), 1).is_empty());
+        // Found between the two samples: all of its counters are the window's.
+        let r = cpu_limit_deltas(&Sample::default(), &at(10, 5, 1_000), 0);
+        assert_eq!((r[0].periods, r[0].throttled_periods), (10, 5));
+    }
+}
