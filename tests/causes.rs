@@ -146,3 +146,87 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
         finding_kinds(&clean)
     );
 }
+
+/// CPU time (user + system) a process has used, in clock ticks: /proc/PID/stat fields 14 and 15.
+fn process_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<u64> = after_comm
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f[11] + f[12]
+}
+
+/// Ticks CPU `cpu` spent running tasks (user + nice + system) by /proc/stat.
+fn cpu_task_ticks(cpu: u32) -> u64 {
+    let stat = fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .expect("the CPU's line");
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f[0] + f[1] + f[2]
+}
+
+/// A CPU hog pinned to the nginx worker's CPU: the top finding is noisy_neighbour naming the
+/// hog's PID, with a share of the worker's run-queue wait within 10 points of the hog's share of
+/// the time other tasks ran on that CPU (/proc/stat's task time on CPU 1 less the worker's, both
+/// kernel counts); with the hog gone, the same server has no such finding.
+#[test]
+fn a_cpu_hog_on_the_servers_cpu_is_the_top_finding_by_its_pid() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let worker = *srvprof::discover::with_descendants(&[nginx.pid()])
+        .iter()
+        .find(|p| **p != nginx.pid())
+        .expect("a worker process");
+    let hog = CpuHog::on("1");
+    let (cpu0, hog0, worker0) = (
+        cpu_task_ticks(1),
+        process_ticks(hog.pid()),
+        process_ticks(worker),
+    );
+    let run = RunArgs::pid(nginx.pid())
+        .load(50, "5s", "0s")
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("noisy-neighbour");
+    let (cpu1, hog1, worker1) = (
+        cpu_task_ticks(1),
+        process_ticks(hog.pid()),
+        process_ticks(worker),
+    );
+    let others = (cpu1 - cpu0).saturating_sub(worker1 - worker0);
+    let expected = (hog1 - hog0) as f64 / others.max(1) as f64;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "noisy_neighbour");
+    eprintln!(
+        "hog {} of {others} ticks other tasks ran on CPU 1 ({expected:.3}); findings {kinds:?}; {}",
+        hog1 - hog0,
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "noisy_neighbour", "{kinds:?}");
+    assert_eq!(f["evidence"]["holder_pid"].as_f64(), Some(hog.pid() as f64));
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("pid {}", hog.pid())), "{summary}");
+    let share = f["evidence"]["share_of_wait"].as_f64().unwrap();
+    assert!(
+        (share - expected).abs() <= 0.10,
+        "srvprof: the hog held {share:.3} of the wait; /proc: {expected:.3} of other tasks' time"
+    );
+
+    drop(hog);
+    let clean = RunArgs::pid(nginx.pid())
+        .load(50, "3s", "0s")
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("noisy-neighbour-gone");
+    assert!(
+        finding(&clean, "noisy_neighbour").is_none(),
+        "{:?}",
+        finding_kinds(&clean)
+    );
+}

@@ -304,6 +304,11 @@ impl CpuHog {
             _process: Server { child, port: 0 },
         }
     }
+
+    /// The hog's process (servers/busy-thread execs its program).
+    pub fn pid(&self) -> u32 {
+        self._process.pid()
+    }
 }
 
 /// A kernel MIB counter of this network namespace, e.g. ("TcpExt:", "ListenOverflows").

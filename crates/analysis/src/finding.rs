@@ -27,6 +27,7 @@ pub enum FindingKind {
     ServerCpuSaturated,
     SynRetransmitTail,
     ListenOverflows,
+    NoisyNeighbour,
     RunqTail,
     NetIrqConcentrated,
     ClientConcurrencyShort,
@@ -38,7 +39,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 17] = [
+    pub const ALL: [FindingKind; 18] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -48,6 +49,7 @@ impl FindingKind {
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
         FindingKind::ListenOverflows,
+        FindingKind::NoisyNeighbour,
         FindingKind::RunqTail,
         FindingKind::NetIrqConcentrated,
         FindingKind::ClientConcurrencyShort,
@@ -70,6 +72,7 @@ impl FindingKind {
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",
             FindingKind::ListenOverflows => "listen_overflows",
+            FindingKind::NoisyNeighbour => "noisy_neighbour",
             FindingKind::RunqTail => "runq_tail",
             FindingKind::NetIrqConcentrated => "net_irq_concentrated",
             FindingKind::ClientConcurrencyShort => "client_concurrency_short",

@@ -348,6 +348,14 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added (issue 18): per interval, time a CPU quota held the side's tasks back",
     ),
     (
+        ".runq_holders",
+        "added (issue 18): who held the CPU when each side's waits for one ended",
+    ),
+    (
+        ".runq_holders_map_full",
+        "added (issue 18): waits whose CPU holder found the holders' map full",
+    ),
+    (
         ".syscalls_missed",
         "added (issue 16): busy, but no window caught it, so its syscalls are unknown",
     ),

@@ -75,6 +75,7 @@ pub mod maps {
     pub const SYSCALLS: &str = "SYSCALLS";
     pub const BLOCKED_SYSCALLS: &str = "BLOCKED_SYSCALLS";
     pub const WAKEUPS: &str = "WAKEUPS";
+    pub const RUNQ_HOLDERS: &str = "RUNQ_HOLDERS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
@@ -174,6 +175,28 @@ pub struct WakeCount {
     pub wakee_group: u32,
     pub waker_comm: [u8; 16],
 }
+
+/// Who held a CPU when a watched thread's wait for it ended: the task switched out as the thread
+/// switched in (sched_switch's prev), keyed with the waiting thread's group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HolderKey {
+    pub holder_tid: u32,
+    pub group: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HolderWait {
+    /// Waits that ended with this task giving up the CPU, and their summed length (ns).
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub holder_tgid: u32,
+    pub _pad: u32,
+    pub holder_comm: [u8; 16],
+}
+
+pub const MAX_RUNQ_HOLDERS: u32 = 4096;
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
@@ -297,7 +320,10 @@ pub mod lost {
     /// An on-CPU sample found the user-stack ring full: it is counted in the kernel with the
     /// frame-pointer walk of its user stack instead (not a loss: the unwind quality shows it).
     pub const USER_STACK_RING_FULL: u32 = 8;
-    pub const COUNT: u32 = 9;
+    /// A new (CPU holder, group) key found RUNQ_HOLDERS full: that wait is in the run-queue
+    /// figures but not in who held the CPU.
+    pub const RUNQ_HOLDERS_MAP_FULL: u32 = 9;
+    pub const COUNT: u32 = 10;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -378,6 +404,8 @@ mod pod {
     unsafe impl aya::Pod for HistSlots {}
     unsafe impl aya::Pod for WakeKey {}
     unsafe impl aya::Pod for WakeCount {}
+    unsafe impl aya::Pod for HolderKey {}
+    unsafe impl aya::Pod for HolderWait {}
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}

@@ -13,8 +13,8 @@ use aya_ebpf::{
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
-    BlockedTable, HistSlots, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist,
-    lost,
+    BlockedTable, HistSlots, HolderKey, HolderWait, MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR,
+    MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost,
 };
 
 use crate::target::{
@@ -50,6 +50,50 @@ fn current_syscall_slot() -> u64 {
 /// (waker, woken watched thread) -> wakeups.
 #[map]
 static WAKEUPS: HashMap<WakeKey, WakeCount> = HashMap::with_max_entries(MAX_WAKE_PAIRS, 0);
+
+/// (task holding the CPU when a watched thread's wait for it ended, the thread's group) -> waits.
+#[map]
+static RUNQ_HOLDERS: HashMap<HolderKey, HolderWait> =
+    HashMap::with_max_entries(MAX_RUNQ_HOLDERS, 0);
+
+/// A watched thread of `group` waited `waited` ns for the CPU that the current task (the one
+/// switching out for it) gives up now: charged to that task. The task that ran last in the wait
+/// is the one named; when several shared it, the others are not (a CPU hog sharing a server's
+/// CPU is the one that runs before each of its switch-ins).
+#[inline(always)]
+fn charge_holder(group: u32, waited: u64) {
+    let holder = bpf_get_current_pid_tgid();
+    let key = HolderKey {
+        holder_tid: holder as u32,
+        group,
+    };
+    if let Some(w) = RUNQ_HOLDERS.get_ptr_mut(&key) {
+        unsafe {
+            (*w).waits += 1;
+            (*w).wait_ns += waited;
+        }
+        return;
+    }
+    let first = HolderWait {
+        waits: 1,
+        wait_ns: waited,
+        holder_tgid: (holder >> 32) as u32,
+        _pad: 0,
+        holder_comm: current_comm(),
+    };
+    if RUNQ_HOLDERS
+        .insert(&key, &first, BPF_NOEXIST as u64)
+        .is_err()
+    {
+        match RUNQ_HOLDERS.get_ptr_mut(&key) {
+            Some(w) => unsafe {
+                (*w).waits += 1;
+                (*w).wait_ns += waited;
+            },
+            None => count_lost(lost::RUNQ_HOLDERS_MAP_FULL),
+        }
+    }
+}
 
 /// Off-CPU periods (ns, by the scheduler's clock: see sched_switch), one histogram per group.
 #[map]
@@ -161,6 +205,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.runq_ns += waited;
             st.runq_count += 1;
             record(&RUNQ_HIST, st.group, waited);
+            charge_holder(st.group, waited);
             st.runnable_since_ns = 0;
         }
         if st.blocked_nr != 0 {

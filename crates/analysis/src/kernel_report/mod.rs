@@ -9,6 +9,7 @@
 mod compose;
 mod cpu_limits;
 mod interrupts;
+mod runq_holders;
 pub mod sampling;
 mod tcp;
 pub mod uncertainty;
@@ -34,6 +35,22 @@ pub struct WakeupReport {
     pub wakee_comm: String,
     pub count: u64,
 }
+
+/// A task that held a CPU when this group's threads' waits for it ended, per process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunqHolderReport {
+    /// The holder's process (0: the CPU was idle: the wait was the wake-up's own latency), and
+    /// the name of its thread that held CPUs longest.
+    pub pid: u32,
+    pub comm: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+    /// Share of all the group's waits' time in the window.
+    pub share: f64,
+}
+
+/// The holders kept in a report, longest first.
+pub const TOP_RUNQ_HOLDERS: usize = 10;
 
 /// The pairs kept in a report, most frequent first.
 pub const TOP_WAKEUPS: usize = 20;
@@ -291,6 +308,9 @@ pub struct KernelReport {
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]
     pub wakeups: Vec<WakeupReport>,
+    /// Who held the CPU when this group's threads' waits for one ended, longest first.
+    #[serde(default)]
+    pub runq_holders: Vec<RunqHolderReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     /// The control groups limiting this group's CPU time, and how often they held it back.

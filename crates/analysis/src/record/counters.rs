@@ -44,6 +44,18 @@ pub struct WakePair {
     pub count: u64,
 }
 
+/// Cumulative waits of one group's watched threads for a CPU that ended with this task giving
+/// the CPU up (the task that held it when the wait ended).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunqHolder {
+    pub holder_pid: u32,
+    pub holder_tid: u32,
+    pub holder_comm: String,
+    pub group: u32,
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountNs {
     pub count: u64,
@@ -143,6 +155,9 @@ pub struct KernelCounters {
     pub unblocked_syscalls: Option<Vec<(u32, u32, CountNs)>>,
     /// Who woke the watched threads, and how often.
     pub wakeups: Vec<WakePair>,
+    /// Who held the CPU when the watched threads' waits for one ended.
+    #[serde(default)]
+    pub runq_holders: Vec<RunqHolder>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
@@ -190,6 +205,7 @@ impl KernelCounters {
             syscalls_off: false,
             traced_ns: None,
             wakeups: Vec::new(),
+            runq_holders: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use counters::{CountNs, KernelCounters, NsHistogram, TcpResetCount, ThreadCounters, WakePair};
+pub use counters::{
+    CountNs, KernelCounters, NsHistogram, RunqHolder, TcpResetCount, ThreadCounters, WakePair,
+};
 
 /// CPU time of one thread or process, from /proc (the kernel's own accounting).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,6 +8,9 @@ use crate::run_report::RunReport;
 pub const CPU_SATURATED: f64 = 0.90;
 /// Run-queue p99 (µs) from which server threads waiting for a CPU explain a tail.
 pub const RUNQ_P99_US: f64 = 1000.0;
+/// A process outside the run that held the CPU at the end of this share of the server threads'
+/// run-queue wait time is the neighbour taking their CPU.
+pub const NEIGHBOUR_SHARE: f64 = 0.25;
 /// The client kept fewer than this share of -c connections busy...
 pub const CLIENT_CONCURRENCY_SHARE: f64 = 0.5;
 /// ...while its busiest thread was at least this busy (so the client, not the server, fell short).
@@ -109,6 +112,49 @@ pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
     ))
 }
 
+/// Server threads waited for a CPU (run-queue p99 at least RUNQ_P99_US), and a process that is
+/// neither the server nor srvprof held that CPU at the end of at least NEIGHBOUR_SHARE of the
+/// wait: names it, with its share, and the fix.
+pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
+    let runq = &r.server.runq_latency_us;
+    if runq.p99 < RUNQ_P99_US || r.load.completed == 0 {
+        return None;
+    }
+    let ours = |pid: u32| pid == 0 || r.server.pids.contains(&pid) || r.client.pids.contains(&pid);
+    let h = r
+        .server
+        .runq_holders
+        .iter()
+        .filter(|h| !ours(h.pid))
+        .find(|h| h.share >= NEIGHBOUR_SHARE)?;
+    let p99_us = r.load.latency_us.p99 as f64;
+    let per_request_us = h.wait_ns as f64 / 1e3 / r.load.completed as f64;
+    Some(Finding::new(
+        FindingKind::NoisyNeighbour,
+        Severity::Warning,
+        format!(
+            "server threads waited for a CPU behind another process: {} (pid {}) held it at the end of {:.0}% of their run-queue wait ({} waits, {:.1} ms in all, {:.1} us per request); run-queue p99 {:.1} ms, request p99 {:.1} ms. Fix: keep it off the server's CPUs (taskset, a cpuset), lower its priority (nice 19, SCHED_IDLE), or give the server CPUs of its own",
+            h.comm,
+            h.pid,
+            h.share * 100.0,
+            h.waits,
+            h.wait_ns as f64 / 1e6,
+            per_request_us,
+            runq.p99 / 1000.0,
+            p99_us / 1000.0
+        ),
+        &[
+            ("holder_pid", h.pid as f64),
+            ("share_of_wait", h.share),
+            ("waits", h.waits as f64),
+            ("wait_ms", h.wait_ns as f64 / 1e6),
+            ("wait_us_per_request", per_request_us),
+            ("runq_p99_us", runq.p99),
+            ("p99_us", p99_us),
+        ],
+    ))
+}
+
 /// Server threads waited for a CPU: run-queue p99 at least RUNQ_P99_US.
 pub fn runq_tail(r: &RunReport) -> Option<Finding> {
     let runq = &r.server.runq_latency_us;
@@ -167,13 +213,14 @@ pub(super) mod tests {
     use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist};
 
     use super::*;
-    use crate::record::{CpuUse, ThreadCounters};
+    use crate::record::{CpuUse, RunqHolder, ThreadCounters};
     use crate::rules::test_support::*;
 
     tables!(
         client_bound_table,
         server_cpu_saturated_table,
         runq_tail_table,
+        noisy_neighbour_table,
         client_concurrency_short_table
     );
 
@@ -288,6 +335,74 @@ pub(super) mod tests {
                 });
             })
             .build()
+    }
+
+    /// A recorded window in which the server's thread 7 waited 100 times in the run queue, every
+    /// wait in histogram slot `slot`, each ending as one of `holders` (pid, name, ms of the
+    /// window's waits) gave the CPU up.
+    fn waits_behind(slot: u32, holders: &'static [(u32, &'static str, u64)]) -> RunReport {
+        Recording::window()
+            .each(|s, k| {
+                s.kernel.runq_hist[GROUP_SERVER as usize].slots[slot as usize] = grown(100, k);
+                s.kernel
+                    .threads
+                    .push(thread(GROUP_SERVER, 7, "nginx", 1, k));
+                for &(pid, comm, ms) in holders {
+                    s.kernel.runq_holders.push(RunqHolder {
+                        holder_pid: pid,
+                        holder_tid: pid,
+                        holder_comm: comm.into(),
+                        group: GROUP_SERVER,
+                        waits: grown(10, k),
+                        wait_ns: grown(ms * 1_000_000, k),
+                    });
+                }
+            })
+            .build()
+    }
+
+    fn noisy_neighbour_table() -> Table {
+        let tail = hist::slot_of((RUNQ_P99_US * 1e3) as u64);
+        let neighbour = |share: f64| {
+            finds(
+                FindingKind::NoisyNeighbour,
+                Severity::Warning,
+                &[
+                    ("holder_pid", 4242.0),
+                    ("share_of_wait", share),
+                    ("waits", 10.0),
+                ],
+            )
+        };
+        #[rustfmt::skip]
+        let cases = [
+            ("a hog holds all the wait", waits_behind(tail, &[(4242, "hog", 100)]), neighbour(1.0)),
+            ("at NEIGHBOUR_SHARE", waits_behind(tail, &[(4242, "hog", 25), (0, "swapper/1", 75)]), neighbour(0.25)),
+            ("just under NEIGHBOUR_SHARE", waits_behind(tail, &[(4242, "hog", 24), (0, "swapper/1", 76)]), nothing()),
+            ("no tail: waits in the slot below", waits_behind(tail - 1, &[(4242, "hog", 100)]), nothing()),
+            ("the server's own thread held it", waits_behind(tail, &[(7, "nginx", 100)]), nothing()),
+            ("the CPU was idle: wake-up latency", waits_behind(tail, &[(0, "swapper/1", 100)]), nothing()),
+        ];
+        Table::new(noisy_neighbour, cases)
+    }
+
+    #[test]
+    fn the_neighbour_is_named_with_its_pid_and_the_fix() {
+        let r = waits_behind(
+            hist::slot_of((RUNQ_P99_US * 1e3) as u64),
+            &[(4242, "hog", 100)],
+        );
+        let f = noisy_neighbour(&r).unwrap();
+        for part in ["hog (pid 4242)", "100% of their run-queue wait", "taskset"] {
+            assert!(f.summary.contains(part), "{part}: {}", f.summary);
+        }
+        // Ranked above the run-queue tail it causes.
+        let kinds: Vec<FindingKind> = crate::rules::findings(&r).iter().map(|f| f.kind).collect();
+        let at = |k| kinds.iter().position(|x| *x == k).unwrap();
+        assert!(
+            at(FindingKind::NoisyNeighbour) < at(FindingKind::RunqTail),
+            "{kinds:?}"
+        );
     }
 
     fn runq_tail_table() -> Table {

@@ -24,6 +24,8 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     out.extend(limits::cpu_throttled(r));
     out.extend(cpu::server_cpu_saturated(r));
     out.extend(tcp::syn_tail_or_overflows(r));
+    // Who took the CPU, ranked above the waits it caused.
+    out.extend(cpu::noisy_neighbour(r));
     out.extend(cpu::runq_tail(r));
     out.extend(interrupts::net_irq_concentrated(r));
     out.extend(cpu::client_concurrency_short(r));

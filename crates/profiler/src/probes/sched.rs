@@ -11,12 +11,14 @@ use aya::{
     Ebpf,
     maps::{HashMap, MapData, PerCpuArray},
 };
-use srvprof_common::{HistSlots, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps};
+use srvprof_common::{
+    HistSlots, HolderKey, HolderWait, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps,
+};
 
 use super::{map_error, map_mut, map_ref, target};
 use crate::error::SrvprofError;
 use crate::procfs;
-use srvprof_analysis::record::{KernelCounters, NsHistogram, ThreadCounters, WakePair};
+use srvprof_analysis::record::{KernelCounters, NsHistogram, RunqHolder, ThreadCounters, WakePair};
 
 /// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock).
 pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
@@ -42,6 +44,19 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
             wakee_tid: k.wakee_tid,
             wakee_group: v.wakee_group,
             count: v.count,
+        })
+        .collect();
+    let holders: HashMap<&MapData, HolderKey, HolderWait> = map_ref(ebpf, maps::RUNQ_HOLDERS)?;
+    counters.runq_holders = holders
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(k, v)| RunqHolder {
+            holder_pid: v.holder_tgid,
+            holder_tid: k.holder_tid,
+            holder_comm: comm_string(&v.holder_comm),
+            group: k.group,
+            waits: v.waits,
+            wait_ns: v.wait_ns,
         })
         .collect();
     counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
