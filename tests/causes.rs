@@ -230,3 +230,162 @@ fn a_cpu_hog_on_the_servers_cpu_is_the_top_finding_by_its_pid() {
         finding_kinds(&clean)
     );
 }
+
+/// Where servers/lib.sh keeps a server's files (srv_state_dir).
+fn server_state_dir(name: &str, port: u16) -> PathBuf {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("srvprof-servers").join(format!("{name}-{port}"))
+}
+
+/// Drops a file's pages from the page cache every 2 ms until dropped (60 s at most), so every
+/// read of it goes to the disk.
+struct CacheDropper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CacheDropper {
+    fn on(path: &Path) -> Self {
+        use std::os::fd::AsRawFd;
+        let file = fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed)
+                && std::time::Instant::now() < end
+            {
+                // SAFETY: an open file's descriptor; the advice only drops clean cached pages.
+                unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        });
+        CacheDropper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for CacheDropper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One nginx worker sends an 8 MiB file with sendfile while the test drops the file's pages
+/// from the page cache every 2 ms: the worker, an event loop, waits on the disk inside sendfile.
+/// The top finding is blocking_io naming sendfile and the file, and its uninterruptible sleeps
+/// add up to within 15 % of the off-CPU time libbpf-tools' offcputime finds for the worker in
+/// stacks through io_schedule over the run (its state filter takes one exact state, and a page
+/// read is waited for in TASK_KILLABLE). With the file in the page cache, the same server has no
+/// such finding.
+#[test]
+fn disk_waits_of_the_event_loop_are_the_top_finding_with_the_file() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
+    require_root();
+    let nginx = Server::start("nginx-html", &["--cpus", "1", "--big-file-mb", "8"]);
+    let worker = *srvprof::discover::with_descendants(&[nginx.pid()])
+        .iter()
+        .find(|p| **p != nginx.pid())
+        .expect("a worker process");
+    let file = server_state_dir("nginx-html", nginx.port).join("html/big");
+    let url = format!("http://127.0.0.1:{}/big", nginx.port);
+    let pid = worker.to_string();
+    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
+    offcputime.wait_loaded();
+    let dropper = CacheDropper::on(&file);
+    let run = RunArgs::pid(nginx.pid())
+        .load(4, "5s", "0s")
+        .args(&["--url", &url, "--cpus", "0", "--stacks", "off"])
+        .run_ok("blocking-io");
+    drop(dropper);
+    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "io_schedule");
+    let waits = run["server"]["disk_waits"].as_array().unwrap();
+    let ours_us: f64 = waits
+        .iter()
+        .filter(|w| w["pid"] == worker)
+        .map(|w| w["wait_ns"].as_f64().unwrap() / 1e3)
+        .sum();
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "blocking_io");
+    eprintln!(
+        "srvprof {ours_us:.0} us in uninterruptible sleep, offcputime {peer_us} us; findings {kinds:?}; {}",
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "blocking_io", "{kinds:?}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("sendfile on {}", file.display())),
+        "{summary}"
+    );
+    assert!(peer_us > 100_000, "the worker barely waited: {peer_us} us");
+    assert!(
+        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
+        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    );
+
+    // The file in the page cache: reads need no disk.
+    let _ = fs::read(&file);
+    let clean = RunArgs::pid(nginx.pid())
+        .load(4, "3s", "0s")
+        .args(&["--url", &url, "--cpus", "0", "--stacks", "off"])
+        .run_ok("blocking-io-cached");
+    assert!(
+        finding(&clean, "blocking_io").is_none(),
+        "{:?}",
+        finding_kinds(&clean)
+    );
+}
+
+/// Sockets in TIME_WAIT by `ss` (iproute2), the peer count for srvprof's sock_diag reading.
+fn time_wait_by_ss() -> u64 {
+    let out = std::process::Command::new("ss")
+        .args(["-Htan", "state", "time-wait"])
+        .output()
+        .expect("ss (iproute2)");
+    String::from_utf8_lossy(&out.stdout).lines().count() as u64
+}
+
+/// A new connection per request (--no-keepalive) against nginx: connection_churn counts the
+/// sockets left in TIME_WAIT as `ss` lists them right after the run, and a second run started at
+/// once inherits them, which the finding says (the reason two such runs differ).
+#[test]
+fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inherits() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let churn = |name: &str| {
+        RunArgs::pid(nginx.pid())
+            .load(50, "3s", "0s")
+            .args(&["--no-keepalive", "--cpus", "0", "--stacks", "off"])
+            .run_ok(name)
+    };
+    let first = churn("churn-first");
+    let by_ss = time_wait_by_ss();
+    let f = expect_finding(&first, "connection_churn");
+    let evidence = |f: &serde_json::Value, key: &str| f["evidence"][key].as_f64().unwrap();
+    let at_end = evidence(f, "time_wait_at_end");
+    let opened = evidence(f, "connections_opened");
+    eprintln!("{}; ss: {by_ss} in TIME_WAIT", f["summary"]);
+    assert!(opened >= 1000.0, "{opened}");
+    // The last connections close after srvprof's last reading; none expire within 60 s.
+    assert!(
+        (at_end - by_ss as f64).abs() <= 0.05 * by_ss as f64 + 100.0,
+        "srvprof {at_end} at the end, ss {by_ss} after it"
+    );
+    let second = churn("churn-second");
+    let f = expect_finding(&second, "connection_churn");
+    let inherited = evidence(f, "time_wait_at_start");
+    eprintln!("{}", f["summary"]);
+    assert!(inherited >= 0.9 * by_ss as f64, "{inherited} of {by_ss}");
+    assert!(
+        f["summary"].as_str().unwrap().contains("already there"),
+        "{}",
+        f["summary"]
+    );
+}

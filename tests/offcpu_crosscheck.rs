@@ -18,6 +18,7 @@ use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use srvprof_integration::libbpf_tools::offcputime_total_us;
 use srvprof_integration::{
     Server, assert_success, probe_json, proc_schedstat, programs_held_by, read_json, require_root,
     wait_attached,
@@ -281,17 +282,6 @@ fn offcputime_path() -> String {
         "offcputime (Debian package libbpf-tools) is missing: this test runs it beside srvprof; \
          `cargo xtask setup` installs it, or `apt-get install libbpf-tools`"
     );
-}
-
-/// offcputime's folded-free output: each stack ends in a line with its microseconds alone.
-fn offcputime_total_us(text: &str) -> u64 {
-    text.lines()
-        .filter_map(|l| {
-            let t = l.trim();
-            (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse::<u64>().ok())
-        })
-        .flatten()
-        .sum()
 }
 
 /// The only child of nginx's master: its one worker.

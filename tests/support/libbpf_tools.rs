@@ -127,6 +127,22 @@ impl Tool {
         self.ready_at = Instant::now();
     }
 
+    /// Waits (30 s at most) until the tool holds BPF programs, for a tool that prints no
+    /// "Tracing" line (offcputime), and a little more for their attach, which follows the load.
+    pub fn wait_loaded(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while crate::programs_held_by(self.child.id()).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "{} loaded no BPF program in 30 s",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        self.ready_at = Instant::now();
+    }
+
     /// Stops the tool with SIGINT, as Ctrl-C does, and returns the summary it prints then.
     pub fn stop(mut self) -> String {
         // SAFETY: signalling the child this Tool started (stdbuf execs the tool, same pid).
@@ -262,6 +278,33 @@ pub fn log2_quantile_bucket(buckets: &[Log2Bucket], q: f64) -> Option<Log2Bucket
     })
 }
 
+/// offcputime's output (not folded): each stack ends in a line with its microseconds alone.
+pub fn offcputime_total_us(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| {
+            let t = l.trim();
+            (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())).then(|| t.parse::<u64>().ok())
+        })
+        .flatten()
+        .sum()
+}
+
+/// offcputime's microseconds in the stacks that have `frame` among their frames: its output is
+/// one block per stack, frames then the task's line then its time, blocks apart by blank lines.
+pub fn offcputime_us_with_frame(text: &str, frame: &str) -> u64 {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let lines: Vec<&str> = block
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let us = lines.last()?.parse::<u64>().ok()?;
+            lines.contains(&frame).then_some(us)
+        })
+        .sum()
+}
+
 /// A `NAME VALUE` table as `softirqs -N` (TOTAL_nsecs) and `hardirqs -C` (TOTAL_count) print it,
 /// by name; the header and the "Tracing" line are skipped.
 pub fn parse_name_totals(text: &str) -> BTreeMap<String, u64> {
@@ -283,6 +326,13 @@ pub fn parse_name_totals(text: &str) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offcputime_blocks_with_a_frame() {
+        let text = "    schedule\n    io_schedule\n    folio_wait_bit_common\n    -                nginx (7)\n        81209\n\n    schedule\n    do_epoll_wait\n    -                nginx (7)\n        5000\n";
+        assert_eq!(offcputime_us_with_frame(text, "io_schedule"), 81209);
+        assert_eq!(offcputime_total_us(text), 86209);
+    }
 
     #[test]
     fn syscount_latency_table() {

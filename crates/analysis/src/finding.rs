@@ -24,6 +24,7 @@ pub enum FindingKind {
     ClientResets,
     ClientBound,
     CpuThrottled,
+    BlockingIo,
     ServerCpuSaturated,
     SynRetransmitTail,
     ListenOverflows,
@@ -32,6 +33,7 @@ pub enum FindingKind {
     NetIrqConcentrated,
     ClientConcurrencyShort,
     ServerClosedIdle,
+    ConnectionChurn,
     ErrorBurst,
     P99Tracks,
     LostEvents,
@@ -39,13 +41,14 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 18] = [
+    pub const ALL: [FindingKind; 20] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
         FindingKind::ClientResets,
         FindingKind::ClientBound,
         FindingKind::CpuThrottled,
+        FindingKind::BlockingIo,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
         FindingKind::ListenOverflows,
@@ -54,6 +57,7 @@ impl FindingKind {
         FindingKind::NetIrqConcentrated,
         FindingKind::ClientConcurrencyShort,
         FindingKind::ServerClosedIdle,
+        FindingKind::ConnectionChurn,
         FindingKind::ErrorBurst,
         FindingKind::P99Tracks,
         FindingKind::LostEvents,
@@ -69,6 +73,7 @@ impl FindingKind {
             FindingKind::ClientResets => "client_resets",
             FindingKind::ClientBound => "client_bound",
             FindingKind::CpuThrottled => "cpu_throttled",
+            FindingKind::BlockingIo => "blocking_io",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",
             FindingKind::ListenOverflows => "listen_overflows",
@@ -77,6 +82,7 @@ impl FindingKind {
             FindingKind::NetIrqConcentrated => "net_irq_concentrated",
             FindingKind::ClientConcurrencyShort => "client_concurrency_short",
             FindingKind::ServerClosedIdle => "server_closed_idle",
+            FindingKind::ConnectionChurn => "connection_churn",
             FindingKind::ErrorBurst => "error_burst",
             FindingKind::P99Tracks => "p99_tracks",
             FindingKind::LostEvents => "lost_events",

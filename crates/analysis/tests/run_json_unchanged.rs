@@ -200,6 +200,7 @@ fn sample(k: u64) -> Sample {
         net_mib,
         listen_socket_drops: Some(k * 42),
         cgroups: Vec::new(),
+        time_wait: None,
         softirq_counts: vec![
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
@@ -354,6 +355,22 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         ".runq_holders_map_full",
         "added (issue 18): waits whose CPU holder found the holders' map full",
+    ),
+    (
+        ".disk_waits",
+        "added (issue 18): each side's uninterruptible sleeps by syscall and file",
+    ),
+    (
+        ".disk_waits_map_full",
+        "added (issue 18): sleeps whose (process, syscall, fd) found the disk waits' map full",
+    ),
+    (
+        ".time_wait_at_start",
+        "added (issue 18): sockets in TIME_WAIT when the window opened",
+    ),
+    (
+        ".time_wait_at_end",
+        "added (issue 18): sockets in TIME_WAIT when the window closed",
     ),
     (
         ".syscalls_missed",

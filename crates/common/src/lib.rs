@@ -76,6 +76,7 @@ pub mod maps {
     pub const BLOCKED_SYSCALLS: &str = "BLOCKED_SYSCALLS";
     pub const WAKEUPS: &str = "WAKEUPS";
     pub const RUNQ_HOLDERS: &str = "RUNQ_HOLDERS";
+    pub const DISK_WAITS: &str = "DISK_WAITS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
@@ -151,6 +152,11 @@ pub struct ThreadStats {
     /// either). Past USER_STACK_MISS_LIMIT only one walk in USER_STACK_RETRY_EVERY is tried:
     /// each failed walk costs ~2 us at every switch-out.
     pub user_stack_misses: u64,
+    /// Set when the thread last switched out in uninterruptible sleep (TASK_UNINTERRUPTIBLE: disk
+    /// I/O, a page fault's read, a kernel lock), with the file descriptor its syscall was given
+    /// (-1: none, or not in a syscall): its time until the switch-in goes to DISK_WAITS.
+    pub uninterruptible: u32,
+    pub blocked_fd: i32,
     pub comm: [u8; 16],
 }
 
@@ -197,6 +203,19 @@ pub struct HolderWait {
 }
 
 pub const MAX_RUNQ_HOLDERS: u32 = 4096;
+
+/// A watched process's uninterruptible sleeps: in which syscall (its number plus one; 0 when not
+/// in a syscall, as in a page fault) on which file descriptor (-1 when the syscall takes none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DiskWaitKey {
+    pub tgid: u32,
+    pub group: u32,
+    pub nr_slot: u32,
+    pub fd: i32,
+}
+
+pub const MAX_DISK_WAITS: u32 = 4096;
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
@@ -323,7 +342,10 @@ pub mod lost {
     /// A new (CPU holder, group) key found RUNQ_HOLDERS full: that wait is in the run-queue
     /// figures but not in who held the CPU.
     pub const RUNQ_HOLDERS_MAP_FULL: u32 = 9;
-    pub const COUNT: u32 = 10;
+    /// A new (process, syscall, fd) key found DISK_WAITS full: that uninterruptible sleep is in
+    /// the off-CPU figures but not in the disk waits.
+    pub const DISK_WAITS_MAP_FULL: u32 = 10;
+    pub const COUNT: u32 = 11;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -406,6 +428,7 @@ mod pod {
     unsafe impl aya::Pod for WakeCount {}
     unsafe impl aya::Pod for HolderKey {}
     unsafe impl aya::Pod for HolderWait {}
+    unsafe impl aya::Pod for DiskWaitKey {}
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}

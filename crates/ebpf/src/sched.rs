@@ -13,8 +13,8 @@ use aya_ebpf::{
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
-    BlockedTable, HistSlots, HolderKey, HolderWait, MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR,
-    MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost,
+    BlockedTable, CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, MAX_DISK_WAITS,
+    MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost,
 };
 
 use crate::target::{
@@ -46,6 +46,62 @@ fn current_syscall_slot() -> u64 {
         0
     }
 }
+
+/// The file descriptor the current task's syscall was given: sendfile's source (its second
+/// argument), else the first argument, which is an fd for read, pread64, readv, write, fsync,
+/// and the other calls that wait on a file (user space keeps the fd only for those). Read from
+/// the registers saved at the syscall's entry, as current_syscall_slot reads its number.
+#[inline(always)]
+fn current_syscall_fd(slot: u64) -> i32 {
+    const SENDFILE: u64 = 40;
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    if regs.is_null() || slot == 0 {
+        return -1;
+    }
+    let arg = if slot == SENDFILE + 1 {
+        unsafe { (*regs).rsi }
+    } else {
+        unsafe { (*regs).rdi }
+    };
+    if arg <= i32::MAX as u64 {
+        arg as i32
+    } else {
+        -1
+    }
+}
+
+/// (process, syscall, fd) -> its watched threads' uninterruptible sleeps and their time.
+#[map]
+static DISK_WAITS: HashMap<DiskWaitKey, CountTime> = HashMap::with_max_entries(MAX_DISK_WAITS, 0);
+
+#[inline(always)]
+fn add_disk_wait(key: &DiskWaitKey, ns: u64) {
+    if let Some(c) = DISK_WAITS.get_ptr_mut(key) {
+        unsafe {
+            (*c).count += 1;
+            (*c).total_ns += ns;
+        }
+        return;
+    }
+    let first = CountTime {
+        count: 1,
+        total_ns: ns,
+    };
+    if DISK_WAITS.insert(key, &first, BPF_NOEXIST as u64).is_err() {
+        match DISK_WAITS.get_ptr_mut(key) {
+            Some(c) => unsafe {
+                (*c).count += 1;
+                (*c).total_ns += ns;
+            },
+            None => count_lost(lost::DISK_WAITS_MAP_FULL),
+        }
+    }
+}
+
+/// task_struct's __state bits: asleep and not to be woken by signals, and not counted in the
+/// load average (TASK_IDLE: a kernel thread's idle wait, not a wait for a disk).
+const TASK_UNINTERRUPTIBLE: u64 = 0x2;
+const TASK_NOLOAD: u64 = 0x400;
 
 /// (waker, woken watched thread) -> wakeups.
 #[map]
@@ -159,6 +215,14 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             current_syscall_slot()
         };
+        let uninterruptible =
+            !involuntary && prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0;
+        st.uninterruptible = uninterruptible as u32;
+        st.blocked_fd = if uninterruptible {
+            current_syscall_fd(st.blocked_nr)
+        } else {
+            -1
+        };
         let prev: *const u8 = ctx.arg(1);
         let exec = task_exec_runtime(prev).unwrap_or(0);
         if st.last_switch_in_ns == 0 && st.last_switch_out_ns != 0 && !first_out {
@@ -207,6 +271,18 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             record(&RUNQ_HIST, st.group, waited);
             charge_holder(st.group, waited);
             st.runnable_since_ns = 0;
+        }
+        if st.uninterruptible != 0 {
+            if st.last_switch_out_ns != 0 {
+                let key = DiskWaitKey {
+                    tgid: st.tgid,
+                    group: st.group,
+                    nr_slot: st.blocked_nr as u32,
+                    fd: st.blocked_fd,
+                };
+                add_disk_wait(&key, now.saturating_sub(st.last_switch_out_ns));
+            }
+            st.uninterruptible = 0;
         }
         if st.blocked_nr != 0 {
             if st.last_switch_out_ns != 0 {

@@ -264,6 +264,23 @@ pub fn net_mib(pid: u32) -> BTreeMap<String, u64> {
 }
 
 /// Validates a target PID: it exists and is a user-space process.
+/// The ports connect() picks from when no port is asked for (net.ipv4.ip_local_port_range, which
+/// IPv6 shares), as the first and last port.
+pub fn ephemeral_port_range() -> Option<(u16, u16)> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut f = text.split_whitespace().map(|x| x.parse::<u16>().ok());
+    Some((f.next()??, f.next()??))
+}
+
+/// net.ipv4.tcp_tw_reuse (0, 1, or 2: loopback only, the default).
+pub fn tcp_tw_reuse() -> Option<u8> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 pub fn check_target(pid: u32) -> Result<(), SrvprofError> {
     if !process_exists(pid) {
         return Err(SrvprofError::NoSuchPid(pid));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use srvprof_analysis::record::{CpuUse, ExitRecord, Sample};
+use srvprof_analysis::record::{CpuUse, ExitRecord, Sample, TimeWait};
 use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
@@ -21,6 +21,8 @@ pub struct Sampler {
     listen_ports: Vec<u16>,
     /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
     cpu_hierarchies: Vec<crate::cgroup::CpuHierarchy>,
+    /// net.ipv4.ip_local_port_range, for the TIME_WAIT sockets that hold ephemeral ports.
+    ephemeral: Option<(u16, u16)>,
     pub exits: Vec<ExitRecord>,
     /// Sampled mode: where the current slot of the interval begins (the last sample's time for
     /// the first), until the slot's window of the syscall and interrupt programs has opened.
@@ -62,6 +64,7 @@ impl Sampler {
             last_mib: BTreeMap::new(),
             listen_ports: Vec::new(),
             cpu_hierarchies: crate::cgroup::cpu_hierarchies(),
+            ephemeral: procfs::ephemeral_port_range(),
             exits: Vec::new(),
             window_from_ns: None,
             window_end_ns: None,
@@ -204,6 +207,15 @@ impl Sampler {
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
             cgroups,
+            time_wait: self.ephemeral.and_then(|range| {
+                let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
+                Some(TimeWait {
+                    sockets,
+                    holding_ports,
+                    ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
+                    tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
+                })
+            }),
             listen_socket_drops: if self.listen_ports.is_empty() {
                 None
             } else {

@@ -9,24 +9,63 @@ use netlink_packet_core::{
 use netlink_packet_sock_diag::{
     SockDiagMessage,
     constants::{AF_INET, AF_INET6, IPPROTO_TCP},
-    inet::{ExtensionFlags, InetRequest, SocketId, StateFlags, nlas::Nla},
+    inet::{ExtensionFlags, InetRequest, InetResponse, SocketId, StateFlags, nlas::Nla},
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
 
 /// Sum of the drop counters of the TCP sockets listening on `ports` (IPv4 and IPv6), in this
 /// network namespace. None when sock_diag cannot be asked.
 pub fn listen_drops(ports: &[u16]) -> Option<u64> {
-    let mut total = 0;
+    let mut total = 0u64;
+    for_each_socket(StateFlags::LISTEN, ExtensionFlags::SKMEMINFO, |r| {
+        if ports.contains(&r.header.socket_id.source_port) {
+            for nla in &r.nlas {
+                if let Nla::MemInfo(mem) = nla {
+                    total += u64::from(mem.drops);
+                }
+            }
+        }
+    })?;
+    Some(total)
+}
+
+/// TCP sockets in TIME_WAIT in this network namespace (IPv4 and IPv6): all of them, and those
+/// whose local port is in `ephemeral` (connections this host opened, each keeping connect()
+/// from reusing its port for the same peer until it expires).
+pub fn time_wait(ephemeral: (u16, u16)) -> Option<(u64, u64)> {
+    let (mut all, mut holding) = (0u64, 0u64);
+    for_each_socket(StateFlags::TIME_WAIT, ExtensionFlags::empty(), |r| {
+        all += 1;
+        let port = r.header.socket_id.source_port;
+        if ephemeral.0 <= port && port <= ephemeral.1 {
+            holding += 1;
+        }
+    })?;
+    Some((all, holding))
+}
+
+/// Calls `each` with every TCP socket in `states`, IPv4 then IPv6.
+fn for_each_socket(
+    states: StateFlags,
+    extensions: ExtensionFlags,
+    mut each: impl FnMut(&InetResponse),
+) -> Option<()> {
     for (family, id) in [
         (AF_INET, SocketId::new_v4()),
         (AF_INET6, SocketId::new_v6()),
     ] {
-        total += dump_listeners(family, id, ports)?;
+        dump(family, id, states.clone(), extensions.clone(), &mut each)?;
     }
-    Some(total)
+    Some(())
 }
 
-fn dump_listeners(family: u8, socket_id: SocketId, ports: &[u16]) -> Option<u64> {
+fn dump(
+    family: u8,
+    socket_id: SocketId,
+    states: StateFlags,
+    extensions: ExtensionFlags,
+    each: &mut impl FnMut(&InetResponse),
+) -> Option<()> {
     let mut socket = Socket::new(NETLINK_SOCK_DIAG).ok()?;
     socket.bind_auto().ok()?;
     socket.connect(&SocketAddr::new(0, 0)).ok()?;
@@ -37,8 +76,8 @@ fn dump_listeners(family: u8, socket_id: SocketId, ports: &[u16]) -> Option<u64>
         SockDiagMessage::InetRequest(InetRequest {
             family,
             protocol: IPPROTO_TCP,
-            extensions: ExtensionFlags::SKMEMINFO,
-            states: StateFlags::LISTEN,
+            extensions,
+            states,
             socket_id,
         })
         .into(),
@@ -48,7 +87,6 @@ fn dump_listeners(family: u8, socket_id: SocketId, ports: &[u16]) -> Option<u64>
     request.serialize(&mut buf);
     socket.send(&buf, 0).ok()?;
 
-    let mut total = 0u64;
     let mut receive = vec![0u8; 64 * 1024];
     loop {
         let size = socket.recv(&mut &mut receive[..], 0).ok()?;
@@ -58,16 +96,10 @@ fn dump_listeners(family: u8, socket_id: SocketId, ports: &[u16]) -> Option<u64>
                 NetlinkMessage::<SockDiagMessage>::deserialize(&receive[offset..size]).ok()?;
             let length = message.header.length as usize;
             match message.payload {
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response))
-                    if ports.contains(&response.header.socket_id.source_port) =>
-                {
-                    for nla in &response.nlas {
-                        if let Nla::MemInfo(mem) = nla {
-                            total += u64::from(mem.drops);
-                        }
-                    }
+                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(response)) => {
+                    each(&response)
                 }
-                NetlinkPayload::Done(_) => return Some(total),
+                NetlinkPayload::Done(_) => return Some(()),
                 NetlinkPayload::Error(_) => return None,
                 _ => {}
             }
@@ -88,5 +120,19 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
         assert_eq!(listen_drops(&[port]), Some(0));
+    }
+
+    #[test]
+    fn a_connection_closed_first_here_is_counted_in_time_wait() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let local = c.local_addr().unwrap().port();
+        let (s, _) = l.accept().unwrap();
+        // The client closes first: its end goes to TIME_WAIT once the server's FIN arrives.
+        drop(c);
+        drop(s);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (all, holding) = time_wait((local, local)).unwrap();
+        assert!(all >= 1 && holding == 1, "{all} {holding}");
     }
 }

@@ -299,6 +299,7 @@ pub fn kernel_report(
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();
     r.cpu_limits = super::cpu_limits::cpu_limit_deltas(start, end, group);
     r.runq_holders = super::runq_holders::holder_deltas(start, end, group);
+    r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
 
     r.tcp = tcp_report(start, end, group);
     r.host_tcp = host_tcp_report(start, end);
@@ -309,6 +310,7 @@ pub fn kernel_report(
         (lost::OFFCPU_START_FULL, "offcpu_start_full"),
         (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
         (lost::RUNQ_HOLDERS_MAP_FULL, "runq_holders_map_full"),
+        (lost::DISK_WAITS_MAP_FULL, "disk_waits_map_full"),
         (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
     ] {
         r.lost_events.insert(

@@ -8,6 +8,7 @@
 
 mod compose;
 mod cpu_limits;
+mod disk_waits;
 mod interrupts;
 mod runq_holders;
 pub mod sampling;
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{ExitRecord, NsHistogram};
+use crate::record::{ExitRecord, NsHistogram, TimeWait};
 
 pub use compose::kernel_report;
 pub use interrupts::{hardirq_deltas, softirq_deltas};
@@ -48,6 +49,22 @@ pub struct RunqHolderReport {
     /// Share of all the group's waits' time in the window.
     pub share: f64,
 }
+
+/// One process's uninterruptible sleeps in one syscall on one file, in a window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskWaitReport {
+    pub pid: u32,
+    /// The syscall's name, or "page fault" when the sleep was not in a syscall.
+    pub syscall: String,
+    /// The file the syscall was given ("" when it takes none or was closed before it was read).
+    pub fd: i32,
+    pub file: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
+/// The disk waits kept in a report, longest first.
+pub const TOP_DISK_WAITS: usize = 10;
 
 /// The holders kept in a report, longest first.
 pub const TOP_RUNQ_HOLDERS: usize = 10;
@@ -245,6 +262,11 @@ pub struct HostTcpReport {
     pub abort_on_linger: u64,
     pub abort_on_memory: u64,
     pub abort_on_timeout: u64,
+    /// Sockets in TIME_WAIT when the window opened and when it closed; None when not read.
+    #[serde(default)]
+    pub time_wait_at_start: Option<TimeWait>,
+    #[serde(default)]
+    pub time_wait_at_end: Option<TimeWait>,
     /// The probes' counts for sockets on neither side (every socket when no port was watched),
     /// resets sent with no socket and no readable segment included.
     pub other_retransmits: u64,
@@ -311,6 +333,10 @@ pub struct KernelReport {
     /// Who held the CPU when this group's threads' waits for one ended, longest first.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolderReport>,
+    /// This group's uninterruptible sleeps (disk I/O, page faults' reads, kernel locks) by
+    /// process, syscall and file, longest first.
+    #[serde(default)]
+    pub disk_waits: Vec<DiskWaitReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     /// The control groups limiting this group's CPU time, and how often they held it back.

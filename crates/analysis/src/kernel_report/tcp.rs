@@ -108,5 +108,7 @@ pub(super) fn host_tcp_report(start: &Sample, end: &Sample) -> HostTcpReport {
         other_retransmits: other(tcp::RETRANSMITS),
         other_resets_sent: other(tcp::RESETS_SENT),
         other_resets_received: other(tcp::RESETS_RECEIVED),
+        time_wait_at_start: start.time_wait,
+        time_wait_at_end: end.time_wait,
     }
 }

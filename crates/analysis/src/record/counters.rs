@@ -56,6 +56,22 @@ pub struct RunqHolder {
     pub wait_ns: u64,
 }
 
+/// Cumulative uninterruptible sleeps (disk I/O, a page fault's read, a kernel lock) of one watched
+/// process's threads in one syscall on one file descriptor.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskWait {
+    pub pid: u32,
+    pub group: u32,
+    /// The syscall's number plus one; 0 when not in a syscall (a page fault).
+    pub nr_slot: u32,
+    /// The descriptor the syscall was given (-1: none), and the file it named when read ("" if
+    /// it was closed by then).
+    pub fd: i32,
+    pub path: String,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountNs {
     pub count: u64,
@@ -158,6 +174,9 @@ pub struct KernelCounters {
     /// Who held the CPU when the watched threads' waits for one ended.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolder>,
+    /// The watched processes' uninterruptible sleeps, per syscall and file.
+    #[serde(default)]
+    pub disk_waits: Vec<DiskWait>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
@@ -206,6 +225,7 @@ impl KernelCounters {
             traced_ns: None,
             wakeups: Vec::new(),
             runq_holders: Vec::new(),
+            disk_waits: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use counters::{
-    CountNs, KernelCounters, NsHistogram, RunqHolder, TcpResetCount, ThreadCounters, WakePair,
+    CountNs, DiskWait, KernelCounters, NsHistogram, RunqHolder, TcpResetCount, ThreadCounters,
+    WakePair,
 };
 
 /// CPU time of one thread or process, from /proc (the kernel's own accounting).
@@ -46,6 +47,22 @@ pub struct CgroupCpu {
     pub throttled_ns: u64,
 }
 
+/// TCP sockets in TIME_WAIT in the server's network namespace at a sample (sock_diag, what
+/// `ss -tan state time-wait` lists).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeWait {
+    pub sockets: u64,
+    /// Those whose local port is an ephemeral one: ends of connections this host opened, each
+    /// keeping connect() from that port to the same peer until it expires (60 s).
+    pub holding_ports: u64,
+    /// How many ephemeral ports there are (net.ipv4.ip_local_port_range).
+    pub ephemeral_ports: u32,
+    /// net.ipv4.tcp_tw_reuse: 0 never, 1 always, 2 (the default) for loopback only, connect()
+    /// may take the port of a TIME_WAIT socket that is old enough.
+    #[serde(default)]
+    pub tw_reuse: u8,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
@@ -65,6 +82,9 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
+    /// Sockets in TIME_WAIT; None when sock_diag could not be asked.
+    #[serde(default)]
+    pub time_wait: Option<TimeWait>,
     /// The control groups limiting the watched processes' CPU time (none without a quota).
     #[serde(default)]
     pub cgroups: Vec<CgroupCpu>,

@@ -1,9 +1,11 @@
 //! The rules that read a run report and write its findings: one small function per rule, its
 //! thresholds named beside it, in files by subject. `findings` runs them all, most weighty first.
 
+pub mod churn;
 pub mod cpu;
 pub mod failures;
 pub mod interrupts;
+pub mod io;
 pub mod limits;
 pub mod p99;
 pub mod stacks;
@@ -22,6 +24,10 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     out.extend(cpu::client_bound(r));
     // A quota that holds the server back explains the run-queue waits and the tail below.
     out.extend(limits::cpu_throttled(r));
+    // A thread waiting on the disk is not on a CPU: the cause before the CPU figures.
+    out.extend(io::blocking_io(r));
+    // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
+    out.extend(churn::connection_churn(r));
     out.extend(cpu::server_cpu_saturated(r));
     out.extend(tcp::syn_tail_or_overflows(r));
     // Who took the CPU, ranked above the waits it caused.
@@ -54,9 +60,11 @@ mod tests {
     #[test]
     fn every_kind_of_finding_is_made_by_some_case_of_some_table() {
         let tables = [
+            churn::tests::tables(),
             cpu::tests::tables(),
             failures::tests::tables(),
             interrupts::tests::tables(),
+            io::tests::tables(),
             limits::tests::tables(),
             p99::tests::tables(),
             stacks::tests::tables(),

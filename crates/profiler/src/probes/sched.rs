@@ -12,13 +12,16 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray},
 };
 use srvprof_common::{
-    HistSlots, HolderKey, HolderWait, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, maps,
+    CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, NUM_GROUPS, ThreadStats, WakeCount,
+    WakeKey, maps,
 };
 
 use super::{map_error, map_mut, map_ref, target};
 use crate::error::SrvprofError;
 use crate::procfs;
-use srvprof_analysis::record::{KernelCounters, NsHistogram, RunqHolder, ThreadCounters, WakePair};
+use srvprof_analysis::record::{
+    DiskWait, KernelCounters, NsHistogram, RunqHolder, ThreadCounters, WakePair,
+};
 
 /// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock).
 pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
@@ -57,6 +60,24 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
             group: k.group,
             waits: v.waits,
             wait_ns: v.wait_ns,
+        })
+        .collect();
+    let disk: HashMap<&MapData, DiskWaitKey, CountTime> = map_ref(ebpf, maps::DISK_WAITS)?;
+    counters.disk_waits = disk
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(k, v)| DiskWait {
+            pid: k.tgid,
+            group: k.group,
+            nr_slot: k.nr_slot,
+            fd: k.fd,
+            path: (k.fd >= 0)
+                .then(|| std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.fd)).ok())
+                .flatten()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            count: v.count,
+            total_ns: v.total_ns,
         })
         .collect();
     counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
