@@ -389,3 +389,38 @@ fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inhe
         f["summary"]
     );
 }
+
+/// nginx passing every request to servers/faulty --mode delay --delay-ms 50: the proxy idles
+/// while each request waits 50 ms for its upstream. The top finding is slow_dependency naming the
+/// upstream's address, with the median request at the delay built in (50 ms, plus the proxying);
+/// the same proxy in front of the upstream answering at once has no such finding.
+#[test]
+fn a_slow_upstream_is_the_top_finding_by_its_address() {
+    require_root();
+    let proxied = |upstream_args: &[&str], name: &str| {
+        let upstream = Server::start("faulty", upstream_args);
+        let address = format!("127.0.0.1:{}", upstream.port);
+        let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
+        let run = RunArgs::pid(proxy.pid())
+            .load(20, "4s", "0s")
+            .args(&["--cpus", "0", "--stacks", "off"])
+            .run_ok(name);
+        (address, run)
+    };
+    let (address, run) = proxied(&["--mode", "delay", "--delay-ms", "50"], "slow-upstream");
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "slow_dependency");
+    eprintln!("findings {kinds:?}; {}", f["summary"]);
+    assert_eq!(kinds[0], "slow_dependency", "{kinds:?}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("connections to {address}")), "{summary}");
+    let p50_ms = f["evidence"]["p50_us"].as_f64().unwrap() / 1e3;
+    assert!((50.0..80.0).contains(&p50_ms), "median {p50_ms} ms");
+
+    let (_, fast) = proxied(&[], "fast-upstream");
+    assert!(
+        finding(&fast, "slow_dependency").is_none(),
+        "{:?}",
+        finding_kinds(&fast)
+    );
+}

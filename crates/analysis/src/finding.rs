@@ -25,6 +25,7 @@ pub enum FindingKind {
     ClientBound,
     CpuThrottled,
     BlockingIo,
+    SlowDependency,
     ServerCpuSaturated,
     SynRetransmitTail,
     ListenOverflows,
@@ -41,7 +42,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 20] = [
+    pub const ALL: [FindingKind; 21] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -49,6 +50,7 @@ impl FindingKind {
         FindingKind::ClientBound,
         FindingKind::CpuThrottled,
         FindingKind::BlockingIo,
+        FindingKind::SlowDependency,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
         FindingKind::ListenOverflows,
@@ -74,6 +76,7 @@ impl FindingKind {
             FindingKind::ClientBound => "client_bound",
             FindingKind::CpuThrottled => "cpu_throttled",
             FindingKind::BlockingIo => "blocking_io",
+            FindingKind::SlowDependency => "slow_dependency",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",
             FindingKind::ListenOverflows => "listen_overflows",

@@ -201,6 +201,7 @@ fn sample(k: u64) -> Sample {
         listen_socket_drops: Some(k * 42),
         cgroups: Vec::new(),
         time_wait: None,
+        outbound: None,
         softirq_counts: vec![
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
@@ -371,6 +372,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         ".time_wait_at_end",
         "added (issue 18): sockets in TIME_WAIT when the window closed",
+    ),
+    (
+        ".outbound",
+        "added (issue 18): the server's connections to its dependencies",
     ),
     (
         ".syscalls_missed",

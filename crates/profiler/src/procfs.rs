@@ -272,6 +272,22 @@ pub fn ephemeral_port_range() -> Option<(u16, u16)> {
     Some((f.next()??, f.next()??))
 }
 
+/// The inodes of the sockets a process holds open (/proc/PID/fd links `socket:[N]`).
+pub fn socket_inodes(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let link = std::fs::read_link(e.ok()?.path()).ok()?;
+            let link = link.to_str()?;
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
 /// net.ipv4.tcp_tw_reuse (0, 1, or 2: loopback only, the default).
 pub fn tcp_tw_reuse() -> Option<u8> {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse")

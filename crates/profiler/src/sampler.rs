@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use srvprof_analysis::record::{CpuUse, ExitRecord, Sample, TimeWait};
+use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Sample, TimeWait};
 use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
@@ -21,6 +21,8 @@ pub struct Sampler {
     listen_ports: Vec<u16>,
     /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
     cpu_hierarchies: Vec<crate::cgroup::CpuHierarchy>,
+    /// The server's outbound connections by remote address: (most at one sample, samples seen).
+    outbound: BTreeMap<String, (u64, u64)>,
     /// net.ipv4.ip_local_port_range, for the TIME_WAIT sockets that hold ephemeral ports.
     ephemeral: Option<(u16, u16)>,
     pub exits: Vec<ExitRecord>,
@@ -65,6 +67,7 @@ impl Sampler {
             listen_ports: Vec::new(),
             cpu_hierarchies: crate::cgroup::cpu_hierarchies(),
             ephemeral: procfs::ephemeral_port_range(),
+            outbound: BTreeMap::new(),
             exits: Vec::new(),
             window_from_ns: None,
             window_end_ns: None,
@@ -125,6 +128,7 @@ impl Sampler {
         let ticks = procfs::clock_ticks_per_sec();
         let watched = self.probes.watched_pids()?;
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
+        let outbound = self.read_outbound(&watched);
         for (pid, group) in watched {
             if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
                 let entry = self.processes.entry(pid).or_default();
@@ -207,6 +211,7 @@ impl Sampler {
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
             cgroups,
+            outbound,
             time_wait: self.ephemeral.and_then(|range| {
                 let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
                 Some(TimeWait {
@@ -222,6 +227,41 @@ impl Sampler {
                 crate::sockdiag::listen_drops(&self.listen_ports)
             },
         })
+    }
+
+    /// The server's connections other than on its listening ports, added to those seen so far:
+    /// per remote address, the most at one sample and the samples it was seen in. None when
+    /// sock_diag cannot be asked or the listening ports are unknown.
+    fn read_outbound(&mut self, watched: &[(u32, u32)]) -> Option<Vec<Outbound>> {
+        if self.listen_ports.is_empty() {
+            return None;
+        }
+        let inodes: std::collections::HashSet<u32> = watched
+            .iter()
+            .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
+            .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
+            .collect();
+        let mut now: BTreeMap<String, u64> = BTreeMap::new();
+        for (inode, local_port, remote) in crate::sockdiag::established()? {
+            if inodes.contains(&inode) && !self.listen_ports.contains(&local_port) {
+                *now.entry(remote.to_string()).or_default() += 1;
+            }
+        }
+        for (remote, n) in now {
+            let seen = self.outbound.entry(remote).or_default();
+            seen.0 = seen.0.max(n);
+            seen.1 += 1;
+        }
+        Some(
+            self.outbound
+                .iter()
+                .map(|(remote, &(max_connections, samples_seen))| Outbound {
+                    remote: remote.clone(),
+                    max_connections,
+                    samples_seen,
+                })
+                .collect(),
+        )
     }
 
     /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode the interval is cut

@@ -44,6 +44,20 @@ pub fn time_wait(ephemeral: (u16, u16)) -> Option<(u64, u64)> {
     Some((all, holding))
 }
 
+/// Established TCP sockets in this network namespace: (inode, local port, remote address).
+pub fn established() -> Option<Vec<(u32, u16, std::net::SocketAddr)>> {
+    let mut out = Vec::new();
+    for_each_socket(StateFlags::ESTABLISHED, ExtensionFlags::empty(), |r| {
+        let id = &r.header.socket_id;
+        out.push((
+            r.header.inode,
+            id.source_port,
+            std::net::SocketAddr::new(id.destination_address, id.destination_port),
+        ));
+    })?;
+    Some(out)
+}
+
 /// Calls `each` with every TCP socket in `states`, IPv4 then IPv6.
 fn for_each_socket(
     states: StateFlags,

@@ -300,6 +300,11 @@ pub fn kernel_report(
     r.cpu_limits = super::cpu_limits::cpu_limit_deltas(start, end, group);
     r.runq_holders = super::runq_holders::holder_deltas(start, end, group);
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
+    if group == srvprof_common::GROUP_SERVER {
+        let mut outbound = end.outbound.clone().unwrap_or_default();
+        outbound.sort_by(|a, b| b.max_connections.cmp(&a.max_connections));
+        r.outbound = outbound;
+    }
 
     r.tcp = tcp_report(start, end, group);
     r.host_tcp = host_tcp_report(start, end);

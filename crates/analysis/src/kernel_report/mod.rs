@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{ExitRecord, NsHistogram, TimeWait};
+use crate::record::{ExitRecord, NsHistogram, Outbound, TimeWait};
 
 pub use compose::kernel_report;
 pub use interrupts::{hardirq_deltas, softirq_deltas};
@@ -333,6 +333,10 @@ pub struct KernelReport {
     /// Who held the CPU when this group's threads' waits for one ended, longest first.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolderReport>,
+    /// The server's connections to remote addresses other than its clients (its dependencies),
+    /// as seen in the samples up to the window's end; empty for the load generator's side.
+    #[serde(default)]
+    pub outbound: Vec<Outbound>,
     /// This group's uninterruptible sleeps (disk I/O, page faults' reads, kernel locks) by
     /// process, syscall and file, longest first.
     #[serde(default)]

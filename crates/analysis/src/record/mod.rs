@@ -63,6 +63,17 @@ pub struct TimeWait {
     pub tw_reuse: u8,
 }
 
+/// A remote address the server's processes held connections to, other than on their listening
+/// ports (a dependency: a backend, a database, a cache), over the samples so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outbound {
+    /// "127.0.0.1:5432".
+    pub remote: String,
+    /// The most connections to it seen at one sample, and in how many samples it had any.
+    pub max_connections: u64,
+    pub samples_seen: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
@@ -82,6 +93,10 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
+    /// The server's outbound connections by remote address, over the samples so far (None when
+    /// not read).
+    #[serde(default)]
+    pub outbound: Option<Vec<Outbound>>,
     /// Sockets in TIME_WAIT; None when sock_diag could not be asked.
     #[serde(default)]
     pub time_wait: Option<TimeWait>,

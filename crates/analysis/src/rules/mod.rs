@@ -3,6 +3,7 @@
 
 pub mod churn;
 pub mod cpu;
+pub mod dependency;
 pub mod failures;
 pub mod interrupts;
 pub mod io;
@@ -28,6 +29,7 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     out.extend(io::blocking_io(r));
     // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
     out.extend(churn::connection_churn(r));
+    out.extend(dependency::slow_dependency(r));
     out.extend(cpu::server_cpu_saturated(r));
     out.extend(tcp::syn_tail_or_overflows(r));
     // Who took the CPU, ranked above the waits it caused.
@@ -61,6 +63,7 @@ mod tests {
     fn every_kind_of_finding_is_made_by_some_case_of_some_table() {
         let tables = [
             churn::tests::tables(),
+            dependency::tests::tables(),
             cpu::tests::tables(),
             failures::tests::tables(),
             interrupts::tests::tables(),
