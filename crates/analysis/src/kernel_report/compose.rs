@@ -302,7 +302,7 @@ pub fn kernel_report(
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
-        outbound.sort_by(|a, b| b.max_connections.cmp(&a.max_connections));
+        outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));
         r.outbound = outbound;
     }
 
