@@ -413,7 +413,10 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
     eprintln!("findings {kinds:?}; {}", f["summary"]);
     assert_eq!(kinds[0], "slow_dependency", "{kinds:?}");
     let summary = f["summary"].as_str().unwrap();
-    assert!(summary.contains(&format!("connections to {address}")), "{summary}");
+    assert!(
+        summary.contains(&format!("connections to {address}")),
+        "{summary}"
+    );
     let p50_ms = f["evidence"]["p50_us"].as_f64().unwrap() / 1e3;
     assert!((50.0..80.0).contains(&p50_ms), "median {p50_ms} ms");
 

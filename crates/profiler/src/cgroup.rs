@@ -150,12 +150,10 @@ pub fn read(hierarchies: &[CpuHierarchy], watched: &[(u32, u32)]) -> Vec<CgroupC
 mod tests {
     use super::*;
 
-    fn tree(files: &[(&str, &str)]) -> PathBuf {
-        let root = std::env::temp_dir().join(format!(
-            "srvprof-cgroup-{}-{}",
-            std::process::id(),
-            files.len()
-        ));
+    /// A hierarchy of files under a directory of its own (`name`: tests run in parallel).
+    fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let root =
+            std::env::temp_dir().join(format!("srvprof-cgroup-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&root);
         for (path, text) in files {
             let p = root.join(path);
@@ -167,15 +165,18 @@ mod tests {
 
     #[test]
     fn v2_quota_is_found_on_an_ancestor_and_its_stat_read_in_ns() {
-        let mount = tree(&[
-            ("cpu.max", "max 100000\n"),
-            ("pods/cpu.max", "30000 100000\n"),
-            (
-                "pods/cpu.stat",
-                "usage_usec 9\nnr_periods 85\nnr_throttled 81\nthrottled_usec 5400000\n",
-            ),
-            ("pods/web/cpu.max", "max 100000\n"),
-        ]);
+        let mount = tree(
+            "v2",
+            &[
+                ("cpu.max", "max 100000\n"),
+                ("pods/cpu.max", "30000 100000\n"),
+                (
+                    "pods/cpu.stat",
+                    "usage_usec 9\nnr_periods 85\nnr_throttled 81\nthrottled_usec 5400000\n",
+                ),
+                ("pods/web/cpu.max", "max 100000\n"),
+            ],
+        );
         let h = CpuHierarchy { version: 2, mount };
         let proc_cgroup = "0::/pods/web\n";
         let path = cgroup_path(proc_cgroup, &h).unwrap();
@@ -187,12 +188,15 @@ mod tests {
 
     #[test]
     fn v1_reads_the_cpu_controller_line_and_no_quota_is_none() {
-        let mount = tree(&[
-            ("cpu.cfs_quota_us", "-1\n"),
-            ("cpu.cfs_period_us", "100000\n"),
-            ("web/cpu.cfs_quota_us", "-1\n"),
-            ("web/cpu.cfs_period_us", "100000\n"),
-        ]);
+        let mount = tree(
+            "v1",
+            &[
+                ("cpu.cfs_quota_us", "-1\n"),
+                ("cpu.cfs_period_us", "100000\n"),
+                ("web/cpu.cfs_quota_us", "-1\n"),
+                ("web/cpu.cfs_period_us", "100000\n"),
+            ],
+        );
         let h = CpuHierarchy { version: 1, mount };
         let proc_cgroup = "4:memory:/x\n2:cpuacct:/y\n1:cpu:/web\n0::/\n";
         assert_eq!(cgroup_path(proc_cgroup, &h).as_deref(), Some("/web"));
