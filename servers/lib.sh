@@ -102,14 +102,20 @@ srv_init() {
 # srv_nginx_options — takes the nginx servers' own options out of SRV_EXTRA:
 #   --worker-connections N  (default 16384: room for a 10,000-connection client)
 #   --keepalive-timeout S   (default 65, nginx's own; --no-keepalive makes it 0)
+#   --reuseport             (listen ... reuseport: the kernel spreads connections over the workers)
 # nginx closes idle keep-alive connections whenever fewer than 1/16 of worker_connections are
 # free, so a client holding more than 15/16 of them sees its connections closed under it.
 srv_nginx_options() {
 	SRV_NGINX_WORKER_CONNECTIONS=16384
 	SRV_NGINX_KEEPALIVE_TIMEOUT=65
+	SRV_NGINX_REUSEPORT=""
 	local rest=() i=0
 	while ((i < ${#SRV_EXTRA[@]})); do
 		case "${SRV_EXTRA[i]}" in
+		--reuseport)
+			SRV_NGINX_REUSEPORT=" reuseport"
+			i=$((i + 1))
+			;;
 		--worker-connections)
 			SRV_NGINX_WORKER_CONNECTIONS="${SRV_EXTRA[i + 1]:-}"
 			i=$((i + 2))
@@ -294,7 +300,7 @@ http {
     scgi_temp_path $s/temp/scgi;
 
     server {
-        listen 127.0.0.1:${SRV_PORT} backlog=${SRV_BACKLOG};
+        listen 127.0.0.1:${SRV_PORT} backlog=${SRV_BACKLOG}${SRV_NGINX_REUSEPORT:-};
 $server_body
     }
 }

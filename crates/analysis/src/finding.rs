@@ -26,6 +26,7 @@ pub enum FindingKind {
     CpuThrottled,
     BlockingIo,
     SlowDependency,
+    WorkerImbalance,
     ServerCpuSaturated,
     SynRetransmitTail,
     ListenOverflows,
@@ -42,7 +43,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 21] = [
+    pub const ALL: [FindingKind; 22] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -51,6 +52,7 @@ impl FindingKind {
         FindingKind::CpuThrottled,
         FindingKind::BlockingIo,
         FindingKind::SlowDependency,
+        FindingKind::WorkerImbalance,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
         FindingKind::ListenOverflows,
@@ -77,6 +79,7 @@ impl FindingKind {
             FindingKind::CpuThrottled => "cpu_throttled",
             FindingKind::BlockingIo => "blocking_io",
             FindingKind::SlowDependency => "slow_dependency",
+            FindingKind::WorkerImbalance => "worker_imbalance",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",
             FindingKind::ListenOverflows => "listen_overflows",

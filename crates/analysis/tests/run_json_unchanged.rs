@@ -202,6 +202,7 @@ fn sample(k: u64) -> Sample {
         cgroups: Vec::new(),
         time_wait: None,
         outbound: None,
+        parents: BTreeMap::new(),
         softirq_counts: vec![
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
@@ -378,10 +379,25 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added (issue 18): the server's connections to its dependencies",
     ),
     (
+        ".quiet_threads",
+        "added (issue 18): the threads that did nothing in the window, by name",
+    ),
+    (
+        ".parents",
+        "added (issue 18): each watched process's parent",
+    ),
+    (
         ".syscalls_missed",
         "added (issue 16): busy, but no window caught it, so its syscalls are unknown",
     ),
 ];
+
+/// Findings of kinds added since fixtures/run.json was written that these inputs make, on
+/// purpose, and why; they are taken out of the run before it is compared.
+const FINDINGS_ADDED_ON_PURPOSE: &[(&str, &str)] = &[(
+    "worker_imbalance",
+    "added (issue 18): the inputs' two nginx threads split their CPU 79/21 with the busy one at 95 %",
+)];
 
 #[test]
 fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
@@ -396,7 +412,14 @@ fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
         cmd: None,
     };
     let run = with_findings(build(target, load, &series, &exits, vec!["a note".into()]));
-    let got = serde_json::to_value(&run).unwrap();
+    let mut got = serde_json::to_value(&run).unwrap();
+    if let Some(findings) = got["findings"].as_array_mut() {
+        findings.retain(|f| {
+            !FINDINGS_ADDED_ON_PURPOSE
+                .iter()
+                .any(|(kind, _)| f["kind"] == *kind)
+        });
+    }
     let want: serde_json::Value = read("run.json");
     let mut changed = Vec::new();
     differences(&want, &got, String::new(), &mut changed);

@@ -24,6 +24,15 @@ pub struct CpuTime {
 }
 
 /// Parses utime and stime out of /proc/PID/stat text (fields 14 and 15, after the "(comm)").
+/// The parent's pid from the text of /proc/PID/stat (field 4).
+pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
     let after_comm = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after_comm.split_whitespace().collect();

@@ -129,6 +129,13 @@ impl Sampler {
         let watched = self.probes.watched_pids()?;
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
         let outbound = self.read_outbound(&watched);
+        let parents: BTreeMap<u32, u32> = watched
+            .iter()
+            .filter_map(|(pid, _)| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                Some((*pid, procfs::parse_stat_ppid(&stat)?))
+            })
+            .collect();
         for (pid, group) in watched {
             if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
                 let entry = self.processes.entry(pid).or_default();
@@ -211,6 +218,7 @@ impl Sampler {
             process_cpu: self.processes.values().cloned().collect(),
             net_mib: self.last_mib.clone(),
             cgroups,
+            parents,
             outbound,
             time_wait: self.ephemeral.and_then(|range| {
                 let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;

@@ -204,10 +204,21 @@ pub fn kernel_report(
             cpus: (0..64).filter(|c| d.cpu_mask & (1u64 << c) != 0).collect(),
         });
     }
-    // A thread that did nothing in the window is noise in a report about the window.
-    r.threads.retain(|t| {
-        t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0
-    });
+    // A thread that did nothing in the window is noise in a report about the window: only its
+    // name is kept (an idle worker is a finding).
+    let (busy, quiet): (Vec<ThreadReport>, Vec<ThreadReport>) =
+        std::mem::take(&mut r.threads).into_iter().partition(|t| {
+            t.voluntary_switches + t.involuntary_switches + t.syscalls + t.user_ns + t.sys_ns > 0
+        });
+    r.threads = busy;
+    r.quiet_threads = quiet
+        .into_iter()
+        .map(|t| super::QuietThread {
+            tid: t.tid,
+            pid: t.pid,
+            comm: t.comm,
+        })
+        .collect();
 
     let mut pids: Vec<u32> = end
         .process_cpu
@@ -238,6 +249,10 @@ pub fn kernel_report(
         r.totals.user_ns += u;
         r.totals.sys_ns += s;
     }
+    r.parents = pids
+        .iter()
+        .filter_map(|p| end.parents.get(p).map(|pp| (*p, *pp)))
+        .collect();
     r.totals.threads = r.threads.len();
     r.totals.processes = pids.len();
     r.pids = pids;

@@ -37,6 +37,14 @@ pub struct WakeupReport {
     pub count: u64,
 }
 
+/// A thread of the group that did nothing in the window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuietThread {
+    pub tid: u32,
+    pub pid: u32,
+    pub comm: String,
+}
+
 /// A task that held a CPU when this group's threads' waits for it ended, per process.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunqHolderReport {
@@ -333,6 +341,13 @@ pub struct KernelReport {
     /// Who held the CPU when this group's threads' waits for one ended, longest first.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolderReport>,
+    /// The group's threads that did nothing in the window (not one switch, syscall or tick):
+    /// not in `threads`, but still there (an idle worker).
+    #[serde(default)]
+    pub quiet_threads: Vec<QuietThread>,
+    /// The group's processes' parents (pid -> ppid): nginx's master is its workers' parent.
+    #[serde(default)]
+    pub parents: BTreeMap<u32, u32>,
     /// The server's connections to remote addresses other than its clients (its dependencies),
     /// as seen in the samples up to the window's end; empty for the load generator's side.
     #[serde(default)]

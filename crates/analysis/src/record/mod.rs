@@ -93,6 +93,9 @@ pub struct Sample {
     /// Drop counter (sk_drops) summed over the server's listening sockets; None when unknown.
     #[serde(default)]
     pub listen_socket_drops: Option<u64>,
+    /// Every watched process's parent (pid -> ppid), as /proc/PID/stat gave it.
+    #[serde(default)]
+    pub parents: BTreeMap<u32, u32>,
     /// The server's outbound connections by remote address, over the samples so far (None when
     /// not read).
     #[serde(default)]

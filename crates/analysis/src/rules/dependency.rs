@@ -5,7 +5,8 @@ use crate::finding::{Finding, FindingKind, Severity};
 use crate::rules::io::BLOCKING_IO_SHARE;
 use crate::run_report::RunReport;
 
-/// The busiest server thread under this share of its time on a CPU: the server was not busy...
+/// The busiest server thread under this share of its time on a CPU or waiting for one: the
+/// server was not busy, nor starved of CPU (a neighbour, a quota)...
 pub const IDLE_BUSY: f64 = 0.5;
 /// ...while the median request took at least this many times the server CPU it cost...
 pub const WAIT_FACTOR: f64 = 10.0;
@@ -17,11 +18,12 @@ pub const MIN_P50_US: f64 = 1000.0;
 pub fn slow_dependency(r: &RunReport) -> Option<Finding> {
     let load = &r.load;
     let secs = r.server.duration_s.max(1e-9);
+    // On a CPU (the scheduler's account, or /proc's) or in a run queue.
     let busiest = r
         .server
         .threads
         .iter()
-        .map(|t| (t.user_ns + t.sys_ns) as f64 / (secs * 1e9))
+        .map(|t| (t.oncpu_ns.max(t.user_ns + t.sys_ns) + t.runq_ns) as f64 / (secs * 1e9))
         .fold(0.0, f64::max);
     let cpu_us = r.per_request.server.cpu_us;
     let p50_us = load.latency_us.p50 as f64;
@@ -55,7 +57,7 @@ pub fn slow_dependency(r: &RunReport) -> Option<Finding> {
         FindingKind::SlowDependency,
         Severity::Warning,
         format!(
-            "the server waits on something else: its busiest thread was on a CPU {:.0}% of the time while the median request took {:.1} ms against {cpu_us:.0} us of server CPU each; {on}",
+            "the server waits on something else: its busiest thread was on a CPU or waiting for one {:.0}% of the time while the median request took {:.1} ms against {cpu_us:.0} us of server CPU each; {on}",
             busiest * 100.0,
             p50_us / 1e3,
         ),
@@ -124,6 +126,15 @@ pub(super) mod tests {
         rec.build()
     }
 
+    /// The same 50 ms requests with nginx on a CPU `busy` and in a run queue `runq` of the time.
+    fn starved(busy: f64, runq: f64) -> RunReport {
+        let mut r = waiting(busy, 50, 20);
+        for t in &mut r.server.threads {
+            t.runq_ns = ns_of(runq);
+        }
+        r
+    }
+
     fn waits(busy: f64, p50_ms: u64, conns: u64) -> Vec<Expected> {
         finds(
             FindingKind::SlowDependency,
@@ -146,6 +157,7 @@ pub(super) mod tests {
             ("at WAIT_FACTOR", waiting(0.02, 2, 3), waits(0.02, 2, 3)),
             ("under WAIT_FACTOR", waiting(0.03, 2, 3), nothing()),
             ("busy: at IDLE_BUSY", waiting(IDLE_BUSY, 500, 3), nothing()),
+            ("starved: 2 % on a CPU, 60 % waiting for one", starved(0.02, 0.6), nothing()),
             ("fast requests: under MIN_P50_US", waiting(0.0001, 0, 3), nothing()),
         ];
         Table::new(slow_dependency, cases)

@@ -1,6 +1,7 @@
 //! The rules that read a run report and write its findings: one small function per rule, its
 //! thresholds named beside it, in files by subject. `findings` runs them all, most weighty first.
 
+pub mod balance;
 pub mod churn;
 pub mod cpu;
 pub mod dependency;
@@ -30,6 +31,8 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
     // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
     out.extend(churn::connection_churn(r));
     out.extend(dependency::slow_dependency(r));
+    // One busy worker of several: above the saturated thread it is.
+    out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));
     out.extend(tcp::syn_tail_or_overflows(r));
     // Who took the CPU, ranked above the waits it caused.
@@ -62,6 +65,7 @@ mod tests {
     #[test]
     fn every_kind_of_finding_is_made_by_some_case_of_some_table() {
         let tables = [
+            balance::tests::tables(),
             churn::tests::tables(),
             dependency::tests::tables(),
             cpu::tests::tables(),
