@@ -70,32 +70,44 @@ fn current_syscall_fd(slot: u64) -> i32 {
     }
 }
 
+/// Adds to `key`'s value in `map` with `add`, or inserts `first()` for a new key (made only
+/// then: it may call helpers); `full` counts a new key that found the map full. Another CPU may
+/// insert the same key first: then it adds.
+#[inline(always)]
+fn add_or_insert<K, V>(
+    map: &HashMap<K, V>,
+    key: &K,
+    first: impl Fn() -> V,
+    add: impl Fn(&mut V),
+    full: u32,
+) {
+    if let Some(v) = map.get_ptr_mut(key) {
+        add(unsafe { &mut *v });
+        return;
+    }
+    if map.insert(key, &first(), BPF_NOEXIST as u64).is_err() {
+        match map.get_ptr_mut(key) {
+            Some(v) => add(unsafe { &mut *v }),
+            None => count_lost(full),
+        }
+    }
+}
+
 /// (process, syscall, fd) -> its watched threads' uninterruptible sleeps and their time.
 #[map]
 static DISK_WAITS: HashMap<DiskWaitKey, CountTime> = HashMap::with_max_entries(MAX_DISK_WAITS, 0);
 
 #[inline(always)]
 fn add_disk_wait(key: &DiskWaitKey, ns: u64) {
-    if let Some(c) = DISK_WAITS.get_ptr_mut(key) {
-        unsafe {
-            (*c).count += 1;
-            (*c).total_ns += ns;
-        }
-        return;
-    }
-    let first = CountTime {
+    let first = || CountTime {
         count: 1,
         total_ns: ns,
     };
-    if DISK_WAITS.insert(key, &first, BPF_NOEXIST as u64).is_err() {
-        match DISK_WAITS.get_ptr_mut(key) {
-            Some(c) => unsafe {
-                (*c).count += 1;
-                (*c).total_ns += ns;
-            },
-            None => count_lost(lost::DISK_WAITS_MAP_FULL),
-        }
-    }
+    let add = |c: &mut CountTime| {
+        c.count += 1;
+        c.total_ns += ns;
+    };
+    add_or_insert(&DISK_WAITS, key, first, add, lost::DISK_WAITS_MAP_FULL);
 }
 
 /// task_struct's __state bits: asleep and not to be woken by signals, and not counted in the
@@ -123,32 +135,18 @@ fn charge_holder(group: u32, waited: u64) {
         holder_tid: holder as u32,
         group,
     };
-    if let Some(w) = RUNQ_HOLDERS.get_ptr_mut(&key) {
-        unsafe {
-            (*w).waits += 1;
-            (*w).wait_ns += waited;
-        }
-        return;
-    }
-    let first = HolderWait {
+    let first = || HolderWait {
         waits: 1,
         wait_ns: waited,
         holder_tgid: (holder >> 32) as u32,
         _pad: 0,
         holder_comm: current_comm(),
     };
-    if RUNQ_HOLDERS
-        .insert(&key, &first, BPF_NOEXIST as u64)
-        .is_err()
-    {
-        match RUNQ_HOLDERS.get_ptr_mut(&key) {
-            Some(w) => unsafe {
-                (*w).waits += 1;
-                (*w).wait_ns += waited;
-            },
-            None => count_lost(lost::RUNQ_HOLDERS_MAP_FULL),
-        }
-    }
+    let add = |w: &mut HolderWait| {
+        w.waits += 1;
+        w.wait_ns += waited;
+    };
+    add_or_insert(&RUNQ_HOLDERS, &key, first, add, lost::RUNQ_HOLDERS_MAP_FULL);
 }
 
 /// Off-CPU periods (ns, by the scheduler's clock: see sched_switch), one histogram per group.
@@ -337,23 +335,14 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
         waker_tid: waker as u32,
         wakee_tid,
     };
-    if let Some(n) = WAKEUPS.get_ptr_mut(&key) {
-        unsafe { (*n).count += 1 };
-        return 0;
-    }
-    let first = WakeCount {
+    let first = || WakeCount {
         count: 1,
         waker_tgid: (waker >> 32) as u32,
         wakee_group: group,
         waker_comm: current_comm(),
     };
-    if WAKEUPS.insert(&key, &first, BPF_NOEXIST as u64).is_err() {
-        // Another CPU inserted the pair first, or the map is full.
-        match WAKEUPS.get_ptr_mut(&key) {
-            Some(n) => unsafe { (*n).count += 1 },
-            None => count_lost(lost::WAKEUPS_MAP_FULL),
-        }
-    }
+    let add = |n: &mut WakeCount| n.count += 1;
+    add_or_insert(&WAKEUPS, &key, first, add, lost::WAKEUPS_MAP_FULL);
     0
 }
 

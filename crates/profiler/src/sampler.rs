@@ -114,6 +114,19 @@ impl Sampler {
     pub fn sample(&mut self) -> Result<Sample, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
+        // The kernel's own TCP counters right after the probes' (tests compare the two): the
+        // slower readings below (sock_diag dumps, /proc/PID/fd) come after.
+        if let Some(pid) = self.mib_pid {
+            let mib = procfs::net_mib(pid);
+            if !mib.is_empty() {
+                self.last_mib = mib;
+            }
+        }
+        let listen_socket_drops = if self.listen_ports.is_empty() {
+            None
+        } else {
+            crate::sockdiag::listen_drops(&self.listen_ports)
+        };
         // The lines' names, for the report; the kernel's counts stand in for the probes' only in
         // sampled mode.
         let interrupts = procfs::interrupts();
@@ -127,16 +140,7 @@ impl Sampler {
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
         let watched = self.probes.watched_pids()?;
-        let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
-        let outbound = self.read_outbound(&watched);
-        let parents: BTreeMap<u32, u32> = watched
-            .iter()
-            .filter_map(|(pid, _)| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                Some((*pid, procfs::parse_stat_ppid(&stat)?))
-            })
-            .collect();
-        for (pid, group) in watched {
+        for &(pid, group) in &watched {
             if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
                 let entry = self.processes.entry(pid).or_default();
                 *entry = CpuUse {
@@ -165,16 +169,6 @@ impl Sampler {
                 }
             }
         }
-        if let Some(pid) = self.mib_pid {
-            let mib = procfs::net_mib(pid);
-            if !mib.is_empty() {
-                self.last_mib = mib;
-            }
-        }
-        if self.probes.window().is_some() {
-            self.window_from_ns = Some(crate::clock::monotonic_ns());
-            self.slots_left = WINDOWS_PER_INTERVAL;
-        }
         let responses = self.responses.as_ref().map(|r| r());
         let traced_switches = kernel
             .traced_ns
@@ -198,6 +192,29 @@ impl Sampler {
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
+        let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
+        let outbound = self.read_outbound(&watched);
+        let parents: BTreeMap<u32, u32> = watched
+            .iter()
+            .filter_map(|(pid, _)| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+                Some((*pid, procfs::parse_stat_ppid(&stat)?))
+            })
+            .collect();
+        let time_wait = self.ephemeral.and_then(|range| {
+            let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
+            Some(TimeWait {
+                sockets,
+                holding_ports,
+                ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
+                tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
+            })
+        });
+        // The interval's slots count from the end of this reading, srvprof's own CPU burst.
+        if self.probes.window().is_some() {
+            self.window_from_ns = Some(crate::clock::monotonic_ns());
+            self.slots_left = WINDOWS_PER_INTERVAL;
+        }
         Ok(Sample {
             monotonic_ns: kernel.monotonic_ns,
             due_ns: None,
@@ -220,20 +237,8 @@ impl Sampler {
             cgroups,
             parents,
             outbound,
-            time_wait: self.ephemeral.and_then(|range| {
-                let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
-                Some(TimeWait {
-                    sockets,
-                    holding_ports,
-                    ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
-                    tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
-                })
-            }),
-            listen_socket_drops: if self.listen_ports.is_empty() {
-                None
-            } else {
-                crate::sockdiag::listen_drops(&self.listen_ports)
-            },
+            time_wait,
+            listen_socket_drops,
         })
     }
 

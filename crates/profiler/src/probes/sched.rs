@@ -36,41 +36,32 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
         .map(|(tid, st)| thread_counters(*tid, st, now))
         .collect();
     counters.threads.sort_by_key(|t| t.tid);
-    let wakeups: HashMap<&MapData, WakeKey, WakeCount> = map_ref(ebpf, maps::WAKEUPS)?;
-    counters.wakeups = wakeups
-        .iter()
-        .filter_map(Result::ok)
-        .map(|(k, v)| WakePair {
-            waker_pid: v.waker_tgid,
-            waker_tid: k.waker_tid,
-            waker_comm: comm_string(&v.waker_comm),
-            wakee_tid: k.wakee_tid,
-            wakee_group: v.wakee_group,
-            count: v.count,
-        })
-        .collect();
-    let holders: HashMap<&MapData, HolderKey, HolderWait> = map_ref(ebpf, maps::RUNQ_HOLDERS)?;
-    counters.runq_holders = holders
-        .iter()
-        .filter_map(Result::ok)
-        .map(|(k, v)| RunqHolder {
-            holder_pid: v.holder_tgid,
-            holder_tid: k.holder_tid,
-            holder_comm: comm_string(&v.holder_comm),
-            group: k.group,
-            waits: v.waits,
-            wait_ns: v.wait_ns,
-        })
-        .collect();
-    let disk: HashMap<&MapData, DiskWaitKey, CountTime> = map_ref(ebpf, maps::DISK_WAITS)?;
-    counters.disk_waits = disk
-        .iter()
-        .filter_map(Result::ok)
-        .map(|(k, v)| DiskWait {
+    counters.wakeups = map_entries(ebpf, maps::WAKEUPS, |k: WakeKey, v: WakeCount| WakePair {
+        waker_pid: v.waker_tgid,
+        waker_tid: k.waker_tid,
+        waker_comm: comm_string(&v.waker_comm),
+        wakee_tid: k.wakee_tid,
+        wakee_group: v.wakee_group,
+        count: v.count,
+    })?;
+    counters.runq_holders =
+        map_entries(ebpf, maps::RUNQ_HOLDERS, |k: HolderKey, v: HolderWait| {
+            RunqHolder {
+                holder_pid: v.holder_tgid,
+                holder_tid: k.holder_tid,
+                holder_comm: comm_string(&v.holder_comm),
+                group: k.group,
+                waits: v.waits,
+                wait_ns: v.wait_ns,
+            }
+        })?;
+    counters.disk_waits = map_entries(ebpf, maps::DISK_WAITS, |k: DiskWaitKey, v: CountTime| {
+        DiskWait {
             pid: k.tgid,
             group: k.group,
             nr_slot: k.nr_slot,
             fd: k.fd,
+            // Named while the descriptor is open: one closed by now keeps its number only.
             path: (k.fd >= 0)
                 .then(|| std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.fd)).ok())
                 .flatten()
@@ -78,11 +69,25 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
                 .unwrap_or_default(),
             count: v.count,
             total_ns: v.total_ns,
-        })
-        .collect();
+        }
+    })?;
     counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
     counters.runq_hist = read_hist(ebpf, maps::RUNQ_HIST)?;
     Ok(())
+}
+
+/// Every entry of the hash map `name`, each made into a T.
+fn map_entries<K: aya::Pod, V: aya::Pod, T>(
+    ebpf: &Ebpf,
+    name: &str,
+    each: impl Fn(K, V) -> T,
+) -> Result<Vec<T>, SrvprofError> {
+    let map: HashMap<&MapData, K, V> = map_ref(ebpf, name)?;
+    Ok(map
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(k, v)| each(k, v))
+        .collect())
 }
 
 /// Context switches (voluntary and involuntary) of each group's threads so far: one walk of the
