@@ -67,12 +67,12 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     // srvprof's own threads (the sampler's reading, the unwinder) run where its load generator
     // runs, not on the server's CPUs, where their bursts would delay the server they measure.
     // Threads started from here on inherit it; the server (--cmd) was started before.
-    if let Some(cpus) = config.cpus.as_deref() {
-        if let Err(e) = crate::procfs::restrict_to_cpus(cpus) {
-            notes.push(format!(
-                "could not keep srvprof's own threads on CPUs {cpus:?} ({e}): they may run on the server's CPUs"
-            ));
-        }
+    if let Some(cpus) = config.cpus.as_deref()
+        && let Err(e) = crate::procfs::restrict_to_cpus(cpus)
+    {
+        notes.push(format!(
+            "could not keep srvprof's own threads on CPUs {cpus:?} ({e}): they may run on the server's CPUs"
+        ));
     }
     for n in &notes {
         eprintln!("srvprof: {n}");
