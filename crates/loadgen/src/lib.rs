@@ -45,7 +45,7 @@ engine! {
     pub use progress::Progress;
     pub use request::{RequestTemplate, Target};
     pub use run::{LoadConfig, run, run_with_progress};
-    pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns};
+    pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns, pin_current_thread_to};
 
     /// Internals the criterion benches measure; not a stable API.
     #[doc(hidden)]

@@ -42,13 +42,20 @@ pub fn ensure_fd_limit(connections: usize) -> Result<(), LoadError> {
 
 /// Pin the calling thread to one CPU. Errors are returned so the caller can say which CPU failed.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET checks the index against the set size.
+    pin_current_thread_to(&[cpu])
+}
+
+/// Restrict the calling thread, and the threads it starts from then on, to `cpus`.
+pub fn pin_current_thread_to(cpus: &[usize]) -> std::io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; CPU_SET is given indexes checked against its size.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= libc::CPU_SETSIZE as usize {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        for &cpu in cpus {
+            if cpu >= libc::CPU_SETSIZE as usize {
+                return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+            }
+            libc::CPU_SET(cpu, &mut set);
         }
-        libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(std::io::Error::last_os_error());
         }

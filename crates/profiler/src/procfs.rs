@@ -24,24 +24,6 @@ pub struct CpuTime {
 }
 
 /// Parses utime and stime out of /proc/PID/stat text (fields 14 and 15, after the "(comm)").
-/// Restricts the calling thread, and the threads it starts from then on, to `cpus`.
-pub fn restrict_to_cpus(cpus: &[usize]) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET is given indexes checked against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in cpus {
-            if cpu >= libc::CPU_SETSIZE as usize {
-                return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-            }
-            libc::CPU_SET(cpu, &mut set);
-        }
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 /// The parent's pid from the text of /proc/PID/stat (field 4).
 pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
     stat[stat.rfind(')')? + 2..]

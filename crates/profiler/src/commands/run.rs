@@ -68,7 +68,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     // runs, not on the server's CPUs, where their bursts would delay the server they measure.
     // Threads started from here on inherit it; the server (--cmd) was started before.
     if let Some(cpus) = config.cpus.as_deref()
-        && let Err(e) = crate::procfs::restrict_to_cpus(cpus)
+        && let Err(e) = srvprof_loadgen::pin_current_thread_to(cpus)
     {
         notes.push(format!(
             "could not keep srvprof's own threads on CPUs {cpus:?} ({e}): they may run on the server's CPUs"
