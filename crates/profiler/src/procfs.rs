@@ -335,6 +335,14 @@ pub fn has_bpf_privileges() -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_parent_is_read_past_a_name_with_spaces_and_parentheses() {
+        let stat = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 9";
+        assert_eq!(parse_stat_ppid(stat), Some(7));
+        assert_eq!(parse_stat_ppid("garbage"), None);
+    }
+
     #[test]
     fn softnet_processed_is_indexed_by_the_cpu_column_when_there_is_one() {
         let new = "1e975f75 0000372f 0000003a 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000 00000000\n\

@@ -140,8 +140,14 @@ impl Sampler {
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
         let watched = self.probes.watched_pids()?;
+        // Each watched process's parent, from the same reading of /proc/PID/stat as its CPU time.
+        let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
         for &(pid, group) in &watched {
-            if let Some(cpu) = read_cpu(&format!("/proc/{pid}/stat"), ticks) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if let Some(ppid) = procfs::parse_stat_ppid(&stat) {
+                parents.insert(pid, ppid);
+            }
+            if let Some(cpu) = procfs::parse_stat_cpu_time(&stat, ticks) {
                 let entry = self.processes.entry(pid).or_default();
                 *entry = CpuUse {
                     pid,
@@ -194,13 +200,6 @@ impl Sampler {
             .map(|_| self.traced_responses);
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
         let outbound = self.read_outbound(&watched);
-        let parents: BTreeMap<u32, u32> = watched
-            .iter()
-            .filter_map(|(pid, _)| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-                Some((*pid, procfs::parse_stat_ppid(&stat)?))
-            })
-            .collect();
         let time_wait = self.ephemeral.and_then(|range| {
             let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
             Some(TimeWait {
