@@ -109,6 +109,11 @@ pub struct Finding {
     pub severity: Severity,
     pub summary: String,
     pub evidence: BTreeMap<String, f64>,
+    /// The share of the run's p99 this cause explains (0..=1): the time it adds to a request in
+    /// the tail over p99. None for findings about the run itself (a dead target, a client-bound
+    /// run, lost events) or whose cost to a request is not known. Findings are ranked by it.
+    #[serde(default)]
+    pub tail_share: Option<f64>,
 }
 
 impl Finding {
@@ -123,13 +128,36 @@ impl Finding {
             severity,
             summary,
             evidence: evidence.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            tail_share: None,
         }
+    }
+
+    /// This cause adds `tail_ms` to a request in the tail of a run whose p99 is `p99_ms`: its
+    /// share of p99 (at most all of it), and `tail_ms` among the evidence. Nothing for a run
+    /// without a p99.
+    pub fn explaining(mut self, tail_ms: f64, p99_ms: f64) -> Finding {
+        if p99_ms > 0.0 && tail_ms.is_finite() {
+            let share = (tail_ms.max(0.0) / p99_ms).min(1.0);
+            self.tail_share = Some(share);
+            self.evidence.insert("tail_ms".into(), tail_ms.max(0.0));
+        }
+        self
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_explains_at_most_all_of_p99() {
+        let f = || Finding::new(FindingKind::RunqTail, Severity::Warning, String::new(), &[]);
+        assert_eq!(f().explaining(5.0, 10.0).tail_share, Some(0.5));
+        assert_eq!(f().explaining(30.0, 10.0).tail_share, Some(1.0));
+        assert_eq!(f().explaining(-1.0, 10.0).tail_share, Some(0.0));
+        assert_eq!(f().explaining(5.0, 0.0).tail_share, None);
+        assert_eq!(f().explaining(5.0, 10.0).evidence["tail_ms"], 5.0);
+    }
 
     #[test]
     fn kinds_serialize_to_their_stable_names() {

@@ -311,6 +311,14 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".tail_share",
+        "added (issue 18): the share of p99 each finding's cause explains, which ranks them",
+    ),
+    (
+        ".evidence.tail_ms",
+        "added (issue 18): the time a finding's cause adds to a request in the tail",
+    ),
+    (
         ".correlations[0].p_value",
         "added (issue 16): the permutation test's chance that the correlation is a coincidence",
     ),

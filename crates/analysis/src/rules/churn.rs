@@ -78,7 +78,8 @@ pub fn connection_churn(r: &RunReport) -> Option<Finding> {
             ("client_sys_us_per_request", client_sys_us),
             ("connect_p99_ms", connect_p99_ms),
         ],
-    ))
+    )
+    .explaining(connect_p99_ms, load.latency_us.p99 as f64 / 1e3))
 }
 
 #[cfg(test)]

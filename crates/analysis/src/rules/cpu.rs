@@ -109,6 +109,12 @@ pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
             ("sys_share", sys_share),
             ("tid", t.tid as f64),
         ],
+    )
+    // A request waits behind those of the other connections: at most one each, at the server's
+    // CPU cost per request.
+    .explaining(
+        r.load.config.connections as f64 * r.per_request.server.cpu_us / 1e3,
+        r.load.latency_us.p99 as f64 / 1e3,
     ))
 }
 
@@ -152,7 +158,9 @@ pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
             ("runq_p99_us", runq.p99),
             ("p99_us", p99_us),
         ],
-    ))
+    )
+    // Its share of the run-queue wait in the tail's wait for a CPU.
+    .explaining(runq.p99 * h.share / 1e3, p99_us / 1e3))
 }
 
 /// Server threads waited for a CPU: run-queue p99 at least RUNQ_P99_US.
@@ -177,6 +185,7 @@ pub fn runq_tail(r: &RunReport) -> Option<Finding> {
                 ("p99_us", p99_us),
             ],
         )
+        .explaining(runq.p99 / 1e3, p99_us / 1e3)
     })
 }
 

@@ -75,7 +75,9 @@ pub fn slow_dependency(r: &RunReport) -> Option<Finding> {
                     .unwrap_or(0.0),
             ),
         ],
-    ))
+    )
+    // Each request waits what it took beyond the CPU it cost.
+    .explaining((p50_us - cpu_us) / 1e3, load.latency_us.p99 as f64 / 1e3))
 }
 
 #[cfg(test)]

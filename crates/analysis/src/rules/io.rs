@@ -20,6 +20,8 @@ pub fn blocking_io(r: &RunReport) -> Option<Finding> {
     }
     let top = r.server.disk_waits.first()?;
     let per_request_us = total_ns as f64 / 1e3 / r.load.completed as f64;
+    let waits: u64 = r.server.disk_waits.iter().map(|d| d.waits).sum();
+    let mean_wait_ms = total_ns as f64 / 1e6 / waits.max(1) as f64;
     let thread_of = |pid: u32| {
         r.server
             .threads
@@ -53,7 +55,9 @@ pub fn blocking_io(r: &RunReport) -> Option<Finding> {
             ("wait_ms", total_ns as f64 / 1e6),
             ("pid", top.pid as f64),
         ],
-    ))
+    )
+    // A request that meets a wait waits it whole (with all the others its thread serves).
+    .explaining(mean_wait_ms, r.load.latency_us.p99 as f64 / 1e3))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The rules that read a run report and write its findings: one small function per rule, its
-//! thresholds named beside it, in files by subject. `findings` runs them all, most weighty first.
+//! thresholds named beside it, in files by subject. `findings` runs them all and ranks them:
+//! what is wrong with the run itself first, then the causes by the share of p99 they explain.
 
 pub mod balance;
 pub mod churn;
@@ -13,11 +14,52 @@ pub mod p99;
 pub mod stacks;
 pub mod tcp;
 
-use crate::finding::Finding;
+use crate::finding::{Finding, FindingKind, Severity};
 use crate::run_report::RunReport;
 
-/// Every rule, in order of weight: critical first, then by how much they explain.
+/// A cause that explains at least this share of p99 ranks by that share, above every finding
+/// that explains less or has no share (those follow by severity).
+pub const RANKED_TAIL_SHARE: f64 = 0.1;
+
+/// Every rule's findings, ranked: critical findings about the run itself (no share of the tail:
+/// a dead target, no success, a client-bound run), then the causes that explain at least
+/// RANKED_TAIL_SHARE of p99, the largest share first, then the rest by severity. Ties keep the
+/// order below, which puts a cause before the symptoms it makes.
 pub fn findings(r: &RunReport) -> Vec<Finding> {
+    ranked(unranked(r))
+}
+
+/// Symptoms, and the causes that make them: with a cause found, the symptom explains only the
+/// share of p99 its causes leave (a neighbour that held 99 % of the run-queue wait leaves the
+/// run-queue tail 1 % of it).
+const EXPLAINED_BY: &[(FindingKind, &[FindingKind])] = &[(
+    FindingKind::RunqTail,
+    &[FindingKind::NoisyNeighbour, FindingKind::CpuThrottled],
+)];
+
+fn ranked(mut out: Vec<Finding>) -> Vec<Finding> {
+    for (symptom, causes) in EXPLAINED_BY {
+        let explained = out
+            .iter()
+            .filter(|f| causes.contains(&f.kind))
+            .filter_map(|f| f.tail_share)
+            .fold(0.0, f64::max);
+        for f in out.iter_mut().filter(|f| f.kind == *symptom) {
+            f.tail_share = f.tail_share.map(|s| (s - explained).max(0.0));
+        }
+    }
+    let rank = |f: &Finding| match f.tail_share {
+        None if f.severity == Severity::Critical => (0, 0, 0),
+        Some(share) if share >= RANKED_TAIL_SHARE => (1, 1000 - (share * 1000.0).round() as i64, 0),
+        _ => (2, 0, f.severity as i64),
+    };
+    // Stable: ties keep the rules' order.
+    out.sort_by_key(rank);
+    out
+}
+
+/// Every rule, in order of weight: critical first, then causes before their symptoms.
+fn unranked(r: &RunReport) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(failures::no_success(r));
     out.extend(failures::target_died(r));
@@ -86,6 +128,64 @@ mod tests {
             untested.is_empty(),
             "no case makes a finding of kind {untested:?}"
         );
+    }
+
+    #[test]
+    fn causes_rank_by_the_share_of_p99_they_explain_below_what_is_wrong_with_the_run() {
+        use crate::finding::Severity::{Critical, Info, Warning};
+        let f = |kind, severity, share: Option<f64>| {
+            let f = Finding::new(kind, severity, String::new(), &[]);
+            match share {
+                Some(s) => f.explaining(s, 1.0),
+                None => f,
+            }
+        };
+        let order = ranked(vec![
+            f(FindingKind::P99Tracks, Info, None),
+            f(FindingKind::SlowDependency, Warning, Some(0.3)),
+            f(FindingKind::ServerCpuSaturated, Warning, Some(0.05)),
+            f(FindingKind::CpuThrottled, Critical, Some(0.2)),
+            f(FindingKind::NoisyNeighbour, Warning, Some(0.9)),
+            f(FindingKind::TargetDied, Critical, None),
+            f(FindingKind::NetIrqConcentrated, Warning, None),
+            f(FindingKind::BlockingIo, Warning, Some(0.3)),
+        ]);
+        let kinds: Vec<FindingKind> = order.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                // What is wrong with the run itself.
+                FindingKind::TargetDied,
+                // The causes, by their share; a tie keeps the rules' order.
+                FindingKind::NoisyNeighbour,
+                FindingKind::SlowDependency,
+                FindingKind::BlockingIo,
+                // A critical cause is ranked by its share like the others.
+                FindingKind::CpuThrottled,
+                // Under RANKED_TAIL_SHARE or no share: by severity.
+                FindingKind::ServerCpuSaturated,
+                FindingKind::NetIrqConcentrated,
+                FindingKind::P99Tracks,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_symptom_keeps_only_the_share_its_cause_leaves() {
+        let f = |kind, share| {
+            Finding::new(kind, Severity::Warning, String::new(), &[]).explaining(share, 1.0)
+        };
+        // The run-queue tail and the neighbour that held 99 % of it explain about the same share.
+        let order = ranked(vec![
+            f(FindingKind::RunqTail, 0.44),
+            f(FindingKind::NoisyNeighbour, 0.436),
+        ]);
+        assert_eq!(order[0].kind, FindingKind::NoisyNeighbour);
+        let runq = order[1].tail_share.unwrap();
+        assert!((runq - 0.004).abs() < 1e-9, "{runq}");
+        // Without the neighbour, the run-queue tail keeps its share.
+        let alone = ranked(vec![f(FindingKind::RunqTail, 0.44)]);
+        assert_eq!(alone[0].tail_share, Some(0.44));
     }
 
     #[test]

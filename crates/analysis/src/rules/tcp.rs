@@ -57,7 +57,8 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
                 ("wait_s", waited_s),
                 ("retransmits_per_wait", resends as f64),
             ],
-        ))
+        )
+        .explaining(waited_s * 1e3, p99_us / 1e3))
     } else if tcp.listen_overflows > 0 {
         Some(Finding::new(
             FindingKind::ListenOverflows,

@@ -132,9 +132,13 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
     o.push_str("<h2 id=\"findings\">Findings</h2><ul>");
     for f in &run.findings {
         let sev = format!("{:?}", f.severity).to_lowercase();
+        let share = f
+            .tail_share
+            .map(|s| format!(" (explains {:.0}% of p99)", s * 100.0))
+            .unwrap_or_default();
         let _ = write!(
             o,
-            "<li><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>: {}</li>",
+            "<li><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>{share}: {}</li>",
             esc(f.kind.name()),
             esc(&f.summary)
         );

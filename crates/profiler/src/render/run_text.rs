@@ -26,7 +26,11 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             Severity::Warning => "WARNING ",
             Severity::Info => "INFO    ",
         };
-        let _ = writeln!(out, "  {tag} {}", f.summary);
+        let share = f
+            .tail_share
+            .map(|s| format!("[{:.0}% of p99] ", s * 100.0))
+            .unwrap_or_default();
+        let _ = writeln!(out, "  {tag} {share}{}", f.summary);
     }
     let _ = writeln!(
         out,
