@@ -427,3 +427,70 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
         finding_kinds(&fast)
     );
 }
+
+/// The tid of `pid`'s thread named `comm`.
+fn thread_named(pid: u32, comm: &str) -> Option<u32> {
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find(|t| fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == comm))
+        .and_then(|t| t.file_name().to_str()?.parse().ok())
+}
+
+/// servers/locked: one thread per connection, each taking one mutex per request, and a
+/// "cache-refresh" thread holding that mutex 20 ms of every 100. The top finding is
+/// lock_contention naming cache-refresh by its tid as the holder and count_request as where the
+/// connection threads waited; srvprof's lock waits add up to within 15 % of the off-CPU time
+/// libbpf-tools' offcputime finds for the process in stacks through futex_wait (the process has
+/// no other futex waits). Without the refresher, the same server has no such finding.
+#[test]
+fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
+    require_root();
+    let locked = Server::start("locked", &["--cpus", "1", "--hold-ms", "20"]);
+    let refresher = thread_named(locked.pid(), "cache-refresh").expect("a cache-refresh thread");
+    let pid = locked.pid().to_string();
+    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
+    offcputime.wait_loaded();
+    let run = RunArgs::pid(locked.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "2000", "--cpus", "0"])
+        .run_ok("lock-contention");
+    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "futex_wait");
+    let locks = run["server"]["locks"].as_array().unwrap();
+    let ours_us: f64 = locks
+        .iter()
+        .map(|l| l["wait_ns"].as_f64().unwrap() / 1e3)
+        .sum();
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "lock_contention");
+    eprintln!(
+        "srvprof {ours_us:.0} us of lock waits, offcputime {peer_us} us in futex_wait; findings {kinds:?}; {}",
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "lock_contention", "{kinds:?}");
+    assert_eq!(f["evidence"]["holder_tid"].as_f64(), Some(refresher as f64));
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("behind cache-refresh (tid {refresher})")),
+        "{summary}"
+    );
+    assert!(summary.contains("count_request"), "{summary}");
+    assert!(peer_us > 100_000, "the threads barely waited: {peer_us} us");
+    assert!(
+        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
+        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    );
+    drop(locked);
+
+    let clean = Server::start("locked", &["--cpus", "1"]);
+    let run = RunArgs::pid(clean.pid())
+        .load(50, "3s", "0s")
+        .args(&["--rate", "2000", "--cpus", "0", "--stacks", "off"])
+        .run_ok("lock-free");
+    assert!(
+        finding(&run, "lock_contention").is_none(),
+        "{:?}",
+        finding_kinds(&run)
+    );
+}

@@ -26,6 +26,7 @@ pub enum FindingKind {
     CpuThrottled,
     BlockingIo,
     SlowDependency,
+    LockContention,
     WorkerImbalance,
     ServerCpuSaturated,
     SynRetransmitTail,
@@ -43,7 +44,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 22] = [
+    pub const ALL: [FindingKind; 23] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -52,6 +53,7 @@ impl FindingKind {
         FindingKind::CpuThrottled,
         FindingKind::BlockingIo,
         FindingKind::SlowDependency,
+        FindingKind::LockContention,
         FindingKind::WorkerImbalance,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
@@ -79,6 +81,7 @@ impl FindingKind {
             FindingKind::CpuThrottled => "cpu_throttled",
             FindingKind::BlockingIo => "blocking_io",
             FindingKind::SlowDependency => "slow_dependency",
+            FindingKind::LockContention => "lock_contention",
             FindingKind::WorkerImbalance => "worker_imbalance",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",

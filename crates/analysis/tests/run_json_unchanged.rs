@@ -311,6 +311,14 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".locks",
+        "added (issue 18): the futex words several threads waited on, with their holders",
+    ),
+    (
+        ".lost_events.lock_waits_map_full",
+        "added (issue 18): lock waits the kernel's map had no room for",
+    ),
+    (
         ".tail_share",
         "added (issue 18): the share of p99 each finding's cause explains, which ranks them",
     ),

@@ -77,6 +77,7 @@ pub mod maps {
     pub const WAKEUPS: &str = "WAKEUPS";
     pub const RUNQ_HOLDERS: &str = "RUNQ_HOLDERS";
     pub const DISK_WAITS: &str = "DISK_WAITS";
+    pub const LOCK_WAITS: &str = "LOCK_WAITS";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
@@ -157,8 +158,31 @@ pub struct ThreadStats {
     /// (-1: none, or not in a syscall): its time until the switch-in goes to DISK_WAITS.
     pub uninterruptible: u32,
     pub blocked_fd: i32,
+    /// Set when the thread last switched out asleep in futex(2): the futex word's address (the
+    /// syscall's first argument; 0: not in a futex wait). The thread charged with the wait is
+    /// set when it is woken (futex_holder, 0: not yet), and its wait goes to LOCK_WAITS at the
+    /// switch-in.
+    pub futex_uaddr: u64,
+    pub futex_holder: u32,
+    pub futex_holder_tgid: u32,
+    /// The thread its last futex wait was charged to (0: it has slept otherwise since; a
+    /// preemption keeps it), when that wait ended and the thread's run-queue total then. A
+    /// thread that passes a lock on within LOCK_CONVOY_NS of running after getting it passes
+    /// this on, so a queue of waiters behind one long holder is charged to that holder.
+    pub lock_root: u32,
+    pub lock_root_tgid: u32,
+    pub lock_root_since_ns: u64,
+    pub lock_root_runq_ns: u64,
     pub comm: [u8; 16],
 }
+
+/// A thread woken from a futex wait that wakes another waiter within this long of running since
+/// (the wall time less its run-queue waits) only passed the lock on (took it, did a little, let
+/// it go): the new waiter's wait is charged to whoever the first one's wait was.
+pub const LOCK_CONVOY_NS: u64 = 50_000;
+
+/// futex(2)'s number on x86-64, plus one (ThreadStats.blocked_nr's encoding).
+pub const FUTEX_SLOT: u64 = 202 + 1;
 
 pub const USER_STACK_MISS_LIMIT: u64 = 16;
 pub const USER_STACK_RETRY_EVERY: u64 = 64;
@@ -216,6 +240,30 @@ pub struct DiskWaitKey {
 }
 
 pub const MAX_DISK_WAITS: u32 = 4096;
+
+/// A watched thread's futex waits: on which futex word, charged to which thread (the one that
+/// woke it, or the holder at the head of the queue it waited in: ThreadStats.lock_root).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LockWaitKey {
+    pub tgid: u32,
+    pub group: u32,
+    pub uaddr: u64,
+    pub waiter_tid: u32,
+    pub holder_tid: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockWait {
+    /// Waits and their summed length (ns, switch-out to switch-in).
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub holder_tgid: u32,
+    pub _pad: u32,
+}
+
+pub const MAX_LOCK_WAITS: u32 = 4096;
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
@@ -345,7 +393,10 @@ pub mod lost {
     /// A new (process, syscall, fd) key found DISK_WAITS full: that uninterruptible sleep is in
     /// the off-CPU figures but not in the disk waits.
     pub const DISK_WAITS_MAP_FULL: u32 = 10;
-    pub const COUNT: u32 = 11;
+    /// A new (process, futex word, waiter, holder) key found LOCK_WAITS full: that wait is in
+    /// the off-CPU figures but not in the lock waits.
+    pub const LOCK_WAITS_MAP_FULL: u32 = 11;
+    pub const COUNT: u32 = 12;
 }
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -429,6 +480,8 @@ mod pod {
     unsafe impl aya::Pod for HolderKey {}
     unsafe impl aya::Pod for HolderWait {}
     unsafe impl aya::Pod for DiskWaitKey {}
+    unsafe impl aya::Pod for LockWaitKey {}
+    unsafe impl aya::Pod for LockWait {}
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}

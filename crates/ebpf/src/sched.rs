@@ -13,8 +13,9 @@ use aya_ebpf::{
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
-    BlockedTable, CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, MAX_DISK_WAITS,
-    MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, WakeCount, WakeKey, hist, lost,
+    BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, HistSlots, HolderKey, HolderWait,
+    LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS, MAX_RUNQ_HOLDERS,
+    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, hist, lost,
 };
 
 use crate::target::{
@@ -70,6 +71,17 @@ fn current_syscall_fd(slot: u64) -> i32 {
     }
 }
 
+/// The first argument of the current task's syscall (a futex word's address for futex(2)), read
+/// as current_syscall_fd reads it.
+#[inline(always)]
+fn current_syscall_arg0() -> u64 {
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    if regs.is_null() {
+        return 0;
+    }
+    unsafe { (*regs).rdi }
+}
+
 /// Adds to `key`'s value in `map` with `add`, or inserts `first()` for a new key (made only
 /// then: it may call helpers); `full` counts a new key that found the map full. Another CPU may
 /// insert the same key first: then it adds.
@@ -108,6 +120,47 @@ fn add_disk_wait(key: &DiskWaitKey, ns: u64) {
         c.total_ns += ns;
     };
     add_or_insert(&DISK_WAITS, key, first, add, lost::DISK_WAITS_MAP_FULL);
+}
+
+/// (process, futex word, waiter, holder) -> the waiter's futex waits charged to the holder.
+#[map]
+static LOCK_WAITS: HashMap<LockWaitKey, LockWait> = HashMap::with_max_entries(MAX_LOCK_WAITS, 0);
+
+/// A watched thread switching in after a futex wait it was woken from: the wait is charged to
+/// the thread set as its holder when it was woken, which becomes its lock_root.
+#[inline(always)]
+fn end_futex_wait(st: &mut ThreadStats, tid: u32, now: u64) {
+    if st.futex_uaddr == 0 {
+        return;
+    }
+    if st.futex_holder != 0 && st.last_switch_out_ns != 0 {
+        let waited = now.saturating_sub(st.last_switch_out_ns);
+        let key = LockWaitKey {
+            tgid: st.tgid,
+            group: st.group,
+            uaddr: st.futex_uaddr,
+            waiter_tid: tid,
+            holder_tid: st.futex_holder,
+        };
+        let holder_tgid = st.futex_holder_tgid;
+        let first = || LockWait {
+            waits: 1,
+            wait_ns: waited,
+            holder_tgid,
+            _pad: 0,
+        };
+        let add = |w: &mut LockWait| {
+            w.waits += 1;
+            w.wait_ns += waited;
+        };
+        add_or_insert(&LOCK_WAITS, &key, first, add, lost::LOCK_WAITS_MAP_FULL);
+        st.lock_root = st.futex_holder;
+        st.lock_root_tgid = st.futex_holder_tgid;
+        st.lock_root_since_ns = now;
+        st.lock_root_runq_ns = st.runq_ns;
+    }
+    st.futex_uaddr = 0;
+    st.futex_holder = 0;
 }
 
 /// task_struct's __state bits: asleep and not to be woken by signals, and not counted in the
@@ -213,6 +266,16 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             current_syscall_slot()
         };
+        st.futex_uaddr = if st.blocked_nr == FUTEX_SLOT {
+            current_syscall_arg0()
+        } else {
+            0
+        };
+        st.futex_holder = 0;
+        if !involuntary {
+            // Asleep: whatever lock it got from its last futex wait, it let go or waits again.
+            st.lock_root = 0;
+        }
         let uninterruptible =
             !involuntary && prev_state & TASK_UNINTERRUPTIBLE != 0 && prev_state & TASK_NOLOAD == 0;
         st.uninterruptible = uninterruptible as u32;
@@ -270,6 +333,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             charge_holder(st.group, waited);
             st.runnable_since_ns = 0;
         }
+        end_futex_wait(st, next_tid, now);
         if st.uninterruptible != 0 {
             if st.last_switch_out_ns != 0 {
                 let key = DiskWaitKey {
@@ -343,7 +407,35 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
     };
     let add = |n: &mut WakeCount| n.count += 1;
     add_or_insert(&WAKEUPS, &key, first, add, lost::WAKEUPS_MAP_FULL);
+    charge_futex_wait(wakee_tid, wakee_tgid, waker);
     0
+}
+
+/// A watched thread asleep in a futex wait is woken by the current task (`waker`, its pid_tgid):
+/// the wait is charged to it, or, when the waker itself got the lock from a futex wait within
+/// LOCK_CONVOY_NS and passes it straight on, to the thread that wait was charged to.
+#[inline(always)]
+fn charge_futex_wait(wakee_tid: u32, wakee_tgid: u32, waker: u64) {
+    let Some(wakee) = crate::target::THREADS.get_ptr_mut(&wakee_tid) else {
+        return;
+    };
+    let wakee = unsafe { &mut *wakee };
+    if wakee.tgid != wakee_tgid || wakee.futex_uaddr == 0 || wakee.futex_holder != 0 {
+        return;
+    }
+    let (mut holder, mut holder_tgid) = (waker as u32, (waker >> 32) as u32);
+    if let Some(w) = crate::target::watched_thread_current() {
+        let now = unsafe { bpf_ktime_get_ns() };
+        let ran = now
+            .saturating_sub(w.lock_root_since_ns)
+            .saturating_sub(w.runq_ns.saturating_sub(w.lock_root_runq_ns));
+        if w.lock_root != 0 && ran < LOCK_CONVOY_NS {
+            holder = w.lock_root;
+            holder_tgid = w.lock_root_tgid;
+        }
+    }
+    wakee.futex_holder = holder;
+    wakee.futex_holder_tgid = holder_tgid;
 }
 
 /// task_rename(struct task_struct *task, const char *comm): fires before the new name is copied

@@ -315,6 +315,7 @@ pub fn kernel_report(
     r.cpu_limits = super::cpu_limits::cpu_limit_deltas(start, end, group);
     r.runq_holders = super::runq_holders::holder_deltas(start, end, group);
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
+    r.locks = super::locks::lock_deltas(start, end, group, &r.threads);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
         outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));
@@ -331,6 +332,7 @@ pub fn kernel_report(
         (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
         (lost::RUNQ_HOLDERS_MAP_FULL, "runq_holders_map_full"),
         (lost::DISK_WAITS_MAP_FULL, "disk_waits_map_full"),
+        (lost::LOCK_WAITS_MAP_FULL, "lock_waits_map_full"),
         (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
     ] {
         r.lost_events.insert(

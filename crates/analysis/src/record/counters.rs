@@ -72,6 +72,21 @@ pub struct DiskWait {
     pub total_ns: u64,
 }
 
+/// Cumulative futex waits of one watched thread on one futex word, charged to one thread (the
+/// one that woke it, or the holder at the head of the queue it waited in).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockWaitRecord {
+    pub pid: u32,
+    pub group: u32,
+    /// The futex word's address in the process.
+    pub uaddr: u64,
+    pub waiter_tid: u32,
+    pub holder_tid: u32,
+    pub holder_pid: u32,
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountNs {
     pub count: u64,
@@ -177,6 +192,9 @@ pub struct KernelCounters {
     /// The watched processes' uninterruptible sleeps, per syscall and file.
     #[serde(default)]
     pub disk_waits: Vec<DiskWait>,
+    /// The watched threads' futex waits, per futex word, waiter and holder.
+    #[serde(default)]
+    pub lock_waits: Vec<LockWaitRecord>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
@@ -226,6 +244,7 @@ impl KernelCounters {
             wakeups: Vec::new(),
             runq_holders: Vec::new(),
             disk_waits: Vec::new(),
+            lock_waits: Vec::new(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],

@@ -10,6 +10,7 @@ pub mod failures;
 pub mod interrupts;
 pub mod io;
 pub mod limits;
+pub mod locks;
 pub mod p99;
 pub mod stacks;
 pub mod tcp;
@@ -73,6 +74,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
     out.extend(churn::connection_churn(r));
     out.extend(dependency::slow_dependency(r));
+    out.extend(locks::lock_contention(r));
     // One busy worker of several: above the saturated thread it is.
     out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));
@@ -115,6 +117,7 @@ mod tests {
             interrupts::tests::tables(),
             io::tests::tables(),
             limits::tests::tables(),
+            locks::tests::tables(),
             p99::tests::tables(),
             stacks::tests::tables(),
             tcp::tests::tables(),

@@ -11,13 +11,13 @@ use crate::cli::RunArgs;
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
-use crate::render::run_text;
 use crate::render::{
     self,
     folded::FoldedStacks,
     perf_map::{self, StartMaps},
     symbolize,
 };
+use crate::render::{lock_stacks, run_text};
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::run_report::{RunReport, TargetInfo, build};
@@ -152,6 +152,13 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         .as_ref()
         .map(|s| s.quality.clone())
         .unwrap_or_default();
+    if let Some(s) = &stacks {
+        lock_stacks::attach(
+            &mut report.server.locks,
+            &s.offcpu,
+            srvprof_common::GROUP_SERVER,
+        );
+    }
     let report = with_findings(report);
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {

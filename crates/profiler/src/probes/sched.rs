@@ -12,15 +12,15 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray},
 };
 use srvprof_common::{
-    CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, NUM_GROUPS, ThreadStats, WakeCount,
-    WakeKey, maps,
+    CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, LockWait, LockWaitKey, NUM_GROUPS,
+    ThreadStats, WakeCount, WakeKey, maps,
 };
 
 use super::{map_error, map_mut, map_ref, target};
 use crate::error::SrvprofError;
 use crate::procfs;
 use srvprof_analysis::record::{
-    DiskWait, KernelCounters, NsHistogram, RunqHolder, ThreadCounters, WakePair,
+    DiskWait, KernelCounters, LockWaitRecord, NsHistogram, RunqHolder, ThreadCounters, WakePair,
 };
 
 /// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock).
@@ -69,6 +69,18 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
                 .unwrap_or_default(),
             count: v.count,
             total_ns: v.total_ns,
+        }
+    })?;
+    counters.lock_waits = map_entries(ebpf, maps::LOCK_WAITS, |k: LockWaitKey, v: LockWait| {
+        LockWaitRecord {
+            pid: k.tgid,
+            group: k.group,
+            uaddr: k.uaddr,
+            waiter_tid: k.waiter_tid,
+            holder_tid: k.holder_tid,
+            holder_pid: v.holder_tgid,
+            waits: v.waits,
+            wait_ns: v.wait_ns,
         }
     })?;
     counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;

@@ -7,6 +7,7 @@ pub mod ctxsw;
 pub mod flamegraph;
 pub mod folded;
 pub mod html;
+pub mod lock_stacks;
 pub mod perf_map;
 pub mod plots;
 pub mod run_text;

@@ -1,0 +1,181 @@
+//! The watched processes' futex waits in a window, per futex word: the locks their threads
+//! queued on, who waited and who held them.
+//!
+//! A futex word two or more threads of a process waited on, and a thread of the same process
+//! released, is taken for a lock. A word one thread alone sleeps on (a Go thread's or a BEAM
+//! scheduler's parking spot, a JVM thread's parker) is that thread waiting for work, not for a
+//! lock, and is left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{LockHolder, LockReport, TOP_LOCKS, ThreadReport};
+use crate::record::{LockWaitRecord, Sample};
+
+/// The holders named per lock, longest first.
+const TOP_HOLDERS: usize = 3;
+
+/// `group`'s locks between `start` and `end`, longest waited on first. `threads` names the
+/// threads (the window's report of them).
+pub fn lock_deltas(
+    start: &Sample,
+    end: &Sample,
+    group: u32,
+    threads: &[ThreadReport],
+) -> Vec<LockReport> {
+    type Key = (u32, u64, u32, u32);
+    let mine = |s: &Sample| -> BTreeMap<Key, LockWaitRecord> {
+        (s.kernel.lock_waits.iter())
+            .filter(|w| w.group == group)
+            .map(|w| ((w.pid, w.uaddr, w.waiter_tid, w.holder_tid), w.clone()))
+            .collect()
+    };
+    let before = mine(start);
+    // (pid, word) -> the window's waits on it by its own process's threads.
+    let mut words: BTreeMap<(u32, u64), Vec<LockWaitRecord>> = BTreeMap::new();
+    for (key, w) in mine(end) {
+        let (w0, ns0) = before
+            .get(&key)
+            .map(|b| (b.waits, b.wait_ns))
+            .unwrap_or_default();
+        let waits = w.waits.saturating_sub(w0);
+        if waits == 0 || w.holder_pid != w.pid {
+            continue;
+        }
+        let wait_ns = w.wait_ns.saturating_sub(ns0);
+        (words.entry((w.pid, w.uaddr)).or_default()).push(LockWaitRecord {
+            waits,
+            wait_ns,
+            ..w
+        });
+    }
+    let comm = |tid: u32| {
+        (threads.iter())
+            .find(|t| t.tid == tid)
+            .map(|t| t.comm.clone())
+            .unwrap_or_default()
+    };
+    let mut out: Vec<LockReport> = words
+        .into_iter()
+        .filter_map(|((pid, uaddr), rows)| {
+            let waiters: BTreeSet<u32> = rows.iter().map(|r| r.waiter_tid).collect();
+            if waiters.len() < 2 {
+                return None;
+            }
+            let sum_by = |f: fn(&LockWaitRecord) -> u32| {
+                let mut by: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+                for r in &rows {
+                    let e = by.entry(f(r)).or_default();
+                    e.0 += r.waits;
+                    e.1 += r.wait_ns;
+                }
+                let mut v: Vec<(u32, u64, u64)> =
+                    by.into_iter().map(|(tid, (n, ns))| (tid, n, ns)).collect();
+                v.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+                v
+            };
+            let waits: u64 = rows.iter().map(|r| r.waits).sum();
+            let wait_ns: u64 = rows.iter().map(|r| r.wait_ns).sum();
+            let holders = sum_by(|r| r.holder_tid)
+                .into_iter()
+                .take(TOP_HOLDERS)
+                .map(|(tid, n, ns)| LockHolder {
+                    tid,
+                    comm: comm(tid),
+                    waits: n,
+                    wait_ns: ns,
+                    share: ns as f64 / wait_ns.max(1) as f64,
+                })
+                .collect();
+            let top_waiter = sum_by(|r| r.waiter_tid)[0].0;
+            Some(LockReport {
+                pid,
+                address: format!("{uaddr:#x}"),
+                waiters: waiters.len() as u32,
+                waits,
+                wait_ns,
+                holders,
+                waiter_tid: top_waiter,
+                waiter_comm: comm(top_waiter),
+                stack: Vec::new(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.pid.cmp(&b.pid)));
+    out.truncate(TOP_LOCKS);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wait(
+        uaddr: u64,
+        waiter: u32,
+        holder: u32,
+        holder_pid: u32,
+        n: u64,
+        ms: u64,
+    ) -> LockWaitRecord {
+        LockWaitRecord {
+            pid: 7,
+            group: 0,
+            uaddr,
+            waiter_tid: waiter,
+            holder_tid: holder,
+            holder_pid,
+            waits: n,
+            wait_ns: ms * 1_000_000,
+        }
+    }
+
+    fn at(waits: Vec<LockWaitRecord>) -> Sample {
+        let mut s = Sample::default();
+        s.kernel.lock_waits = waits;
+        s
+    }
+
+    fn thread(tid: u32, comm: &str) -> ThreadReport {
+        ThreadReport {
+            tid,
+            pid: 7,
+            comm: comm.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_lock_is_a_word_several_threads_waited_on_and_its_own_threads_released() {
+        let lock = 0x5000;
+        let start = at(vec![wait(lock, 11, 10, 7, 5, 50)]);
+        let end = at(vec![
+            // The refresher (10) held it while 11 and 12 waited; 12 also waited behind 11.
+            wait(lock, 11, 10, 7, 25, 450),
+            wait(lock, 12, 10, 7, 10, 300),
+            wait(lock, 12, 11, 7, 4, 8),
+            // A thread's own parking spot, woken by another: waiting for work, not a lock.
+            wait(0x6000, 13, 11, 7, 100, 900),
+            // Woken by another process (or an interrupt that ran in one): not this lock's holder.
+            wait(0x7000, 11, 99, 99, 3, 30),
+            wait(0x7000, 12, 99, 99, 3, 30),
+        ]);
+        let threads = [
+            thread(10, "cache-refresh"),
+            thread(11, "conn"),
+            thread(12, "conn"),
+        ];
+        let locks = lock_deltas(&start, &end, 0, &threads);
+        assert_eq!(locks.len(), 1, "{locks:?}");
+        let l = &locks[0];
+        assert_eq!((l.address.as_str(), l.waiters, l.waits), ("0x5000", 2, 34));
+        assert_eq!(l.wait_ns, 708_000_000);
+        assert_eq!(
+            (l.holders[0].tid, l.holders[0].comm.as_str()),
+            (10, "cache-refresh")
+        );
+        assert_eq!(l.holders[0].waits, 30);
+        assert!((l.holders[0].share - 700.0 / 708.0).abs() < 1e-9);
+        assert_eq!((l.waiter_tid, l.waiter_comm.as_str()), (11, "conn"));
+        assert!(lock_deltas(&start, &end, 1, &threads).is_empty());
+    }
+}
