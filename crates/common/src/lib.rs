@@ -165,6 +165,9 @@ pub struct ThreadStats {
     pub futex_uaddr: u64,
     pub futex_holder: u32,
     pub futex_holder_tgid: u32,
+    /// 1 when that wait followed a lock's protocol (futex_lock_protocol), else 0.
+    pub futex_lock: u32,
+    pub _pad_futex: u32,
     /// The thread its last futex wait was charged to (0: it has slept otherwise since; a
     /// preemption keeps it), when that wait ended and the thread's run-queue total then. A
     /// thread that passes a lock on within LOCK_CONVOY_NS of running after getting it passes
@@ -183,6 +186,24 @@ pub const LOCK_CONVOY_NS: u64 = 50_000;
 
 /// futex(2)'s number on x86-64, plus one (ThreadStats.blocked_nr's encoding).
 pub const FUTEX_SLOT: u64 = 202 + 1;
+
+/// Whether a futex(2) call with operation `op` (its second argument) and value `val` (its third)
+/// waits the way a lock's waiters do: FUTEX_WAIT or FUTEX_WAIT_BITSET on the value 2 ("locked,
+/// with waiters", the contended state of glibc's pthread mutexes, Rust's std Mutex and Go's
+/// runtime locks alike), or FUTEX_LOCK_PI / FUTEX_LOCK_PI2 (priority-inheritance mutexes).
+/// A condition variable's, a parked thread's or an event's wait uses other values.
+pub fn futex_lock_protocol(op: u64, val: u64) -> bool {
+    const CMD_MASK: u64 = 0x7f;
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_LOCK_PI: u64 = 6;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_LOCK_PI2: u64 = 13;
+    match op & CMD_MASK {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => val as u32 == 2,
+        FUTEX_LOCK_PI | FUTEX_LOCK_PI2 => true,
+        _ => false,
+    }
+}
 
 pub const USER_STACK_MISS_LIMIT: u64 = 16;
 pub const USER_STACK_RETRY_EVERY: u64 = 64;
@@ -251,6 +272,9 @@ pub struct LockWaitKey {
     pub uaddr: u64,
     pub waiter_tid: u32,
     pub holder_tid: u32,
+    /// 1: the waits followed a lock's protocol (futex_lock_protocol).
+    pub lock_protocol: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -488,4 +512,23 @@ mod pod {
     unsafe impl aya::Pod for UserStackSample {}
     unsafe impl aya::Pod for OffcpuTime {}
     unsafe impl aya::Pod for TcpResetKey {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::futex_lock_protocol;
+
+    #[test]
+    fn a_lock_waits_on_its_contended_value_a_condvar_on_others() {
+        const PRIVATE: u64 = 128;
+        // glibc's __lll_lock_wait: FUTEX_WAIT_PRIVATE on 2; Rust's std Mutex: FUTEX_WAIT_BITSET.
+        assert!(futex_lock_protocol(PRIVATE, 2));
+        assert!(futex_lock_protocol(9 | PRIVATE, 2));
+        // FUTEX_LOCK_PI takes no value.
+        assert!(futex_lock_protocol(6 | PRIVATE, 0));
+        // Go's notesleep waits on 0; a condvar on its sequence number; FUTEX_WAKE is no wait.
+        assert!(!futex_lock_protocol(PRIVATE, 0));
+        assert!(!futex_lock_protocol(9 | PRIVATE, 7));
+        assert!(!futex_lock_protocol(1 | PRIVATE, 2));
+    }
 }

@@ -15,7 +15,8 @@ use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, HistSlots, HolderKey, HolderWait,
     LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS, MAX_RUNQ_HOLDERS,
-    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, ThreadStats, WakeCount, WakeKey, hist, lost,
+    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, ThreadStats, WakeCount, WakeKey,
+    futex_lock_protocol, hist, lost,
 };
 
 use crate::target::{
@@ -71,15 +72,15 @@ fn current_syscall_fd(slot: u64) -> i32 {
     }
 }
 
-/// The first argument of the current task's syscall (a futex word's address for futex(2)), read
-/// as current_syscall_fd reads it.
+/// The first three arguments of the current task's syscall (for futex(2): the word's address,
+/// the operation and the value), read as current_syscall_fd reads them.
 #[inline(always)]
-fn current_syscall_arg0() -> u64 {
+fn current_syscall_args() -> (u64, u64, u64) {
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
     if regs.is_null() {
-        return 0;
+        return (0, 0, 0);
     }
-    unsafe { (*regs).rdi }
+    unsafe { ((*regs).rdi, (*regs).rsi, (*regs).rdx) }
 }
 
 /// Adds to `key`'s value in `map` with `add`, or inserts `first()` for a new key (made only
@@ -141,6 +142,8 @@ fn end_futex_wait(st: &mut ThreadStats, tid: u32, now: u64) {
             uaddr: st.futex_uaddr,
             waiter_tid: tid,
             holder_tid: st.futex_holder,
+            lock_protocol: st.futex_lock,
+            _pad: 0,
         };
         let holder_tgid = st.futex_holder_tgid;
         let first = || LockWait {
@@ -266,11 +269,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             current_syscall_slot()
         };
-        st.futex_uaddr = if st.blocked_nr == FUTEX_SLOT {
-            current_syscall_arg0()
+        let (uaddr, op, val) = if st.blocked_nr == FUTEX_SLOT {
+            current_syscall_args()
         } else {
-            0
+            (0, 0, 0)
         };
+        st.futex_uaddr = uaddr;
+        st.futex_lock = futex_lock_protocol(op, val) as u32;
         st.futex_holder = 0;
         if !involuntary {
             // Asleep: whatever lock it got from its last futex wait, it let go or waits again.

@@ -1,10 +1,11 @@
 //! The watched processes' futex waits in a window, per futex word: the locks their threads
 //! queued on, who waited and who held them.
 //!
-//! A futex word two or more threads of a process waited on, and a thread of the same process
-//! released, is taken for a lock. A word one thread alone sleeps on (a Go thread's or a BEAM
-//! scheduler's parking spot, a JVM thread's parker) is that thread waiting for work, not for a
-//! lock, and is left out.
+//! A futex word two or more threads of a process waited on the way a lock's waiters do (on its
+//! "locked, with waiters" value: srvprof_common::futex_lock_protocol), and a thread of the same
+//! process released, is taken for a lock. Waits on a condition variable or a parking spot (idle
+//! Go threads in notesleep, tokio's workers on their condvar, a JVM thread's parker) are threads
+//! waiting for work, not for a lock, and are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,7 +26,7 @@ pub fn lock_deltas(
     type Key = (u32, u64, u32, u32);
     let mine = |s: &Sample| -> BTreeMap<Key, LockWaitRecord> {
         (s.kernel.lock_waits.iter())
-            .filter(|w| w.group == group)
+            .filter(|w| w.group == group && w.lock_protocol)
             .map(|w| ((w.pid, w.uaddr, w.waiter_tid, w.holder_tid), w.clone()))
             .collect()
     };
@@ -124,6 +125,7 @@ mod tests {
             waiter_tid: waiter,
             holder_tid: holder,
             holder_pid,
+            lock_protocol: true,
             waits: n,
             wait_ns: ms * 1_000_000,
         }
@@ -155,6 +157,15 @@ mod tests {
             wait(lock, 12, 11, 7, 4, 8),
             // A thread's own parking spot, woken by another: waiting for work, not a lock.
             wait(0x6000, 13, 11, 7, 100, 900),
+            // A condition variable several threads wait on for work.
+            LockWaitRecord {
+                lock_protocol: false,
+                ..wait(0x8000, 11, 13, 7, 50, 500)
+            },
+            LockWaitRecord {
+                lock_protocol: false,
+                ..wait(0x8000, 12, 13, 7, 50, 500)
+            },
             // Woken by another process (or an interrupt that ran in one): not this lock's holder.
             wait(0x7000, 11, 99, 99, 3, 30),
             wait(0x7000, 12, 99, 99, 3, 30),

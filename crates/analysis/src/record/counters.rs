@@ -83,6 +83,9 @@ pub struct LockWaitRecord {
     pub waiter_tid: u32,
     pub holder_tid: u32,
     pub holder_pid: u32,
+    /// The waits followed a lock's protocol (srvprof_common::futex_lock_protocol).
+    #[serde(default)]
+    pub lock_protocol: bool,
     pub waits: u64,
     pub wait_ns: u64,
 }

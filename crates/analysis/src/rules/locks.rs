@@ -93,6 +93,7 @@ pub(super) mod tests {
                     waiter_tid: waiter,
                     holder_tid: holder,
                     holder_pid: 7,
+                    lock_protocol: true,
                     waits: grown(n, k),
                     wait_ns: grown(ns, k),
                 };

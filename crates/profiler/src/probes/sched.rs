@@ -79,6 +79,7 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
             waiter_tid: k.waiter_tid,
             holder_tid: k.holder_tid,
             holder_pid: v.holder_tgid,
+            lock_protocol: k.lock_protocol != 0,
             waits: v.waits,
             wait_ns: v.wait_ns,
         }

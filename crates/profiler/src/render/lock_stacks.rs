@@ -1,5 +1,7 @@
 //! Where the threads queued on a lock waited: the heaviest off-CPU stack of the waiting threads'
-//! name that went to sleep in a futex wait, given to each lock of the run report.
+//! name that went to sleep in a futex wait, given to each lock of the run report. Stacks whose
+//! innermost user frames name a lock call (pthread_mutex_lock, Mutex::lock_contended,
+//! runtime.lock2) come before the others: the same threads also sleep on condition variables.
 
 use srvprof_analysis::kernel_report::LockReport;
 
@@ -7,6 +9,22 @@ use super::folded::FoldedLine;
 
 /// User frames kept per lock, the innermost ones (the lock call and its callers).
 const LOCK_STACK_FRAMES: usize = 8;
+
+/// The innermost user frames looked at for a lock call.
+const LOCK_CALL_FRAMES: usize = 4;
+
+/// Whether a stack's innermost user frames name a lock call rather than a condition variable's
+/// or a parking spot's wait.
+fn waits_in_a_lock_call(user: &[&String]) -> bool {
+    let inner = &user[user.len().saturating_sub(LOCK_CALL_FRAMES)..];
+    let named = |words: &[&str]| {
+        inner.iter().any(|f| {
+            let f = f.to_ascii_lowercase();
+            words.iter().any(|w| f.contains(w))
+        })
+    };
+    named(&["lock"]) && !named(&["cond", "park", "notesleep"])
+}
 
 /// Fills each lock's `stack` from `group`'s off-CPU lines (thread name first, then frames from
 /// the outermost; kernel frames end in `_[k]`).
@@ -17,11 +35,14 @@ pub fn attach(locks: &mut [LockReport], offcpu: &[FoldedLine], group: u32) {
             .filter(|l| l.group == group)
             .filter(|l| l.frames.first() == Some(&lock.waiter_comm))
             .filter(|l| (l.frames.iter()).any(|f| f.ends_with("_[k]") && f.contains("futex_wait")))
-            .max_by_key(|l| l.value);
-        if let Some(line) = heaviest {
-            let user: Vec<&String> = (line.frames.iter().skip(1))
-                .filter(|f| !f.ends_with("_[k]"))
-                .collect();
+            .map(|l| {
+                let user: Vec<&String> = (l.frames.iter().skip(1))
+                    .filter(|f| !f.ends_with("_[k]"))
+                    .collect();
+                (waits_in_a_lock_call(&user), l.value, user)
+            })
+            .max_by_key(|(lock_call, value, _)| (*lock_call, *value));
+        if let Some((_, _, user)) = heaviest {
             let from = user.len().saturating_sub(LOCK_STACK_FRAMES);
             lock.stack = user[from..].iter().map(|f| f.to_string()).collect();
         }
@@ -69,6 +90,17 @@ mod tests {
                     "schedule_[k]",
                 ],
                 500,
+            ),
+            // Heavier, but a condition variable's wait.
+            line(
+                &[
+                    "conn",
+                    "start_thread",
+                    "conn_main",
+                    "pthread_cond_wait",
+                    "futex_wait_[k]",
+                ],
+                700,
             ),
             // Another thread name's futex wait.
             line(&["refresh", "main", "lock", "futex_wait_[k]"], 800),
