@@ -437,7 +437,7 @@ fn thread_named(pid: u32, comm: &str) -> Option<u32> {
         .and_then(|t| t.file_name().to_str()?.parse().ok())
 }
 
-/// servers/locked: one thread per connection, each taking one mutex per request, and a
+/// servers/threaded: one thread per connection, each taking one mutex per request, and a
 /// "cache-refresh" thread holding that mutex 20 ms of every 100. The top finding is
 /// lock_contention naming cache-refresh by its tid as the holder and count_request as where the
 /// connection threads waited; srvprof's lock waits add up to within 15 % of the off-CPU time
@@ -447,7 +447,7 @@ fn thread_named(pid: u32, comm: &str) -> Option<u32> {
 fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
     require_root();
-    let locked = Server::start("locked", &["--cpus", "1", "--hold-ms", "20"]);
+    let locked = Server::start("threaded", &["--cpus", "1", "--hold-ms", "20"]);
     let refresher = thread_named(locked.pid(), "cache-refresh").expect("a cache-refresh thread");
     let pid = locked.pid().to_string();
     let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
@@ -483,7 +483,7 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     );
     drop(locked);
 
-    let clean = Server::start("locked", &["--cpus", "1"]);
+    let clean = Server::start("threaded", &["--cpus", "1"]);
     let run = RunArgs::pid(clean.pid())
         .load(50, "3s", "0s")
         .args(&["--rate", "2000", "--cpus", "0", "--stacks", "off"])
@@ -492,5 +492,125 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
         finding(&run, "lock_contention").is_none(),
         "{:?}",
         finding_kinds(&run)
+    );
+}
+
+/// A memory control group made for the test (cgroup v1's memory hierarchy, else v2's), with a
+/// limit; moves its processes back to the root group and removes itself when dropped.
+struct MemoryGroup {
+    mount: PathBuf,
+    name: String,
+    pids: Vec<u32>,
+}
+
+impl MemoryGroup {
+    fn new(limit_bytes: u64) -> Self {
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v1 = v1.join("memory.limit_in_bytes").exists();
+        let mount = PathBuf::from(if v1 {
+            "/sys/fs/cgroup/memory"
+        } else {
+            "/sys/fs/cgroup"
+        });
+        let g = MemoryGroup {
+            mount,
+            name: format!("srvprof-test-memory-{}", std::process::id()),
+            pids: Vec::new(),
+        };
+        let _ = fs::create_dir(g.mount.join(&g.name));
+        let file = if v1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
+        write_to(&g.mount.join(&g.name).join(file), &limit_bytes.to_string());
+        g
+    }
+
+    fn add(&mut self, pid: u32) {
+        write_to(
+            &self.mount.join(&self.name).join("cgroup.procs"),
+            &pid.to_string(),
+        );
+        self.pids.push(pid);
+    }
+}
+
+impl Drop for MemoryGroup {
+    fn drop(&mut self) {
+        for pid in self.pids.drain(..) {
+            let _ = fs::write(self.mount.join("cgroup.procs"), pid.to_string());
+        }
+        let _ = fs::remove_dir(self.mount.join(&self.name));
+    }
+}
+
+/// The major faults of a process so far (/proc/PID/stat field 12).
+fn major_faults(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    srvprof::procfs::parse_stat_major_faults(&stat).unwrap()
+}
+
+/// servers/threaded `--touch-mb 256 --touch-pages 20` in a 16 MiB memory cgroup: each request
+/// reads 20 random pages of a 256 MiB mapped file that cannot stay in memory. The top finding is
+/// memory_pressure; srvprof's page-fault waits number within 10 % of the kernel's major faults
+/// (/proc/PID/stat) and add up to within 15 % of the off-CPU time libbpf-tools' offcputime finds
+/// in stacks through exc_page_fault; the threads reclaimed memory. The same server with a 4 MiB
+/// file it keeps in memory has no such finding.
+#[test]
+fn pages_a_memory_limit_keeps_out_are_the_top_finding_with_the_faults() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
+    require_root();
+    let paging = Server::start(
+        "threaded",
+        &["--cpus", "1", "--touch-mb", "256", "--touch-pages", "20"],
+    );
+    let mut group = MemoryGroup::new(16 << 20);
+    group.add(paging.pid());
+    let pid = paging.pid().to_string();
+    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
+    offcputime.wait_loaded();
+    let faults0 = major_faults(paging.pid());
+    let run = RunArgs::pid(paging.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "500", "--cpus", "0", "--stacks", "off"])
+        .run_ok("memory-pressure");
+    let faults = major_faults(paging.pid()) - faults0;
+    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "exc_page_fault");
+    let m = &run["server"]["memory"];
+    let waits = m["fault_waits"].as_f64().unwrap();
+    let ours_us = m["fault_wait_ns"].as_f64().unwrap() / 1e3;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "memory_pressure");
+    eprintln!(
+        "srvprof {waits} fault waits, {ours_us:.0} us; /proc {faults} major faults; offcputime {peer_us} us; findings {kinds:?}; {}",
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "memory_pressure", "{kinds:?}");
+    assert!(faults > 10_000, "only {faults} major faults");
+    assert!(
+        (waits - faults as f64).abs() <= 0.10 * faults as f64,
+        "srvprof {waits} waits, /proc {faults} major faults"
+    );
+    assert!(
+        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
+        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    );
+    assert!(m["reclaims"].as_u64().unwrap() > 0, "{m}");
+    drop(group);
+    drop(paging);
+
+    let cached = Server::start(
+        "threaded",
+        &["--cpus", "1", "--touch-mb", "4", "--touch-pages", "20"],
+    );
+    let clean = RunArgs::pid(cached.pid())
+        .load(50, "3s", "2s")
+        .args(&["--rate", "500", "--cpus", "0", "--stacks", "off"])
+        .run_ok("memory-enough");
+    assert!(
+        finding(&clean, "memory_pressure").is_none(),
+        "{:?}",
+        finding_kinds(&clean)
     );
 }

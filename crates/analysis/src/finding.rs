@@ -25,6 +25,7 @@ pub enum FindingKind {
     ClientBound,
     CpuThrottled,
     BlockingIo,
+    MemoryPressure,
     SlowDependency,
     LockContention,
     WorkerImbalance,
@@ -44,7 +45,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 23] = [
+    pub const ALL: [FindingKind; 24] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -52,6 +53,7 @@ impl FindingKind {
         FindingKind::ClientBound,
         FindingKind::CpuThrottled,
         FindingKind::BlockingIo,
+        FindingKind::MemoryPressure,
         FindingKind::SlowDependency,
         FindingKind::LockContention,
         FindingKind::WorkerImbalance,
@@ -80,6 +82,7 @@ impl FindingKind {
             FindingKind::ClientBound => "client_bound",
             FindingKind::CpuThrottled => "cpu_throttled",
             FindingKind::BlockingIo => "blocking_io",
+            FindingKind::MemoryPressure => "memory_pressure",
             FindingKind::SlowDependency => "slow_dependency",
             FindingKind::LockContention => "lock_contention",
             FindingKind::WorkerImbalance => "worker_imbalance",

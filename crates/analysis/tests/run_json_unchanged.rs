@@ -203,6 +203,7 @@ fn sample(k: u64) -> Sample {
         time_wait: None,
         outbound: None,
         parents: BTreeMap::new(),
+        major_faults: BTreeMap::new(),
         softirq_counts: vec![
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
@@ -310,6 +311,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// What run.json was changed to say since fixtures/run.json was written, on purpose: keys added
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
+    (
+        ".memory",
+        "added (issue 18): major faults, their waits and reclaim of each side's threads",
+    ),
     (
         ".locks",
         "added (issue 18): the futex words several threads waited on, with their holders",

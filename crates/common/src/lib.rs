@@ -176,6 +176,11 @@ pub struct ThreadStats {
     pub lock_root_tgid: u32,
     pub lock_root_since_ns: u64,
     pub lock_root_runq_ns: u64,
+    /// Memory reclaimed by the thread itself (direct or memcg reclaim): how often, for how long,
+    /// and when the one in progress began (0: none).
+    pub reclaims: u64,
+    pub reclaim_ns: u64,
+    pub reclaim_start_ns: u64,
     pub comm: [u8; 16],
 }
 

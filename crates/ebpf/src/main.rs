@@ -6,6 +6,7 @@
 
 mod exits;
 mod irq;
+mod memory;
 mod sched;
 mod stacks;
 mod syscalls;

@@ -33,6 +33,15 @@ pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
         .ok()
 }
 
+/// The major page faults (field 12, majflt) from the text of /proc/PID/stat.
+pub fn parse_stat_major_faults(stat: &str) -> Option<u64> {
+    stat[stat.rfind(')')? + 2..]
+        .split_whitespace()
+        .nth(9)?
+        .parse()
+        .ok()
+}
+
 pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
     let after_comm = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
@@ -341,6 +350,15 @@ mod tests {
         let stat = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 9";
         assert_eq!(parse_stat_ppid(stat), Some(7));
         assert_eq!(parse_stat_ppid("garbage"), None);
+    }
+
+    #[test]
+    fn major_faults_are_field_12() {
+        // minflt 100, cminflt 1, majflt 7, cmajflt 2, utime 5.
+        let stat = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 1 7 2 5 3 0 0 20 0 1 0 9";
+        assert_eq!(parse_stat_major_faults(stat), Some(7));
+        let here = fs::read_to_string("/proc/self/stat").unwrap();
+        assert!(parse_stat_major_faults(&here).is_some());
     }
 
     #[test]

@@ -142,10 +142,14 @@ impl Sampler {
         let watched = self.probes.watched_pids()?;
         // Each watched process's parent, from the same reading of /proc/PID/stat as its CPU time.
         let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut major_faults: BTreeMap<u32, u64> = BTreeMap::new();
         for &(pid, group) in &watched {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             if let Some(ppid) = procfs::parse_stat_ppid(&stat) {
                 parents.insert(pid, ppid);
+            }
+            if let Some(n) = procfs::parse_stat_major_faults(&stat) {
+                major_faults.insert(pid, n);
             }
             if let Some(cpu) = procfs::parse_stat_cpu_time(&stat, ticks) {
                 let entry = self.processes.entry(pid).or_default();
@@ -235,6 +239,7 @@ impl Sampler {
             net_mib: self.last_mib.clone(),
             cgroups,
             parents,
+            major_faults,
             outbound,
             time_wait,
             listen_socket_drops,

@@ -117,6 +117,8 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
         syscall_blocked_ns: end.syscall_blocked_ns.saturating_sub(s.syscall_blocked_ns),
         syscalls_unblocked: end.syscalls_unblocked.saturating_sub(s.syscalls_unblocked),
         syscall_rest_ns: end.syscall_rest_ns.saturating_sub(s.syscall_rest_ns),
+        reclaims: end.reclaims.saturating_sub(s.reclaims),
+        reclaim_ns: end.reclaim_ns.saturating_sub(s.reclaim_ns),
         ..end.clone()
     }
 }
@@ -170,6 +172,8 @@ pub fn kernel_report(
         start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
     for t in end.kernel.threads.iter().filter(|t| t.group == group) {
         let d = thread_delta(t, start_threads.get(&t.tid).copied());
+        r.memory.reclaims += d.reclaims;
+        r.memory.reclaim_ns += d.reclaim_ns;
         let (user_ns, sys_ns) = cpu_delta(&end.thread_cpu, &start.thread_cpu, |c| c.tid, t.tid);
         let comm = end
             .thread_cpu
@@ -316,6 +320,7 @@ pub fn kernel_report(
     r.runq_holders = super::runq_holders::holder_deltas(start, end, group);
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
     r.locks = super::locks::lock_deltas(start, end, group, &r.threads);
+    super::memory::fault_deltas(start, end, group, &mut r.memory);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
         outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{DiskWaitReport, TOP_DISK_WAITS};
+use super::{DiskWaitReport, PAGE_FAULT, TOP_DISK_WAITS};
 use crate::names::syscall_name;
 use crate::record::Sample;
 
@@ -53,7 +53,7 @@ pub fn disk_wait_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<DiskWai
             let (c0, ns0, path0) = before.get(&(pid, nr_slot, fd)).cloned().unwrap_or_default();
             let waits = count.saturating_sub(c0);
             let syscall = match nr_slot {
-                0 => "page fault".to_string(),
+                0 => PAGE_FAULT.to_string(),
                 n => syscall_name(n - 1),
             };
             let names_file = FD_SYSCALLS.contains(&syscall.as_str());

@@ -11,6 +11,7 @@ mod cpu_limits;
 mod disk_waits;
 mod interrupts;
 mod locks;
+mod memory;
 mod runq_holders;
 pub mod sampling;
 mod tcp;
@@ -106,8 +107,27 @@ pub struct LockHolder {
     pub share: f64,
 }
 
+/// Memory pressure on a group's threads in a window: pages they had to read back in, and memory
+/// they had to reclaim themselves before they could allocate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// Major page faults of the group's processes (/proc/PID/stat majflt: faults that read the
+    /// page in from its file or swap).
+    pub major_faults: u64,
+    /// Uninterruptible sleeps outside a syscall (a page fault waiting for its page to be read),
+    /// and their time, switch-out to switch-in.
+    pub fault_waits: u64,
+    pub fault_wait_ns: u64,
+    /// Direct and memcg reclaim in the group's threads (vmscan tracepoints), and its time.
+    pub reclaims: u64,
+    pub reclaim_ns: u64,
+}
+
 /// The locks kept in a report, longest waited on first.
 pub const TOP_LOCKS: usize = 10;
+
+/// DiskWaitReport::syscall of a sleep outside a syscall: a page fault waiting for its page.
+pub const PAGE_FAULT: &str = "page fault";
 
 /// The disk waits kept in a report, longest first.
 pub const TOP_DISK_WAITS: usize = 10;
@@ -397,6 +417,9 @@ pub struct KernelReport {
     /// Locks its threads queued on (futex words several waited on), longest waited on first.
     #[serde(default)]
     pub locks: Vec<LockReport>,
+    /// Page faults that read pages in, and memory reclaimed by its threads.
+    #[serde(default)]
+    pub memory: MemoryReport,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     /// The control groups limiting this group's CPU time, and how often they held it back.

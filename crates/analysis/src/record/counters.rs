@@ -31,6 +31,11 @@ pub struct ThreadCounters {
     pub syscalls_unblocked: u64,
     #[serde(default)]
     pub syscall_rest_ns: u64,
+    /// Memory the thread reclaimed itself (direct or memcg reclaim): how often and how long.
+    #[serde(default)]
+    pub reclaims: u64,
+    #[serde(default)]
+    pub reclaim_ns: u64,
 }
 
 /// Cumulative wakeups of one watched thread by one waker.

@@ -96,6 +96,10 @@ pub struct Sample {
     /// Every watched process's parent (pid -> ppid), as /proc/PID/stat gave it.
     #[serde(default)]
     pub parents: BTreeMap<u32, u32>,
+    /// Every watched process's major page faults so far (pid -> majflt of /proc/PID/stat: faults
+    /// that had to read the page in), from the same reading.
+    #[serde(default)]
+    pub major_faults: BTreeMap<u32, u64>,
     /// The server's outbound connections by remote address, over the samples so far (None when
     /// not read).
     #[serde(default)]

@@ -1,8 +1,9 @@
-//! Server threads waiting for the disk: uninterruptible sleeps in file syscalls and page faults.
-//! A thread that serves many connections (an event loop: nginx's worker, Node's main thread)
-//! holds every one of them while it waits.
+//! Server threads waiting for the disk: uninterruptible sleeps in file syscalls (those in page
+//! faults are memory.rs's). A thread that serves many connections (an event loop: nginx's worker,
+//! Node's main thread) holds every one of them while it waits.
 
 use crate::finding::{Finding, FindingKind, Severity};
+use crate::kernel_report::{DiskWaitReport, PAGE_FAULT};
 use crate::run_report::RunReport;
 
 /// Server threads in uninterruptible sleep at least this share of the window (summed over
@@ -13,14 +14,18 @@ pub const BLOCKING_IO_SHARE: f64 = 0.05;
 /// per request, and the fix.
 pub fn blocking_io(r: &RunReport) -> Option<Finding> {
     let secs = r.server.duration_s.max(1e-9);
-    let total_ns: u64 = r.server.disk_waits.iter().map(|d| d.wait_ns).sum();
+    // In syscalls: a page fault's wait is memory_pressure's.
+    let in_calls: Vec<&DiskWaitReport> = (r.server.disk_waits.iter())
+        .filter(|d| d.syscall != PAGE_FAULT)
+        .collect();
+    let total_ns: u64 = in_calls.iter().map(|d| d.wait_ns).sum();
     let share = total_ns as f64 / (secs * 1e9);
     if share < BLOCKING_IO_SHARE || r.load.completed == 0 {
         return None;
     }
-    let top = r.server.disk_waits.first()?;
+    let top = in_calls.first()?;
     let per_request_us = total_ns as f64 / 1e3 / r.load.completed as f64;
-    let waits: u64 = r.server.disk_waits.iter().map(|d| d.waits).sum();
+    let waits: u64 = in_calls.iter().map(|d| d.waits).sum();
     let mean_wait_ms = total_ns as f64 / 1e6 / waits.max(1) as f64;
     let thread_of = |pid: u32| {
         r.server

@@ -11,6 +11,7 @@ pub mod interrupts;
 pub mod io;
 pub mod limits;
 pub mod locks;
+pub mod memory;
 pub mod p99;
 pub mod stacks;
 pub mod tcp;
@@ -71,6 +72,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(limits::cpu_throttled(r));
     // A thread waiting on the disk is not on a CPU: the cause before the CPU figures.
     out.extend(io::blocking_io(r));
+    out.extend(memory::memory_pressure(r));
     // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
     out.extend(churn::connection_churn(r));
     out.extend(dependency::slow_dependency(r));
@@ -118,6 +120,7 @@ mod tests {
             io::tests::tables(),
             limits::tests::tables(),
             locks::tests::tables(),
+            memory::tests::tables(),
             p99::tests::tables(),
             stacks::tests::tables(),
             tcp::tests::tables(),

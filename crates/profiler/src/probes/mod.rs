@@ -43,6 +43,19 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("softirq_exit", "softirq_exit"),
     ("irq_handler_entry", "irq_handler_entry"),
     ("irq_handler_exit", "irq_handler_exit"),
+    (
+        "mm_vmscan_direct_reclaim_begin",
+        "mm_vmscan_direct_reclaim_begin",
+    ),
+    (
+        "mm_vmscan_direct_reclaim_end",
+        "mm_vmscan_direct_reclaim_end",
+    ),
+    (
+        "mm_vmscan_memcg_reclaim_begin",
+        "mm_vmscan_memcg_reclaim_begin",
+    ),
+    ("mm_vmscan_memcg_reclaim_end", "mm_vmscan_memcg_reclaim_end"),
     ("tcp_retransmit_skb", "tcp_retransmit_skb"),
     ("tcp_retransmit_synack", "tcp_retransmit_synack"),
     ("tcp_send_reset", "tcp_send_reset"),

@@ -203,6 +203,8 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
         syscall_blocked_ns: st.syscall_blocked_ns,
         syscalls_unblocked: st.syscalls_unblocked,
         syscall_rest_ns: st.syscall_rest_ns,
+        reclaims: st.reclaims,
+        reclaim_ns: st.reclaim_ns,
     }
 }
 

@@ -1,9 +1,10 @@
 /*
- * locked: an HTTP/1.1 server whose connection threads share one lock with a
- * background thread that holds it for long stretches, for srvprof's
- * lock-contention test (a cause known by construction).
+ * threaded: an HTTP/1.1 server, one thread per connection, with causes of a
+ * tail built in for srvprof's tests (each known by construction).
  *
- *   locked --port PORT [--backlog N] [--hold-ms H] [--every-ms E] [--no-keepalive]
+ *   threaded --port PORT [--backlog N] [--no-keepalive]
+ *            [--hold-ms H] [--every-ms E]
+ *            [--touch-file PATH --touch-mb M [--touch-pages N]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -11,6 +12,14 @@
  * and holds it H ms, spinning on a CPU, as a cache rebuilt under its lock
  * would: requests that arrive meanwhile queue on the lock's futex behind it.
  * With --hold-ms 0 (default) there is no such thread: the same server, clean.
+ *
+ * With --touch-mb M every request also reads one byte of each of N random 4 KiB
+ * pages (--touch-pages N, default 1)
+ * of PATH, an M MiB file it creates, writes back, drops from the page cache
+ * and maps (in touch_page()): where the
+ * file's pages are not in memory (a memory cgroup too small for them), each
+ * such read is a major page fault, and bringing a page in may first reclaim
+ * another.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -22,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +41,11 @@ static pthread_mutex_t table = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long hits;
 static long hold_ms, every_ms = 100;
 static int keepalive = 1;
+static const char *touch_file;
+static long touch_mb, touch_pages = 1;
+static volatile unsigned char *pages;
+static size_t page_count;
+static volatile unsigned long touched;
 
 static long now_ns(void)
 {
@@ -66,6 +82,42 @@ __attribute__((noinline)) static void count_request(void)
 	pthread_mutex_unlock(&table);
 }
 
+/* Reads one byte of a page picked by a per-thread xorshift generator. */
+__attribute__((noinline)) static void touch_page(unsigned long *seed)
+{
+	unsigned long x = *seed;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*seed = x;
+	touched += pages[(x % page_count) * 4096];
+}
+
+/* Creates PATH of touch_mb MiB (nonzero bytes), drops it from the page cache
+ * and maps it. */
+static int map_pages(void)
+{
+	int fd = open(touch_file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	size_t len = (size_t)touch_mb << 20;
+	char page[4096];
+	memset(page, 1, sizeof(page));
+	for (size_t off = 0; off < len; off += sizeof(page))
+		if (write(fd, page, sizeof(page)) != (ssize_t)sizeof(page))
+			return -1;
+	/* Written back and dropped: none of its pages is in memory to begin with. */
+	if (fdatasync(fd) || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED))
+		return -1;
+	pages = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	/* Random lookups: a fault reads its page alone, no read-around. */
+	if (pages == MAP_FAILED || madvise((void *)pages, len, MADV_RANDOM))
+		return -1;
+	page_count = len / 4096;
+	return 0;
+}
+
 static void *conn_main(void *arg)
 {
 	int fd = (int)(long)arg;
@@ -76,6 +128,7 @@ static void *conn_main(void *arg)
 		? "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\n\r\nok\n"
 		: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nok\n";
 	size_t ok_len = strlen(ok);
+	unsigned long seed = (unsigned long)now_ns() * 2654435761UL + (unsigned long)fd + 1;
 	for (;;) {
 		ssize_t n = read(fd, buf + have, sizeof(buf) - 1 - have);
 		if (n <= 0)
@@ -87,6 +140,8 @@ static void *conn_main(void *arg)
 		/* Every complete request in the buffer (bodies are not expected). */
 		while ((end = strstr(buf, "\r\n\r\n")) != NULL) {
 			count_request();
+			for (long p = 0; pages && p < touch_pages; p++)
+				touch_page(&seed);
 			if (write(fd, ok, ok_len) != (ssize_t)ok_len) {
 				closing = 1;
 				break;
@@ -120,16 +175,26 @@ int main(int argc, char **argv)
 			hold_ms = atol(v), i++;
 		else if (!strcmp(a, "--every-ms") && v)
 			every_ms = atol(v), i++;
+		else if (!strcmp(a, "--touch-file") && v)
+			touch_file = v, i++;
+		else if (!strcmp(a, "--touch-mb") && v)
+			touch_mb = atol(v), i++;
+		else if (!strcmp(a, "--touch-pages") && v)
+			touch_pages = atol(v), i++;
 		else if (!strcmp(a, "--no-keepalive"))
 			keepalive = 0;
 		else {
-			fprintf(stderr, "locked: unknown argument %s\n", a);
+			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;
 		}
 	}
-	if (port <= 0 || hold_ms < 0 || every_ms <= hold_ms) {
-		fprintf(stderr, "locked: needs --port PORT, and --hold-ms below --every-ms\n");
+	if (port <= 0 || hold_ms < 0 || every_ms <= hold_ms || touch_mb < 0 || (touch_mb > 0 && !touch_file)) {
+		fprintf(stderr, "threaded: needs --port PORT, --hold-ms below --every-ms, and --touch-file with --touch-mb\n");
 		return 2;
+	}
+	if (touch_mb > 0 && map_pages()) {
+		perror("threaded: --touch-file");
+		return 1;
 	}
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	int one = 1;
@@ -137,7 +202,7 @@ int main(int argc, char **argv)
 	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
 	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) || listen(s, backlog)) {
-		perror("locked: bind/listen");
+		perror("threaded: bind/listen");
 		return 1;
 	}
 	pthread_attr_t attr;
@@ -146,7 +211,7 @@ int main(int argc, char **argv)
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t t;
 	if (hold_ms > 0 && pthread_create(&t, &attr, refresh_main, NULL)) {
-		perror("locked: pthread_create");
+		perror("threaded: pthread_create");
 		return 1;
 	}
 	for (;;) {
@@ -154,7 +219,7 @@ int main(int argc, char **argv)
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE)
 				continue;
-			perror("locked: accept");
+			perror("threaded: accept");
 			return 1;
 		}
 		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

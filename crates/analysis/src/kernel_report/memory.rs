@@ -1,0 +1,81 @@
+//! A group's major page faults and the time its threads waited in them, in a window (its
+//! reclaims are summed with the threads, in compose.rs).
+
+use std::collections::BTreeSet;
+
+use super::MemoryReport;
+use crate::record::Sample;
+
+/// Adds `group`'s major faults (its processes' /proc counters) and its uninterruptible sleeps
+/// outside a syscall (page faults reading a page in) between `start` and `end` to `m`.
+pub fn fault_deltas(start: &Sample, end: &Sample, group: u32, m: &mut MemoryReport) {
+    let pids: BTreeSet<u32> = (end.process_cpu.iter())
+        .filter(|c| c.group == group)
+        .map(|c| c.pid)
+        .collect();
+    for pid in &pids {
+        let at = |s: &Sample| s.major_faults.get(pid).copied();
+        if let Some(n) = at(end) {
+            m.major_faults += n.saturating_sub(at(start).unwrap_or(0));
+        }
+    }
+    let faults = |s: &Sample| -> (u64, u64) {
+        (s.kernel.disk_waits.iter())
+            .filter(|d| d.group == group && d.nr_slot == 0)
+            .fold((0, 0), |(n, ns), d| (n + d.count, ns + d.total_ns))
+    };
+    let ((n0, ns0), (n1, ns1)) = (faults(start), faults(end));
+    m.fault_waits += n1.saturating_sub(n0);
+    m.fault_wait_ns += ns1.saturating_sub(ns0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{CpuUse, DiskWait};
+
+    fn at(majflt: u64, waits: u64, ms: u64) -> Sample {
+        let mut s = Sample::default();
+        s.process_cpu = vec![CpuUse {
+            pid: 7,
+            group: 0,
+            ..Default::default()
+        }];
+        s.major_faults.insert(7, majflt);
+        // Another group's process: not counted.
+        s.major_faults.insert(8, majflt * 10);
+        s.kernel.disk_waits = vec![
+            DiskWait {
+                pid: 7,
+                nr_slot: 0,
+                fd: -1,
+                count: waits,
+                total_ns: ms * 1_000_000,
+                ..Default::default()
+            },
+            // A read's wait is blocking I/O, not a fault.
+            DiskWait {
+                pid: 7,
+                nr_slot: 1,
+                fd: 3,
+                count: 99,
+                total_ns: 99_000_000,
+                ..Default::default()
+            },
+        ];
+        s
+    }
+
+    #[test]
+    fn faults_and_their_waits_are_the_windows_growth() {
+        let mut m = MemoryReport::default();
+        fault_deltas(&at(10, 5, 50), &at(110, 85, 850), 0, &mut m);
+        assert_eq!(
+            (m.major_faults, m.fault_waits, m.fault_wait_ns),
+            (100, 80, 800_000_000)
+        );
+        let mut none = MemoryReport::default();
+        fault_deltas(&at(10, 5, 50), &at(110, 85, 850), 1, &mut none);
+        assert_eq!(none, MemoryReport::default());
+    }
+}
