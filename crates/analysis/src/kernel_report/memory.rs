@@ -35,12 +35,14 @@ mod tests {
     use crate::record::{CpuUse, DiskWait};
 
     fn at(majflt: u64, waits: u64, ms: u64) -> Sample {
-        let mut s = Sample::default();
-        s.process_cpu = vec![CpuUse {
-            pid: 7,
-            group: 0,
+        let mut s = Sample {
+            process_cpu: vec![CpuUse {
+                pid: 7,
+                group: 0,
+                ..Default::default()
+            }],
             ..Default::default()
-        }];
+        };
         s.major_faults.insert(7, majflt);
         // Another group's process: not counted.
         s.major_faults.insert(8, majflt * 10);
