@@ -41,8 +41,9 @@ fn check_passes_every_prerequisite_here() {
         .iter()
         .filter(|c| c["name"].as_str().unwrap().starts_with("program "))
         .count();
-    // Every tracepoint program, and the two stack programs `run` attaches.
-    assert_eq!(programs, srvprof::probes::PROGRAMS.len() + 2);
+    // Every tracepoint program, the two stack programs `run` attaches, and the two
+    // stop-the-world uprobes.
+    assert_eq!(programs, srvprof::probes::PROGRAMS.len() + 4);
     for stack_program in ["program offcpu_switch", "program oncpu_sample"] {
         assert!(
             results.iter().any(|c| c["name"] == stack_program),

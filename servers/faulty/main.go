@@ -17,6 +17,8 @@
 //	slow                write the response one byte at a time, --byte-delay-ms apart
 //	crash-after         after --after-requests answered requests die by
 //	                    --signal SEGV (exit status 139) or KILL (137)
+//	stw                 every --stw-every answered requests, stop the world
+//	                    for about --spin-ms (stw.go)
 //
 // On SIGTERM/SIGINT it prints "answered=N" (responses fully written) to stderr
 // and exits 0.
@@ -43,7 +45,7 @@ var (
 	port         = flag.Int("port", 0, "listen on 127.0.0.1:PORT")
 	backlog      = flag.Int("backlog", 511, "listen backlog")
 	noKeepalive  = flag.Bool("no-keepalive", false, "close the connection after every response")
-	mode         = flag.String("mode", "ok", "ok|delay|reset-every-third|stall-once|never-answer|malformed|close-mid-response|slow|crash-after")
+	mode         = flag.String("mode", "ok", "ok|delay|reset-every-third|stall-once|never-answer|malformed|close-mid-response|slow|crash-after|stw")
 	delayMs      = flag.Int("delay-ms", 100, "delay: sleep before each response")
 	stallAfterMs = flag.Int("stall-after-ms", 1000, "stall-once: start of the stall, after the first request")
 	stallMs      = flag.Int("stall-ms", 2000, "stall-once: length of the stall")
@@ -127,6 +129,8 @@ func response(path string, keep bool) []byte {
 	case "/":
 	case "/512b":
 		body = body512
+	case "/pauses":
+		body = pausesBody()
 	default:
 		status, body = "404 Not Found", notFound
 	}
@@ -233,6 +237,9 @@ func serve(c net.Conn) {
 			return
 		}
 		n := answered.Add(1)
+		if *mode == "stw" && path == "/" {
+			maybeStopTheWorld(n)
+		}
 		if *mode == "crash-after" {
 			if n >= *afterReqs {
 				die()
@@ -252,10 +259,14 @@ func main() {
 		os.Exit(2)
 	}
 	switch *mode {
-	case "ok", "delay", "reset-every-third", "stall-once", "never-answer", "malformed", "close-mid-response", "slow", "crash-after":
+	case "ok", "delay", "reset-every-third", "stall-once", "never-answer", "malformed", "close-mid-response", "slow", "crash-after", "stw":
 	default:
 		fmt.Fprintf(os.Stderr, "faulty: unknown --mode %q\n", *mode)
 		os.Exit(2)
+	}
+	if *mode == "stw" {
+		reexecForStw()
+		calibrateSpin()
 	}
 	if *sigName != "SEGV" && *sigName != "KILL" {
 		fmt.Fprintf(os.Stderr, "faulty: --signal must be SEGV or KILL, not %q\n", *sigName)

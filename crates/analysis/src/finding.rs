@@ -28,6 +28,7 @@ pub enum FindingKind {
     MemoryPressure,
     SlowDependency,
     LockContention,
+    StopTheWorld,
     WorkerImbalance,
     ServerCpuSaturated,
     SynRetransmitTail,
@@ -45,7 +46,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 24] = [
+    pub const ALL: [FindingKind; 25] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -56,6 +57,7 @@ impl FindingKind {
         FindingKind::MemoryPressure,
         FindingKind::SlowDependency,
         FindingKind::LockContention,
+        FindingKind::StopTheWorld,
         FindingKind::WorkerImbalance,
         FindingKind::ServerCpuSaturated,
         FindingKind::SynRetransmitTail,
@@ -85,6 +87,7 @@ impl FindingKind {
             FindingKind::MemoryPressure => "memory_pressure",
             FindingKind::SlowDependency => "slow_dependency",
             FindingKind::LockContention => "lock_contention",
+            FindingKind::StopTheWorld => "stop_the_world",
             FindingKind::WorkerImbalance => "worker_imbalance",
             FindingKind::ServerCpuSaturated => "server_cpu_saturated",
             FindingKind::SynRetransmitTail => "syn_retransmit_tail",

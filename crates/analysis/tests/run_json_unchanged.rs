@@ -312,6 +312,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".pauses",
+        "added (issue 18): stop-the-world pauses of each side's Go and Java processes",
+    ),
+    (
         ".memory",
         "added (issue 18): major faults, their waits and reclaim of each side's threads",
     ),

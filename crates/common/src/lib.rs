@@ -78,6 +78,7 @@ pub mod maps {
     pub const RUNQ_HOLDERS: &str = "RUNQ_HOLDERS";
     pub const DISK_WAITS: &str = "DISK_WAITS";
     pub const LOCK_WAITS: &str = "LOCK_WAITS";
+    pub const PAUSES: &str = "PAUSES";
     pub const SOFTIRQS: &str = "SOFTIRQS";
     pub const HARDIRQS: &str = "HARDIRQS";
     pub const HARDIRQ_START: &str = "HARDIRQ_START";
@@ -293,6 +294,18 @@ pub struct LockWait {
 }
 
 pub const MAX_LOCK_WAITS: u32 = 4096;
+
+/// A watched process's stop-the-world pauses so far (pauses.rs): how many, their summed and
+/// longest length (ns).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PauseStats {
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub group: u32,
+    pub _pad: u32,
+}
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
@@ -511,6 +524,7 @@ mod pod {
     unsafe impl aya::Pod for DiskWaitKey {}
     unsafe impl aya::Pod for LockWaitKey {}
     unsafe impl aya::Pod for LockWait {}
+    unsafe impl aya::Pod for PauseStats {}
     unsafe impl aya::Pod for SoftirqSlot {}
     unsafe impl aya::Pod for ExitEvent {}
     unsafe impl aya::Pod for StackKey {}

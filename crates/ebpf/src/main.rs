@@ -1,12 +1,13 @@
 //! srvprof's BPF programs. One module per measurement, each the twin of a module of the same
-//! name in crates/profiler/src/probes. All attach to BTF tracepoints
-//! (stacks also to the software cpu-clock perf event): no kprobes, no tracefs.
+//! name in crates/profiler/src/probes. All attach to BTF tracepoints (stacks also to the
+//! software cpu-clock perf event, pauses to uprobes in a runtime's code): no kprobes, no tracefs.
 #![no_std]
 #![no_main]
 
 mod exits;
 mod irq;
 mod memory;
+mod pauses;
 mod sched;
 mod stacks;
 mod syscalls;

@@ -321,6 +321,7 @@ pub fn kernel_report(
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
     r.locks = super::locks::lock_deltas(start, end, group, &r.threads);
     super::memory::fault_deltas(start, end, group, &mut r.memory);
+    r.pauses = super::pauses::pause_deltas(start, end, group);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
         outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));

@@ -12,6 +12,7 @@ mod disk_waits;
 mod interrupts;
 mod locks;
 mod memory;
+mod pauses;
 mod runq_holders;
 pub mod sampling;
 mod tcp;
@@ -121,6 +122,18 @@ pub struct MemoryReport {
     /// Direct and memcg reclaim in the group's threads (vmscan tracepoints), and its time.
     pub reclaims: u64,
     pub reclaim_ns: u64,
+}
+
+/// One process's stop-the-world pauses in a window: its runtime stopped every thread ("go":
+/// runtime.stopTheWorldWithSema to startTheWorldWithSema; "hotspot": a safepoint).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PauseReport {
+    pub pid: u32,
+    pub runtime: String,
+    pub pauses: u64,
+    pub total_ns: u64,
+    /// The longest since the probes were attached (the warm-up included).
+    pub max_ns: u64,
 }
 
 /// The locks kept in a report, longest waited on first.
@@ -420,6 +433,9 @@ pub struct KernelReport {
     /// Page faults that read pages in, and memory reclaimed by its threads.
     #[serde(default)]
     pub memory: MemoryReport,
+    /// Stop-the-world pauses of its processes whose runtime srvprof knows (Go, HotSpot).
+    #[serde(default)]
+    pub pauses: Vec<PauseReport>,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     /// The control groups limiting this group's CPU time, and how often they held it back.

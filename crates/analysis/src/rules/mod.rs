@@ -13,6 +13,7 @@ pub mod limits;
 pub mod locks;
 pub mod memory;
 pub mod p99;
+pub mod pauses;
 pub mod stacks;
 pub mod tcp;
 
@@ -77,6 +78,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(churn::connection_churn(r));
     out.extend(dependency::slow_dependency(r));
     out.extend(locks::lock_contention(r));
+    out.extend(pauses::stop_the_world(r));
     // One busy worker of several: above the saturated thread it is.
     out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));
@@ -122,6 +124,7 @@ mod tests {
             locks::tests::tables(),
             memory::tests::tables(),
             p99::tests::tables(),
+            pauses::tests::tables(),
             stacks::tests::tables(),
             tcp::tests::tables(),
         ];

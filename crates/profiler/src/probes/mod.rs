@@ -4,6 +4,7 @@
 pub mod btf_offsets;
 pub mod exits;
 pub mod irq;
+pub mod pauses;
 pub mod sched;
 pub mod stacks;
 pub mod syscalls;
@@ -90,6 +91,8 @@ pub const SYSCALL_PROGRAMS: [&str; 2] = ["sys_enter", "sys_exit"];
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
     ebpf: Ebpf,
+    /// The server processes whose stop-the-world pauses are timed, and their runtime.
+    paused: Vec<(u32, &'static str)>,
     exits: exits::ExitReader,
     stack_sample_hz: Option<u64>,
     /// On-CPU samples unwound from CFI in user space, when stacks are recorded.
@@ -203,6 +206,11 @@ impl Probes {
             on_attach(stacks::ONCPU_PROGRAM, result.as_ref().map(|_| ()));
             result?;
         }
+        let result = pauses::attach(&mut ebpf, &targets.server_pids);
+        for program in [pauses::STOP_PROGRAM, pauses::START_PROGRAM] {
+            on_attach(program, result.as_ref().map(|_| ()));
+        }
+        let paused = result?;
         let exits = exits::ExitReader::new(&mut ebpf)?;
         let user_stacks = match targets.stack_sample_hz {
             Some(_) => {
@@ -218,6 +226,7 @@ impl Probes {
         };
         Ok(Self {
             ebpf,
+            paused,
             exits,
             stack_sample_hz: targets.stack_sample_hz,
             user_stacks,
@@ -276,6 +285,12 @@ impl Probes {
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
         tcp::read(&self.ebpf, &self.tcp_names, &mut counters)?;
+        counters.pauses = pauses::read(&self.ebpf)?;
+        for p in &mut counters.pauses {
+            if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
+                p.runtime = runtime.to_string();
+            }
+        }
         let lost_map: PerCpuArray<&MapData, u64> = map_ref(&self.ebpf, maps::LOST_EVENTS)?;
         for i in 0..lost::COUNT {
             let per_cpu = lost_map

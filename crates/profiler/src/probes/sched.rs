@@ -90,7 +90,7 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
 }
 
 /// Every entry of the hash map `name`, each made into a T.
-fn map_entries<K: aya::Pod, V: aya::Pod, T>(
+pub(super) fn map_entries<K: aya::Pod, V: aya::Pod, T>(
     ebpf: &Ebpf,
     name: &str,
     each: impl Fn(K, V) -> T,

@@ -1,0 +1,61 @@
+//! A group's stop-the-world pauses in a window, per process.
+
+use super::PauseReport;
+use crate::record::Sample;
+
+/// `group`'s processes' pauses between `start` and `end`, longest in all first.
+pub fn pause_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<PauseReport> {
+    let mut out: Vec<PauseReport> = (end.kernel.pauses.iter())
+        .filter(|p| p.group == group)
+        .filter_map(|p| {
+            let before = start.kernel.pauses.iter().find(|b| b.pid == p.pid);
+            let (n0, ns0) = before.map(|b| (b.pauses, b.total_ns)).unwrap_or_default();
+            let pauses = p.pauses.saturating_sub(n0);
+            (pauses > 0).then(|| PauseReport {
+                pid: p.pid,
+                runtime: p.runtime.clone(),
+                pauses,
+                total_ns: p.total_ns.saturating_sub(ns0),
+                max_ns: p.max_ns,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.pid.cmp(&b.pid)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::PauseRecord;
+
+    fn at(pauses: u64, ms: u64) -> Sample {
+        let mut s = Sample::default();
+        s.kernel.pauses = vec![PauseRecord {
+            pid: 7,
+            group: 0,
+            runtime: "go".into(),
+            pauses,
+            total_ns: ms * 1_000_000,
+            max_ns: 20_000_000,
+        }];
+        s
+    }
+
+    #[test]
+    fn pauses_are_the_windows_growth() {
+        let r = pause_deltas(&at(10, 100), &at(30, 500), 0);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            (
+                r[0].runtime.as_str(),
+                r[0].pauses,
+                r[0].total_ns,
+                r[0].max_ns
+            ),
+            ("go", 20, 400_000_000, 20_000_000)
+        );
+        assert!(pause_deltas(&at(10, 100), &at(10, 100), 0).is_empty());
+        assert!(pause_deltas(&at(10, 100), &at(30, 500), 1).is_empty());
+    }
+}

@@ -1,0 +1,119 @@
+//! Reads and attaches the stop-the-world programs (crates/ebpf/src/pauses.rs): uprobes at a
+//! runtime's functions that stop and restart every thread of a process, attached to each server
+//! process whose code has them.
+
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+
+use aya::Ebpf;
+use aya::programs::{UProbe, uprobe::UProbeScope};
+use srvprof_common::{PauseStats, maps};
+
+use super::sched::map_entries;
+use crate::error::SrvprofError;
+use srvprof_analysis::record::PauseRecord;
+
+pub const STOP_PROGRAM: &str = "world_stops";
+pub const START_PROGRAM: &str = "world_starts";
+
+/// A runtime that stops the world: where its code is in a process, and the functions that stop
+/// and restart the world.
+struct Runtime {
+    name: &'static str,
+    object: fn(u32) -> Option<PathBuf>,
+    stop: &'static str,
+    start: &'static str,
+}
+
+const RUNTIMES: [Runtime; 2] = [
+    Runtime {
+        name: "go",
+        object: executable,
+        stop: "runtime.stopTheWorldWithSema",
+        start: "runtime.startTheWorldWithSema",
+    },
+    Runtime {
+        name: "hotspot",
+        object: libjvm,
+        stop: "_ZN20SafepointSynchronize5beginEv",
+        start: "_ZN20SafepointSynchronize3endEv",
+    },
+];
+
+fn executable(pid: u32) -> Option<PathBuf> {
+    Some(PathBuf::from(format!("/proc/{pid}/exe")))
+}
+
+/// The libjvm.so the process has mapped, through its own root (a container's path).
+fn libjvm(pid: u32) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let path = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libjvm.so"))?;
+    Some(PathBuf::from(format!("/proc/{pid}/root{path}")))
+}
+
+/// Loads both programs and attaches them to each of `pids` whose runtime has the functions.
+/// Returns the (pid, runtime) pairs watched; a process with neither runtime is left alone.
+pub fn attach(ebpf: &mut Ebpf, pids: &[u32]) -> Result<Vec<(u32, &'static str)>, SrvprofError> {
+    for program in [STOP_PROGRAM, START_PROGRAM] {
+        uprobe(ebpf, program)?
+            .load()
+            .map_err(|e| SrvprofError::ProgramLoad {
+                program: program.into(),
+                source: e.into(),
+            })?;
+    }
+    let mut watched = Vec::new();
+    for &pid in pids {
+        let Some(scope) = NonZeroU32::new(pid).map(UProbeScope::OneProcess) else {
+            continue;
+        };
+        for rt in &RUNTIMES {
+            let Some(object) = (rt.object)(pid) else {
+                continue;
+            };
+            // Both or neither: a stop without its start would never end.
+            let stop = uprobe(ebpf, STOP_PROGRAM)?.attach(rt.stop, &object, scope);
+            let Ok(stop) = stop else { continue };
+            match uprobe(ebpf, START_PROGRAM)?.attach(rt.start, &object, scope) {
+                Ok(_) => {
+                    watched.push((pid, rt.name));
+                    break;
+                }
+                Err(_) => {
+                    let _ = uprobe(ebpf, STOP_PROGRAM)?.detach(stop);
+                }
+            }
+        }
+    }
+    Ok(watched)
+}
+
+fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe, SrvprofError> {
+    let program = ebpf
+        .program_mut(name)
+        .ok_or_else(|| SrvprofError::ProgramLoad {
+            program: name.into(),
+            source: "not in the BPF object".into(),
+        })?;
+    program
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| SrvprofError::ProgramLoad {
+            program: name.into(),
+            source: e.into(),
+        })
+}
+
+/// Every watched process's pauses so far.
+pub fn read(ebpf: &Ebpf) -> Result<Vec<PauseRecord>, SrvprofError> {
+    map_entries(ebpf, maps::PAUSES, |pid: u32, p: PauseStats| PauseRecord {
+        pid,
+        group: p.group,
+        runtime: String::new(),
+        pauses: p.count,
+        total_ns: p.total_ns,
+        max_ns: p.max_ns,
+    })
+}
