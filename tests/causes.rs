@@ -687,3 +687,55 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
         finding_kinds(&clean)
     );
 }
+
+/// nginx-lua with two workers whose handler burns 300 us of CPU a request, driven over one
+/// keep-alive connection: one worker serves it all. The top finding is worker_imbalance naming
+/// the worker /proc/PID/stat shows busy, with its share of the workers' CPU within 10 points of
+/// /proc's; the same server over 32 connections spread by reuseport has no such finding.
+#[test]
+fn one_busy_worker_of_two_is_the_top_finding_by_its_pid() {
+    require_root();
+    let workers = |nginx: &Server| -> Vec<u32> {
+        let all = srvprof::discover::with_descendants(&[nginx.pid()]);
+        all.into_iter().filter(|p| *p != nginx.pid()).collect()
+    };
+    let args = ["--workers", "2", "--cpus", "1", "--spin-us", "300"];
+    let nginx = Server::start("nginx-lua", &args);
+    let pids = workers(&nginx);
+    assert_eq!(pids.len(), 2, "two workers: {pids:?}");
+    let before: Vec<u64> = pids.iter().map(|p| process_ticks(*p)).collect();
+    let run = RunArgs::pid(nginx.pid())
+        .load(1, "4s", "0s")
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("worker-imbalance");
+    let used: Vec<u64> = (pids.iter().zip(&before))
+        .map(|(p, b)| process_ticks(*p) - b)
+        .collect();
+    let busy = if used[0] >= used[1] { 0 } else { 1 };
+    let expected = used[busy] as f64 / (used[0] + used[1]).max(1) as f64;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "worker_imbalance");
+    eprintln!(
+        "/proc: workers {pids:?} used {used:?} ticks; findings {kinds:?}; {}",
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "worker_imbalance", "{kinds:?}");
+    assert_eq!(f["evidence"]["top_pid"].as_f64(), Some(pids[busy] as f64));
+    let share = f["evidence"]["top_share"].as_f64().unwrap();
+    assert!(
+        (share - expected).abs() <= 0.10,
+        "srvprof: the busy worker did {share:.3} of the workers' CPU; /proc: {expected:.3}"
+    );
+    drop(nginx);
+
+    let spread = Server::start("nginx-lua", &[&args[..], &["--reuseport"]].concat());
+    let clean = RunArgs::pid(spread.pid())
+        .load(32, "3s", "0s")
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .run_ok("workers-balanced");
+    assert!(
+        finding(&clean, "worker_imbalance").is_none(),
+        "{:?}",
+        finding_kinds(&clean)
+    );
+}

@@ -60,9 +60,14 @@ pub fn worker_imbalance(r: &RunReport) -> Option<Finding> {
         .map(|(stem, n, (pid, tid, comm, on), share, total)| {
             let others = (total - on) / (n - 1) as f64;
             let keepalive = if r.load.config.keepalive {
+                let c = r.load.config.connections;
+                let held = if c == 1 {
+                    "1 connection could not be".to_string()
+                } else {
+                    format!("{c} connections were not")
+                };
                 format!(
-                    " With keep-alive a connection stays with the worker that accepted it: the run's {} connections were not spread over the {n} workers.",
-                    r.load.config.connections
+                    " With keep-alive a connection stays with the worker that accepted it: the run's {held} spread over the {n} workers."
                 )
             } else {
                 String::new()
@@ -85,6 +90,12 @@ pub fn worker_imbalance(r: &RunReport) -> Option<Finding> {
                     ("top_tid", tid as f64),
                     ("top_pid", pid as f64),
                 ],
+            )
+            // A request on the busy worker waits behind those of the other connections it
+            // serves: its share of them, at the server's CPU cost per request.
+            .explaining(
+                r.load.config.connections as f64 * share * r.per_request.server.cpu_us / 1e3,
+                r.load.latency_us.p99 as f64 / 1e3,
             )
         })
 }
