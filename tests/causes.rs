@@ -739,3 +739,70 @@ fn one_busy_worker_of_two_is_the_top_finding_by_its_pid() {
         finding_kinds(&clean)
     );
 }
+
+/// The JVM's own account of its safepoints in `log` (-Xlog:safepoint) after byte `from`: how
+/// many, and their summed "Total" (ms: reaching the safepoint and standing at it).
+fn logged_safepoints(log: &Path, from: usize) -> (u64, f64) {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    let mut n = 0;
+    let mut ns = 0u64;
+    for line in text.get(from..).unwrap_or("").lines() {
+        if let Some(at) = line.find("Total: ") {
+            let total = line[at + 7..].split_whitespace().next().unwrap_or("");
+            if let Ok(v) = total.parse::<u64>() {
+                n += 1;
+                ns += v;
+            }
+        }
+    }
+    (n, ns as f64 / 1e6)
+}
+
+/// servers/java-netty `--gc-every 200 --live-mb 128`: every 200th request, a full collection
+/// (System.gc()) of a heap holding 128 MiB of small live objects stops every Java thread at a
+/// safepoint. The top finding is stop_the_world naming HotSpot; srvprof's safepoint time (uprobes
+/// at SafepointSynchronize::begin and ::end) is within 15 % of the JVM's own log of them
+/// (-Xlog:safepoint "Total"), which also counts the safepoints just before and after the window.
+/// The same server without the collections has no such finding.
+#[test]
+fn jvm_safepoints_are_the_top_finding_as_the_jvm_logs_them() {
+    require_root();
+    let args = ["--workers", "2", "--gc-every", "200", "--live-mb", "128"];
+    let java = Server::start("java-netty", &args);
+    let log = server_state_dir("java-netty", java.port).join("safepoint.log");
+    let from = fs::read_to_string(&log).map(|t| t.len()).unwrap_or(0);
+    let run = RunArgs::pid(java.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "1000", "--cpus", "0", "--stacks", "off"])
+        .run_ok("safepoints");
+    let (theirs, theirs_ms) = logged_safepoints(&log, from);
+    let p = &run["server"]["pauses"][0];
+    let ours = p["pauses"].as_f64().unwrap();
+    let ours_ms = p["total_ns"].as_f64().unwrap() / 1e6;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "stop_the_world");
+    eprintln!(
+        "srvprof {ours} safepoints, {ours_ms:.1} ms; the JVM logged {theirs}, {theirs_ms:.1} ms; findings {kinds:?}; {}",
+        f["summary"]
+    );
+    assert_eq!(kinds[0], "stop_the_world", "{kinds:?}");
+    assert_eq!(p["runtime"], "hotspot");
+    assert!(theirs_ms > 200.0, "the JVM stood still {theirs_ms} ms");
+    assert!(ours <= theirs as f64, "srvprof {ours}, the JVM {theirs}");
+    assert!(
+        (ours_ms - theirs_ms).abs() <= 0.15 * theirs_ms,
+        "srvprof {ours_ms:.1} ms, the JVM {theirs_ms:.1} ms"
+    );
+    drop(java);
+
+    let calm = Server::start("java-netty", &["--workers", "2"]);
+    let clean = RunArgs::pid(calm.pid())
+        .load(50, "3s", "1s")
+        .args(&["--rate", "1000", "--cpus", "0", "--stacks", "off"])
+        .run_ok("no-safepoints");
+    assert!(
+        finding(&clean, "stop_the_world").is_none(),
+        "{:?}",
+        finding_kinds(&clean)
+    );
+}

@@ -205,6 +205,21 @@ fn charge_holder(group: u32, waited: u64) {
     add_or_insert(&RUNQ_HOLDERS, &key, first, add, lost::RUNQ_HOLDERS_MAP_FULL);
 }
 
+/// The thread's sleep in the syscall of `nr_slot` (its number plus one) ended after `off` ns
+/// off the CPU: counted to that syscall.
+#[inline(always)]
+fn count_blocked(st: &mut ThreadStats, nr_slot: u64, off: u64) {
+    st.syscalls_blocked += 1;
+    st.syscall_blocked_ns += off;
+    let nr = (nr_slot.wrapping_sub(1) & 0xffff) as usize;
+    if let Some(table) = BLOCKED_SYSCALLS.get_ptr_mut(st.group) {
+        if let Some(ct) = unsafe { (*table).by_nr.get_mut(nr) } {
+            ct.count += 1;
+            ct.total_ns += off;
+        }
+    }
+}
+
 /// Off-CPU periods (ns, by the scheduler's clock: see sched_switch), one histogram per group.
 #[map]
 static OFFCPU_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
@@ -252,6 +267,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if let Some(st) = crate::target::watched_thread_current() {
         // Its first switch-out since srvprof knows it (seen or seeded by userspace).
         let first_out = st.voluntary_switches + st.involuntary_switches == 0;
+        // It ran since its last switch-out, but no sched_switch named it as next: the sleep in
+        // a syscall that period began (if it did) ended unseen, and is counted here instead.
+        let unseen_in = st.last_switch_in_ns == 0 && st.last_switch_out_ns != 0 && !first_out;
+        let unseen_blocked_nr = if unseen_in { st.blocked_nr } else { 0 };
         // Preempted, or switched out while still TASK_RUNNING: the kernel counts that in nivcsw.
         let involuntary = (preempt & 0xff) != 0 || (prev_state & 0xffff_ffff) == 0;
         if involuntary {
@@ -302,6 +321,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
                 let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
                 st.offcpu_ns += off;
                 record(&OFFCPU_HIST, st.group, off);
+                if unseen_blocked_nr != 0 {
+                    count_blocked(st, unseen_blocked_nr, off);
+                }
             }
         } else if st.last_switch_in_ns != 0 {
             // No scheduler total to split with: this program's own clock readings.
@@ -353,16 +375,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         }
         if st.blocked_nr != 0 {
             if st.last_switch_out_ns != 0 {
-                let off = now.saturating_sub(st.last_switch_out_ns);
-                st.syscalls_blocked += 1;
-                st.syscall_blocked_ns += off;
-                let nr = (st.blocked_nr - 1) as usize;
-                if let Some(table) = BLOCKED_SYSCALLS.get_ptr_mut(st.group) {
-                    if let Some(ct) = unsafe { (*table).by_nr.get_mut(nr) } {
-                        ct.count += 1;
-                        ct.total_ns += off;
-                    }
-                }
+                count_blocked(st, st.blocked_nr, now.saturating_sub(st.last_switch_out_ns));
             }
             st.blocked_nr = 0;
         }

@@ -23,6 +23,10 @@ import io.netty.handler.codec.http.HttpResponseStatus;
 import io.netty.handler.codec.http.HttpServerCodec;
 import io.netty.handler.codec.http.HttpUtil;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * srvprof reference server: Netty's HTTP codec (HttpServerCodec) with a handler
@@ -30,9 +34,14 @@ import java.nio.charset.StandardCharsets;
  *
  * <pre>
  * usage: java -jar hello-netty.jar --port PORT [--backlog N] [--workers N] [--no-keepalive]
+ *                                  [--gc-every N --live-mb M]
  *   GET /      -> "hello world" (11 bytes)
  *   GET /512b  -> 511 x 'a' + '\n' (512 bytes)
  * </pre>
+ *
+ * With --gc-every N, every Nth GET / has a thread of its own call System.gc(): a full,
+ * stop-the-world collection of a heap holding M MiB of small live objects (--live-mb),
+ * during which every Java thread, the event loops included, stands still at a safepoint.
  *
  * NIO transport; one boss (acceptor) thread, --workers worker event-loop threads
  * (default: Netty's default, 2 x available CPUs). Listens on 127.0.0.1 only.
@@ -41,9 +50,27 @@ public final class HelloNetty {
     static final byte[] HELLO = "hello world".getBytes(StandardCharsets.US_ASCII);
     static final byte[] BODY_512 = ("a".repeat(511) + "\n").getBytes(StandardCharsets.US_ASCII);
     static final byte[] NOT_FOUND = "not found\n".getBytes(StandardCharsets.US_ASCII);
+    static long gcEvery;
+    static final AtomicLong served = new AtomicLong();
+    static final AtomicBoolean collecting = new AtomicBoolean();
+    /** Live objects a full collection must mark and move (kept reachable). */
+    static final List<long[]> live = new ArrayList<>();
+
+    /** After every gcEvery'th GET /, a full collection on a thread of its own, one at a time. */
+    static void maybeCollect() {
+        if (gcEvery <= 0 || served.incrementAndGet() % gcEvery != 0 || !collecting.compareAndSet(false, true)) {
+            return;
+        }
+        Thread t = new Thread(() -> {
+            System.gc();
+            collecting.set(false);
+        }, "srvprof-gc");
+        t.setDaemon(true);
+        t.start();
+    }
 
     public static void main(String[] args) throws Exception {
-        int port = 0, backlog = 511, workers = 0;
+        int port = 0, backlog = 511, workers = 0, liveMb = 0;
         boolean keepAlive = true;
         for (int i = 0; i < args.length; i++) {
             switch (args[i]) {
@@ -51,6 +78,8 @@ public final class HelloNetty {
                 case "--backlog": backlog = Integer.parseInt(args[++i]); break;
                 case "--workers": workers = Integer.parseInt(args[++i]); break;
                 case "--no-keepalive": keepAlive = false; break;
+                case "--gc-every": gcEvery = Long.parseLong(args[++i]); break;
+                case "--live-mb": liveMb = Integer.parseInt(args[++i]); break;
                 default:
                     System.err.println("hello-netty: unknown argument " + args[i]);
                     System.exit(2);
@@ -59,6 +88,10 @@ public final class HelloNetty {
         if (port <= 0 || port > 65535) {
             System.err.println("usage: hello-netty --port PORT [--backlog N] [--workers N] [--no-keepalive]");
             System.exit(2);
+        }
+        // 16 longs (144 bytes with the header) an object.
+        for (long n = (long) liveMb << 20; n > 0; n -= 144) {
+            live.add(new long[16]);
         }
         final boolean ka = keepAlive;
         EventLoopGroup boss = new NioEventLoopGroup(1);
@@ -114,6 +147,7 @@ public final class HelloNetty {
             HttpResponseStatus status = HttpResponseStatus.OK;
             if (path.equals("/")) {
                 body = HELLO;
+                maybeCollect();
             } else if (path.equals("/512b")) {
                 body = BODY_512;
             } else {
