@@ -293,16 +293,29 @@ pub struct CpuHog {
 }
 
 impl CpuHog {
+    /// Returns once the hog spins (it prints "ready"; its first start builds it).
     pub fn on(cpus: &str) -> Self {
-        let child = spawn_in_own_group(
+        let mut child = spawn_in_own_group(
             Command::new(workspace_root().join("servers/busy-thread/run"))
                 .args(["--spin-fn", "--seconds", "120", "--cpus", cpus])
-                .stdout(Stdio::null()),
+                .stdout(Stdio::piped()),
         );
-        std::thread::sleep(Duration::from_millis(500));
-        CpuHog {
+        let stdout = child.stdout.take().expect("the hog's stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let ready = lines.any(|l| l.is_ok_and(|l| l.trim() == "ready"));
+            let _ = tx.send(ready);
+        });
+        let hog = CpuHog {
             _process: Server { child, port: 0 },
-        }
+        };
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(240)),
+            Ok(true),
+            "servers/busy-thread did not say ready"
+        );
+        hog
     }
 
     /// The hog's process (servers/busy-thread execs its program).
