@@ -11,12 +11,14 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
         &["--cpus", "1", "--backlog", "4", "--no-keepalive"],
     );
     let overflows_before = net_counter("TcpExt:", "ListenOverflows");
+    let cookies_before = net_counter("TcpExt:", "SyncookiesSent");
     let run = RunArgs::pid(nginx.pid())
         .args(&["--no-keepalive"])
         .load(800, "6s", "1s")
         .args(&["--cpus", "0", "--timeout", "20s"])
         .run_ok("backlog");
     let overflows_after = net_counter("TcpExt:", "ListenOverflows");
+    let cookies_around = net_counter("TcpExt:", "SyncookiesSent") - cookies_before;
     let tcp = &run["server"]["tcp"];
     let overflows = tcp["listen_overflows"].as_u64().unwrap();
     // The kernel's counter, read around the whole run, encloses the measured window.
@@ -44,6 +46,21 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
             .as_str()
             .unwrap()
             .contains("accept-queue overflows")
+    );
+    // The SYN queue fills with the accept queue: the kernel answers with cookies, as it counts.
+    let cookies = run["host_tcp"]["syn_cookies_sent"].as_u64().unwrap();
+    eprintln!("SYN cookies: srvprof {cookies}, /proc around the run {cookies_around}");
+    assert!(
+        cookies > 0 && cookies <= cookies_around,
+        "srvprof {cookies}, /proc {cookies_around}"
+    );
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the host sent {cookies} SYN cookies")),
+        "{}",
+        f["summary"]
     );
 }
 

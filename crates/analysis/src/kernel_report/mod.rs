@@ -341,6 +341,10 @@ pub struct HostTcpReport {
     pub abort_on_linger: u64,
     pub abort_on_memory: u64,
     pub abort_on_timeout: u64,
+    /// TcpExt:SyncookiesSent: SYNs answered with a cookie because a listener's SYN queue was full
+    /// (net.ipv4.tcp_syncookies), the connection kept in no queue until the client's ACK.
+    #[serde(default)]
+    pub syn_cookies_sent: u64,
     /// Sockets in TIME_WAIT when the window opened and when it closed; None when not read.
     #[serde(default)]
     pub time_wait_at_start: Option<TimeWait>,

@@ -105,6 +105,7 @@ pub(super) fn host_tcp_report(start: &Sample, end: &Sample) -> HostTcpReport {
         abort_on_linger: mib("TcpExt:TCPAbortOnLinger"),
         abort_on_memory: mib("TcpExt:TCPAbortOnMemory"),
         abort_on_timeout: mib("TcpExt:TCPAbortOnTimeout"),
+        syn_cookies_sent: mib("TcpExt:SyncookiesSent"),
         other_retransmits: other(tcp::RETRANSMITS),
         other_resets_sent: other(tcp::RESETS_SENT),
         other_resets_received: other(tcp::RESETS_RECEIVED),

@@ -54,8 +54,12 @@ pub fn connection_churn(r: &RunReport) -> Option<Finding> {
     } else {
         String::new()
     };
+    let cookies = match r.host_tcp.syn_cookies_sent {
+        0 => String::new(),
+        n => format!("; the host sent {n} SYN cookies: listen queues overflowed"),
+    };
     let time_wait =
-        format!("; {tw_end} sockets in TIME_WAIT at the end, {ports_phrase}{inherited}");
+        format!("; {tw_end} sockets in TIME_WAIT at the end, {ports_phrase}{inherited}{cookies}");
     let severity = if held_share >= PORTS_HELD_CRITICAL && !reused {
         Severity::Critical
     } else {
@@ -77,6 +81,7 @@ pub fn connection_churn(r: &RunReport) -> Option<Finding> {
             ("ephemeral_ports", ports as f64),
             ("client_sys_us_per_request", client_sys_us),
             ("connect_p99_ms", connect_p99_ms),
+            ("syn_cookies_sent", r.host_tcp.syn_cookies_sent as f64),
         ],
     )
     .explaining(connect_p99_ms, load.latency_us.p99 as f64 / 1e3))

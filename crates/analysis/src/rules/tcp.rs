@@ -4,6 +4,16 @@
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::run_report::RunReport;
 
+/// The SYN cookies the host sent in the window, as a clause ("" when none).
+fn cookies(r: &RunReport) -> String {
+    match r.host_tcp.syn_cookies_sent {
+        0 => String::new(),
+        n => format!(
+            "; the host sent {n} SYN cookies (SYN queues full: such a connection skips the queue, and loses the TCP options a cookie cannot carry)"
+        ),
+    }
+}
+
 /// A p99 (µs) from which a tail is worth explaining by SYN retransmits.
 pub const SYN_TAIL_P99_US: f64 = 900_000.0;
 /// Keep-alive connections the server closed while idle, from this many on: it is shedding
@@ -38,7 +48,7 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
             FindingKind::SynRetransmitTail,
             Severity::Critical,
             format!(
-                "p99 of {:.2} s = SYN retransmit{}: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket",
+                "p99 of {:.2} s = SYN retransmit{}: a dropped SYN is resent after 1 s, then 2 s more, so {waited_s:.0} s is {resends} retransmit{}; {} SYNs were retransmitted to this server, {} connections dropped by its listening socket{}",
                 p99_us / 1e6,
                 if tcp.listen_overflows > 0 {
                     format!(" after {} accept-queue overflows", tcp.listen_overflows)
@@ -47,7 +57,8 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
                 },
                 if resends == 1 { "" } else { "s" },
                 syn,
-                tcp.listen_drops
+                tcp.listen_drops,
+                cookies(r),
             ),
             &[
                 ("p99_us", p99_us),
@@ -56,6 +67,7 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
                 ("syn_retransmits", syn as f64),
                 ("wait_s", waited_s),
                 ("retransmits_per_wait", resends as f64),
+                ("syn_cookies_sent", r.host_tcp.syn_cookies_sent as f64),
             ],
         )
         .explaining(waited_s * 1e3, p99_us / 1e3))
@@ -64,8 +76,10 @@ pub fn syn_tail_or_overflows(r: &RunReport) -> Option<Finding> {
             FindingKind::ListenOverflows,
             Severity::Warning,
             format!(
-                "{} accept-queue overflows ({} listen drops): the server accepts connections slower than they arrive; raise its listen backlog or accept faster",
-                tcp.listen_overflows, tcp.listen_drops
+                "{} accept-queue overflows ({} listen drops): the server accepts connections slower than they arrive; raise its listen backlog or accept faster{}",
+                tcp.listen_overflows,
+                tcp.listen_drops,
+                cookies(r),
             ),
             &[("listen_overflows", tcp.listen_overflows as f64)],
         ))
