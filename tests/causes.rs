@@ -806,3 +806,98 @@ fn jvm_safepoints_are_the_top_finding_as_the_jvm_logs_them() {
         finding_kinds(&clean)
     );
 }
+
+/// A swap file made for the test and switched on; switched off and removed when dropped.
+struct SwapFile(PathBuf);
+
+impl SwapFile {
+    fn on(mb: u64) -> Self {
+        let path = std::env::temp_dir().join(format!("srvprof-test-swap-{}", std::process::id()));
+        let run = |cmd: &mut std::process::Command| {
+            let out = cmd.output().expect("run a swap command");
+            assert!(out.status.success(), "{cmd:?}: {out:?}");
+        };
+        run(std::process::Command::new("fallocate")
+            .args(["-l", &format!("{mb}M")])
+            .arg(&path));
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        run(std::process::Command::new("mkswap").arg(&path));
+        let swap = SwapFile(path);
+        run(std::process::Command::new("swapon").arg(&swap.0));
+        swap
+    }
+}
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("swapoff").arg(&self.0).status();
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+/// Pages swapped in from /proc/vmstat (the whole host's pswpin).
+fn swap_ins() -> u64 {
+    let text = fs::read_to_string("/proc/vmstat").unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("pswpin "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// servers/threaded `--touch-mb 64 --touch-pages 20 --touch-anon` in a 16 MiB memory cgroup with
+/// a swap file on: each request writes 20 random pages of 64 MiB of anonymous memory, most of it
+/// swapped out. The top finding is memory_pressure and its threads reclaimed; nearly all of the
+/// kernel's major faults (/proc/PID/stat) are swap-ins (the host's pswpin grew by at least 90 % as
+/// many), and srvprof's fault waits add up to between 75 % and 105 % of the off-CPU time
+/// libbpf-tools' offcputime finds in stacks through exc_page_fault, which also counts the
+/// faults' preemptions (reclaim runs in them, on a CPU 50 threads share). A swap-in whose read is
+/// done by the time the fault looks, read ahead by an earlier one, is a major fault without a
+/// wait.
+#[test]
+fn swapped_out_memory_is_the_top_finding_with_the_swap_ins() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
+    require_root();
+    let _swap = SwapFile::on(256);
+    let args = [
+        "--cpus",
+        "1",
+        "--touch-mb",
+        "64",
+        "--touch-pages",
+        "20",
+        "--touch-anon",
+    ];
+    let server = Server::start("threaded", &args);
+    let mut group = MemoryGroup::new(16 << 20);
+    group.add(server.pid());
+    let pid = server.pid().to_string();
+    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
+    offcputime.wait_loaded();
+    let (faults0, swapins0) = (major_faults(server.pid()), swap_ins());
+    let run = RunArgs::pid(server.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "500", "--cpus", "0", "--stacks", "off"])
+        .run_ok("swap-ins");
+    let faults = major_faults(server.pid()) - faults0;
+    let swapins = swap_ins() - swapins0;
+    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "exc_page_fault");
+    let m = &run["server"]["memory"];
+    let ours_us = m["fault_wait_ns"].as_f64().unwrap() / 1e3;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "memory_pressure");
+    eprintln!(
+        "srvprof {} fault waits, {ours_us:.0} us; /proc {faults} major faults, {swapins} swap-ins; offcputime {peer_us} us; findings {kinds:?}; {}",
+        m["fault_waits"], f["summary"]
+    );
+    assert_eq!(kinds[0], "memory_pressure", "{kinds:?}");
+    assert!(m["reclaims"].as_u64().unwrap() > 0, "{m}");
+    assert!(faults > 5_000, "only {faults} major faults");
+    assert!(
+        swapins as f64 >= 0.9 * faults as f64,
+        "{swapins} swap-ins for {faults} major faults"
+    );
+    assert!(
+        (0.75..=1.05).contains(&(ours_us / peer_us as f64)),
+        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    );
+}

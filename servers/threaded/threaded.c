@@ -4,7 +4,7 @@
  *
  *   threaded --port PORT [--backlog N] [--no-keepalive]
  *            [--hold-ms H] [--every-ms E]
- *            [--touch-file PATH --touch-mb M [--touch-pages N]]
+ *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -19,7 +19,10 @@
  * and maps (in touch_page()): where the
  * file's pages are not in memory (a memory cgroup too small for them), each
  * such read is a major page fault, and bringing a page in may first reclaim
- * another.
+ * another. With --touch-anon the M MiB are anonymous memory instead, written
+ * (not read) by each touch: first touched during requests, so charged to the
+ * memory cgroup the server is in by then; past its limit the kernel swaps
+ * pages out, and touching one again is a major fault that swaps it in.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -43,6 +46,7 @@ static long hold_ms, every_ms = 100;
 static int keepalive = 1;
 static const char *touch_file;
 static long touch_mb, touch_pages = 1;
+static int touch_anon;
 static volatile unsigned char *pages;
 static size_t page_count;
 static volatile unsigned long touched;
@@ -90,13 +94,23 @@ __attribute__((noinline)) static void touch_page(unsigned long *seed)
 	x ^= x >> 7;
 	x ^= x << 17;
 	*seed = x;
-	touched += pages[(x % page_count) * 4096];
+	volatile unsigned char *page = pages + (x % page_count) * 4096;
+	if (touch_anon)
+		*page = (unsigned char)x;
+	else
+		touched += *page;
 }
 
 /* Creates PATH of touch_mb MiB (nonzero bytes), drops it from the page cache
  * and maps it. */
 static int map_pages(void)
 {
+	if (touch_anon) {
+		/* Untouched: each page is allocated where a request first writes it. */
+		page_count = ((size_t)touch_mb << 20) / 4096;
+		pages = mmap(NULL, page_count * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		return pages == MAP_FAILED ? -1 : 0;
+	}
 	int fd = open(touch_file, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
 		return -1;
@@ -181,6 +195,8 @@ int main(int argc, char **argv)
 			touch_mb = atol(v), i++;
 		else if (!strcmp(a, "--touch-pages") && v)
 			touch_pages = atol(v), i++;
+		else if (!strcmp(a, "--touch-anon"))
+			touch_anon = 1;
 		else if (!strcmp(a, "--no-keepalive"))
 			keepalive = 0;
 		else {
