@@ -118,6 +118,20 @@ fn busy_thread_spin_is_the_hottest_leaf_and_block_wait_is_off_cpu_for_its_wall_t
         sampled_s >= 0.8 * spin_cpu_s && sampled_s <= 1.15 * spin_cpu_s + stolen_s && *samples > 50,
         "{spin_samples} samples ({samples} in srvprof_busy_spin) for {spin_cpu_s:.2} s on CPU, {stolen_s:.2} s stolen"
     );
+    // The run folder's standalone flamegraph: inferno's script to zoom and search, the stacks'
+    // sample count in its subtitle, the spinning function drawn.
+    let svg = std::fs::read_to_string(dir.join("flamegraph-oncpu-server.svg")).unwrap();
+    let total: u64 = oncpu.iter().map(|(_, n)| n).sum();
+    for part in [
+        "function zoom(",
+        "function search(",
+        "server: on-CPU stacks",
+        &format!("{total} cpu-clock samples"),
+        "srvprof_busy_spin",
+    ] {
+        assert!(svg.contains(part), "{part} in flamegraph-oncpu-server.svg");
+    }
+    assert!(dir.join("flamegraph-offcpu-server.svg").exists());
     let spin_stack = &oncpu.iter().max_by_key(|(_, n)| *n).unwrap().0;
     assert_eq!(
         spin_stack,

@@ -17,7 +17,9 @@ pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
         SrvprofError::Usage(format!("{} is not a srvprof run.json: {e}", path.display()))
     })?;
     let stacks = FoldedStacks::read_dir(&args.dir);
-    // Only report.html is rewritten; it is srvprof's own file, so no --force is needed.
+    // Only report.html and the flamegraph SVGs are rewritten; they are srvprof's own files, so
+    // no --force is needed.
+    render::write_flamegraphs(&args.dir, &run, &stacks, false)?;
     render::write_html(&args.dir, &run, &stacks, false)?;
     eprintln!("srvprof: wrote {}", args.dir.join("report.html").display());
     Ok(())

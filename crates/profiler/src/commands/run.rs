@@ -303,7 +303,9 @@ pub fn write_run(
     if let Some(stacks) = stacks {
         stacks.write_dir(dir, force)?;
     }
-    render::write_html(dir, report, &FoldedStacks::read_dir(dir), force)
+    let stacks = FoldedStacks::read_dir(dir);
+    render::write_flamegraphs(dir, report, &stacks, force)?;
+    render::write_html(dir, report, &stacks, force)
 }
 
 /// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
