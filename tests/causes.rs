@@ -77,6 +77,23 @@ impl Drop for QuotaGroup {
     }
 }
 
+/// No finding of `kind` in `run` (the clean server's run).
+fn assert_no_finding(run: &serde_json::Value, kind: &str) {
+    assert!(
+        finding(run, kind).is_none(),
+        "{kind}: {:?}",
+        finding_kinds(run)
+    );
+}
+
+/// `ours` is within `tolerance` (a share) of `theirs`, the independent count; `what` says whose.
+fn assert_within(ours: f64, theirs: f64, tolerance: f64, what: &str) {
+    assert!(
+        (ours - theirs).abs() <= tolerance * theirs,
+        "{what}: srvprof {ours:.1}, the independent count {theirs:.1}"
+    );
+}
+
 fn write_to(path: &Path, text: &str) {
     fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
@@ -140,11 +157,7 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
         .load(50, "3s", "0s")
         .args(&["--cpus", "0", "--stacks", "off"])
         .run_ok("cpu-quota-released");
-    assert!(
-        finding(&clean, "cpu_throttled").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "cpu_throttled");
 }
 
 /// CPU time (user + system) a process has used, in clock ticks: /proc/PID/stat fields 14 and 15.
@@ -224,11 +237,7 @@ fn a_cpu_hog_on_the_servers_cpu_is_the_top_finding_by_its_pid() {
         .load(50, "3s", "0s")
         .args(&["--cpus", "0", "--stacks", "off"])
         .run_ok("noisy-neighbour-gone");
-    assert!(
-        finding(&clean, "noisy_neighbour").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "noisy_neighbour");
 }
 
 /// Where servers/lib.sh keeps a server's files (srv_state_dir).
@@ -325,9 +334,11 @@ fn disk_waits_of_the_event_loop_are_the_top_finding_with_the_file() {
         "{summary}"
     );
     assert!(peer_us > 100_000, "the worker barely waited: {peer_us} us");
-    assert!(
-        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
-        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    assert_within(
+        ours_us,
+        peer_us as f64,
+        0.15,
+        "uninterruptible sleep (us) against offcputime's io_schedule stacks",
     );
 
     // The file in the page cache: reads need no disk.
@@ -336,11 +347,7 @@ fn disk_waits_of_the_event_loop_are_the_top_finding_with_the_file() {
         .load(4, "3s", "0s")
         .args(&["--url", &url, "--cpus", "0", "--stacks", "off"])
         .run_ok("blocking-io-cached");
-    assert!(
-        finding(&clean, "blocking_io").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "blocking_io");
 }
 
 /// Sockets in TIME_WAIT by `ss` (iproute2), the peer count for srvprof's sock_diag reading.
@@ -421,11 +428,7 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
     assert!((50.0..80.0).contains(&p50_ms), "median {p50_ms} ms");
 
     let (_, fast) = proxied(&[], "fast-upstream");
-    assert!(
-        finding(&fast, "slow_dependency").is_none(),
-        "{:?}",
-        finding_kinds(&fast)
-    );
+    assert_no_finding(&fast, "slow_dependency");
 }
 
 /// The tid of `pid`'s thread named `comm`.
@@ -477,9 +480,11 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     );
     assert!(summary.contains("count_request"), "{summary}");
     assert!(peer_us > 100_000, "the threads barely waited: {peer_us} us");
-    assert!(
-        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
-        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    assert_within(
+        ours_us,
+        peer_us as f64,
+        0.15,
+        "lock waits (us) against offcputime's futex_wait stacks",
     );
     drop(locked);
 
@@ -488,11 +493,7 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
         .load(50, "3s", "0s")
         .args(&["--rate", "2000", "--cpus", "0", "--stacks", "off"])
         .run_ok("lock-free");
-    assert!(
-        finding(&run, "lock_contention").is_none(),
-        "{:?}",
-        finding_kinds(&run)
-    );
+    assert_no_finding(&run, "lock_contention");
 }
 
 /// A memory control group made for the test (cgroup v1's memory hierarchy, else v2's), with a
@@ -588,13 +589,17 @@ fn pages_a_memory_limit_keeps_out_are_the_top_finding_with_the_faults() {
     );
     assert_eq!(kinds[0], "memory_pressure", "{kinds:?}");
     assert!(faults > 10_000, "only {faults} major faults");
-    assert!(
-        (waits - faults as f64).abs() <= 0.10 * faults as f64,
-        "srvprof {waits} waits, /proc {faults} major faults"
+    assert_within(
+        waits,
+        faults as f64,
+        0.10,
+        "fault waits against /proc's major faults",
     );
-    assert!(
-        (ours_us - peer_us as f64).abs() <= 0.15 * peer_us as f64,
-        "srvprof {ours_us:.0} us, offcputime {peer_us} us"
+    assert_within(
+        ours_us,
+        peer_us as f64,
+        0.15,
+        "fault waits (us) against offcputime's exc_page_fault stacks",
     );
     assert!(m["reclaims"].as_u64().unwrap() > 0, "{m}");
     drop(group);
@@ -608,11 +613,7 @@ fn pages_a_memory_limit_keeps_out_are_the_top_finding_with_the_faults() {
         .load(50, "3s", "2s")
         .args(&["--rate", "500", "--cpus", "0", "--stacks", "off"])
         .run_ok("memory-enough");
-    assert!(
-        finding(&clean, "memory_pressure").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "memory_pressure");
 }
 
 /// The runtime's own count and total (ms) of its stop-the-world pauses, from servers/faulty's
@@ -666,13 +667,12 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
     assert_eq!(kinds[0], "stop_the_world", "{kinds:?}");
     assert_eq!(p["runtime"], "go");
     assert!(theirs >= 40.0, "the runtime paused {theirs} times");
-    assert!(
-        (ours - theirs).abs() <= 0.10 * theirs,
-        "srvprof {ours} pauses, the runtime {theirs}"
-    );
-    assert!(
-        (ours_ms - theirs_ms).abs() <= 0.15 * theirs_ms,
-        "srvprof {ours_ms:.1} ms, the runtime {theirs_ms:.1} ms"
+    assert_within(ours, theirs, 0.10, "pauses against the Go runtime's count");
+    assert_within(
+        ours_ms,
+        theirs_ms,
+        0.15,
+        "pause time (ms) against the Go runtime's",
     );
     drop(go);
 
@@ -681,11 +681,7 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
         .load(50, "3s", "0s")
         .args(&["--rate", "1000", "--cpus", "0", "--stacks", "off"])
         .run_ok("no-stop-the-world");
-    assert!(
-        finding(&clean, "stop_the_world").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "stop_the_world");
 }
 
 /// nginx-lua with two workers whose handler burns 300 us of CPU a request, driven over one
@@ -733,11 +729,7 @@ fn one_busy_worker_of_two_is_the_top_finding_by_its_pid() {
         .load(32, "3s", "0s")
         .args(&["--cpus", "0", "--stacks", "off"])
         .run_ok("workers-balanced");
-    assert!(
-        finding(&clean, "worker_imbalance").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "worker_imbalance");
 }
 
 /// The JVM's own account of its safepoints in `log` (-Xlog:safepoint) after byte `from`: how
@@ -789,9 +781,11 @@ fn jvm_safepoints_are_the_top_finding_as_the_jvm_logs_them() {
     assert_eq!(p["runtime"], "hotspot");
     assert!(theirs_ms > 200.0, "the JVM stood still {theirs_ms} ms");
     assert!(ours <= theirs as f64, "srvprof {ours}, the JVM {theirs}");
-    assert!(
-        (ours_ms - theirs_ms).abs() <= 0.15 * theirs_ms,
-        "srvprof {ours_ms:.1} ms, the JVM {theirs_ms:.1} ms"
+    assert_within(
+        ours_ms,
+        theirs_ms,
+        0.15,
+        "safepoint time (ms) against the JVM's log",
     );
     drop(java);
 
@@ -800,11 +794,7 @@ fn jvm_safepoints_are_the_top_finding_as_the_jvm_logs_them() {
         .load(50, "3s", "1s")
         .args(&["--rate", "1000", "--cpus", "0", "--stacks", "off"])
         .run_ok("no-safepoints");
-    assert!(
-        finding(&clean, "stop_the_world").is_none(),
-        "{:?}",
-        finding_kinds(&clean)
-    );
+    assert_no_finding(&clean, "stop_the_world");
 }
 
 /// A swap file made for the test and switched on; switched off and removed when dropped.
