@@ -252,6 +252,8 @@ fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
     for bad in ["Uncaught", "CONSOLE", "ERR_FILE_NOT_FOUND", "net::ERR"] {
         assert!(!log.contains(bad), "browser said {bad}: {log}");
     }
+    standalone_flamegraph_zooms_and_searches_in_a_browser(&dir.join("flamegraph-oncpu-server.svg"));
+
     let shot = dir.join("report-screenshot.png");
     let (_, log) = chromium(
         &[
@@ -265,6 +267,72 @@ fn report_html_of_an_nginx_run_renders_in_a_browser_with_every_figure() {
     // A blank page compresses to a few kB; figures and text make it far larger.
     assert!(png.len() > 100_000, "screenshot of {} bytes", png.len());
     eprintln!("screenshot: {}", shot.display());
+}
+
+/// Opens a copy of the standalone flamegraph `svg` in headless Chromium with a script added that,
+/// once inferno's own script has run, searches for the widest frame below the root and then
+/// clicks it (its rect, as a user would), and writes what the page then shows on the root
+/// element: the "Matched:" share the search reports, at least the frame's own share of the
+/// samples, and the clicked frame's width, which zooming makes the full width.
+fn standalone_flamegraph_zooms_and_searches_in_a_browser(svg: &std::path::Path) {
+    let text = std::fs::read_to_string(svg).unwrap();
+    let probe = r#"<script type="text/ecmascript"><![CDATA[
+window.addEventListener("load", function () { setTimeout(function () {
+    var root = document.documentElement;
+    var frames = document.getElementById("frames");
+    var total = parseInt(frames.getAttribute("total_samples"));
+    var best = null;
+    for (var i = 0; i < frames.children.length; i++) {
+        var r = frames.children[i].querySelector("rect");
+        var w = parseInt(r.getAttribute("fg:w"));
+        if (w < total && (best === null || w > parseInt(best.getAttribute("fg:w")))) best = r;
+    }
+    var name = best.parentNode.querySelector("title").textContent.replace(/ \(.*$/, "");
+    root.setAttribute("data-frame", name);
+    root.setAttribute("data-frame-share", (100 * parseInt(best.getAttribute("fg:w")) / total).toFixed(1));
+    search(name.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+    root.setAttribute("data-matched", document.getElementById("matched").textContent);
+    best.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    root.setAttribute("data-zoomed-width", best.getAttribute("width"));
+}, 0); });
+]]></script></svg>"#;
+    let at = text.rfind("</svg>").expect("the SVG's end");
+    let probed = svg.with_file_name("flamegraph-probed.svg");
+    std::fs::write(&probed, format!("{}{}", &text[..at], probe)).unwrap();
+    let (dom, log) = chromium(&["--dump-dom"], &format!("file://{}", probed.display()));
+    let attr = |name: &str| -> String {
+        let key = format!("{name}=\"");
+        let at = dom
+            .find(&key)
+            .unwrap_or_else(|| panic!("no {name} in the page: {log}"))
+            + key.len();
+        dom[at..at + dom[at..].find('"').unwrap()].to_string()
+    };
+    let (frame, share) = (attr("data-frame"), attr("data-frame-share"));
+    eprintln!(
+        "flamegraph: clicked {frame} ({share}% of the samples): width {}, search says {}",
+        attr("data-zoomed-width"),
+        attr("data-matched")
+    );
+    let width: f64 = attr("data-zoomed-width")
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    assert!((width - 100.0).abs() < 0.01, "zoomed to {width}%");
+    let matched: f64 = attr("data-matched")
+        .trim_start_matches("Matched: ")
+        .trim_end_matches('%')
+        .parse()
+        .unwrap();
+    let share: f64 = share.parse().unwrap();
+    // The search matches every frame of that name: at least the clicked one's share.
+    assert!(
+        matched + 0.1 >= share && matched <= 100.0,
+        "matched {matched}%, frame {share}%"
+    );
+    for bad in ["Uncaught", "ERR_FILE_NOT_FOUND"] {
+        assert!(!log.contains(bad), "browser said {bad}: {log}");
+    }
 }
 
 /// CPU 1's steal time so far (/proc/stat, USER_HZ ticks), seconds.
