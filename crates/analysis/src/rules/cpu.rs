@@ -11,6 +11,10 @@ pub const RUNQ_P99_US: f64 = 1000.0;
 /// A process outside the run that held the CPU at the end of this share of the server threads'
 /// run-queue wait time is the neighbour taking their CPU.
 pub const NEIGHBOUR_SHARE: f64 = 0.25;
+/// Short run-queue waits that add up to at least this share of the window (summed over the
+/// server's threads) are a neighbour's work too, whatever their p99: the scheduler may hand the
+/// CPU back and forth in slices far under RUNQ_P99_US while the neighbour takes half of it.
+pub const NEIGHBOUR_WAIT_SHARE: f64 = 0.10;
 /// The client kept fewer than this share of -c connections busy...
 pub const CLIENT_CONCURRENCY_SHARE: f64 = 0.5;
 /// ...while its busiest thread was at least this busy (so the client, not the server, fell short).
@@ -118,12 +122,16 @@ pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
     ))
 }
 
-/// Server threads waited for a CPU (run-queue p99 at least RUNQ_P99_US), and a process that is
-/// neither the server nor srvprof held that CPU at the end of at least NEIGHBOUR_SHARE of the
-/// wait: names it, with its share, and the fix.
+/// Server threads waited for a CPU (run-queue p99 at least RUNQ_P99_US, or waits adding up to
+/// NEIGHBOUR_WAIT_SHARE of the window), and a process that is neither the server nor srvprof held
+/// that CPU at the end of at least NEIGHBOUR_SHARE of the wait: names it, with its share, and the
+/// fix.
 pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
     let runq = &r.server.runq_latency_us;
-    if runq.p99 < RUNQ_P99_US || r.load.completed == 0 {
+    let secs = r.server.duration_s.max(1e-9);
+    let waited_ns: u64 = r.server.runq_holders.iter().map(|h| h.wait_ns).sum();
+    let wait_share = waited_ns as f64 / (secs * 1e9);
+    if (runq.p99 < RUNQ_P99_US && wait_share < NEIGHBOUR_WAIT_SHARE) || r.load.completed == 0 {
         return None;
     }
     let ours = |pid: u32| pid == 0 || r.server.pids.contains(&pid) || r.client.pids.contains(&pid);
@@ -389,6 +397,8 @@ pub(super) mod tests {
             ("at NEIGHBOUR_SHARE", waits_behind(tail, &[(4242, "hog", 25), (0, "swapper/1", 75)]), neighbour(0.25)),
             ("just under NEIGHBOUR_SHARE", waits_behind(tail, &[(4242, "hog", 24), (0, "swapper/1", 76)]), nothing()),
             ("no tail: waits in the slot below", waits_behind(tail - 1, &[(4242, "hog", 100)]), nothing()),
+            ("no tail, but waits adding up to NEIGHBOUR_WAIT_SHARE", waits_behind(tail - 1, &[(4242, "hog", 1_000)]), neighbour(1.0)),
+            ("no tail, waits just under NEIGHBOUR_WAIT_SHARE", waits_behind(tail - 1, &[(4242, "hog", 999)]), nothing()),
             ("the server's own thread held it", waits_behind(tail, &[(7, "nginx", 100)]), nothing()),
             ("the CPU was idle: wake-up latency", waits_behind(tail, &[(0, "swapper/1", 100)]), nothing()),
         ];
