@@ -26,20 +26,20 @@ pub struct CpuTime {
 /// Parses utime and stime out of /proc/PID/stat text (fields 14 and 15, after the "(comm)").
 /// The parent's pid from the text of /proc/PID/stat (field 4).
 pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
+    stat_field(stat, 4)?.parse().ok()
+}
+
+/// Field `n` (1-based, as proc(5) numbers them) of /proc/PID/stat text, read past the "(comm)",
+/// which may hold spaces and parentheses.
+fn stat_field(stat: &str, n: usize) -> Option<&str> {
     stat[stat.rfind(')')? + 2..]
         .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+        .nth(n.checked_sub(3)?)
 }
 
 /// The major page faults (field 12, majflt) from the text of /proc/PID/stat.
 pub fn parse_stat_major_faults(stat: &str) -> Option<u64> {
-    stat[stat.rfind(')')? + 2..]
-        .split_whitespace()
-        .nth(9)?
-        .parse()
-        .ok()
+    stat_field(stat, 12)?.parse().ok()
 }
 
 pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
