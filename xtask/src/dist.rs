@@ -49,6 +49,17 @@ pub fn build(target_dir: &Path, linker_bin_dir: Option<&Path>) -> Result<Dist> {
         .args(["build", "--profile", PROFILE, "--target", TARGET])
         .args(["-p", "srvprof", "--bin", "srvprof", "--target-dir"])
         .arg(target_dir);
+    // ring (rustls' crypto) compiles C and assembly: for musl with Debian's musl-gcc
+    // (musl-tools), unless the caller named a compiler.
+    let cc_var = "CC_x86_64_unknown_linux_musl";
+    if std::env::var_os(cc_var).is_none() {
+        if !crate::succeeds(Command::new("musl-gcc").arg("--version")) {
+            bail!(
+                "musl-gcc is missing, which the static srvprof needs for ring's C code: run `cargo xtask setup` (it installs Debian's musl-tools), or set {cc_var} to a musl C compiler"
+            );
+        }
+        cargo.env(cc_var, "musl-gcc");
+    }
     if let Some(dir) = linker_bin_dir {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut dirs = vec![dir.to_path_buf()];

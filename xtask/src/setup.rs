@@ -27,6 +27,9 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     // tests/stacks.rs compiles C programs without frame pointers and splits their debug info.
     "gcc",
     "binutils",
+    // musl-gcc: the static srvprof (`cargo xtask dist`) links ring, rustls' crypto, which has C
+    // and assembly.
+    "musl-tools",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
