@@ -57,7 +57,7 @@ pub struct LoadArgs {
     pub warmup: Duration,
 
     /// Worker threads, each with its own runtime and connections (default: one per --cpus CPU, else CPUs available).
-    #[arg(long = "threads")]
+    #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
 
     /// Pin worker threads to these CPUs, e.g. 0,1 or 0-3.
@@ -76,6 +76,49 @@ pub struct LoadArgs {
     /// HTTP/1.1 client: builtin (fastest, no allocation per request) or hyper.
     #[arg(long = "engine", default_value = "builtin", value_parser = parse_engine)]
     pub engine: crate::Engine,
+
+    /// Also write the latency of each --interval to FILE as an HdrHistogram interval log (values
+    /// in microseconds), which HdrHistogram's tools read and merge across runs and clients.
+    #[arg(long = "hdr-log", value_name = "FILE")]
+    pub hdr_log: Option<std::path::PathBuf>,
+
+    /// https: accept any server certificate (the handshake itself is unchanged).
+    #[arg(long = "insecure", short = 'k')]
+    pub insecure: bool,
+
+    /// https: also trust the CA certificates in this PEM file (besides the system's).
+    #[arg(long = "cacert", value_name = "FILE")]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// https: present this client certificate chain (PEM), with --key.
+    #[arg(long = "cert", value_name = "FILE", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+
+    /// https: the private key of --cert (PEM).
+    #[arg(long = "key", value_name = "FILE", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+
+    /// https: resume TLS sessions on new connections (on, the default, as browsers and most
+    /// clients do), or make every new connection a full handshake (off).
+    #[arg(
+        long = "tls-resumption",
+        default_value = "on",
+        value_parser = parse_on_off,
+        action = clap::ArgAction::Set
+    )]
+    pub tls_resumption: bool,
+
+    /// https: the name sent as SNI and checked against the certificate (default: the URL's host).
+    #[arg(long = "sni", value_name = "NAME")]
+    pub sni: Option<String>,
+}
+
+fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("`{other}` is neither on nor off")),
+    }
 }
 
 fn parse_engine(text: &str) -> Result<crate::Engine, String> {
@@ -109,6 +152,13 @@ impl Default for LoadArgs {
             ramp_up: Duration::ZERO,
             interval: Duration::from_secs(1),
             engine: crate::Engine::Builtin,
+            hdr_log: None,
+            insecure: false,
+            cacert: None,
+            cert: None,
+            key: None,
+            tls_resumption: true,
+            sni: None,
         }
     }
 }
@@ -158,6 +208,15 @@ impl LoadArgs {
             ramp_up: self.ramp_up,
             interval: self.interval,
             engine: self.engine,
+            hdr_log: self.hdr_log.clone(),
+            tls: crate::tls::TlsOptions {
+                insecure: self.insecure,
+                cacert: self.cacert.clone(),
+                cert: self.cert.clone(),
+                key: self.key.clone(),
+                resumption: self.tls_resumption,
+                sni: self.sni.clone(),
+            },
         })
     }
 }
@@ -228,9 +287,13 @@ pub fn run_load_command(url: &str, args: &LoadArgs, json: bool, out: Option<&Pat
     // Let the watcher thread end.
     stop.store(true, Ordering::Relaxed);
     drop(ctrl_c);
-    let report = match result {
-        Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
+    // Only the --hdr-log file failed after the run: the report is still printed and written.
+    let (report, late_error) = match result {
+        Ok(r) => (r, None),
+        Err(mut e) => match e.take_measured() {
+            Some(r) => (r, Some(e)),
+            None => return fail(&e.to_string()),
+        },
     };
     let mut stdout = std::io::stdout().lock();
     if json {
@@ -247,6 +310,9 @@ pub fn run_load_command(url: &str, args: &LoadArgs, json: bool, out: Option<&Pat
             "cannot write the report to {}: {e}; check that the directory exists and is writable",
             path.display()
         ));
+    }
+    if let Some(e) = late_error {
+        return fail(&e.to_string());
     }
     if report.any_success() {
         ExitCode::SUCCESS

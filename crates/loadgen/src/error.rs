@@ -15,8 +15,10 @@ pub enum LoadError {
         source: Cause,
     },
 
-    #[error("https is not supported yet; use http://")]
-    HttpsUnsupported,
+    /// TLS could not be set up, or the check before the run could not complete a handshake: the
+    /// sentence says why and what to do.
+    #[error("{0}")]
+    Tls(String),
 
     #[error("cannot resolve host `{host}`: {source}; check the host name or use an IP address")]
     Resolve {
@@ -67,6 +69,38 @@ pub enum LoadError {
 
     #[error("cannot start the load generator: a worker thread panicked")]
     WorkerPanicked,
+
+    /// `--hdr-log`: the file could not be created (before the run: nothing was measured) or
+    /// written (after it: `measured` holds the report, for the caller to print and write before
+    /// it fails; [`LoadError::take_measured`]).
+    #[error(
+        "cannot write the latency log (--hdr-log) to {path}: {source}; check that the directory exists and is writable"
+    )]
+    HdrLog {
+        path: String,
+        #[source]
+        source: std::io::Error,
+        measured: Option<Box<crate::LoadReport>>,
+    },
+}
+
+impl LoadError {
+    /// What the run measured before this error, if it got that far (only the `--hdr-log` file
+    /// failed); the error keeps its sentence.
+    pub fn take_measured(&mut self) -> Option<crate::LoadReport> {
+        match self {
+            LoadError::HdrLog { measured, .. } => measured.take().map(|report| *report),
+            _ => None,
+        }
+    }
+
+    /// The `--hdr-log` error after the run, holding what it measured.
+    pub(crate) fn with_measured(mut self, report: crate::LoadReport) -> LoadError {
+        if let LoadError::HdrLog { measured, .. } = &mut self {
+            *measured = Some(Box::new(report));
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -96,9 +130,12 @@ mod tests {
         let e = Target::parse("ftp://127.0.0.1/").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "bad URL `ftp://127.0.0.1/`: scheme `ftp` is not http; use a URL like http://127.0.0.1:8080/path"
+            "bad URL `ftp://127.0.0.1/`: scheme `ftp` is not http or https; use a URL like http://127.0.0.1:8080/path"
         );
-        assert_eq!(e.source().unwrap().to_string(), "scheme `ftp` is not http");
+        assert_eq!(
+            e.source().unwrap().to_string(),
+            "scheme `ftp` is not http or https"
+        );
     }
 
     #[test]

@@ -9,27 +9,17 @@ use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::classify::{Phase, io_error};
+use crate::plan::RunPlan;
+use crate::protocol::{Answer, Failure, Protocol};
 use crate::report::ErrorKind;
+use crate::tls::Handshake;
+use crate::transport::Stream;
 
 /// Read buffer of a connection; grows (once, up to MAX_HEAD) only for huge response heads.
 const READ_BUF: usize = 16 * 1024;
 const MAX_HEAD: usize = 256 * 1024;
 const MAX_HEADERS: usize = 64;
-
-/// How a request failed on a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Failure {
-    /// A reused keep-alive connection was closed before any byte of the answer: the server
-    /// dropped an idle connection, so the request may be retried on a new one.
-    Stale,
-    Kind(ErrorKind),
-}
-
-impl From<ErrorKind> for Failure {
-    fn from(kind: ErrorKind) -> Failure {
-        Failure::Kind(kind)
-    }
-}
 
 /// The parts of a response the generator needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +27,15 @@ pub(crate) struct Response {
     pub status: u16,
     /// The connection may carry another request.
     pub keep_alive: bool,
+}
+
+impl From<Response> for Answer {
+    fn from(r: Response) -> Answer {
+        Answer {
+            status: r.status,
+            keep_alive: r.keep_alive,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +47,7 @@ enum Framing {
 }
 
 pub(crate) struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -56,28 +55,89 @@ pub(crate) struct Connection {
     pub bytes_read: u64,
     /// Complete responses received on this connection.
     pub responses: u64,
+    /// Bytes of the request an eager open already sent; the next exchange sends the rest.
+    presend: Option<usize>,
+    handshake: Option<Handshake>,
+}
+
+impl Protocol for Connection {
+    type Spare = Vec<u8>;
+
+    async fn open(
+        plan: &RunPlan,
+        spare: &mut Option<Vec<u8>>,
+        eager: bool,
+    ) -> Result<(Connection, Instant), ErrorKind> {
+        let buf = spare.take().unwrap_or_else(Connection::new_buffer);
+        // Over TLS the request waits for the handshake: no eager send.
+        if eager && plan.tls.is_none() {
+            let request = plan.template.encoded();
+            let (mut conn, connected_at, sent) =
+                Connection::open_and_send(plan.addr, buf, request).await?;
+            conn.presend = Some(sent);
+            Ok((conn, connected_at))
+        } else {
+            let opened = crate::transport::connect(plan).await?;
+            let connected_at = opened.connected_at;
+            let mut conn = Connection::with_stream(opened.stream, buf);
+            conn.handshake = opened.handshake;
+            Ok((conn, connected_at))
+        }
+    }
+
+    fn handshake(&self) -> Option<Handshake> {
+        self.handshake
+    }
+
+    #[inline]
+    async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure> {
+        let (request, head) = (plan.template.encoded(), plan.template.is_head());
+        match self.presend.take() {
+            Some(sent) => self
+                .finish_request(&request[sent..], head)
+                .await
+                .map(Answer::from)
+                .map_err(Failure::Kind),
+            None => self.roundtrip(request, head).await.map(Answer::from),
+        }
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.bytes_read
+    }
+
+    fn responses(&self) -> u64 {
+        self.responses
+    }
+
+    fn close(self, spare: &mut Option<Vec<u8>>) {
+        *spare = Some(self.into_buffer());
+    }
 }
 
 impl Connection {
+    #[cfg(test)]
     pub async fn open(addr: SocketAddr) -> Result<Connection, ErrorKind> {
-        Connection::open_with_buffer(addr, vec![0; READ_BUF]).await
-    }
-
-    /// Open with a read buffer left by an earlier connection (`--no-keepalive` reuses one).
-    pub async fn open_with_buffer(addr: SocketAddr, buf: Vec<u8>) -> Result<Connection, ErrorKind> {
         let stream = TcpStream::connect(addr)
             .await
             .map_err(|e| connect_error_kind(&e))?;
-        // Requests are small and latency-bound: never wait for Nagle.
         let _ = stream.set_nodelay(true);
-        Ok(Connection {
+        Ok(Connection::with_stream(Stream::Tcp(stream), Connection::new_buffer()))
+    }
+
+    /// A connection on `stream`, reading into `buf` (one an earlier connection left, so
+    /// `--no-keepalive` allocates nothing per request).
+    fn with_stream(stream: Stream, buf: Vec<u8>) -> Connection {
+        Connection {
             stream,
             buf,
             start: 0,
             end: 0,
             bytes_read: 0,
             responses: 0,
-        })
+            presend: None,
+            handshake: None,
+        }
     }
 
     /// `--no-keepalive`: open a connection and send `request` on it. On loopback (and wherever the
@@ -114,15 +174,7 @@ impl Connection {
                 (0, Instant::now())
             }
         };
-        let conn = Connection {
-            stream,
-            buf,
-            start: 0,
-            end: 0,
-            bytes_read: 0,
-            responses: 0,
-        };
-        Ok((conn, connected_at, sent))
+        Ok((Connection::with_stream(Stream::Tcp(stream), buf), connected_at, sent))
     }
 
     /// Close the connection and keep its read buffer for the next one.
@@ -168,7 +220,7 @@ impl Connection {
     ) -> Result<Response, ErrorKind> {
         if !unsent.is_empty() {
             // The request goes out in more than one segment: never let Nagle hold the last one.
-            let _ = self.stream.set_nodelay(true);
+            self.stream.set_nodelay();
             self.stream
                 .write_all(unsent)
                 .await
@@ -370,23 +422,11 @@ fn last_token_is(value: &[u8], token: &[u8]) -> bool {
 }
 
 fn connect_error_kind(e: &io::Error) -> ErrorKind {
-    match e.kind() {
-        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-        io::ErrorKind::TimedOut => ErrorKind::ConnectTimeout,
-        _ => io_error_kind(e),
-    }
+    io_error(e, Phase::Connect)
 }
 
-pub(crate) fn io_error_kind(e: &io::Error) -> ErrorKind {
-    match e.kind() {
-        io::ErrorKind::ConnectionReset
-        | io::ErrorKind::ConnectionAborted
-        | io::ErrorKind::BrokenPipe
-        | io::ErrorKind::UnexpectedEof => ErrorKind::Reset,
-        io::ErrorKind::TimedOut => ErrorKind::ReadTimeout,
-        io::ErrorKind::ConnectionRefused => ErrorKind::ConnectRefused,
-        _ => ErrorKind::Other,
-    }
+fn io_error_kind(e: &io::Error) -> ErrorKind {
+    io_error(e, Phase::Exchange)
 }
 
 /// Parse one response from `bytes` the way the hot path does (for benches and unit tests):

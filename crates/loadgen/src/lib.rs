@@ -6,9 +6,11 @@
 //! - One single-threaded tokio runtime per worker thread, each owning its connections (one task
 //!   per connection, no pool) and its own HDR histograms, so the request loop takes no lock;
 //!   histograms are merged once per interval.
-//! - Two HTTP/1.1 engines ([`Engine`]): the built-in client (the default: the request encoded
-//!   once, each response parsed in place with httparse, nothing allocated per request) and
-//!   hyper's client connection (`Engine::Hyper`, an independent implementation to compare with).
+//! - One request loop (request_loop.rs) owns pacing, timing, recording, error counting (one
+//!   classifier, classify.rs) and reconnects; the engines plug into it as a [`protocol`] each:
+//!   the built-in HTTP/1.1 client (the default: the request encoded once, each response parsed in
+//!   place with httparse, nothing allocated per request) and hyper's client connection
+//!   (`Engine::Hyper`, an independent implementation to compare with).
 //! - [`run`] returns a [`LoadReport`] (serde) with percentiles, timeline, errors by kind,
 //!   status codes and the client's own CPU use; [`printer`] renders it like wrk.
 //!
@@ -19,7 +21,7 @@ mod report;
 
 pub use report::{
     ClientCpu, ConfigEcho, Engine, ErrorKind, LatencySummary, LoadReport, SpectrumPoint,
-    TimelineEntry,
+    TimelineEntry, TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -28,22 +30,29 @@ macro_rules! engine {
 }
 
 engine! {
+    mod classify;
     pub mod cli;
-    mod client;
     mod error;
+    mod hdr_log;
     mod http1;
     mod hyper_client;
     mod pacer;
+    mod plan;
     pub mod printer;
     mod progress;
+    mod protocol;
     mod request;
+    mod request_loop;
     mod run;
     mod stats;
     mod sys;
+    mod tls;
+    mod transport;
 
     pub use error::LoadError;
     pub use progress::Progress;
     pub use request::{RequestTemplate, Target};
+    pub use tls::TlsOptions;
     pub use run::{LoadConfig, run, run_with_progress};
     pub use sys::{FD_OVERHEAD, ensure_fd_limit, monotonic_ns, pin_current_thread_to};
 

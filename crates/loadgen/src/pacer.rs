@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-use crate::client::RunPlan;
+use crate::plan::RunPlan;
 
 /// Send times closer than this share one wakeup, so each request goes out less than this (plus
 /// the machine's wakeup latency, 80-170 µs on the VMs measured here) after its intended time.

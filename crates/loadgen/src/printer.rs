@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use crate::{LatencySummary, LoadReport};
+use crate::{ErrorKind, LatencySummary, LoadReport};
 
 /// Print `report` as text. Write errors (a closed pipe) are ignored: the JSON file is the record.
 pub fn print_text(report: &LoadReport, out: &mut impl Write) {
@@ -43,6 +43,14 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
     if let Some(connect) = &r.connect_latency_us {
         latency_block(out, "Connect", connect)?;
     }
+    if let Some(tls) = r.tls.as_ref().filter(|t| t.handshakes > 0) {
+        latency_block(out, "TLS", &tls.handshake_us)?;
+        writeln!(
+            out,
+            "  {} TLS handshakes, {} of them resumed",
+            tls.handshakes, tls.resumed
+        )?;
+    }
     writeln!(out)?;
     writeln!(
         out,
@@ -74,6 +82,13 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
             .map(|(kind, n)| format!("{kind} {n}"))
             .collect();
         writeln!(out, "  Errors: {} ({})", r.errors, kinds.join(", "))?;
+        for kind in ErrorKind::ALL {
+            if let Some(hint) = kind.hint()
+                && r.errors_by_kind.get(kind.name()).is_some_and(|n| *n > 0)
+            {
+                writeln!(out, "  {}: {hint}", kind.name())?;
+            }
+        }
     }
     writeln!(out, "Requests/sec: {:>10.2}", r.throughput_rps)?;
     writeln!(

@@ -31,17 +31,27 @@ pub enum ErrorKind {
     ProtocolError,
     /// A complete response whose status was not 2xx.
     Non2xx,
+    /// connect() found no local port free for this destination (EADDRNOTAVAIL): the ephemeral
+    /// port range is used up, by open connections and TIME_WAIT.
+    NoLocalPort,
+    /// The process or the system ran out of file descriptors (EMFILE, ENFILE).
+    TooManyOpenFiles,
+    /// The TLS handshake failed (a certificate refused, an alert from the server).
+    TlsHandshake,
     Other,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Reset,
         ErrorKind::ReadTimeout,
         ErrorKind::ProtocolError,
         ErrorKind::Non2xx,
+        ErrorKind::NoLocalPort,
+        ErrorKind::TooManyOpenFiles,
+        ErrorKind::TlsHandshake,
         ErrorKind::Other,
     ];
 
@@ -53,13 +63,39 @@ impl ErrorKind {
             ErrorKind::ReadTimeout => "read_timeout",
             ErrorKind::ProtocolError => "protocol_error",
             ErrorKind::Non2xx => "non_2xx",
+            ErrorKind::NoLocalPort => "no_local_port",
+            ErrorKind::TooManyOpenFiles => "too_many_open_files",
+            ErrorKind::TlsHandshake => "tls_handshake",
             ErrorKind::Other => "other",
+        }
+    }
+
+    /// What to do about it, for the kinds whose name alone does not say.
+    pub fn hint(self) -> Option<&'static str> {
+        match self {
+            ErrorKind::NoLocalPort => Some(
+                "no local port was free for a new connection: the ephemeral port range is used up by open connections and TIME_WAIT; widen net.ipv4.ip_local_port_range, use keep-alive, or fewer connections",
+            ),
+            ErrorKind::TooManyOpenFiles => Some(
+                "the client ran out of file descriptors: raise its open-file limit (ulimit -n) or use fewer connections",
+            ),
+            _ => None,
         }
     }
 
     pub fn index(self) -> usize {
         self as usize
     }
+}
+
+/// The TLS handshakes of a run's connections opened in the measured window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct TlsSummary {
+    pub handshakes: u64,
+    /// Of them, those that resumed an earlier session (no certificate, fewer round trips).
+    pub resumed: u64,
+    /// How long each took, from the TCP connection to the first byte it can carry (µs).
+    pub handshake_us: LatencySummary,
 }
 
 /// Latency percentiles in microseconds.
@@ -219,6 +255,9 @@ pub struct LoadReport {
     pub connect_latency_us: Option<LatencySummary>,
     /// TCP connections opened during the measured window.
     pub connections_opened: u64,
+    /// https: the TLS handshakes of the connections opened in the window.
+    #[serde(default)]
+    pub tls: Option<TlsSummary>,
     /// Keep-alive connections the server closed while they were idle (found when the next
     /// request met EOF or a reset before any byte of its answer; that request is sent again on a
     /// new connection after the slot's reconnect backoff).

@@ -22,6 +22,8 @@ pub struct Target {
     pub authority: String,
     /// Origin-form request target (`/path?query`).
     pub path_and_query: String,
+    /// https: the host name TLS sends (SNI) and checks the certificate against.
+    pub tls_host: Option<String>,
 }
 
 impl Target {
@@ -31,18 +33,22 @@ impl Target {
             source,
         };
         let uri = url.parse::<Uri>().map_err(|e| bad(e.into()))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => return Err(LoadError::HttpsUnsupported),
-            Some(other) => return Err(bad(format!("scheme `{other}` is not http").into())),
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            Some(other) => {
+                return Err(bad(format!("scheme `{other}` is not http or https").into()));
+            }
             None => return Err(bad("missing scheme".into())),
-        }
+        };
         let authority = uri.authority().ok_or_else(|| bad("missing host".into()))?;
         let host = authority.host();
         if host.is_empty() {
             return Err(bad("missing host".into()));
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority
+            .port_u16()
+            .unwrap_or(if https { 443 } else { 80 });
         // Brackets stay on IPv6 literals in the Host header but not for resolution.
         let bare_host = host.trim_start_matches('[').trim_end_matches(']');
         let addr = (bare_host, port)
@@ -65,6 +71,7 @@ impl Target {
             addr,
             authority: authority.as_str().to_string(),
             path_and_query,
+            tls_host: https.then(|| bare_host.to_string()),
         })
     }
 }
@@ -207,11 +214,10 @@ mod tests {
     }
 
     #[test]
-    fn refuses_https_and_garbage() {
-        assert!(matches!(
-            Target::parse("https://127.0.0.1/"),
-            Err(LoadError::HttpsUnsupported)
-        ));
+    fn https_goes_to_443_with_its_host_for_tls_and_garbage_is_refused() {
+        let t = Target::parse("https://127.0.0.1/").unwrap();
+        assert_eq!((t.addr.port(), t.tls_host.as_deref()), (443, Some("127.0.0.1")));
+        assert_eq!(Target::parse("http://127.0.0.1/").unwrap().tls_host, None);
         assert!(matches!(
             Target::parse("127.0.0.1:80"),
             Err(LoadError::BadUrl { .. })

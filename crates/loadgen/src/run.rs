@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
-use crate::client;
+use crate::{plan, request_loop};
 use crate::error::LoadError;
 use crate::progress::Progress;
 use crate::report::{self, ClientCpu, ConfigEcho, Engine, ErrorKind, LatencySummary, LoadReport};
@@ -48,6 +48,10 @@ pub struct LoadConfig {
     pub interval: Duration,
     /// HTTP/1.1 client implementation.
     pub engine: Engine,
+    /// Also write each interval's latency here as an HdrHistogram interval log (`--hdr-log`).
+    pub hdr_log: Option<std::path::PathBuf>,
+    /// https: trusted CAs, client certificate, resumption, SNI.
+    pub tls: crate::tls::TlsOptions,
 }
 
 impl Default for LoadConfig {
@@ -69,6 +73,11 @@ impl Default for LoadConfig {
             ramp_up: Duration::ZERO,
             interval: Duration::from_secs(1),
             engine: Engine::Builtin,
+            hdr_log: None,
+            tls: crate::tls::TlsOptions {
+                resumption: true,
+                ..Default::default()
+            },
         }
     }
 }
@@ -163,17 +172,30 @@ pub fn run_with_progress(
         config.keepalive,
     )?;
     sys::ensure_fd_limit(config.connections)?;
-    preflight(&target, config.timeout)?;
+    let tls = match &target.tls_host {
+        Some(host) => Some(crate::tls::Tls::new(&config.tls, host, &[b"http/1.1"])?),
+        None => None,
+    };
+    preflight(&target, config.timeout, tls.as_ref(), &config.tls)?;
+
+    let hdr_log = config
+        .hdr_log
+        .as_deref()
+        .map(crate::hdr_log::HdrLogFile::create)
+        .transpose()?;
 
     let threads = config.threads.min(config.connections);
     progress.init(threads);
     let run_start = Instant::now();
+    // The same instant on the wall clock: the HdrHistogram log's StartTime.
+    let measure_start_wall =
+        std::time::SystemTime::now() - run_start.elapsed() + config.ramp_up + config.warmup;
     let measure_start = run_start + config.ramp_up + config.warmup;
     // Instant is CLOCK_MONOTONIC: the same instant in ns, for watchers on the kernel's clock.
     let measure_start_ns = sys::monotonic_ns() - run_start.elapsed().as_nanos() as u64
         + (config.ramp_up + config.warmup).as_nanos() as u64;
     progress.set_measure_start_ns(measure_start_ns);
-    let plan = Arc::new(client::RunPlan {
+    let plan = Arc::new(plan::RunPlan {
         template,
         engine: config.engine,
         addr: target.addr,
@@ -195,6 +217,7 @@ pub fn run_with_progress(
         rate: config.rate,
         ramp_up: config.ramp_up,
         stop,
+        tls,
     });
 
     let (tx, rx) = std::sync::mpsc::channel();
@@ -218,6 +241,9 @@ pub fn run_with_progress(
     drop(tx);
 
     let mut collector = stats::Collector::new(threads, config.interval);
+    if hdr_log.is_some() {
+        collector.interval_latency = Some(Default::default());
+    }
     // Ends when every worker has dropped its sender, i.e. finished.
     for flush in rx {
         collector.add(flush);
@@ -239,8 +265,9 @@ pub fn run_with_progress(
     };
     let window = end.saturating_duration_since(measure_start);
     collector.finish(window);
+    let interval_latency = collector.interval_latency.take();
 
-    Ok(build_report(
+    let report = build_report(
         config,
         threads,
         measure_start_ns,
@@ -248,25 +275,89 @@ pub fn run_with_progress(
         &totals,
         window,
         stopped_early,
-    ))
+    );
+    if let (Some(log), Some(latency)) = (hdr_log, interval_latency)
+        && let Err(e) = log.write(
+            &latency,
+            measure_start_wall,
+            config.interval,
+            window,
+            report.timeline.len(),
+        )
+    {
+        // The error carries the report back: nothing measured is lost.
+        return Err(e.with_measured(report));
+    }
+    Ok(report)
 }
 
-/// Refuse a closed port before starting hundreds of connections to it.
-fn preflight(target: &Target, timeout: Duration) -> Result<(), LoadError> {
-    match std::net::TcpStream::connect_timeout(&target.addr, timeout) {
-        Ok(_) => Ok(()),
+/// A single-threaded tokio runtime (each worker's, and the check before the run's).
+fn current_thread_runtime() -> Result<tokio::runtime::Runtime, LoadError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| LoadError::Runtime {
+            what: "cannot build the tokio runtime",
+            source,
+        })
+}
+
+/// Refuse a closed port before starting hundreds of connections to it, and, for https, a TLS
+/// handshake that fails (an untrusted certificate, a wrong name, plain HTTP on the port): one
+/// sentence with the fix, before the run, not thousands of errors in it.
+fn preflight(
+    target: &Target,
+    timeout: Duration,
+    tls: Option<&crate::tls::Tls>,
+    opts: &crate::tls::TlsOptions,
+) -> Result<(), LoadError> {
+    let stream = match std::net::TcpStream::connect_timeout(&target.addr, timeout) {
+        Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Err(LoadError::PortClosed { addr: target.addr })
+            return Err(LoadError::PortClosed { addr: target.addr });
         }
-        Err(source) => Err(LoadError::Connect {
+        Err(source) => {
+            return Err(LoadError::Connect {
+                addr: target.addr,
+                source,
+            });
+        }
+    };
+    let Some(tls) = tls else {
+        return Ok(());
+    };
+    let runtime = current_thread_runtime()?;
+    let name = opts
+        .sni
+        .clone()
+        .or_else(|| target.tls_host.clone())
+        .unwrap_or_default();
+    runtime.block_on(async {
+        stream.set_nonblocking(true).map_err(|source| LoadError::Connect {
             addr: target.addr,
             source,
-        }),
-    }
+        })?;
+        let tcp = tokio::net::TcpStream::from_std(stream).map_err(|source| LoadError::Connect {
+            addr: target.addr,
+            source,
+        })?;
+        match tokio::time::timeout(timeout, tls.connect(tcp)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(LoadError::Tls(format!(
+                "{}: {}",
+                target.addr,
+                crate::tls::explain(&e, &name)
+            ))),
+            Err(_) => Err(LoadError::Tls(format!(
+                "{}: no TLS handshake within --timeout: check that the server speaks TLS on this port",
+                target.addr
+            ))),
+        }
+    })
 }
 
 fn worker_thread(
-    plan: Arc<client::RunPlan>,
+    plan: Arc<plan::RunPlan>,
     thread: usize,
     connection_indices: Vec<usize>,
     cpu: Option<usize>,
@@ -279,13 +370,7 @@ fn worker_thread(
             LoadError::InvalidOption(format!("cannot pin a worker thread to CPU {cpu} ({e}); pick CPUs from `nproc`/taskset in --cpus"))
         })?;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| LoadError::Runtime {
-            what: "cannot build the tokio runtime",
-            source,
-        })?;
+    let runtime = current_thread_runtime()?;
     let recorder = std::rc::Rc::new(std::cell::RefCell::new(stats::ThreadRecorder::new(
         thread,
         plan.measure_start,
@@ -297,7 +382,7 @@ fn worker_thread(
     let local = tokio::task::LocalSet::new();
     local.block_on(
         &runtime,
-        client::run_thread_connections(plan.clone(), recorder.clone(), connection_indices),
+        request_loop::run_thread_connections(plan.clone(), recorder.clone(), connection_indices),
     );
     drop(local);
     let mut recorder = std::rc::Rc::try_unwrap(recorder)
@@ -326,6 +411,7 @@ fn build_report(
         errors_by_kind.insert(kind.name().to_string(), 0);
     }
     let mut connect = stats::new_histogram();
+    let mut tls_latency = stats::new_histogram();
     let mut user_ns = 0u64;
     let mut sys_ns = 0u64;
     let mut max_thread_utilization = 0.0f64;
@@ -342,6 +428,9 @@ fn build_report(
         }
         connect
             .add(&t.connect_latency)
+            .expect("same histogram bounds");
+        tls_latency
+            .add(&t.tls_latency)
             .expect("same histogram bounds");
         user_ns += t.cpu.user.as_nanos() as u64;
         sys_ns += t.cpu.sys.as_nanos() as u64;
@@ -377,6 +466,11 @@ fn build_report(
         latency_us: LatencySummary::from_histogram(&collector.latency),
         connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
         connections_opened: sum(|t| t.connections_opened),
+        tls: config.url.starts_with("https:").then(|| report::TlsSummary {
+            handshakes: sum(|t| t.tls_handshakes),
+            resumed: sum(|t| t.tls_resumed),
+            handshake_us: LatencySummary::from_histogram(&tls_latency),
+        }),
         idle_closed_by_server: sum(|t| t.closed_idle),
         spectrum: report::spectrum(&collector.latency),
         timeline: collector.timeline,

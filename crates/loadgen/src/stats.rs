@@ -56,6 +56,10 @@ pub(crate) struct ThreadTotals {
     pub status_codes: Vec<u64>,
     pub errors_by_kind: [u64; ErrorKind::ALL.len()],
     pub connect_latency: Histogram<u64>,
+    /// https: handshakes of the connections opened in the window, those resumed, their times.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
+    pub tls_latency: Histogram<u64>,
     pub cpu: CpuTime,
     pub cpu_wall: Duration,
     pub end: Instant,
@@ -113,6 +117,9 @@ impl ThreadRecorder {
                 status_codes: vec![0; STATUS_SLOTS],
                 errors_by_kind: [0; ErrorKind::ALL.len()],
                 connect_latency: new_histogram(),
+                tls_handshakes: 0,
+                tls_resumed: 0,
+                tls_latency: new_histogram(),
                 cpu: CpuTime::default(),
                 cpu_wall: Duration::ZERO,
                 end: measure_start,
@@ -194,6 +201,18 @@ impl ThreadRecorder {
             self.totals
                 .connect_latency
                 .saturating_record(micros(took).max(1));
+        }
+    }
+
+    /// A TLS handshake done for a connection opened at `start`.
+    #[inline]
+    pub fn tls_handshake(&mut self, start: Instant, h: crate::tls::Handshake) {
+        if start >= self.measure_start {
+            self.totals.tls_handshakes += 1;
+            self.totals.tls_resumed += u64::from(h.resumed);
+            self.totals
+                .tls_latency
+                .saturating_record(micros(h.took).max(1));
         }
     }
 
@@ -287,6 +306,8 @@ pub(crate) struct Collector {
     pending: BTreeMap<u64, IntervalAccum>,
     pub timeline: Vec<TimelineEntry>,
     pub latency: Histogram<u64>,
+    /// Each interval's histogram, kept for `--hdr-log` when it is Some.
+    pub interval_latency: Option<crate::hdr_log::IntervalLatency>,
 }
 
 impl Collector {
@@ -297,6 +318,7 @@ impl Collector {
             pending: BTreeMap::new(),
             timeline: Vec::new(),
             latency: new_histogram(),
+            interval_latency: None,
         }
     }
 
@@ -331,6 +353,9 @@ impl Collector {
         let entry = self.entry(index, &acc);
         self.timeline.push(entry);
         if let Some(h) = acc.latency {
+            if let Some(kept) = &mut self.interval_latency {
+                kept.keep(index, &h);
+            }
             self.latency.add(&h).expect("same histogram bounds");
         }
     }

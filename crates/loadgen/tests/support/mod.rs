@@ -31,6 +31,9 @@ pub enum Behaviour {
     Garbage,
     /// Reads requests and never answers.
     Silent,
+    /// 200s on a kept-alive connection, then, after the `n`th answer, closes it without a word
+    /// (no `Connection: close`), as a server timing out idle connections does.
+    CloseAfter(u64),
 }
 
 /// Counters kept by the server, the independent source the tests compare with.
@@ -134,6 +137,7 @@ async fn serve(
     let mut buf = vec![0u8; 16 * 1024];
     let mut filled = 0usize;
     let mut first = true;
+    let mut answered = 0u64;
     loop {
         // Read one request: headers up to the blank line, then Content-Length bytes of body.
         let (head_end, body_len) = loop {
@@ -216,6 +220,14 @@ async fn serve(
                 let mut sink = [0u8; 1024];
                 while stream.read(&mut sink).await? > 0 {}
                 return Ok(());
+            }
+            Behaviour::CloseAfter(n) => {
+                answered += 1;
+                if answered == n {
+                    stream.write_all(OK).await?;
+                    return Ok(()); // Dropping the stream closes it.
+                }
+                OK
             }
         };
         stream.write_all(response).await?;

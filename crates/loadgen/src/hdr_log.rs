@@ -1,0 +1,200 @@
+//! `--hdr-log FILE`: the latency of each interval of the measured window as an HdrHistogram
+//! interval log, the format of HdrHistogram's own `HistogramLogWriter` (StartTime and BaseTime
+//! headers, a legend, then one line per interval with a V2 compressed histogram in base64), which
+//! HdrHistogram's tools read and add up (Java's `HistogramLogReader` and
+//! `HistogramLogProcessor`, the hdrhistogram crate's `IntervalLogIterator`): the logs of several
+//! clients merge without loss, where their percentiles cannot be averaged.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, IntervalLogWriterError};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+
+use crate::error::LoadError;
+
+/// The legend Java's `HistogramLogWriter` puts after the headers (its reader and the crate's skip
+/// it); the crate's writer has none.
+const LEGEND: &str =
+    r#""StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram""#;
+
+/// The merged latency histogram (µs) of each interval, kept until the run ends as it will go
+/// into the log, V2 compressed: a few KB per interval (4 KB for 50,000 latencies spread evenly
+/// over 100 µs-100 ms) where the histogram itself takes ~190 KB, so an hour of 1 s intervals
+/// keeps about 15 MB at most.
+#[derive(Default)]
+pub(crate) struct IntervalLatency {
+    serializer: V2DeflateSerializer,
+    /// (interval index, compressed histogram), in index order.
+    kept: Vec<(u64, Vec<u8>)>,
+}
+
+impl IntervalLatency {
+    pub fn keep(&mut self, index: u64, latency: &Histogram<u64>) {
+        let mut compressed = Vec::new();
+        self.serializer
+            .serialize(latency, &mut compressed)
+            .expect("a histogram serializes into memory");
+        self.kept.push((index, compressed));
+    }
+}
+
+/// The log file: created before the load starts, so that a path that cannot be written stops the
+/// run before anything is measured, and written once when it ends. A regular file is removed
+/// again if the run fails before (or while) it is written: no empty or half log is left behind.
+pub(crate) struct HdrLogFile {
+    path: PathBuf,
+    file: Option<File>,
+    /// Not a device or a pipe (/dev/stdout, /dev/full), which must stay.
+    remove_unless_written: bool,
+}
+
+impl HdrLogFile {
+    pub fn create(path: &Path) -> Result<HdrLogFile, LoadError> {
+        let file = File::create(path).map_err(|source| LoadError::HdrLog {
+            path: path.display().to_string(),
+            source,
+            measured: None,
+        })?;
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        Ok(HdrLogFile {
+            path: path.to_path_buf(),
+            file: Some(file),
+            remove_unless_written: regular,
+        })
+    }
+
+    /// One histogram per interval, `intervals` of them (the timeline's length), the first
+    /// starting at `measure_start` (StartTime and BaseTime: interval timestamps are seconds since
+    /// the measured window began); intervals without an answer get an empty histogram.
+    pub fn write(
+        mut self,
+        latency: &IntervalLatency,
+        measure_start: SystemTime,
+        interval: Duration,
+        window: Duration,
+        intervals: usize,
+    ) -> Result<(), LoadError> {
+        let file = self.file.take().expect("written once");
+        let mut out = BufWriter::new(file);
+        write_log(&mut out, latency, measure_start, interval, window, intervals)
+            .map_err(|source| LoadError::HdrLog {
+                path: self.path.display().to_string(),
+                source,
+                measured: None,
+            })?;
+        self.remove_unless_written = false;
+        Ok(())
+    }
+}
+
+impl Drop for HdrLogFile {
+    fn drop(&mut self) {
+        if self.remove_unless_written {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn write_log(
+    out: &mut impl Write,
+    latency: &IntervalLatency,
+    measure_start: SystemTime,
+    interval: Duration,
+    window: Duration,
+    intervals: usize,
+) -> io::Result<()> {
+    let mut serializer = V2DeflateSerializer::new();
+    IntervalLogWriterBuilder::new()
+        .add_comment("[Histogram log format version 1.3]")
+        .add_comment(&format!(
+            "[srvprof latency log: values in microseconds (us), one histogram per {interval:?} \
+             interval of the measured window, from each request's send time (open loop: its \
+             intended send time) to its complete answer]"
+        ))
+        .with_start_time(measure_start)
+        .with_base_time(measure_start)
+        .begin_log_with(out, &mut serializer)?;
+    writeln!(out, "{LEGEND}")?;
+    // A builder without headers writes nothing: this one only writes the intervals.
+    let mut log = IntervalLogWriterBuilder::new().begin_log_with(out, &mut serializer)?;
+
+    let intervals = (intervals as u64).max(latency.kept.last().map_or(0, |(i, _)| i + 1));
+    let empty = crate::stats::new_histogram();
+    let mut deserializer = Deserializer::new();
+    let mut kept = latency.kept.iter().peekable();
+    for index in 0..intervals {
+        let start = interval * index as u32;
+        // The last interval ends with the window, as in the timeline.
+        let length = window
+            .checked_sub(start)
+            .filter(|rest| !rest.is_zero())
+            .map_or(interval, |rest| rest.min(interval));
+        let decoded;
+        let histogram = match kept.next_if(|(i, _)| *i == index) {
+            Some((_, compressed)) => {
+                decoded = deserializer
+                    .deserialize::<u64, _>(&mut compressed.as_slice())
+                    .map_err(io::Error::other)?;
+                &decoded
+            }
+            None => &empty,
+        };
+        log.write_histogram(histogram, start, length, None)
+            .map_err(|e| match e {
+                IntervalLogWriterError::IoError(e) => e,
+                IntervalLogWriterError::SerializeError(e) => io::Error::other(e),
+            })?;
+    }
+    drop(log);
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    use super::*;
+
+    #[test]
+    fn an_interval_without_answers_is_empty_and_the_last_ends_with_the_window() {
+        let mut latency = IntervalLatency::default();
+        let mut h = crate::stats::new_histogram();
+        h.record(1_500).unwrap();
+        latency.keep(0, &h);
+        h.record(90_000).unwrap();
+        latency.keep(2, &h);
+        let start = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_000_000_250);
+        let mut out = Vec::new();
+        let second = Duration::from_secs(1);
+        write_log(&mut out, &latency, start, second, Duration::from_millis(2_500), 3).unwrap();
+
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert_eq!(text.lines().count(), 2 + 2 + 1 + 3, "{text}");
+        assert!(text.contains("values in microseconds"), "{text}");
+        assert!(text.contains(&format!("\n{LEGEND}\n")), "{text}");
+        let mut intervals = Vec::new();
+        for entry in IntervalLogIterator::new(&out) {
+            match entry.unwrap() {
+                LogEntry::StartTime(t) | LogEntry::BaseTime(t) => {
+                    assert_eq!(t, Duration::from_millis(1_795_000_000_250))
+                }
+                LogEntry::Interval(i) => {
+                    intervals.push((i.start_timestamp(), i.duration(), i.max()));
+                }
+            }
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(
+            intervals,
+            [
+                (ms(0), second, 1_500.0),
+                (ms(1_000), second, 0.0),
+                (ms(2_000), ms(500), h.max() as f64),
+            ]
+        );
+    }
+}

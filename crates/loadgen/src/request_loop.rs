@@ -1,0 +1,291 @@
+//! The request loop, one for every engine: one task per connection slot, each on its worker
+//! thread's single-threaded runtime, sharing that thread's recorder without locks. The loop owns
+//! pacing, timeouts, recording, error counting and reconnects; the engine ([`Protocol`]) only
+//! opens connections and carries requests on them.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::time::sleep_until;
+
+use crate::hyper_client::HyperConn;
+use crate::pacer::{Pacer, Schedule};
+use crate::plan::{Backoff, RunPlan, begin, pause};
+use crate::protocol::{Failure, Protocol};
+use crate::report::{Engine, ErrorKind};
+use crate::stats::ThreadRecorder;
+
+/// How a keep-alive connection ended.
+enum ConnEnd {
+    /// Open a new connection and go on.
+    Reconnect,
+    /// The run is over for this connection.
+    Done,
+}
+
+/// One connection slot, from its ramp-up to the end of the run.
+async fn connection(
+    plan: Arc<RunPlan>,
+    recorder: Rc<RefCell<ThreadRecorder>>,
+    schedule: Option<Rc<Schedule>>,
+    index: usize,
+) {
+    let ramp = plan
+        .ramp_up
+        .mul_f64(index as f64 / plan.connections.max(1) as f64);
+    let start_at = plan.run_start + ramp;
+    if start_at > Instant::now() {
+        sleep_until(start_at.into()).await;
+    }
+    let mut pacer = Pacer::new(&plan, index, start_at, schedule);
+    match plan.engine {
+        Engine::Builtin => slot::<crate::http1::Connection>(&plan, &recorder, &mut pacer, index).await,
+        Engine::Hyper => slot::<HyperConn>(&plan, &recorder, &mut pacer, index).await,
+    }
+}
+
+async fn slot<P: Protocol>(
+    plan: &RunPlan,
+    recorder: &RefCell<ThreadRecorder>,
+    pacer: &mut Pacer,
+    index: usize,
+) {
+    if plan.keepalive {
+        let mut backoff = Backoff::new(index);
+        while let ConnEnd::Reconnect =
+            keepalive_connection::<P>(plan, recorder, pacer, &mut backoff).await
+        {}
+    } else {
+        per_request_connections::<P>(plan, recorder, pacer).await
+    }
+}
+
+/// Open a connection, giving up when `timer` fires.
+async fn open<P: Protocol>(
+    plan: &RunPlan,
+    spare: &mut Option<P::Spare>,
+    eager: bool,
+    timer: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> Result<(P, Instant), ErrorKind> {
+    tokio::select! {
+        biased;
+        opened = P::open(plan, spare, eager) => opened,
+        _ = timer => Err(ErrorKind::ConnectTimeout),
+    }
+}
+
+/// One connection carrying requests back to back until it fails or the run ends.
+async fn keepalive_connection<P: Protocol>(
+    plan: &RunPlan,
+    recorder: &RefCell<ThreadRecorder>,
+    pacer: &mut Pacer,
+    backoff: &mut Backoff,
+) -> ConnEnd {
+    if plan.over(Instant::now()) {
+        return ConnEnd::Done;
+    }
+    // One timer per connection, pushed later for each request: extending a pending timer is
+    // lock-free in tokio, registering a new one per request is not.
+    let timer = sleep_until((Instant::now() + plan.timeout).into());
+    tokio::pin!(timer);
+    let connect_start = Instant::now();
+    let mut conn = match open::<P>(plan, &mut None, false, timer.as_mut()).await {
+        Ok((conn, connected_at)) => {
+            let mut rec = recorder.borrow_mut();
+            rec.connected(
+                connect_start,
+                connected_at.saturating_duration_since(connect_start),
+            );
+            if let Some(h) = conn.handshake() {
+                rec.tls_handshake(connect_start, h);
+            }
+            conn
+        }
+        Err(kind) => {
+            // A connection that cannot open is a request that could not be sent.
+            let start = pacer.wait().await.unwrap_or(connect_start);
+            let now = Instant::now();
+            if plan.over(now) || !begin(plan, recorder, start) {
+                return ConnEnd::Done;
+            }
+            let measured = start >= plan.measure_start;
+            recorder.borrow_mut().failure(measured, now, kind, 0);
+            pacer.advance();
+            pause(plan, now + backoff.after_failure(Duration::ZERO, 0)).await;
+            return ConnEnd::Reconnect;
+        }
+    };
+    let mut opened_at = Instant::now();
+    loop {
+        let intended = pacer.wait().await;
+        let now = Instant::now();
+        let start = intended.unwrap_or(now);
+        if plan.over(now) || !begin(plan, recorder, start) {
+            return ConnEnd::Done;
+        }
+        pacer.advance();
+        timer.as_mut().reset((now + plan.timeout).into());
+        let mut read_before = conn.bytes_read();
+        let mut outcome = tokio::select! {
+            biased;
+            outcome = conn.exchange(plan) => outcome,
+            _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
+        };
+        if outcome == Err(Failure::Stale) {
+            // The server had closed this idle connection: send the request once more on a new
+            // one, after the slot's backoff (a server shedding idle connections must not see
+            // them all replaced at once; the wait is part of this request's latency).
+            recorder.borrow_mut().closed_idle();
+            let wait = backoff.after_failure(opened_at.elapsed(), conn.responses());
+            if !pause(plan, Instant::now() + wait).await {
+                return ConnEnd::Done;
+            }
+            timer.as_mut().reset((Instant::now() + plan.timeout).into());
+            match open::<P>(plan, &mut None, false, timer.as_mut()).await {
+                Ok((fresh, _)) => {
+                    if let Some(h) = fresh.handshake() {
+                        recorder.borrow_mut().tls_handshake(start, h);
+                    }
+                    conn = fresh;
+                    opened_at = Instant::now();
+                    read_before = 0;
+                    outcome = tokio::select! {
+                        biased;
+                        outcome = conn.exchange(plan) => outcome,
+                        _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
+                    };
+                }
+                Err(kind) => outcome = Err(Failure::Kind(kind)),
+            }
+        }
+        let done = Instant::now();
+        let measured = start >= plan.measure_start;
+        let bytes = conn.bytes_read().saturating_sub(read_before);
+        match outcome {
+            Ok(answer) => {
+                recorder
+                    .borrow_mut()
+                    .response(measured, start, done, answer.status, bytes);
+                if !answer.keep_alive {
+                    return ConnEnd::Reconnect;
+                }
+            }
+            Err(failure) => {
+                let kind = failure.kind();
+                recorder.borrow_mut().failure(measured, done, kind, bytes);
+                // The client gave up on a slow answer (--timeout): the server refused nothing,
+                // so the next request goes at once, as -c asks.
+                if kind != ErrorKind::ReadTimeout {
+                    let wait = backoff.after_failure(opened_at.elapsed(), conn.responses());
+                    pause(plan, done + wait).await;
+                }
+                return ConnEnd::Reconnect;
+            }
+        }
+    }
+}
+
+/// `--no-keepalive`: a new connection for every request; connect time is part of latency.
+async fn per_request_connections<P: Protocol>(
+    plan: &RunPlan,
+    recorder: &RefCell<ThreadRecorder>,
+    pacer: &mut Pacer,
+) {
+    // Reused for every request (see keepalive_connection).
+    let timer = sleep_until((Instant::now() + plan.timeout).into());
+    tokio::pin!(timer);
+    let mut spare = None;
+    loop {
+        let intended = pacer.wait().await;
+        let now = Instant::now();
+        let start = intended.unwrap_or(now);
+        if plan.over(now) || !begin(plan, recorder, start) {
+            return;
+        }
+        pacer.advance();
+        timer.as_mut().reset((now + plan.timeout).into());
+        let (outcome, bytes) = match open::<P>(plan, &mut spare, true, timer.as_mut()).await {
+            Err(kind) => (Err(kind), 0),
+            Ok((mut conn, connected_at)) => {
+                {
+                    let mut rec = recorder.borrow_mut();
+                    rec.connected(start, connected_at.saturating_duration_since(now));
+                    if let Some(h) = conn.handshake() {
+                        rec.tls_handshake(start, h);
+                    }
+                }
+                let outcome = tokio::select! {
+                    biased;
+                    outcome = conn.exchange(plan) => outcome.map_err(Failure::kind),
+                    _ = timer.as_mut() => Err(ErrorKind::ReadTimeout),
+                };
+                let bytes = conn.bytes_read();
+                conn.close(&mut spare);
+                (outcome, bytes)
+            }
+        };
+        let done = Instant::now();
+        let measured = start >= plan.measure_start;
+        let mut rec = recorder.borrow_mut();
+        match outcome {
+            Ok(answer) => rec.response(measured, start, done, answer.status, bytes),
+            Err(kind) => rec.failure(measured, done, kind, bytes),
+        }
+    }
+}
+
+/// How long requests in flight at the end of the run may take to finish before their connections
+/// are dropped.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// Per-thread half of a run: this thread's connections on its own single-threaded runtime.
+pub(crate) async fn run_thread_connections(
+    plan: Arc<RunPlan>,
+    recorder: Rc<RefCell<ThreadRecorder>>,
+    connection_indices: Vec<usize>,
+) {
+    const TICK: Duration = Duration::from_millis(10);
+    // Open loop: one timer for the thread's schedule (without a timerfd, tokio's timers).
+    let schedule = plan.rate.and_then(|_| Schedule::new(plan.connections).ok());
+    let timer_task = schedule
+        .clone()
+        .map(|schedule| tokio::task::spawn_local(schedule.run()));
+    let mut tasks = tokio::task::JoinSet::new();
+    for index in connection_indices {
+        tasks.spawn_local(connection(
+            plan.clone(),
+            recorder.clone(),
+            schedule.clone(),
+            index,
+        ));
+    }
+    loop {
+        tokio::select! {
+            joined = tasks.join_next() => if joined.is_none() { break },
+            _ = tokio::time::sleep(TICK) => {}
+        }
+        let now = Instant::now();
+        recorder.borrow_mut().tick(now);
+        if plan.over(now) {
+            // No connection begins another request now. Those in flight may finish for up to
+            // DRAIN (still counted as unfinished: the window is over), so their connections
+            // close after reading the answer, with a FIN. Aborted with the answer unread, each
+            // would make the kernel send a reset: ~10,000 at the end of every -c 10000 run.
+            let drain_until = now + DRAIN.min(plan.timeout);
+            loop {
+                tokio::select! {
+                    joined = tasks.join_next() => if joined.is_none() { break },
+                    _ = tokio::time::sleep_until(drain_until.into()) => break,
+                }
+            }
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            break;
+        }
+    }
+    if let Some(task) = timer_task {
+        task.abort();
+    }
+}
