@@ -50,7 +50,8 @@ pub enum UnwindEnd {
     /// JIT code whose frame pointer leads to another stack, which the sample did not copy (the
     /// BEAM's JIT calling C code: the Erlang frames are on the process's own stack).
     StackSwitch,
-    /// The stack goes on beyond the bytes copied.
+    /// The stack goes on beyond the bytes copied (its end, or more untouched pages in a row than
+    /// the copy skips over).
     CopyEnded,
     /// No rule led further: no CFI there, and its frame pointer leads nowhere.
     Lost,
@@ -66,7 +67,9 @@ impl UnwindEnd {
             UnwindEnd::StackSwitch => {
                 "that JIT code's frame pointer leads to another stack, which the sample did not copy (the BEAM's JIT keeps each Erlang process's frames on the process's own stack, so the Erlang callers of C code are out of reach; perf --call-graph dwarf stops there too)"
             }
-            UnwindEnd::CopyEnded => "the stack is deeper than the 64 KiB copied",
+            UnwindEnd::CopyEnded => {
+                "the stack is deeper than the 64 KiB copied, or holds more than 16 KiB in a row the thread never touched (a large local buffer), which the copy cannot read"
+            }
             UnwindEnd::Lost => {
                 "no CFI covers the code there and its frame pointer leads nowhere: code built without unwind tables and without frame pointers, or a runtime switching stacks there (Go's runtime.systemstack)"
             }

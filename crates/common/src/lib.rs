@@ -482,6 +482,8 @@ pub struct UserStackSample {
     /// 0 for an on-CPU sample; else this off-CPU period's id, which its OffcpuTime names when
     /// the period ends.
     pub seq: u64,
+    /// When it was taken (the sample's interrupt, or the switch-out), CLOCK_MONOTONIC ns.
+    pub time_ns: u64,
     pub stack: [u8; USER_STACK_BYTES],
 }
 
@@ -494,6 +496,8 @@ pub struct OffcpuTime {
     pub seq: u64,
     pub off_ns: u64,
     pub weight: u64,
+    /// When the period ended (the switch-in's first switch-out after), CLOCK_MONOTONIC ns.
+    pub end_ns: u64,
 }
 
 /// A watched thread's off-CPU stacks are taken (the kernel's, and a copy of the user stack for

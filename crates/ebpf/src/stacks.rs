@@ -159,7 +159,7 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         // The kernel's frame-pointer walk only for a sample the ring has no room for: a walk
         // through a binary without frame pointers faults and costs microseconds.
         let mut key = stack_key(&ctx, tgid, group);
-        if !send_user_stack(&key, ctx.pid(), 0) {
+        if !send_user_stack(&key, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
             count_lost(lost::USER_STACK_RING_FULL);
             key.user_stack_id = stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64));
             add(&ONCPU_STACKS, &key, 1);
@@ -169,6 +169,8 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
 }
 
 const PAGE: u64 = 4096;
+/// Pages in a row that do not read, and are copied as zeros, before the copy ends.
+const STACK_HOLE_PAGES: u64 = 4;
 
 /// Sends the sample with the current thread's user registers and the top of its user stack.
 /// The registers are the ones the kernel saved when the thread entered it (the interrupt that
@@ -176,7 +178,7 @@ const PAGE: u64 = 4096;
 /// is copied page by page from sp up: a read fails only on an unmapped page, so the copy stops
 /// at the stack's end, not a page before it, where the outermost frames (main, start_thread) are.
 #[inline(always)]
-fn send_user_stack(key: &StackKey, tid: u32, seq: u64) -> bool {
+fn send_user_stack(key: &StackKey, tid: u32, seq: u64, time_ns: u64) -> bool {
     let Some(mut entry) = USER_STACK_SAMPLES.reserve::<UserStackSample>(0) else {
         return false;
     };
@@ -201,15 +203,22 @@ fn send_user_stack(key: &StackKey, tid: u32, seq: u64) -> bool {
         (*sample).sp = sp;
         (*sample).bp = bp;
         (*sample).seq = seq;
+        (*sample).time_ns = time_ns;
     }
     let stack = unsafe { (*sample).stack.as_mut_ptr() };
     let limit =
         unsafe { STACK_COPY_BYTES.get(&tid) }.map_or(USER_STACK_BYTES as u64, |&n| n as u64);
-    // The rest of sp's page, then whole pages while they read, are wanted, and fit.
+    // The rest of sp's page, then whole pages while they read, are wanted, and fit. A page that
+    // does not read is either past the stack's end or one the thread never touched (the far
+    // part of a large local buffer, `char buf[8192]` of which a request fills the first bytes):
+    // not resident, and this read may not fault it in. The helper zeroes it; the copy goes on
+    // over up to STACK_HOLE_PAGES such pages in a row, so the frames above the buffer (the
+    // thread's start) are still copied, and ends where they do not read either.
     let first = PAGE - (sp & (PAGE - 1));
     let mut len: u64 = 0;
     if sp != 0 && unsafe { bpf_probe_read_user(stack.cast(), first as u32, sp as *const _) } == 0 {
         len = first;
+        let mut hole: u64 = 0;
         for _ in 0..(USER_STACK_BYTES as u64 / PAGE) {
             // len <= USER_STACK_BYTES - PAGE + first - ..., kept provably in bounds:
             if len > USER_STACK_BYTES as u64 - PAGE || len >= limit {
@@ -218,10 +227,17 @@ fn send_user_stack(key: &StackKey, tid: u32, seq: u64) -> bool {
             let dst = unsafe { stack.add(len as usize) };
             if unsafe { bpf_probe_read_user(dst.cast(), PAGE as u32, (sp + len) as *const _) } != 0
             {
-                break;
+                hole += 1;
+                if hole > STACK_HOLE_PAGES {
+                    break;
+                }
+            } else {
+                hole = 0;
             }
             len += PAGE;
         }
+        // Not the pages that did not read at the end (the one that ended the copy was not added).
+        len -= hole.min(STACK_HOLE_PAGES) * PAGE;
     }
     unsafe { (*sample).stack_len = len as u32 };
     // No wakeup: user space polls the ring every 20 ms, and a wakeup from here is an irq_work
@@ -266,6 +282,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
                     off_ns: off,
                     // The 1 in `every` it was drawn with.
                     weight: period.every,
+                    end_ns: now,
                 };
                 if USER_STACK_SAMPLES
                     .output::<OffcpuTime>(&time, BPF_RB_NO_WAKEUP as u64)
@@ -313,7 +330,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     let key = if drawn {
         let mut key = stack_key(&ctx, prev_tgid, group);
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
-        if send_user_stack(&key, prev_tid, id) {
+        if send_user_stack(&key, prev_tid, id, now) {
             seq = id;
         } else {
             // No room in the ring: the kernel's frame-pointer walk of the user stack instead.

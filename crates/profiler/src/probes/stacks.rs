@@ -24,10 +24,10 @@ pub const OFFCPU_PROGRAM: &str = "offcpu_switch";
 /// Stack counts as the kernel aggregated them, with the frames of every stack id they use.
 #[derive(Clone, Debug, Default)]
 pub struct RawStacks {
-    /// cpu-clock samples per key.
-    pub oncpu: Vec<(StackKey, u64)>,
-    /// Off-CPU nanoseconds per key.
-    pub offcpu: Vec<(StackKey, u64)>,
+    /// cpu-clock samples per key and time bucket.
+    pub oncpu: Vec<Counted>,
+    /// Off-CPU nanoseconds per key and time bucket.
+    pub offcpu: Vec<Counted>,
     /// stack id -> instruction pointers, leaf first.
     pub frames: StdHashMap<i32, Vec<u64>>,
     /// User stack id (unwound in user space) -> how its unwinding ended.
@@ -35,6 +35,11 @@ pub struct RawStacks {
     /// Sampling frequency, Hz.
     pub sample_hz: u64,
 }
+
+/// A value counted under a stack key, in the time bucket it fell in (unwind::TIME_BUCKET_NS,
+/// CLOCK_MONOTONIC): None for the kernel's counts, which carry no time (on-CPU samples the ring
+/// had no room for; off-CPU time of processes shown by the kernel's keys).
+pub type Counted = (StackKey, Option<u64>, u64);
 
 /// The off-CPU program, on sched_switch.
 pub fn attach_offcpu(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), SrvprofError> {
@@ -139,12 +144,14 @@ pub fn read(
         key
     };
 
-    let mut oncpu: StdHashMap<StackKey, u64> = StdHashMap::new();
-    for ((key, user), n) in unwound.oncpu {
-        *oncpu.entry(with_unwound(key, user)).or_default() += n;
+    let mut oncpu: StdHashMap<(StackKey, Option<u64>), u64> = StdHashMap::new();
+    for ((key, user, at), n) in unwound.oncpu {
+        *oncpu
+            .entry((with_unwound(key, user), Some(at)))
+            .or_default() += n;
     }
     for (key, n) in counts(maps::ONCPU_STACKS)? {
-        *oncpu.entry(key).or_default() += n;
+        *oncpu.entry((key, None)).or_default() += n;
     }
 
     // Off-CPU time is shared out per thread name of a process (tgid, comm): a busy thread's
@@ -157,29 +164,33 @@ pub fn read(
         *exact_total.entry(who(key)).or_default() += ns;
     }
     let mut sampled_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
-    for ((key, _), w) in &unwound.offcpu {
+    for ((key, _, _), w) in &unwound.offcpu {
         *sampled_total.entry(who(key)).or_default() += w;
     }
     let from_cfi = |k: &StackKey| {
         unwound.offcpu_periods.get(&k.tgid).copied().unwrap_or(0) >= MIN_OFFCPU_UNWOUND_PERIODS
             && sampled_total.get(&who(k)).copied().unwrap_or(0) > 0
     };
-    let mut offcpu: StdHashMap<StackKey, u64> = StdHashMap::new();
+    let mut offcpu: StdHashMap<(StackKey, Option<u64>), u64> = StdHashMap::new();
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
-        *offcpu.entry(*key).or_default() += ns;
+        *offcpu.entry((*key, None)).or_default() += ns;
     }
-    for ((key, user), w) in unwound.offcpu {
+    for ((key, user, at), w) in unwound.offcpu {
         if !from_cfi(&key) {
             continue;
         }
         let scale = exact_total.get(&who(&key)).copied().unwrap_or(0) as f64
             / sampled_total[&who(&key)] as f64;
-        *offcpu.entry(with_unwound(key, user)).or_default() += (w as f64 * scale).round() as u64;
+        *offcpu
+            .entry((with_unwound(key, user), Some(at)))
+            .or_default() += (w as f64 * scale).round() as u64;
     }
 
-    let (oncpu, offcpu): (Vec<_>, Vec<_>) =
-        (oncpu.into_iter().collect(), offcpu.into_iter().collect());
-    for (key, _) in oncpu.iter().chain(offcpu.iter()) {
+    let flat = |m: StdHashMap<(StackKey, Option<u64>), u64>| -> Vec<Counted> {
+        m.into_iter().map(|((k, at), v)| (k, at, v)).collect()
+    };
+    let (oncpu, offcpu) = (flat(oncpu), flat(offcpu));
+    for (key, _, _) in oncpu.iter().chain(offcpu.iter()) {
         for id in [key.user_stack_id, key.kernel_stack_id] {
             if id < 0 || frames.contains_key(&id) {
                 continue;

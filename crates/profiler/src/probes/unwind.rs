@@ -31,9 +31,19 @@ const RELOAD_AFTER: Duration = Duration::from_secs(1);
 /// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
 const COPY_MARGIN: u64 = 2048;
 
-/// Per (stack key, user stack unwound in user space), a value. The key's kernel stack is the
-/// kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
-pub type UnwoundCounts = HashMap<(StackKey, UserStack), u64>;
+/// Samples and off-CPU periods are timed to this: the start of the bucket they fell in.
+pub const TIME_BUCKET_NS: u64 = 10_000_000;
+
+/// Per (stack key, user stack unwound in user space, time bucket), a value. The key's kernel
+/// stack is the kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
+/// The bucket is the start (CLOCK_MONOTONIC ns, a multiple of TIME_BUCKET_NS) of the 10 ms a
+/// sample was taken in, or an off-CPU period ended in.
+pub type UnwoundCounts = HashMap<(StackKey, UserStack, u64), u64>;
+
+/// The start of the time bucket `ns` falls in.
+pub fn bucket(ns: u64) -> u64 {
+    ns - ns % TIME_BUCKET_NS
+}
 
 /// A user stack unwound from a sample's copy: its frames, leaf first, and how unwinding ended.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -59,7 +69,10 @@ impl UnwoundStacks {
     fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, UserStack)>, t: &OffcpuTime) {
         if let Some((key, stack)) = pending.remove(&t.seq) {
             *self.offcpu_periods.entry(key.tgid).or_default() += 1;
-            *self.offcpu.entry((key, stack)).or_default() += t.off_ns.saturating_mul(t.weight);
+            *self
+                .offcpu
+                .entry((key, stack, bucket(t.end_ns)))
+                .or_default() += t.off_ns.saturating_mul(t.weight);
         }
     }
 }
@@ -105,7 +118,9 @@ impl UserStacks {
                                     let u = p.unwind(&s, &mut files);
                                     hints.learn(s.tid, &u);
                                     if s.seq == 0 {
-                                        *out.oncpu.entry((s.key, u.stack)).or_default() += 1;
+                                        *out.oncpu
+                                            .entry((s.key, u.stack, bucket(s.time_ns)))
+                                            .or_default() += 1;
                                     } else {
                                         // A thread's earlier period still pending never ended
                                         // in the ring (its end did not fit): drop it.
@@ -231,6 +246,7 @@ struct Sample {
     key: StackKey,
     tid: u32,
     seq: u64,
+    time_ns: u64,
     ip: u64,
     sp: u64,
     bp: u64,
@@ -259,6 +275,7 @@ impl Sample {
             sp: field(std::mem::offset_of!(UserStackSample, sp)),
             bp: field(std::mem::offset_of!(UserStackSample, bp)),
             seq: field(std::mem::offset_of!(UserStackSample, seq)),
+            time_ns: field(std::mem::offset_of!(UserStackSample, time_ns)),
             stack: record[header..header + len].to_vec(),
         })
     }
