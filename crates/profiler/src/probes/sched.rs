@@ -61,7 +61,8 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
             group: k.group,
             nr_slot: k.nr_slot,
             fd: k.fd,
-            // Named while the descriptor is open: one closed by now keeps its number only.
+            // Named while the descriptor is open; Probes::read names one closed by now by the file it
+            // named at an earlier reading.
             path: (k.fd >= 0)
                 .then(|| std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.fd)).ok())
                 .flatten()
