@@ -2,9 +2,10 @@
  * busy-thread: a tiny process with named threads doing known work, for
  * srvprof's flamegraph / off-CPU tests.
  *
- *   busy [--spin-fn] [--block-fn] [--seconds N]
+ *   busy [--spin-fn | --spin-alt] [--block-fn] [--seconds N]
  *
  * --spin-fn   thread "srvprof-spin" burns CPU inside srvprof_busy_spin()
+ * --spin-alt  the same thread burns it inside srvprof_busy_churn() instead
  * --block-fn  thread "srvprof-block" blocks in poll(2) on a pipe nobody writes
  *             to, 10 ms timeout, inside srvprof_block_wait()
  * --seconds N exit 0 after N seconds (default: run until SIGTERM/SIGINT)
@@ -45,6 +46,20 @@ __attribute__((noinline)) unsigned long srvprof_busy_spin(unsigned long iters)
 	return x;
 }
 
+/* srvprof_busy_spin under another name: the same work, for a run to compare. */
+__attribute__((noinline)) unsigned long srvprof_busy_churn(unsigned long iters)
+{
+	unsigned long x = srvprof_busy_sink + 2;
+	for (unsigned long i = 0; i < iters; i++) {
+		x = x * 6364136223846793005UL + 1442695040888963407UL;
+		__asm__ volatile("" : "+r"(x)); /* keep the loop */
+	}
+	srvprof_busy_publish(x);
+	return x;
+}
+
+static unsigned long (*spin_fn)(unsigned long) = srvprof_busy_spin;
+
 /* poll(2) issued from this very function on x86-64 (inline syscall), so that
  * a frame-pointer unwind of the blocked thread reads srvprof_block_wait ->
  * block_main -> start_thread (libc's poll() has no frame pointer and would
@@ -81,7 +96,7 @@ static void *spin_main(void *arg)
 	(void)arg;
 	prctl(PR_SET_NAME, "srvprof-spin", 0, 0, 0);
 	for (;;)
-		srvprof_busy_spin(1000000);
+		spin_fn(1000000);
 	return NULL;
 }
 
@@ -96,7 +111,7 @@ static void *block_main(void *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: busy [--spin-fn] [--block-fn] [--seconds N]\n");
+	fprintf(stderr, "usage: busy [--spin-fn | --spin-alt] [--block-fn] [--seconds N]\n");
 	exit(2);
 }
 
@@ -107,6 +122,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--spin-fn"))
 			spin = 1;
+		else if (!strcmp(argv[i], "--spin-alt"))
+			spin = 1, spin_fn = srvprof_busy_churn;
 		else if (!strcmp(argv[i], "--block-fn"))
 			block = 1;
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)

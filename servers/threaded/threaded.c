@@ -5,6 +5,7 @@
  *   threaded --port PORT [--backlog N] [--no-keepalive]
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
+ *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -23,6 +24,9 @@
  * (not read) by each touch: first touched during requests, so charged to the
  * memory cgroup the server is in by then; past its limit the kernel swaps
  * pages out, and touching one again is a major fault that swaps it in.
+ * With --slow-for-ms B > 0, the requests from A ms after the first request the
+ * server saw until B ms later each spin N us on the CPU in slow_path(): slow
+ * seconds that run a known function, the rest of the run fast.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -50,6 +54,8 @@ static int touch_anon;
 static volatile unsigned char *pages;
 static size_t page_count;
 static volatile unsigned long touched;
+static long slow_after_ms, slow_for_ms, slow_us;
+static long first_request_ns;
 
 static long now_ns(void)
 {
@@ -84,6 +90,30 @@ __attribute__((noinline)) static void count_request(void)
 	pthread_mutex_lock(&table);
 	hits++;
 	pthread_mutex_unlock(&table);
+}
+
+/* Spins `us` microseconds on the CPU. */
+__attribute__((noinline)) static void slow_path(long us)
+{
+	long until = now_ns() + us * 1000;
+	while (now_ns() < until)
+		__asm__ volatile("" ::: "memory");
+}
+
+/* Whether this request falls in the slow window (the first request starts the clock). */
+static int in_slow_window(void)
+{
+	if (slow_for_ms <= 0)
+		return 0;
+	long now = now_ns();
+	long first = __atomic_load_n(&first_request_ns, __ATOMIC_RELAXED);
+	if (!first) {
+		long zero = 0;
+		__atomic_compare_exchange_n(&first_request_ns, &zero, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+		first = __atomic_load_n(&first_request_ns, __ATOMIC_RELAXED);
+	}
+	long since_ms = (now - first) / 1000000;
+	return since_ms >= slow_after_ms && since_ms < slow_after_ms + slow_for_ms;
 }
 
 /* Reads one byte of a page picked by a per-thread xorshift generator. */
@@ -154,6 +184,8 @@ static void *conn_main(void *arg)
 		/* Every complete request in the buffer (bodies are not expected). */
 		while ((end = strstr(buf, "\r\n\r\n")) != NULL) {
 			count_request();
+			if (in_slow_window())
+				slow_path(slow_us);
 			for (long p = 0; pages && p < touch_pages; p++)
 				touch_page(&seed);
 			if (write(fd, ok, ok_len) != (ssize_t)ok_len) {
@@ -199,6 +231,12 @@ int main(int argc, char **argv)
 			touch_anon = 1;
 		else if (!strcmp(a, "--no-keepalive"))
 			keepalive = 0;
+		else if (!strcmp(a, "--slow-after-ms") && v)
+			slow_after_ms = atol(v), i++;
+		else if (!strcmp(a, "--slow-for-ms") && v)
+			slow_for_ms = atol(v), i++;
+		else if (!strcmp(a, "--slow-us") && v)
+			slow_us = atol(v), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;

@@ -17,6 +17,7 @@ pub mod record;
 pub mod rules;
 pub mod run_report;
 pub mod series;
+pub mod slow_intervals;
 pub mod unwind_quality;
 
 use run_report::RunReport;

@@ -312,6 +312,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".load.tls",
+        "added (issue 20): the TLS handshakes of an https run (null for http)",
+    ),
+    (
         ".syn_cookies_sent",
         "added (issue 18): the host's SYN cookies in the window (TcpExt:SyncookiesSent)",
     ),

@@ -27,7 +27,13 @@ pub enum Command {
     /// Drive a server with load and watch its kernel in the same run; relate the two.
     Run(RunArgs),
     /// Two runs side by side (run folders or run.json files), with B/A ratios.
-    Compare { a: PathBuf, b: PathBuf },
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// Folder for the differential flamegraphs (default: B's run folder).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Rewrite report.html (findings, timeline, flamegraphs, context switches) from a run folder.
     Report(ReportArgs),
 }
@@ -118,11 +124,19 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
 pub struct ReportArgs {
     /// A folder `srvprof run --out` wrote.
     pub dir: PathBuf,
+    /// Only flamegraphs of the stacks from this time on (since the measured window started,
+    /// e.g. 3s); written as flamegraph-KIND-GROUP-FROM-TO.svg, report.html left as it is.
+    #[arg(long, value_parser = parse_duration)]
+    pub from: Option<Duration>,
+    /// ...up to this time (default: the end of the run).
+    #[arg(long, value_parser = parse_duration)]
+    pub to: Option<Duration>,
 }
 
+/// A duration (10s, 500ms, 2m), or a bare number of seconds, as wrk and ab
+/// take it (the load options' -d reads the same: srvprof_loadgen::cli::parse_duration).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("'{s}' is not a duration ({e}); write it like 10s, 500ms or 2m"))
+    srvprof_loadgen::cli::parse_duration(s)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -206,5 +220,35 @@ mod stacks_args_tests {
         assert!(
             Cli::try_parse_from(["srvprof", "probe", "--pid", "1", "--syscalls", "no"]).is_err()
         );
+    }
+
+    #[test]
+    fn durations_without_a_unit_are_seconds_and_t_is_threads_as_in_wrk() {
+        let run = run_args(&["-d", "30", "-t", "3"]);
+        assert_eq!(run.load.duration, Some(Duration::from_secs(30)));
+        assert_eq!(run.load.threads, Some(3));
+        match Cli::try_parse_from(["srvprof", "probe", "--pid", "1", "-d", "2"])
+            .expect("parses")
+            .command
+        {
+            Command::Probe(args) => assert_eq!(args.duration, Duration::from_secs(2)),
+            other => panic!("{other:?}"),
+        }
+        let report = |a: &[&str]| {
+            let mut argv = vec!["srvprof", "report", "dir"];
+            argv.extend_from_slice(a);
+            match Cli::try_parse_from(argv).expect("parses").command {
+                Command::Report(r) => (r.from, r.to),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(
+            report(&["--from", "3", "--to", "4.5s"]),
+            (
+                Some(Duration::from_secs(3)),
+                Some(Duration::from_millis(4500))
+            )
+        );
+        assert!(Cli::try_parse_from(["srvprof", "probe", "--pid", "1", "-d", "soon"]).is_err());
     }
 }

@@ -25,7 +25,9 @@ fn main() -> ExitCode {
             args.json,
             args.out.as_deref(),
         )),
-        Command::Compare { a, b } => commands::compare::run(a, b).map(|_| ExitCode::SUCCESS),
+        Command::Compare { a, b, out } => {
+            commands::compare::run(a, b, out.as_deref()).map(|_| ExitCode::SUCCESS)
+        }
         Command::Run(args) => {
             // `run` warms up for 2 s unless --warmup says otherwise.
             let warmup_given = matches

@@ -1,4 +1,6 @@
-//! `srvprof compare A B`: two runs side by side, headline and kernel figures, with B/A ratios.
+//! `srvprof compare A B`: two runs side by side, headline and kernel figures, with B/A ratios;
+//! then differential flamegraphs of B's stacks against A's (each normalised to its own total),
+//! with the functions that grew and shrank most.
 
 use std::io::Write;
 use std::path::Path;
@@ -6,6 +8,11 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::error::SrvprofError;
+use crate::output;
+use crate::render::flamegraph;
+use crate::render::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind};
+use crate::render::slowest::changes_between;
+use srvprof_analysis::slow_intervals::FrameChange;
 
 /// (label, JSON pointer into run.json, unit).
 const ROWS: &[(&str, &str)] = &[
@@ -101,16 +108,104 @@ pub fn compare_text(a: &Value, b: &Value, a_name: &str, b_name: &str) -> String 
     out
 }
 
-pub fn run(a: &Path, b: &Path) -> Result<(), SrvprofError> {
+pub fn run(a: &Path, b: &Path, out: Option<&Path>) -> Result<(), SrvprofError> {
     let (va, vb) = (load(a)?, load(b)?);
     let text = compare_text(&va, &vb, "A", "B");
-    let _ = writeln!(
-        std::io::stdout().lock(),
-        "A = {}\nB = {}\n{text}",
-        a.display(),
-        b.display()
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "A = {}\nB = {}\n{text}", a.display(), b.display());
+    let folder = |p: &Path| -> std::path::PathBuf {
+        if p.is_dir() {
+            p.to_path_buf()
+        } else {
+            p.parent().unwrap_or(Path::new(".")).to_path_buf()
+        }
+    };
+    let (sa, sb) = (
+        FoldedStacks::read_dir(&folder(a)),
+        FoldedStacks::read_dir(&folder(b)),
     );
+    let out = out.map_or_else(|| folder(b), Path::to_path_buf);
+    for d in differentials(&sa, &sb) {
+        let _ = writeln!(stdout, "{}", d.summary);
+        for (file, svg) in [(&d.file, &d.svg), (&d.file_before, &d.svg_before)] {
+            let path = out.join(file);
+            output::write_atomic(&path, svg.as_bytes(), false)?;
+            let _ = writeln!(stdout, "  wrote {}", path.display());
+        }
+    }
     Ok(())
+}
+
+/// One group's and kind's differential flamegraphs of B against A.
+struct Differential {
+    /// What grew and shrank most, one line.
+    summary: String,
+    /// Widths of B: what grew (red) and what is new.
+    file: String,
+    svg: String,
+    /// Widths of A: what shrank (blue) and what vanished.
+    file_before: String,
+    svg_before: String,
+}
+
+fn differentials(a: &FoldedStacks, b: &FoldedStacks) -> Vec<Differential> {
+    let mut out = Vec::new();
+    for kind in StackKind::ALL {
+        for (group, name) in GROUPS {
+            let (la, lb) = (a.of_group(kind, group), b.of_group(kind, group));
+            let what = match kind {
+                StackKind::OnCpu => "on-CPU",
+                StackKind::OffCpu => "off-CPU",
+            };
+            let title = format!("{name}: {what} stacks of B against A");
+            let graph = |before: &[FoldedLine],
+                         after: &[FoldedLine],
+                         negate: bool,
+                         widths: &str| {
+                let sub = format!(
+                    "widths: {widths}; red grew in B, blue shrank, each run normalised to the same total; click to zoom, Search to find a function"
+                );
+                flamegraph::differential(kind, &title, &sub, before, after, negate)
+                    .map(|(_, svg)| svg)
+            };
+            let (Some(svg), Some(svg_before)) = (
+                graph(&la, &lb, false, "run B"),
+                graph(
+                    &lb,
+                    &la,
+                    true,
+                    "run A, where what B no longer runs still shows",
+                ),
+            ) else {
+                continue;
+            };
+            // B as frame_changes' first side, A as the one it is measured against.
+            let changes = changes_between(&lb, &la);
+            let describe = |c: Option<&FrameChange>| {
+                c.map_or("-".to_string(), |c| {
+                    format!(
+                        "{} ({:.1} % -> {:.1} %)",
+                        c.name,
+                        c.rest_share * 100.0,
+                        c.slow_share * 100.0
+                    )
+                })
+            };
+            let stem = kind.file_stem();
+            out.push(Differential {
+                summary: format!(
+                    "{name} {what}: grew most {}; shrank most {}",
+                    describe(changes.first().filter(|c| c.gain() > 0.0)),
+                    describe(changes.last().filter(|c| c.gain() < 0.0))
+                ),
+                file: format!("flamegraph-compare-{stem}-{name}.svg"),
+                svg,
+                file_before: format!("flamegraph-compare-{stem}-{name}-shrunk.svg"),
+                svg_before,
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -17,10 +17,77 @@ pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
         SrvprofError::Usage(format!("{} is not a srvprof run.json: {e}", path.display()))
     })?;
     let stacks = FoldedStacks::read_dir(&args.dir);
+    if args.from.is_some() || args.to.is_some() {
+        return window(args, &run, &stacks);
+    }
     // Only report.html and the flamegraph SVGs are rewritten; they are srvprof's own files, so
     // no --force is needed.
     render::write_flamegraphs(&args.dir, &run, &stacks, false)?;
     render::write_html(&args.dir, &run, &stacks, false)?;
     eprintln!("srvprof: wrote {}", args.dir.join("report.html").display());
     Ok(())
+}
+
+/// `--from`/`--to`: the flamegraphs of the stacks in that window alone.
+fn window(args: &ReportArgs, run: &RunReport, stacks: &FoldedStacks) -> Result<(), SrvprofError> {
+    let ms = |d: std::time::Duration| d.as_millis() as i64;
+    let from = args.from.map_or(0, ms);
+    // The end: the run's, with its drain, unless given.
+    let to = args.to.map_or(i64::MAX, ms);
+    if to <= from {
+        return Err(SrvprofError::Usage(format!(
+            "--to ({}) must come after --from ({}); both count from the start of the measured window",
+            label(to),
+            label(from)
+        )));
+    }
+    let within = stacks.window(from, to);
+    if within.oncpu.is_empty() && within.offcpu.is_empty() {
+        let timed = stacks
+            .oncpu
+            .iter()
+            .chain(&stacks.offcpu)
+            .any(|l| l.at_ms.is_some());
+        return Err(SrvprofError::Usage(if timed {
+            format!(
+                "no stacks fell between {} and {} of {} ({:.1} s measured); pick a window inside the run",
+                label(from),
+                label(to),
+                args.dir.display(),
+                run.load.duration_s
+            )
+        } else {
+            format!(
+                "{} has no timed stacks (*.timed.folded): it was written by an older srvprof or with --stacks off; run again to get them",
+                args.dir.display()
+            )
+        }));
+    }
+    let span = format!("{}-{}", label(from), label(to));
+    let written = render::write_window_flamegraphs(&args.dir, &within, &span, false)?;
+    for path in written {
+        eprintln!("srvprof: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// 3000 -> "3s", 3250 -> "3.25s", the open end -> "end".
+fn label(ms: i64) -> String {
+    if ms == i64::MAX {
+        "end".into()
+    } else if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{}s", ms as f64 / 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn window_labels() {
+        assert_eq!(super::label(3000), "3s");
+        assert_eq!(super::label(3250), "3.25s");
+        assert_eq!(super::label(i64::MAX), "end");
+    }
 }

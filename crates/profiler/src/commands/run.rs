@@ -132,7 +132,14 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     if let Some(s) = server_process.as_mut() {
         s.stop();
     }
-    let load = load.map_err(SrvprofError::Loadgen)?;
+    // Only the --hdr-log file failed after the load: the run is still reported and written.
+    let (load, hdr_log_error) = match load {
+        Ok(load) => (load, None),
+        Err(mut e) => match e.take_measured() {
+            Some(load) => (load, Some(e)),
+            None => return Err(SrvprofError::Loadgen(e)),
+        },
+    };
     if let Some(e) = sample_error {
         notes.push(format!("sampling stopped early: {e}"));
     }
@@ -163,7 +170,22 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
         write_run(dir, &report, stacks.as_ref(), args.force)?;
+        // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
+        if let Some(s) = &stacks {
+            let client = [std::process::id()];
+            crate::render::pprof::write(
+                dir,
+                s,
+                args.freq,
+                &report.target.pids,
+                &client,
+                args.force,
+            )?;
+        }
         eprintln!("srvprof: wrote {}", dir.display());
+    }
+    if let Some(e) = hdr_log_error {
+        return Err(SrvprofError::Loadgen(e));
     }
     Ok(if report.load.completed > 0 {
         ExitCode::SUCCESS
@@ -259,10 +281,10 @@ fn sample_every(
                 .oncpu
                 .iter()
                 .chain(&raw.offcpu)
-                .map(|(k, _)| k.tgid)
+                .map(|(k, ..)| k.tgid)
                 .collect();
             let _ = perf_map::refresh(&tgids.into_iter().collect::<Vec<_>>());
-            symbolize::fold(&raw, jit_maps)
+            symbolize::fold(&raw, jit_maps, measure_start)
         }),
         Err(e) => {
             eprintln!("srvprof: no stacks: {e}");
@@ -302,6 +324,9 @@ pub fn write_run(
     )?;
     if let Some(stacks) = stacks {
         stacks.write_dir(dir, force)?;
+        if let Ok(slowest) = render::slowest::slowest(report, stacks) {
+            render::slowest::write_diffs(dir, &slowest, force)?;
+        }
     }
     let stacks = FoldedStacks::read_dir(dir);
     render::write_flamegraphs(dir, report, &stacks, force)?;

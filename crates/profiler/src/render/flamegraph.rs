@@ -41,55 +41,127 @@ pub fn standalone(
 ) -> Option<String> {
     let mut opt = options(kind, title);
     opt.subtitle = Some(subtitle.to_string());
-    let svg = draw(opt, lines)?;
-    // Marked as srvprof's own file, which a later run may overwrite (output::check_writable).
+    Some(marked(&draw(opt, lines)?))
+}
+
+/// Marked as srvprof's own file, which a later run may overwrite (output::check_writable).
+fn marked(svg: &str) -> String {
     let at = svg.find("<svg").unwrap_or(0);
-    Some(format!(
+    format!(
         "{}<!-- {} flamegraph -->\n{}",
         &svg[..at],
         super::HTML_MARKER,
         &svg[at..]
-    ))
+    )
 }
 
-/// An inline SVG, or None when there is no stack to draw.
-pub fn svg(kind: StackKind, title: &str, lines: &[FoldedLine]) -> Option<String> {
+/// Frames narrower than this percentage of the total are left out of the graphs in report.html
+/// (their samples still count in their parents' width), so a big run's page stays light; the
+/// standalone SVGs keep inferno's default, 0.01 %.
+pub const PAGE_MIN_WIDTH_PCT: f64 = 0.1;
+
+/// A flamegraph for report.html: the standalone graph's document, fluid to the page's width, in
+/// an iframe of its own (`srcdoc`: same origin as the page, nothing fetched), so each graph runs
+/// inferno's script apart and zooms and searches in place. With how much of the value sits in
+/// frames under PAGE_MIN_WIDTH_PCT (merged into their parents). None when there is no stack.
+pub fn embedded(
+    kind: StackKind,
+    title: &str,
+    subtitle: &str,
+    lines: &[FoldedLine],
+) -> Option<(String, u64)> {
     let mut opt = options(kind, title);
-    opt.no_javascript = true;
+    opt.subtitle = Some(subtitle.to_string());
+    opt.image_width = None;
+    opt.min_width = PAGE_MIN_WIDTH_PCT;
     let svg = draw(opt, lines)?;
-    Some(unique_ids(
-        &without_scripts(strip_prolog(&svg)).replacen(" onload=\"init(evt)\"", "", 1),
-        title,
-    ))
+    Some((frame(title, &svg), merged_value(lines, PAGE_MIN_WIDTH_PCT)))
 }
 
-/// Several flamegraphs share one HTML document: suffix every id (and the background gradient
-/// reference) so each graph keeps its own.
-fn unique_ids(svg: &str, title: &str) -> String {
-    let slug: String = title
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    svg.replace("id=\"", &format!("id=\"{slug}-"))
-        .replace("url(#", &format!("url(#{slug}-"))
+/// A differential flamegraph of `after` against `before` (inferno's, both normalised to the same
+/// total): widths are `after`'s, red frames grew, blue ones shrank; `negate` swaps the colours,
+/// for a graph drawn the other way round (widths of the earlier profile, where what vanished
+/// still shows, red still meaning grew). With its folded text (`stack before after` per line,
+/// the format inferno and FlameGraph draw differentials from).
+pub fn differential(
+    kind: StackKind,
+    title: &str,
+    subtitle: &str,
+    before: &[FoldedLine],
+    after: &[FoldedLine],
+    negate: bool,
+) -> Option<(String, String)> {
+    let (before, after) = (to_text(before.iter()), to_text(after.iter()));
+    if before.is_empty() || after.is_empty() {
+        return None;
+    }
+    let mut diff = Vec::new();
+    let opt = inferno::differential::Options {
+        normalize: true,
+        ..Default::default()
+    };
+    inferno::differential::from_readers(opt, before.as_bytes(), after.as_bytes(), &mut diff)
+        .ok()?;
+    let diff = String::from_utf8(diff).ok()?;
+    let mut opt = options(kind, title);
+    opt.subtitle = Some(subtitle.to_string());
+    opt.image_width = None;
+    opt.negate_differentials = negate;
+    let mut out = Vec::new();
+    flamegraph::from_lines(&mut opt, diff.lines(), &mut out).ok()?;
+    Some((diff, marked(&String::from_utf8(out).ok()?)))
 }
 
-/// Even with no_javascript inferno declares a few script variables; several flamegraphs in one
-/// page would redeclare them, so the page carries none.
-fn without_scripts(svg: &str) -> String {
-    let mut out = String::with_capacity(svg.len());
-    let mut rest = svg;
-    while let Some(start) = rest.find("<script") {
-        out.push_str(&rest[..start]);
-        match rest[start..].find("</script>") {
-            Some(end) => rest = &rest[start + end + "</script>".len()..],
-            None => {
-                rest = "";
-            }
+/// A standalone SVG (as `standalone` or `differential` give) in an iframe for report.html.
+pub fn frame(title: &str, svg: &str) -> String {
+    let height = svg_height(svg).unwrap_or(600);
+    // inferno keeps the zoom and search in the URL (history.replaceState), which a srcdoc
+    // document may not change: there it would throw and stop the search half way.
+    let doc = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>html,body{{margin:0}}svg{{display:block;width:100%}}</style>\
+         <script>(function(h){{var r=h.replaceState;h.replaceState=function(){{try{{r.apply(h,arguments)}}catch(e){{}}}}}})(history)</script>\
+         </head><body>{}</body></html>",
+        strip_prolog(svg)
+    );
+    let esc = doc.replace('&', "&amp;").replace('"', "&quot;");
+    format!(
+        "<iframe class=\"flamegraph\" title=\"{}\" style=\"width:100%;height:{height}px;border:0\" srcdoc=\"{esc}\"></iframe>",
+        title
+            .replace('&', "&amp;")
+            .replace('"', "&quot;")
+            .replace('<', "&lt;")
+    )
+}
+
+/// The root <svg>'s height attribute, in pixels.
+fn svg_height(svg: &str) -> Option<u32> {
+    let root = &svg[svg.find("<svg")?..];
+    let root = &root[..root.find('>')?];
+    let at = root.find(" height=\"")? + " height=\"".len();
+    root[at..].split('"').next()?.parse().ok()
+}
+
+/// How much of the lines' value sits in frames narrower than `min_pct` of the total: each
+/// line's value counts if its leaf frame (the whole stack, as a path) is that narrow.
+pub fn merged_value(lines: &[FoldedLine], min_pct: f64) -> u64 {
+    use std::collections::HashMap;
+    let total: u64 = lines.iter().map(|l| l.value).sum();
+    let mut by_path: HashMap<&[String], u64> = HashMap::new();
+    for l in lines {
+        *by_path.entry(&l.frames).or_default() += l.value;
+    }
+    // A path's width is its own value plus every longer path under it.
+    let mut width: HashMap<&[String], u64> = HashMap::new();
+    for (path, v) in &by_path {
+        for depth in 1..=path.len() {
+            *width.entry(&path[..depth]).or_default() += v;
         }
     }
-    out.push_str(rest);
-    out
+    let min = total as f64 * min_pct / 100.0;
+    (by_path.iter())
+        .filter(|(path, _)| (width[*path] as f64) < min)
+        .map(|(_, v)| v)
+        .sum()
 }
 
 /// Inline SVG in HTML takes no XML declaration or DOCTYPE.
@@ -129,18 +201,44 @@ mod tests {
     }
 
     #[test]
-    fn draws_every_frame_of_a_small_profile() {
+    fn an_embedded_graph_keeps_its_script_in_a_frame_of_its_own() {
         let lines = super::super::folded::parse(
-            "spin;start_thread;spin_main;srvprof_busy_spin 90\nspin;start_thread;other 10\n",
+            "spin;start_thread;spin_main;srvprof_busy_spin 9990\nspin;start_thread;tiny 5\nspin;start_thread;tiny2 5\n",
             0,
         );
-        let svg = svg(StackKind::OnCpu, "on-CPU", &lines).unwrap();
-        assert!(svg.starts_with("<svg"));
-        assert!(svg.contains("srvprof_busy_spin"));
-        assert!(!svg.contains("<script") && !svg.contains("onload"));
+        let (iframe, merged) = embedded(StackKind::OnCpu, "on-CPU", "sub", &lines).unwrap();
+        assert!(iframe.starts_with("<iframe class=\"flamegraph\""));
         assert!(
-            svg.contains("id=\"on-CPU-background\"") && svg.contains("url(#on-CPU-background)")
+            iframe.contains("srcdoc=\"&lt;!DOCTYPE html&gt;")
+                || iframe.contains("srcdoc=\"<!DOCTYPE html>")
         );
-        assert!(svg.trim_end().ends_with("</svg>"));
+        assert!(iframe.contains("function zoom(") && iframe.contains("srvprof_busy_spin"));
+        // No raw quote may end the attribute early.
+        let srcdoc = &iframe[iframe.find("srcdoc=\"").unwrap() + 8..];
+        assert_eq!(srcdoc.find('"'), Some(srcdoc.len() - "\"></iframe>".len()));
+        // 5 of 10,000 is 0.05 %, under 0.1 %: both tiny frames are merged, and left out.
+        assert_eq!(merged, 10);
+        assert!(!iframe.contains("tiny2"));
+        assert!(svg_height(&standalone(StackKind::OnCpu, "t", "s", &lines).unwrap()).unwrap() > 50);
+    }
+
+    #[test]
+    fn a_differential_graph_is_normalised_and_shows_what_grew() {
+        let before = super::super::folded::parse("w;main;fast 900\nw;main;slow_path 100\n", 0);
+        let after = super::super::folded::parse("w;main;fast 40\nw;main;slow_path 60\n", 0);
+        let (diff, svg) = differential(
+            StackKind::OnCpu,
+            "slow vs rest",
+            "sub",
+            &before,
+            &after,
+            false,
+        )
+        .unwrap();
+        // Before scaled to after's total of 100: fast 90, slow_path 10.
+        assert!(diff.contains("w;main;slow_path 10 60"), "{diff}");
+        assert!(diff.contains("w;main;fast 90 40"), "{diff}");
+        assert!(svg.contains("srvprof-report flamegraph") && svg.contains("function search("));
+        assert!(differential(StackKind::OnCpu, "t", "s", &[], &after, false).is_none());
     }
 }

@@ -3,16 +3,20 @@
 
 use std::fmt::Write;
 
-use super::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind, hottest_leaf};
+use super::folded::{FoldedStacks, GROUPS, StackKind, hottest_leaf};
 use super::{HTML_MARKER, ctxsw, flamegraph, plots};
 use srvprof_analysis::run_report::RunReport;
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1260px;color:#222}\
+const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;padding:0 20px;max-width:1200px;color:#222}\
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}\
 table{border-collapse:collapse;font-size:13px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}\
 th{background:#f4f4f4}td.l,th.l{text-align:left}.sev-critical{color:#b00020;font-weight:bold}\
 .sev-warning{color:#b36b00;font-weight:bold}.sev-info{color:#555}.figure{margin:8px 0;overflow-x:auto}\
-.note{color:#666;font-size:13px}code{font-size:12px}";
+.figure>svg.plot{display:block;max-width:100%;height:auto}tr.spike td{background:#fbe2e2}\
+td{white-space:nowrap}td.l{white-space:normal}td.l code{overflow-wrap:anywhere}\
+.note{color:#666;font-size:13px}code{font-size:12px}\
+@media print{body{margin:0;padding:0;max-width:none}.figure{overflow:visible}.figure>svg{max-width:100%;height:auto}\
+h2,h3{break-after:avoid}.figure,tr{break-inside:avoid}table{font-size:10px}td,th{padding:2px 4px}}";
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -32,10 +36,6 @@ fn figure(out: &mut String, svg: Option<String>, missing: &str) {
     }
 }
 
-fn group_lines(lines: &[FoldedLine], group: u32) -> Vec<FoldedLine> {
-    lines.iter().filter(|l| l.group == group).cloned().collect()
-}
-
 pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     let mut o = String::new();
     let _ = write!(
@@ -47,13 +47,13 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     );
     let _ = write!(
         o,
-        "<h1>srvprof report</h1><p>{} PIDs {:?}, {:.1} s measured: {:.0} req/s, p50 {} us, p99 {} us, {} errors.</p>",
+        "<h1>srvprof report</h1><p>{} PIDs {:?}, {:.1} s measured: {:.0} req/s, p50 {}, p99 {}, {} errors.</p>",
         esc(&run.target.url),
         run.target.pids,
         run.load.duration_s,
         run.load.throughput_rps,
-        run.load.latency_us.p50,
-        run.load.latency_us.p99,
+        plots::si(run.load.latency_us.p50 as f64 / 1e6, "s"),
+        plots::si(run.load.latency_us.p99 as f64 / 1e6, "s"),
         run.load.errors
     );
 
@@ -61,12 +61,17 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
 
     o.push_str("<h2 id=\"timeline\">Timeline</h2>");
     figure(&mut o, plots::timeline(run), "No interval was measured.");
+    timeline_table(&mut o, run);
     o.push_str("<h2 id=\"spectrum\">Latency spectrum</h2>");
     figure(&mut o, plots::spectrum(run), "No latency was recorded.");
 
-    o.push_str("<h2 id=\"flamegraphs\">Flamegraphs</h2><p class=\"note\">Hover a frame for its name and value. \
+    super::slowest::html(&mut o, &super::slowest::slowest(run, stacks));
+
+    o.push_str("<h2 id=\"flamegraphs\">Flamegraphs</h2><p class=\"note\">Click a frame to zoom into it, \
+Reset Zoom to go back, Search to highlight a function and see its share; hover a frame for its name and value. \
 On-CPU: cpu-clock samples; off-CPU: microseconds from switch-out to switch-in. Kernel frames end in _[k]. \
-Stacks cover the whole run, warmup included; frames that did not resolve read module+0xoffset.</p>");
+Stacks cover the whole run, warmup included; frames that did not resolve read module+0xoffset. \
+Each graph is also a file of its own in the run folder (flamegraph-*.svg).</p>");
     if run.server.stack_ids_collided > 0 {
         let _ = write!(
             o,
@@ -94,12 +99,32 @@ Stacks cover the whole run, warmup included; frames that did not resolve read mo
                 StackKind::OffCpu => format!("{name}: off-CPU"),
             };
             let _ = write!(o, "<h3>{}</h3>", esc(&label));
-            let lines = group_lines(stacks.lines(kind), group);
-            figure(
-                &mut o,
-                flamegraph::svg(kind, &label, &lines),
-                "No stacks recorded (run with --stacks on, the default).",
-            );
+            let lines = stacks.of_group(kind, group);
+            let total: u64 = lines.iter().map(|l| l.value).sum();
+            match flamegraph::embedded(
+                kind,
+                &label,
+                &super::flamegraph_subtitle(kind, run, total),
+                &lines,
+            ) {
+                Some((graph, merged)) => {
+                    if merged > 0 {
+                        let _ = write!(
+                            o,
+                            "<p class=\"note\">{merged} {} of {total} ({:.1} %) are in frames narrower than {} % of the graph: \
+                             merged into their parents here; flamegraph-{}-{name}.svg keeps them.</p>",
+                            kind.unit(),
+                            merged as f64 * 100.0 / total.max(1) as f64,
+                            flamegraph::PAGE_MIN_WIDTH_PCT,
+                            kind.file_stem()
+                        );
+                    }
+                    let _ = write!(o, "<div class=\"figure\">{graph}</div>");
+                }
+                None => {
+                    o.push_str("<p class=\"note\">No stacks recorded (run with --stacks on, the default).</p>");
+                }
+            }
         }
     }
 
@@ -144,7 +169,7 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         );
     }
     for (group, name) in GROUPS {
-        let on = group_lines(&stacks.oncpu, group);
+        let on = stacks.of_group(StackKind::OnCpu, group);
         if let Some((leaf, n)) = hottest_leaf(&on) {
             let total: u64 = on.iter().map(|l| l.value).sum();
             let _ = write!(
@@ -154,7 +179,7 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
                 100.0 * n as f64 / total.max(1) as f64
             );
         }
-        let off = group_lines(&stacks.offcpu, group);
+        let off = stacks.of_group(StackKind::OffCpu, group);
         if let Some((frames, us)) = ctxsw::top_offcpu(&off, 1).into_iter().next() {
             let _ = write!(
                 o,
@@ -207,7 +232,7 @@ fn context_switches(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         );
     }
     for (group, name) in GROUPS {
-        let top = ctxsw::top_offcpu(&group_lines(&stacks.offcpu, group), 10);
+        let top = ctxsw::top_offcpu(&stacks.of_group(StackKind::OffCpu, group), 10);
         if top.is_empty() {
             continue;
         }
@@ -313,6 +338,55 @@ fn tables(o: &mut String, run: &RunReport) {
                 format!("{:.1}", si.total_ns as f64 / 1e6)
             },
             spread(si.time_error)
+        );
+    }
+    o.push_str("</table>");
+}
+
+/// The timeline's intervals as the plot above draws them, from start to end, the highest-p99
+/// one shaded in both.
+fn timeline_table(o: &mut String, run: &RunReport) {
+    if run.timeline.is_empty() {
+        return;
+    }
+    let spike = plots::p99_spike(run);
+    if let Some(row) = spike.map(|i| &run.timeline[i]) {
+        let _ = write!(
+            o,
+            "<p class=\"note\">Shaded: {} s, the interval with the highest p99 ({}).{}</p>",
+            plots::interval_label(row),
+            plots::si(row.p99_us as f64 / 1e6, "s"),
+            run.findings
+                .first()
+                .map(|f| format!(" Top finding: <code>{}</code>.", esc(f.kind.name())))
+                .unwrap_or_default()
+        );
+    }
+    o.push_str(
+        "<table class=\"timeline\"><tr><th class=\"l\">interval (s)</th><th>req/s</th><th>errors</th>\
+<th>p50</th><th>p99</th><th>voluntary switches/s</th><th>involuntary switches/s</th>\
+<th>server sys %</th><th>server user %</th><th>NET_RX/s, all CPUs</th></tr>",
+    );
+    for (i, r) in run.timeline.iter().enumerate() {
+        let _ = write!(
+            o,
+            "<tr{}><td class=\"l\">{}</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.0}</td>\
+<td>{:.0}</td><td>{:.1}</td><td>{:.1}</td><td>{:.0}</td></tr>",
+            if spike == Some(i) {
+                " class=\"spike\""
+            } else {
+                ""
+            },
+            plots::interval_label(r),
+            r.throughput_rps,
+            r.errors,
+            plots::si(r.p50_us as f64 / 1e6, "s"),
+            plots::si(r.p99_us as f64 / 1e6, "s"),
+            r.server.voluntary_switches_per_s,
+            r.server.involuntary_switches_per_s,
+            r.server.sys_pct,
+            r.server.user_pct,
+            r.server.net_rx_per_s.iter().sum::<f64>()
         );
     }
     o.push_str("</table>");

@@ -10,7 +10,9 @@ pub mod html;
 pub mod lock_stacks;
 pub mod perf_map;
 pub mod plots;
+pub mod pprof;
 pub mod run_text;
+pub mod slowest;
 pub mod symbolize;
 pub mod text;
 
@@ -35,35 +37,77 @@ pub fn write_flamegraphs(
     use folded::{GROUPS, StackKind};
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
-            let lines: Vec<folded::FoldedLine> = (stacks.lines(kind).iter())
-                .filter(|l| l.group == group)
-                .cloned()
-                .collect();
+            let lines = stacks.of_group(kind, group);
             let total: u64 = lines.iter().map(|l| l.value).sum();
-            let (title, subtitle) = match kind {
-                StackKind::OnCpu => (
-                    format!("{name}: on-CPU stacks"),
-                    format!(
-                        "{total} cpu-clock samples over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
-                        run.load.duration_s
-                    ),
-                ),
-                StackKind::OffCpu => (
-                    format!("{name}: off-CPU stacks"),
-                    format!(
-                        "{:.1} s off-CPU, switch-out to switch-in, over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
-                        total as f64 / 1e6,
-                        run.load.duration_s
-                    ),
-                ),
+            let title = match kind {
+                StackKind::OnCpu => format!("{name}: on-CPU stacks"),
+                StackKind::OffCpu => format!("{name}: off-CPU stacks"),
             };
+            let subtitle = flamegraph_subtitle(kind, run, total);
             if let Some(svg) = flamegraph::standalone(kind, &title, &subtitle, &lines) {
                 let file = format!("flamegraph-{}-{name}.svg", kind.file_stem());
                 output::write_atomic(&dir.join(file), svg.as_bytes(), force)?;
             }
         }
     }
+    if let Ok(slowest) = slowest::slowest(run, stacks) {
+        slowest::write_svgs(dir, &slowest, force)?;
+    }
     Ok(())
+}
+
+/// Writes DIR/flamegraph-{oncpu,offcpu}-{server,client}-SPAN.svg for the stacks of one window
+/// (`stacks` already cut to it); returns the files written.
+pub fn write_window_flamegraphs(
+    dir: &Path,
+    stacks: &FoldedStacks,
+    span: &str,
+    force: bool,
+) -> Result<Vec<std::path::PathBuf>, SrvprofError> {
+    use folded::{GROUPS, StackKind};
+    let mut written = Vec::new();
+    for kind in StackKind::ALL {
+        for (group, name) in GROUPS {
+            let lines = stacks.of_group(kind, group);
+            let total: u64 = lines.iter().map(|l| l.value).sum();
+            let (title, subtitle) = match kind {
+                StackKind::OnCpu => (
+                    format!("{name}: on-CPU stacks, {span}"),
+                    format!(
+                        "{total} cpu-clock samples from {span} of the measured window; click a frame to zoom, Search to find a function"
+                    ),
+                ),
+                StackKind::OffCpu => (
+                    format!("{name}: off-CPU stacks, {span}"),
+                    format!(
+                        "{:.3} s off-CPU in periods that ended {span} of the measured window; click a frame to zoom, Search to find a function",
+                        total as f64 / 1e6
+                    ),
+                ),
+            };
+            if let Some(svg) = flamegraph::standalone(kind, &title, &subtitle, &lines) {
+                let path = dir.join(format!("flamegraph-{}-{name}-{span}.svg", kind.file_stem()));
+                output::write_atomic(&path, svg.as_bytes(), force)?;
+                written.push(path);
+            }
+        }
+    }
+    Ok(written)
+}
+
+/// What a whole-run flamegraph of `total` shows.
+pub fn flamegraph_subtitle(kind: folded::StackKind, run: &RunReport, total: u64) -> String {
+    match kind {
+        folded::StackKind::OnCpu => format!(
+            "{total} cpu-clock samples over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
+            run.load.duration_s
+        ),
+        folded::StackKind::OffCpu => format!(
+            "{:.1} s off-CPU, switch-out to switch-in, over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
+            total as f64 / 1e6,
+            run.load.duration_s
+        ),
+    }
 }
 
 /// Writes DIR/report.html: one self-contained page, every image an inline SVG.

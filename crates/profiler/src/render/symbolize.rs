@@ -2,6 +2,7 @@
 //! kernel frames from kallsyms. A frame that does not resolve is kept as `module+0xoffset`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer,
@@ -11,7 +12,7 @@ use blazesym::{MaybeDefault, Pid};
 
 use srvprof_analysis::unwind_quality::{UnwindEnd, UnwindTally};
 
-use super::folded::{FoldedLine, FoldedStacks, GROUPS};
+use super::folded::{FoldedLine, FoldedStacks, GROUPS, Module};
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
@@ -20,10 +21,11 @@ use srvprof_common::StackKey;
 /// Names every frame of every counted stack. Call it while the targets still run: a process
 /// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
 /// JIT code is named from perf maps (`maps`: the JVMs' maps from the run's start, merged with
-/// each process's map now).
-pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
+/// each process's map now). Each line keeps the time bucket it was counted in, as milliseconds
+/// since `origin_ns` (the measured window's start; CLOCK_MONOTONIC).
+pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> FoldedStacks {
     let symbolizer = Symbolizer::builder().enable_code_info(false).build();
-    let keys = raw.oncpu.iter().chain(raw.offcpu.iter()).map(|(k, _)| k);
+    let keys = raw.oncpu.iter().chain(raw.offcpu.iter()).map(|(k, ..)| k);
 
     // Kernel addresses of all stacks at once; user addresses per process.
     let mut kernel_addrs: Vec<u64> = Vec::new();
@@ -52,6 +54,8 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
         format!("[kernel]+{a:#x}")
     });
     let mut user_names: HashMap<u32, HashMap<u64, String>> = HashMap::new();
+    let mut frame_modules: BTreeMap<String, Module> = BTreeMap::new();
+    let mut build_ids: HashMap<(u32, String), Option<String>> = HashMap::new();
     for (tgid, addrs) in user_addrs {
         let modules = ProcessMaps::read(tgid);
         let jit = maps.with_current(tgid).unwrap_or_default();
@@ -64,12 +68,31 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
                 .map(clean)
                 .unwrap_or_else(|| modules.module_offset(a))
         });
+        for (addr, name) in &named {
+            let Some(path) = modules.path(*addr) else {
+                continue;
+            };
+            // The file as the process sees it (its mount namespace), read through its root.
+            let build_id = (build_ids.entry((tgid, path.to_string())))
+                .or_insert_with(|| {
+                    super::pprof::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
+                })
+                .clone();
+            frame_modules.entry(name.clone()).or_insert_with(|| Module {
+                path: path.to_string(),
+                build_id,
+            });
+        }
         user_names.insert(tgid, named);
     }
 
     // Each line with its user frames apart (outermost first) and how they were unwound.
     type Line = (FoldedLine, Vec<String>, &'static str, Option<UnwindEnd>);
-    let line = |key: &StackKey, value: u64| -> Line {
+    let at_ms = |at: Option<u64>| -> Option<i64> {
+        let (at, origin) = (at?, origin_ns?);
+        Some(at.div_euclid(1_000_000) as i64 - origin.div_euclid(1_000_000) as i64)
+    };
+    let line = |key: &StackKey, at: Option<u64>, value: u64| -> Line {
         let mut frames = vec![clean(&comm_string(&key.comm))];
         let mut user = Vec::new();
         if let (Some(f), Some(named), true) = (
@@ -102,6 +125,7 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             group: key.group,
             frames,
             value,
+            at_ms: at_ms(at),
         };
         (
             line,
@@ -120,9 +144,15 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             quality.push(t.finish(name, kind));
         }
     };
-    let oncpu: Vec<_> = raw.oncpu.iter().map(|(k, v)| line(k, *v)).collect();
+    let oncpu: Vec<_> = raw
+        .oncpu
+        .iter()
+        .map(|(k, at, v)| line(k, *at, *v))
+        .collect();
     // Off-CPU time in microseconds: whole-run totals stay readable.
-    let offcpu: Vec<_> = raw.offcpu.iter().map(|(k, v)| line(k, v / 1000)).collect();
+    let offcpu: Vec<_> = (raw.offcpu.iter())
+        .map(|(k, at, v)| line(k, *at, (v + 500) / 1000))
+        .collect();
     tally("oncpu", &oncpu);
     tally("offcpu", &offcpu);
     FoldedStacks {
@@ -132,6 +162,7 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             .map(|(l, ..)| without_tracing_frames(l))
             .collect(),
         quality,
+        modules: frame_modules,
     }
 }
 
@@ -182,6 +213,8 @@ fn clean(name: &str) -> String {
 struct ProcessMaps {
     /// (start, end, file offset, module base name)
     ranges: Vec<(u64, u64, u64, String)>,
+    /// (start, end, path) of the mappings backed by a file.
+    files: Vec<(u64, u64, String)>,
 }
 
 impl ProcessMaps {
@@ -189,7 +222,15 @@ impl ProcessMaps {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         Self {
             ranges: text.lines().filter_map(parse_maps_line).collect(),
+            files: text.lines().filter_map(file_of_maps_line).collect(),
         }
+    }
+
+    /// The file `addr` lies in, if a file backs it.
+    fn path(&self, addr: u64) -> Option<&str> {
+        (self.files.iter())
+            .find(|r| r.0 <= addr && addr < r.1)
+            .map(|r| r.2.as_str())
     }
 
     fn module_offset(&self, addr: u64) -> String {
@@ -198,6 +239,22 @@ impl ProcessMaps {
             None => format!("[unknown]+{addr:#x}"),
         }
     }
+}
+
+/// (start, end, path) of a maps line whose mapping a file backs (a path, not [vdso] or a
+/// deleted file).
+fn file_of_maps_line(line: &str) -> Option<(u64, u64, String)> {
+    let mut parts = line.split_whitespace();
+    let (start, end) = parts.next()?.split_once('-')?;
+    let path = parts.nth(4)?;
+    if !path.starts_with('/') || line.ends_with("(deleted)") {
+        return None;
+    }
+    Some((
+        u64::from_str_radix(start, 16).ok()?,
+        u64::from_str_radix(end, 16).ok()?,
+        path.to_string(),
+    ))
 }
 
 fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
@@ -228,8 +285,29 @@ mod tests {
                 )
                 .unwrap(),
             ],
+            files: Vec::new(),
         };
         assert_eq!(maps.module_offset(0x55d0c0a00010), "nginx+0x2010");
         assert_eq!(maps.module_offset(0x10), "[unknown]+0x10");
+    }
+
+    #[test]
+    fn only_mappings_a_file_backs_have_a_path() {
+        let f = file_of_maps_line;
+        assert_eq!(
+            f("7f00-7f10 r-xp 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6"),
+            Some((
+                0x7f00,
+                0x7f10,
+                "/usr/lib/x86_64-linux-gnu/libc.so.6".to_string()
+            ))
+        );
+        for line in [
+            "7f00-7f10 r-xp 00000000 00:00 0 [vdso]",
+            "7f00-7f10 rwxp 00000000 00:00 0",
+            "7f00-7f10 r-xp 00000000 00:05 77 /memfd:doublemapper (deleted)",
+        ] {
+            assert_eq!(f(line), None, "{line}");
+        }
     }
 }
