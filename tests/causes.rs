@@ -107,7 +107,8 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     let mut group = QuotaGroup::new(30_000, 100_000);
-    for pid in srvprof::discover::with_descendants(&[nginx.pid()]) {
+    group.add(nginx.pid());
+    for pid in nginx.children(1) {
         group.add(pid);
     }
     let before = group.stat();
@@ -194,10 +195,7 @@ fn cpu_task_ticks(cpu: u32) -> u64 {
 fn a_cpu_hog_on_the_servers_cpu_is_the_top_finding_by_its_pid() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let worker = *srvprof::discover::with_descendants(&[nginx.pid()])
-        .iter()
-        .find(|p| **p != nginx.pid())
-        .expect("a worker process");
+    let worker = nginx.children(1)[0];
     let hog = CpuHog::on("1");
     let (cpu0, hog0, worker0) = (
         cpu_task_ticks(1),
@@ -299,10 +297,7 @@ fn disk_waits_of_the_event_loop_are_the_top_finding_with_the_file() {
     use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
     require_root();
     let nginx = Server::start("nginx-html", &["--cpus", "1", "--big-file-mb", "8"]);
-    let worker = *srvprof::discover::with_descendants(&[nginx.pid()])
-        .iter()
-        .find(|p| **p != nginx.pid())
-        .expect("a worker process");
+    let worker = nginx.children(1)[0];
     let file = server_state_dir("nginx-html", nginx.port).join("html/big");
     let url = format!("http://127.0.0.1:{}/big", nginx.port);
     let pid = worker.to_string();
@@ -389,7 +384,17 @@ fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inhe
     let f = expect_finding(&second, "connection_churn");
     let inherited = evidence(f, "time_wait_at_start");
     eprintln!("{}", f["summary"]);
-    assert!(inherited >= 0.9 * by_ss as f64, "{inherited} of {by_ss}");
+    // The first run's own sockets cannot expire before the second starts (60 s); those earlier
+    // runs left may (CI: 20,495 left before the first, 5,001 gone by the second).
+    let own = by_ss as f64
+        - evidence(
+            expect_finding(&first, "connection_churn"),
+            "time_wait_at_start",
+        );
+    assert!(
+        inherited >= 0.9 * own && inherited <= by_ss as f64 + 100.0,
+        "{inherited} inherited; {by_ss} after the first run, {own} of them its own"
+    );
     assert!(
         f["summary"].as_str().unwrap().contains("already there"),
         "{}",
@@ -691,14 +696,9 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
 #[test]
 fn one_busy_worker_of_two_is_the_top_finding_by_its_pid() {
     require_root();
-    let workers = |nginx: &Server| -> Vec<u32> {
-        let all = srvprof::discover::with_descendants(&[nginx.pid()]);
-        all.into_iter().filter(|p| *p != nginx.pid()).collect()
-    };
     let args = ["--workers", "2", "--cpus", "1", "--spin-us", "300"];
     let nginx = Server::start("nginx-lua", &args);
-    let pids = workers(&nginx);
-    assert_eq!(pids.len(), 2, "two workers: {pids:?}");
+    let pids = nginx.children(2);
     let before: Vec<u64> = pids.iter().map(|p| process_ticks(*p)).collect();
     let run = RunArgs::pid(nginx.pid())
         .load(1, "4s", "0s")
@@ -861,7 +861,10 @@ fn swapped_out_memory_is_the_top_finding_with_the_swap_ins() {
     let mut group = MemoryGroup::new(16 << 20);
     group.add(server.pid());
     let pid = server.pid().to_string();
-    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
+    // Reclaim under swap-ins walks many distinct kernel stacks: offcputime's default 1024 stack
+    // slots overflow, and a period whose stack did not fit reads [Missed Kernel Stack], without
+    // exc_page_fault (CI: 86 ms found of 1.2 s).
+    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid, "--stack-storage-size", "65536"]);
     offcputime.wait_loaded();
     let (faults0, swapins0) = (major_faults(server.pid()), swap_ins());
     let run = RunArgs::pid(server.pid())
@@ -870,13 +873,15 @@ fn swapped_out_memory_is_the_top_finding_with_the_swap_ins() {
         .run_ok("swap-ins");
     let faults = major_faults(server.pid()) - faults0;
     let swapins = swap_ins() - swapins0;
-    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "exc_page_fault");
+    let peer = offcputime.stop();
+    let peer_us = offcputime_us_with_frame(&peer, "exc_page_fault");
+    let missed_us = offcputime_us_with_frame(&peer, "[Missed Kernel Stack]");
     let m = &run["server"]["memory"];
     let ours_us = m["fault_wait_ns"].as_f64().unwrap() / 1e3;
     let kinds = finding_kinds(&run);
     let f = expect_finding(&run, "memory_pressure");
     eprintln!(
-        "srvprof {} fault waits, {ours_us:.0} us; /proc {faults} major faults, {swapins} swap-ins; offcputime {peer_us} us; findings {kinds:?}; {}",
+        "srvprof {} fault waits, {ours_us:.0} us; /proc {faults} major faults, {swapins} swap-ins; offcputime {peer_us} us ({missed_us} us more without a kernel stack); findings {kinds:?}; {}",
         m["fault_waits"], f["summary"]
     );
     assert_eq!(kinds[0], "memory_pressure", "{kinds:?}");

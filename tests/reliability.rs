@@ -229,30 +229,7 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
     require_root();
     let ns = Netns::create();
     // nginx in the server namespace, listening on its veth address.
-    let state = std::env::temp_dir().join(format!("srvprof-veth-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&state);
-    std::fs::create_dir_all(&state).unwrap();
-    let conf = state.join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               server {{ listen 10.231.0.1:8080; location / {{ return 200 \"hello world\"; }} }} }}\n",
-            d = state.display()
-        ),
-    )
-    .unwrap();
-    let mut nginx = Command::new("ip")
-        .args(["netns", "exec", &ns.names[0], "/usr/sbin/nginx", "-c"])
-        .arg(&conf)
-        .arg("-p")
-        .arg(&state)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
+    let mut nginx = nginx_in_netns(&ns.names[0], "veth", "10.231.0.1:8080", 4096);
     let master = nginx.id();
     let before = proc_softirq("NET_RX");
     // srvprof (and so its load generator) in the client namespace; the URL is found from nginx's socket.

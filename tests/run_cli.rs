@@ -1,6 +1,8 @@
 //! `srvprof run` on real servers, each with a known cause by construction; every test asserts
 //! on the numbers, against the kernel's own counters where one exists.
 
+use std::process::Command;
+
 use srvprof_integration::*;
 
 #[test]
@@ -281,4 +283,70 @@ fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
 fn with_children(pid: u32) -> u32 {
     let kids = srvprof::discover::with_descendants(&[pid]);
     *kids.iter().find(|k| **k != pid).expect("a worker process")
+}
+
+/// A namespace whose ephemeral port range holds 10 ports (net.ipv4.ip_local_port_range, per
+/// namespace, with TIME_WAIT reuse off), nginx in it, and `srvprof load -c 20` with keep-alive:
+/// at most 10 connections can exist by construction, so the others' connects fail with
+/// EADDRNOTAVAIL, which the report counts as no_local_port and the summary explains.
+#[test]
+fn running_out_of_local_ports_is_named_with_its_fix() {
+    require_root();
+    let ns = format!("srvprof-ports-{}", std::process::id() % 10000);
+    let run_ip = |args: &[&str]| {
+        let st = Command::new("ip").args(args).status().expect("ip");
+        assert!(st.success(), "ip {args:?}");
+    };
+    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+    run_ip(&["netns", "add", &ns]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    run_ip(&["-n", &ns, "link", "set", "lo", "up"]);
+    for setting in [
+        "net.ipv4.ip_local_port_range=40000 40009",
+        "net.ipv4.tcp_tw_reuse=0",
+    ] {
+        run_ip(&["netns", "exec", &ns, "sysctl", "-q", "-w", setting]);
+    }
+    let mut nginx = nginx_in_netns(&ns, "ports", "127.0.0.1:8080", 1024);
+    let json = std::env::temp_dir().join(format!("srvprof-ports-{}.json", std::process::id()));
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns])
+        .arg(srvprof_bin())
+        .args([
+            "load",
+            "http://127.0.0.1:8080/",
+            "-c",
+            "20",
+            "-d",
+            "2",
+            "--threads",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&json)
+        .output()
+        .unwrap();
+    // SAFETY: the master stops its worker on SIGTERM.
+    unsafe { libc::kill(nginx.id() as i32, libc::SIGTERM) };
+    let _ = nginx.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = read_json(&json);
+    let by_kind = &report["errors_by_kind"];
+    eprintln!("{stdout}");
+    assert!(report["completed"].as_u64().unwrap() > 100, "{report}");
+    assert!(by_kind["no_local_port"].as_u64().unwrap() > 0, "{by_kind}");
+    for kind in ["connect_refused", "connect_timeout", "reset", "other"] {
+        assert_eq!(by_kind[kind], 0, "{kind}: {by_kind}");
+    }
+    assert!(
+        stdout.contains("no_local_port: no local port was free")
+            && stdout.contains("net.ipv4.ip_local_port_range"),
+        "{stdout}"
+    );
 }

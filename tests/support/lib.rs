@@ -237,6 +237,24 @@ pub fn spawn_in_own_group(cmd: &mut Command) -> Child {
         .unwrap_or_else(|e| panic!("start {:?}: {e}", cmd.get_program()))
 }
 
+/// The processes whose parent is PID, by /proc/*/stat's fourth field.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut kids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            after.split_whitespace().nth(1) == Some(&pid.to_string())
+        })
+        .collect();
+    kids.sort_unstable();
+    kids
+}
+
 /// A reference or faulty server from servers/, in its own process group, killed on drop.
 pub struct Server {
     pub child: Child,
@@ -276,6 +294,20 @@ impl Server {
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's N child processes (nginx's workers), waiting up to 10 s for them: a master
+    /// listens before it forks, so its port answers before its workers exist (CI found none).
+    pub fn children(&self, n: usize) -> Vec<u32> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let kids = children_of(self.pid());
+            if kids.len() >= n || Instant::now() > deadline {
+                assert_eq!(kids.len(), n, "{n} child processes of {}", self.pid());
+                return kids;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 
@@ -561,4 +593,88 @@ pub fn wait_attached(
         line.clear();
     }
     panic!("srvprof ended before '{marker}'");
+}
+
+/// servers/busy-thread, once it says `ready` (after a build on first use).
+pub fn start_busy_thread(args: &[&str]) -> Server {
+    let mut child = spawn_in_own_group(
+        Command::new(workspace_root().join("servers/busy-thread/run"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
+    // It prints `ready` once its threads run (after a build on first use).
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        if line.trim() == "ready" {
+            break;
+        }
+        seen.push(line);
+        assert!(
+            n > 0 && seen.len() < 100,
+            "busy-thread did not start: {seen:?}"
+        );
+    }
+    Server { child, port: 0 }
+}
+
+/// Runs headless Chromium with a fresh profile; returns (stdout, stderr).
+pub fn chromium(args: &[&str], url: &str) -> (String, String) {
+    let profile = std::env::temp_dir().join(format!("srvprof-chromium-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&profile);
+    std::fs::create_dir_all(&profile).unwrap();
+    let out = Command::new("/usr/bin/chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run /usr/bin/chromium");
+    let _ = std::fs::remove_dir_all(&profile);
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// nginx (one worker, `return 200 "hello world"`) in the network namespace `ns`, listening on
+/// `listen`, its files in a fresh temporary folder named for `name`; started 0.8 s ago.
+pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u32) -> Child {
+    let state = std::env::temp_dir().join(format!("srvprof-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    std::fs::create_dir_all(&state).unwrap();
+    let conf = state.join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+             events {{ worker_connections {worker_connections}; }}\n\
+             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+               server {{ listen {listen}; location / {{ return 200 \"hello world\"; }} }} }}\n",
+            d = state.display()
+        ),
+    )
+    .unwrap();
+    let nginx = Command::new("ip")
+        .args(["netns", "exec", ns, "/usr/sbin/nginx", "-c"])
+        .arg(&conf)
+        .arg("-p")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    nginx
 }
