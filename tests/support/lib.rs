@@ -2,6 +2,7 @@
 
 pub mod libbpf_tools;
 pub mod side_by_side;
+pub mod tls_nginx;
 pub mod traffic;
 
 use std::ffi::OsString;

@@ -312,6 +312,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".load.config.protocol",
+        "added (issue 20): http/1.1, h2 or h2c",
+    ),
+    (
         ".load.tls",
         "added (issue 20): the TLS handshakes of an https run (null for http)",
     ),

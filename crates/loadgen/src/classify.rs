@@ -66,6 +66,25 @@ pub(crate) fn hyper_error(err: &hyper::Error, phase: Phase) -> ErrorKind {
     ErrorKind::Other
 }
 
+/// An h2 error, sorted: a GOAWAY or a RST_STREAM from the server by its kind, else its I/O
+/// cause, else a protocol error (the server's bytes were not HTTP/2).
+pub(crate) fn h2_error(err: &h2::Error, phase: Phase) -> ErrorKind {
+    if err.is_go_away() && err.is_remote() {
+        return ErrorKind::GoAway;
+    }
+    if err.is_reset() && err.is_remote() {
+        return ErrorKind::StreamReset;
+    }
+    if let Some(io) = err.get_io() {
+        return io_error(io, phase);
+    }
+    if err.is_go_away() || err.is_reset() {
+        // Our side ended it: a frame the server sent broke the protocol.
+        return ErrorKind::ProtocolError;
+    }
+    ErrorKind::Other
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,9 +24,11 @@ pub struct LoadArgs {
     pub duration: Option<Duration>,
 
     /// Open loop: requests per second over all connections, on a fixed schedule; latency counts
-    /// from each request's intended send time.
-    #[arg(long = "rate")]
-    pub rate: Option<f64>,
+    /// from each request's intended send time. Stages change it over time:
+    /// `1000:30s,5000:30s,ramp:5000-20000:60s` (steady rates and linear ramps from the start of
+    /// the run; the last rate holds after them; without -d or -n the run lasts their total).
+    #[arg(long = "rate", value_parser = crate::rate::RateSchedule::parse, value_name = "RATE|STAGES")]
+    pub rate: Option<crate::rate::RateSchedule>,
 
     /// Open a new TCP connection for every request (connect time is part of the latency).
     #[arg(long = "no-keepalive")]
@@ -111,6 +113,16 @@ pub struct LoadArgs {
     /// https: the name sent as SNI and checked against the certificate (default: the URL's host).
     #[arg(long = "sni", value_name = "NAME")]
     pub sni: Option<String>,
+
+    /// Speak HTTP/2: over TLS (ALPN h2) for https:// URLs, over cleartext with prior knowledge
+    /// (h2c) for http:// ones.
+    #[arg(long = "http2")]
+    pub http2: bool,
+
+    /// HTTP/2: requests in flight at once on each of the -c connections (-c 10 --streams 10 keeps
+    /// 100 in flight).
+    #[arg(long = "streams", short = 'm', default_value_t = 1, value_name = "N")]
+    pub streams: usize,
 }
 
 fn parse_on_off(text: &str) -> Result<bool, String> {
@@ -159,6 +171,8 @@ impl Default for LoadArgs {
             key: None,
             tls_resumption: true,
             sni: None,
+            http2: false,
+            streams: 1,
         }
     }
 }
@@ -183,9 +197,21 @@ impl LoadArgs {
             }
             (None, None) => None,
         };
-        let duration = match (self.duration, self.requests) {
-            (None, None) => Some(Duration::from_secs(10)),
-            (d, _) => d,
+        let duration = match (self.duration, self.requests, &self.rate) {
+            // Stages count from the run's start: the measured window is what ramp-up and warmup
+            // leave of them.
+            (None, None, Some(rate)) if !rate.is_steady() => {
+                let left = rate.length().saturating_sub(self.ramp_up + self.warmup);
+                if left.is_zero() {
+                    return Err(LoadError::InvalidOption(format!(
+                        "the --rate stages last {:?}, no longer than --ramp-up and --warmup together; lengthen the stages or give -d",
+                        rate.length()
+                    )));
+                }
+                Some(left)
+            }
+            (None, None, _) => Some(Duration::from_secs(10)),
+            (d, _, _) => d,
         };
         Ok(LoadConfig {
             url: String::new(),
@@ -197,7 +223,7 @@ impl LoadArgs {
             }),
             duration,
             requests: self.requests,
-            rate: self.rate,
+            rate: self.rate.clone(),
             keepalive: !self.no_keepalive,
             method: self.method.clone(),
             headers,
@@ -217,6 +243,8 @@ impl LoadArgs {
                 resumption: self.tls_resumption,
                 sni: self.sni.clone(),
             },
+            http2: self.http2,
+            streams: self.streams,
         })
     }
 }

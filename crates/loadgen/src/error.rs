@@ -20,6 +20,10 @@ pub enum LoadError {
     #[error("{0}")]
     Tls(String),
 
+    /// `--http2` against a server that does not speak it: the sentence says what it did.
+    #[error("{0}")]
+    Http2(String),
+
     #[error("cannot resolve host `{host}`: {source}; check the host name or use an IP address")]
     Resolve {
         host: String,

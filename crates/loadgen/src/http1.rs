@@ -62,12 +62,14 @@ pub(crate) struct Connection {
 
 impl Protocol for Connection {
     type Spare = Vec<u8>;
+    type Shared = ();
 
     async fn open(
         plan: &RunPlan,
+        _shared: &(),
         spare: &mut Option<Vec<u8>>,
         eager: bool,
-    ) -> Result<(Connection, Instant), ErrorKind> {
+    ) -> Result<(Connection, Option<Instant>), ErrorKind> {
         let buf = spare.take().unwrap_or_else(Connection::new_buffer);
         // Over TLS the request waits for the handshake: no eager send.
         if eager && plan.tls.is_none() {
@@ -75,13 +77,13 @@ impl Protocol for Connection {
             let (mut conn, connected_at, sent) =
                 Connection::open_and_send(plan.addr, buf, request).await?;
             conn.presend = Some(sent);
-            Ok((conn, connected_at))
+            Ok((conn, Some(connected_at)))
         } else {
             let opened = crate::transport::connect(plan).await?;
             let connected_at = opened.connected_at;
             let mut conn = Connection::with_stream(opened.stream, buf);
             conn.handshake = opened.handshake;
-            Ok((conn, connected_at))
+            Ok((conn, Some(connected_at)))
         }
     }
 

@@ -3,24 +3,21 @@
 //! the response's header map) but a second, independent HTTP implementation to compare with.
 
 use std::cell::Cell;
-use std::io;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::classify::{Phase, hyper_error};
 use crate::plan::RunPlan;
 use crate::protocol::{Answer, Failure, Protocol};
 use crate::report::ErrorKind;
 use crate::tls::Handshake;
-use crate::transport::Stream;
+use crate::transport::CountingStream;
 
 type HyperConnection = http1::Connection<TokioIo<CountingStream>, Full<Bytes>>;
 
@@ -37,18 +34,17 @@ pub(crate) struct HyperConn {
 
 impl Protocol for HyperConn {
     type Spare = ();
+    type Shared = ();
 
     async fn open(
         plan: &RunPlan,
+        _shared: &(),
         _spare: &mut Option<()>,
         _eager: bool,
-    ) -> Result<(HyperConn, Instant), ErrorKind> {
+    ) -> Result<(HyperConn, Option<Instant>), ErrorKind> {
         let opened = crate::transport::connect(plan).await?;
         let bytes_read = Rc::new(Cell::new(0u64));
-        let io = TokioIo::new(CountingStream {
-            inner: opened.stream,
-            bytes_read: bytes_read.clone(),
-        });
+        let io = TokioIo::new(CountingStream::new(opened.stream, bytes_read.clone()));
         let (sender, conn) = http1::handshake::<_, Full<Bytes>>(io)
             .await
             .map_err(|e| hyper_error(&e, Phase::Connect))?;
@@ -59,7 +55,7 @@ impl Protocol for HyperConn {
             responses: 0,
             handshake: opened.handshake,
         };
-        Ok((conn, opened.connected_at))
+        Ok((conn, Some(opened.connected_at)))
     }
 
     async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure> {
@@ -149,58 +145,4 @@ pub async fn exchange(
     request: hyper::Request<Full<Bytes>>,
 ) -> Result<u16, ErrorKind> {
     exchange_answer(sender, request).await.map(|a| a.status)
-}
-
-/// A TCP stream that counts the bytes read from it.
-pub(crate) struct CountingStream {
-    inner: Stream,
-    bytes_read: Rc<Cell<u64>>,
-}
-
-impl AsyncRead for CountingStream {
-    #[inline]
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let n = (buf.filled().len() - before) as u64;
-        self.bytes_read.set(self.bytes_read.get() + n);
-        poll
-    }
-}
-
-impl AsyncWrite for CountingStream {
-    #[inline]
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    #[inline]
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    #[inline]
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -20,8 +20,8 @@
 mod report;
 
 pub use report::{
-    ClientCpu, ConfigEcho, Engine, ErrorKind, LatencySummary, LoadReport, SpectrumPoint,
-    TimelineEntry, TlsSummary,
+    ClientCpu, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport,
+    OpenLoopSummary, Protocol, SpectrumPoint, TimelineEntry, TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -34,12 +34,14 @@ engine! {
     pub mod cli;
     mod error;
     mod hdr_log;
+    mod http2;
     mod http1;
     mod hyper_client;
     mod pacer;
     mod plan;
     pub mod printer;
     mod progress;
+    pub mod rate;
     mod protocol;
     mod request;
     mod request_loop;

@@ -25,11 +25,12 @@ use crate::plan::RunPlan;
 /// at 10,000 req/s and 14 instead of 8 at 40,000; from 80,000 req/s both cost the same.
 const COALESCE: Duration = Duration::from_micros(100);
 
-/// When each request of one connection should go out.
+/// When each request of one request slot (a connection, or an HTTP/2 stream) should go out.
 pub(crate) struct Pacer {
-    /// Open loop: intended time of the next request, the spacing between requests, and the
-    /// thread's schedule with this connection's slot in it.
-    next: Option<(Instant, Duration)>,
+    /// Open loop: the intended time of the slot's next request, that request's number over all
+    /// slots (slot i sends requests i, i + slots, i + 2 slots...), and the instant the rate's
+    /// schedule counts from for this slot (the run's start, later for a slot that began late).
+    next: Option<(Instant, u64, Instant)>,
     schedule: Option<(Rc<Schedule>, usize)>,
 }
 
@@ -40,11 +41,12 @@ impl Pacer {
         started: Instant,
         schedule: Option<Rc<Schedule>>,
     ) -> Pacer {
-        let next = plan.rate.map(|rate| {
-            let period = Duration::from_secs_f64(plan.connections as f64 / rate);
-            // Spread connections over one period so the schedule is even, not bursty.
-            let offset = Duration::from_secs_f64(index as f64 / rate);
-            ((plan.run_start + offset).max(started), period)
+        let next = plan.rate.as_ref().map(|rate| {
+            // Slots' first requests are spread over the first slots' worth of the schedule, so
+            // it is even, not bursty; a slot that starts later (--ramp-up) shifts its own.
+            let due = plan.run_start + rate.due(index as f64);
+            let origin = plan.run_start + started.saturating_duration_since(due);
+            (due.max(started), index as u64, origin)
         });
         Pacer {
             next,
@@ -56,7 +58,7 @@ impl Pacer {
     /// origin): the intended time in open loop, so a stalled server shows in the percentiles.
     #[inline]
     pub(crate) async fn wait(&self) -> Option<Instant> {
-        let (at, _) = self.next?;
+        let (at, _, _) = self.next?;
         if at > Instant::now() {
             match &self.schedule {
                 Some((schedule, slot)) => schedule.wait_until(*slot, at).await,
@@ -68,9 +70,10 @@ impl Pacer {
     }
 
     #[inline]
-    pub(crate) fn advance(&mut self) {
-        if let Some((at, period)) = &mut self.next {
-            *at += *period;
+    pub(crate) fn advance(&mut self, plan: &RunPlan) {
+        if let (Some((at, k, origin)), Some(rate)) = (&mut self.next, &plan.rate) {
+            *k += plan.slots() as u64;
+            *at = *origin + rate.due(*k as f64);
         }
     }
 }

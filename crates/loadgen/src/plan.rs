@@ -80,6 +80,9 @@ pub(crate) struct RunPlan {
     pub keepalive: bool,
     pub timeout: Duration,
     pub connections: usize,
+    /// HTTP/2 (`--http2`): requests go as streams, `streams` of them at once per connection.
+    pub http2: bool,
+    pub streams: usize,
     pub run_start: Instant,
     pub measure_start: Instant,
     /// End of the measured window (`-d`).
@@ -87,8 +90,8 @@ pub(crate) struct RunPlan {
     /// Total measured requests (`-n`).
     pub request_budget: Option<u64>,
     pub requests_claimed: AtomicU64,
-    /// Open loop: requests per second over all connections.
-    pub rate: Option<f64>,
+    /// Open loop: requests per second over all connections, over time.
+    pub rate: Option<crate::rate::RateSchedule>,
     pub ramp_up: Duration,
     pub stop: Arc<AtomicBool>,
     /// https: the TLS client every connection handshakes with.
@@ -96,6 +99,11 @@ pub(crate) struct RunPlan {
 }
 
 impl RunPlan {
+    /// Request slots: each carries one request at a time (a connection, or an HTTP/2 stream).
+    pub(crate) fn slots(&self) -> usize {
+        self.connections * self.streams
+    }
+
     /// Take one request from `-n`; false when all were taken.
     #[inline]
     fn claim(&self) -> bool {

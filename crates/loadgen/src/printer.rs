@@ -17,9 +17,18 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
         (None, None) => "test".to_string(),
     };
     writeln!(out, "Running {what} @ {}", c.url)?;
-    let mode = match c.rate {
-        Some(rate) => format!("open loop at {rate} req/s"),
-        None => "closed loop".to_string(),
+    let mode = match (&c.rate_schedule, c.rate) {
+        (Some(stages), _) => format!("open loop, rate stages {stages} req/s"),
+        (None, Some(rate)) => format!("open loop at {rate} req/s"),
+        (None, None) => "closed loop".to_string(),
+    };
+    let mode = match (c.protocol, c.streams) {
+        (crate::report::Protocol::Http11, _) => mode,
+        (p, streams) => format!(
+            "{mode}, {} with {} streams per connection",
+            p.name(),
+            streams.unwrap_or(1)
+        ),
     };
     let conn = if c.keepalive {
         "keep-alive"
@@ -50,6 +59,31 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
             "  {} TLS handshakes, {} of them resumed",
             tls.handshakes, tls.resumed
         )?;
+    }
+    if let Some(h2) = &r.http2 {
+        let retried = h2.retried_after_goaway + h2.retried_after_refused_stream;
+        if retried > 0 {
+            writeln!(
+                out,
+                "  {retried} requests refused unprocessed by the server and sent again ({} past a GOAWAY, {} by REFUSED_STREAM)",
+                h2.retried_after_goaway, h2.retried_after_refused_stream
+            )?;
+        }
+    }
+    if let Some(open) = &r.open_loop {
+        latency_block(out, "Uncorr.", &open.uncorrected_latency_us)?;
+        writeln!(
+            out,
+            "  (Latency counts from each request's intended send time; Uncorr. from its actual send, as a client blind to coordinated omission would.)"
+        )?;
+        if open.sends_behind_schedule > 0 {
+            writeln!(
+                out,
+                "  {} sends fell behind the schedule (up to {} late): their connections were still waiting for earlier answers; more -c keeps the rate",
+                open.sends_behind_schedule,
+                human_us(open.max_behind_us as f64)
+            )?;
+        }
     }
     writeln!(out)?;
     writeln!(

@@ -1,6 +1,7 @@
 //! What the request loop asks of a connection, whichever way it speaks HTTP: open it, carry one
 //! request at a time, say how much it read. The loop (request_loop.rs) owns everything else:
-//! pacing, timeouts, recording, reconnects; each engine (http1.rs, hyper_client.rs) is only this.
+//! pacing, timeouts, recording, reconnects; each engine (http1.rs, hyper_client.rs, http2.rs) is
+//! only this.
 
 use std::time::Instant;
 
@@ -13,6 +14,12 @@ pub(crate) enum Failure {
     /// A reused keep-alive connection was closed before any byte of the answer: the server
     /// dropped an idle connection, so the request may be retried on a new one.
     Stale,
+    /// The connection was closed gracefully before this request went (an HTTP/2 GOAWAY: a
+    /// request limit, a reload): it goes at once on a new one, without a backoff.
+    Closed,
+    /// HTTP/2: the server refused this request before processing it (a stream past a graceful
+    /// GOAWAY's last, or REFUSED_STREAM): it goes again at once, on a new stream, counted.
+    Unprocessed { goaway: bool },
     Kind(ErrorKind),
 }
 
@@ -20,7 +27,9 @@ impl Failure {
     /// As the report counts it, when it is not retried.
     pub(crate) fn kind(self) -> ErrorKind {
         match self {
-            Failure::Stale => ErrorKind::Reset,
+            Failure::Stale | Failure::Closed => ErrorKind::Reset,
+            Failure::Unprocessed { goaway: true } => ErrorKind::GoAway,
+            Failure::Unprocessed { goaway: false } => ErrorKind::StreamReset,
             Failure::Kind(kind) => kind,
         }
     }
@@ -46,14 +55,20 @@ pub(crate) trait Protocol: Sized {
     /// buffer, so `--no-keepalive` allocates nothing per request).
     type Spare;
 
-    /// Open a connection to the plan's target, with `spare` if there is one. `eager`: its only
-    /// request is the plan's next (`--no-keepalive`), which may go out with the connect. Returns
-    /// the connection and when it was known to be connected (the connect time's end).
+    /// What the slots that share a connection share (HTTP/2's streams); `()` where each slot
+    /// has its own.
+    type Shared: Default;
+
+    /// Open a connection to the plan's target, with `spare` if there is one, or join the one
+    /// `shared` holds. `eager`: its only request is the plan's next (`--no-keepalive`), which
+    /// may go out with the connect. Returns the connection and, when it opened a new one, when
+    /// that was known to be connected (the connect time's end).
     async fn open(
         plan: &RunPlan,
+        shared: &Self::Shared,
         spare: &mut Option<Self::Spare>,
         eager: bool,
-    ) -> Result<(Self, Instant), ErrorKind>;
+    ) -> Result<(Self, Option<Instant>), ErrorKind>;
 
     /// Send the plan's request (the rest of it, after an eager open) and read the whole answer.
     async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure>;

@@ -38,11 +38,15 @@ pub enum ErrorKind {
     TooManyOpenFiles,
     /// The TLS handshake failed (a certificate refused, an alert from the server).
     TlsHandshake,
+    /// HTTP/2: the server's GOAWAY ended the connection before it answered this stream.
+    GoAway,
+    /// HTTP/2: the server reset this stream (RST_STREAM), e.g. REFUSED_STREAM.
+    StreamReset,
     Other,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::Reset,
@@ -52,6 +56,8 @@ impl ErrorKind {
         ErrorKind::NoLocalPort,
         ErrorKind::TooManyOpenFiles,
         ErrorKind::TlsHandshake,
+        ErrorKind::GoAway,
+        ErrorKind::StreamReset,
         ErrorKind::Other,
     ];
 
@@ -66,6 +72,8 @@ impl ErrorKind {
             ErrorKind::NoLocalPort => "no_local_port",
             ErrorKind::TooManyOpenFiles => "too_many_open_files",
             ErrorKind::TlsHandshake => "tls_handshake",
+            ErrorKind::GoAway => "goaway",
+            ErrorKind::StreamReset => "stream_reset",
             ErrorKind::Other => "other",
         }
     }
@@ -78,6 +86,12 @@ impl ErrorKind {
             ),
             ErrorKind::TooManyOpenFiles => Some(
                 "the client ran out of file descriptors: raise its open-file limit (ulimit -n) or use fewer connections",
+            ),
+            ErrorKind::GoAway => Some(
+                "the server closed HTTP/2 connections with GOAWAY while streams were in flight: it is shutting down or enforces a request limit per connection (nginx: keepalive_requests)",
+            ),
+            ErrorKind::StreamReset => Some(
+                "the server reset HTTP/2 streams (RST_STREAM): it refused or cancelled them; compare --streams with its concurrent-stream limit",
             ),
             _ => None,
         }
@@ -96,6 +110,30 @@ pub struct TlsSummary {
     pub resumed: u64,
     /// How long each took, from the TCP connection to the first byte it can carry (µs).
     pub handshake_us: LatencySummary,
+}
+
+/// HTTP/2: what the server refused unprocessed and the client sent again (RFC 9113 8.7); such
+/// requests are not errors, their retry is part of their latency.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Http2Summary {
+    /// Streams past the last one a graceful GOAWAY accepted (the server's request limit per
+    /// connection, a reload).
+    pub retried_after_goaway: u64,
+    /// Streams reset with REFUSED_STREAM (more streams than the server takes at once).
+    pub retried_after_refused_stream: u64,
+}
+
+/// Open loop: what keeping to the schedule cost.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct OpenLoopSummary {
+    /// Latency from each request's actual send, not its intended time: service time only, the
+    /// figure a client blind to coordinated omission reports (`latency_us` is the true one).
+    pub uncorrected_latency_us: LatencySummary,
+    /// Requests sent more than 1 ms after their intended time because their connection was
+    /// still waiting for an earlier answer (more connections keep the schedule), and the most
+    /// behind one (µs).
+    pub sends_behind_schedule: u64,
+    pub max_behind_us: u64,
 }
 
 /// Latency percentiles in microseconds.
@@ -207,6 +245,10 @@ pub struct ConfigEcho {
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,
     pub rate: Option<f64>,
+    /// A rate that changes over time (`--rate 1000:30s,ramp:1000-5000:60s`); `rate` is its
+    /// first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_schedule: Option<String>,
     pub keepalive: bool,
     pub method: String,
     pub headers: Vec<(String, String)>,
@@ -219,6 +261,35 @@ pub struct ConfigEcho {
     /// "closed" (next request when the previous answer is complete) or "open" (constant rate).
     pub mode: String,
     pub engine: Engine,
+    #[serde(default)]
+    pub protocol: Protocol,
+    /// HTTP/2: requests in flight at once on each connection (`--streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<usize>,
+}
+
+/// What the requests were carried by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Protocol {
+    #[default]
+    #[serde(rename = "http/1.1")]
+    Http11,
+    /// HTTP/2 over TLS, chosen in ALPN.
+    #[serde(rename = "h2")]
+    H2,
+    /// HTTP/2 over cleartext with prior knowledge.
+    #[serde(rename = "h2c")]
+    H2c,
+}
+
+impl Protocol {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http11 => "http/1.1",
+            Protocol::H2 => "h2",
+            Protocol::H2c => "h2c",
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default)]
@@ -258,6 +329,12 @@ pub struct LoadReport {
     /// https: the TLS handshakes of the connections opened in the window.
     #[serde(default)]
     pub tls: Option<TlsSummary>,
+    /// HTTP/2 (`--http2`): requests refused unprocessed and sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Summary>,
+    /// Open loop (`--rate`): uncorrected latency and sends behind schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop: Option<OpenLoopSummary>,
     /// Keep-alive connections the server closed while they were idle (found when the next
     /// request met EOF or a reset before any byte of its answer; that request is sent again on a
     /// new connection after the slot's reconnect backoff).

@@ -85,6 +85,10 @@ pub struct RequestTemplate {
     body: Bytes,
     /// The whole request as it goes on the wire, for the built-in HTTP/1.1 client.
     encoded: Bytes,
+    /// HTTP/2: the absolute URI (its scheme and authority become :scheme and :authority) and
+    /// the headers without Host and Connection, which HTTP/2 forbids.
+    h2_uri: Uri,
+    h2_headers: HeaderMap,
 }
 
 impl RequestTemplate {
@@ -129,12 +133,29 @@ impl RequestTemplate {
         }
         let body = Bytes::copy_from_slice(body.unwrap_or_default());
         let encoded = encode(&method, &uri, &map, &body);
+        let scheme = if target.tls_host.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let authority = map
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or(&target.authority);
+        let h2_uri = format!("{scheme}://{authority}{}", target.path_and_query)
+            .parse::<Uri>()
+            .map_err(|e| LoadError::InvalidOption(format!("bad Host header `{authority}`: {e}")))?;
+        let mut h2_headers = map.clone();
+        h2_headers.remove(HOST);
+        h2_headers.remove(CONNECTION);
         Ok(RequestTemplate {
             method,
             uri,
             headers: map,
             body,
             encoded,
+            h2_uri,
+            h2_headers,
         })
     }
 
@@ -159,6 +180,21 @@ impl RequestTemplate {
         *req.uri_mut() = self.uri.clone();
         *req.headers_mut() = self.headers.clone();
         req
+    }
+
+    /// The request for HTTP/2 (its body goes apart, as DATA).
+    #[inline]
+    pub fn h2_request(&self) -> Request<()> {
+        let mut req = Request::new(());
+        *req.method_mut() = self.method.clone();
+        *req.uri_mut() = self.h2_uri.clone();
+        *req.headers_mut() = self.h2_headers.clone();
+        req
+    }
+
+    #[inline]
+    pub fn body(&self) -> &Bytes {
+        &self.body
     }
 
     pub fn method(&self) -> &Method {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::time::sleep_until;
 
+use crate::http2::H2Stream;
 use crate::hyper_client::HyperConn;
 use crate::pacer::{Pacer, Schedule};
 use crate::plan::{Backoff, RunPlan, begin, pause};
@@ -25,7 +26,8 @@ enum ConnEnd {
     Done,
 }
 
-/// One connection slot, from its ramp-up to the end of the run.
+/// One connection of `-c`, from its ramp-up to the end of the run: one request slot, or, over
+/// HTTP/2, `--streams` slots sharing the connection.
 async fn connection(
     plan: Arc<RunPlan>,
     recorder: Rc<RefCell<ThreadRecorder>>,
@@ -39,10 +41,26 @@ async fn connection(
     if start_at > Instant::now() {
         sleep_until(start_at.into()).await;
     }
+    if plan.http2 {
+        let shared = Rc::new(crate::http2::Shared::default());
+        let mut streams = tokio::task::JoinSet::new();
+        for stream in 0..plan.streams {
+            let slot_index = index * plan.streams + stream;
+            let (plan, recorder, shared) = (plan.clone(), recorder.clone(), shared.clone());
+            let mut pacer = Pacer::new(&plan, slot_index, start_at, schedule.clone());
+            streams.spawn_local(async move {
+                slot::<H2Stream>(&plan, &recorder, &mut pacer, slot_index, &shared).await
+            });
+        }
+        while streams.join_next().await.is_some() {}
+        return;
+    }
     let mut pacer = Pacer::new(&plan, index, start_at, schedule);
     match plan.engine {
-        Engine::Builtin => slot::<crate::http1::Connection>(&plan, &recorder, &mut pacer, index).await,
-        Engine::Hyper => slot::<HyperConn>(&plan, &recorder, &mut pacer, index).await,
+        Engine::Builtin => {
+            slot::<crate::http1::Connection>(&plan, &recorder, &mut pacer, index, &()).await
+        }
+        Engine::Hyper => slot::<HyperConn>(&plan, &recorder, &mut pacer, index, &()).await,
     }
 }
 
@@ -51,27 +69,29 @@ async fn slot<P: Protocol>(
     recorder: &RefCell<ThreadRecorder>,
     pacer: &mut Pacer,
     index: usize,
+    shared: &P::Shared,
 ) {
     if plan.keepalive {
         let mut backoff = Backoff::new(index);
         while let ConnEnd::Reconnect =
-            keepalive_connection::<P>(plan, recorder, pacer, &mut backoff).await
+            keepalive_connection::<P>(plan, recorder, pacer, &mut backoff, shared).await
         {}
     } else {
-        per_request_connections::<P>(plan, recorder, pacer).await
+        per_request_connections::<P>(plan, recorder, pacer, shared).await
     }
 }
 
 /// Open a connection, giving up when `timer` fires.
 async fn open<P: Protocol>(
     plan: &RunPlan,
+    shared: &P::Shared,
     spare: &mut Option<P::Spare>,
     eager: bool,
     timer: std::pin::Pin<&mut tokio::time::Sleep>,
-) -> Result<(P, Instant), ErrorKind> {
+) -> Result<(P, Option<Instant>), ErrorKind> {
     tokio::select! {
         biased;
-        opened = P::open(plan, spare, eager) => opened,
+        opened = P::open(plan, shared, spare, eager) => opened,
         _ = timer => Err(ErrorKind::ConnectTimeout),
     }
 }
@@ -82,6 +102,7 @@ async fn keepalive_connection<P: Protocol>(
     recorder: &RefCell<ThreadRecorder>,
     pacer: &mut Pacer,
     backoff: &mut Backoff,
+    shared: &P::Shared,
 ) -> ConnEnd {
     if plan.over(Instant::now()) {
         return ConnEnd::Done;
@@ -91,15 +112,18 @@ async fn keepalive_connection<P: Protocol>(
     let timer = sleep_until((Instant::now() + plan.timeout).into());
     tokio::pin!(timer);
     let connect_start = Instant::now();
-    let mut conn = match open::<P>(plan, &mut None, false, timer.as_mut()).await {
+    let mut conn = match open::<P>(plan, shared, &mut None, false, timer.as_mut()).await {
         Ok((conn, connected_at)) => {
-            let mut rec = recorder.borrow_mut();
-            rec.connected(
-                connect_start,
-                connected_at.saturating_duration_since(connect_start),
-            );
-            if let Some(h) = conn.handshake() {
-                rec.tls_handshake(connect_start, h);
+            // None: an HTTP/2 stream joined its connection, opened and counted by another.
+            if let Some(connected_at) = connected_at {
+                let mut rec = recorder.borrow_mut();
+                rec.connected(
+                    connect_start,
+                    connected_at.saturating_duration_since(connect_start),
+                );
+                if let Some(h) = conn.handshake() {
+                    rec.tls_handshake(connect_start, h);
+                }
             }
             conn
         }
@@ -112,7 +136,7 @@ async fn keepalive_connection<P: Protocol>(
             }
             let measured = start >= plan.measure_start;
             recorder.borrow_mut().failure(measured, now, kind, 0);
-            pacer.advance();
+            pacer.advance(plan);
             pause(plan, now + backoff.after_failure(Duration::ZERO, 0)).await;
             return ConnEnd::Reconnect;
         }
@@ -125,7 +149,10 @@ async fn keepalive_connection<P: Protocol>(
         if plan.over(now) || !begin(plan, recorder, start) {
             return ConnEnd::Done;
         }
-        pacer.advance();
+        pacer.advance(plan);
+        if let Some(intended) = intended {
+            recorder.borrow_mut().sent(intended, now);
+        }
         timer.as_mut().reset((now + plan.timeout).into());
         let mut read_before = conn.bytes_read();
         let mut outcome = tokio::select! {
@@ -133,20 +160,39 @@ async fn keepalive_connection<P: Protocol>(
             outcome = conn.exchange(plan) => outcome,
             _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
         };
-        if outcome == Err(Failure::Stale) {
-            // The server had closed this idle connection: send the request once more on a new
-            // one, after the slot's backoff (a server shedding idle connections must not see
-            // them all replaced at once; the wait is part of this request's latency).
-            recorder.borrow_mut().closed_idle();
-            let wait = backoff.after_failure(opened_at.elapsed(), conn.responses());
-            if !pause(plan, Instant::now() + wait).await {
-                return ConnEnd::Done;
+        if let Err(retry @ (Failure::Stale | Failure::Closed | Failure::Unprocessed { .. })) = outcome
+        {
+            if let Failure::Unprocessed { goaway } = retry {
+                recorder.borrow_mut().h2_refused(goaway);
             }
-            timer.as_mut().reset((Instant::now() + plan.timeout).into());
-            match open::<P>(plan, &mut None, false, timer.as_mut()).await {
-                Ok((fresh, _)) => {
-                    if let Some(h) = fresh.handshake() {
-                        recorder.borrow_mut().tls_handshake(start, h);
+            // The server had closed this idle connection (over HTTP/2: sent GOAWAY, or closed
+            // it): send the request once more on a new one, after the slot's backoff (a server
+            // shedding idle connections must not see them all replaced at once; the wait is
+            // part of this request's latency).
+            let stale = retry == Failure::Stale;
+            if stale {
+                let wait = backoff.after_failure(opened_at.elapsed(), conn.responses());
+                if !pause(plan, Instant::now() + wait).await {
+                    return ConnEnd::Done;
+                }
+            }
+            let reopen_start = Instant::now();
+            timer.as_mut().reset((reopen_start + plan.timeout).into());
+            match open::<P>(plan, shared, &mut None, false, timer.as_mut()).await {
+                Ok((fresh, connected_at)) => {
+                    // Counted once per connection closed, by the slot that replaced it.
+                    if let Some(connected_at) = connected_at {
+                        let mut rec = recorder.borrow_mut();
+                        rec.connected(
+                            start,
+                            connected_at.saturating_duration_since(reopen_start),
+                        );
+                        if stale {
+                            rec.closed_idle();
+                        }
+                        if let Some(h) = fresh.handshake() {
+                            rec.tls_handshake(start, h);
+                        }
                     }
                     conn = fresh;
                     opened_at = Instant::now();
@@ -157,7 +203,12 @@ async fn keepalive_connection<P: Protocol>(
                         _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
                     };
                 }
-                Err(kind) => outcome = Err(Failure::Kind(kind)),
+                Err(kind) => {
+                    if stale {
+                        recorder.borrow_mut().closed_idle();
+                    }
+                    outcome = Err(Failure::Kind(kind));
+                }
             }
         }
         let done = Instant::now();
@@ -167,7 +218,7 @@ async fn keepalive_connection<P: Protocol>(
             Ok(answer) => {
                 recorder
                     .borrow_mut()
-                    .response(measured, start, done, answer.status, bytes);
+                    .response(measured, start, intended.map(|_| now), done, answer.status, bytes);
                 if !answer.keep_alive {
                     return ConnEnd::Reconnect;
                 }
@@ -175,9 +226,13 @@ async fn keepalive_connection<P: Protocol>(
             Err(failure) => {
                 let kind = failure.kind();
                 recorder.borrow_mut().failure(measured, done, kind, bytes);
-                // The client gave up on a slow answer (--timeout): the server refused nothing,
+                // The client gave up on a slow answer (--timeout), or an HTTP/2 server ended a
+                // stream or its connection in order: nothing failed that a pause would spare,
                 // so the next request goes at once, as -c asks.
-                if kind != ErrorKind::ReadTimeout {
+                if !matches!(
+                    kind,
+                    ErrorKind::ReadTimeout | ErrorKind::GoAway | ErrorKind::StreamReset
+                ) {
                     let wait = backoff.after_failure(opened_at.elapsed(), conn.responses());
                     pause(plan, done + wait).await;
                 }
@@ -192,6 +247,7 @@ async fn per_request_connections<P: Protocol>(
     plan: &RunPlan,
     recorder: &RefCell<ThreadRecorder>,
     pacer: &mut Pacer,
+    shared: &P::Shared,
 ) {
     // Reused for every request (see keepalive_connection).
     let timer = sleep_until((Instant::now() + plan.timeout).into());
@@ -204,13 +260,19 @@ async fn per_request_connections<P: Protocol>(
         if plan.over(now) || !begin(plan, recorder, start) {
             return;
         }
-        pacer.advance();
+        pacer.advance(plan);
+        if let Some(intended) = intended {
+            recorder.borrow_mut().sent(intended, now);
+        }
         timer.as_mut().reset((now + plan.timeout).into());
-        let (outcome, bytes) = match open::<P>(plan, &mut spare, true, timer.as_mut()).await {
+        let opened = open::<P>(plan, shared, &mut spare, true, timer.as_mut()).await;
+        let (outcome, bytes) = match opened {
             Err(kind) => (Err(kind), 0),
             Ok((mut conn, connected_at)) => {
                 {
                     let mut rec = recorder.borrow_mut();
+                    // Always a new connection here: nothing is shared without keep-alive.
+                    let connected_at = connected_at.unwrap_or(now);
                     rec.connected(start, connected_at.saturating_duration_since(now));
                     if let Some(h) = conn.handshake() {
                         rec.tls_handshake(start, h);
@@ -230,7 +292,14 @@ async fn per_request_connections<P: Protocol>(
         let measured = start >= plan.measure_start;
         let mut rec = recorder.borrow_mut();
         match outcome {
-            Ok(answer) => rec.response(measured, start, done, answer.status, bytes),
+            Ok(answer) => rec.response(
+                measured,
+                start,
+                intended.map(|_| now),
+                done,
+                answer.status,
+                bytes,
+            ),
             Err(kind) => rec.failure(measured, done, kind, bytes),
         }
     }
@@ -248,7 +317,10 @@ pub(crate) async fn run_thread_connections(
 ) {
     const TICK: Duration = Duration::from_millis(10);
     // Open loop: one timer for the thread's schedule (without a timerfd, tokio's timers).
-    let schedule = plan.rate.and_then(|_| Schedule::new(plan.connections).ok());
+    let schedule = plan
+        .rate
+        .as_ref()
+        .and_then(|_| Schedule::new(plan.slots()).ok());
     let timer_task = schedule
         .clone()
         .map(|schedule| tokio::task::spawn_local(schedule.run()));

@@ -28,8 +28,8 @@ pub struct LoadConfig {
     pub duration: Option<Duration>,
     /// Exact number of measured requests to send.
     pub requests: Option<u64>,
-    /// Open loop: requests per second over all connections.
-    pub rate: Option<f64>,
+    /// Open loop: requests per second over all connections, one rate or stages over time.
+    pub rate: Option<crate::rate::RateSchedule>,
     /// False: a new TCP connection per request.
     pub keepalive: bool,
     pub method: String,
@@ -52,6 +52,11 @@ pub struct LoadConfig {
     pub hdr_log: Option<std::path::PathBuf>,
     /// https: trusted CAs, client certificate, resumption, SNI.
     pub tls: crate::tls::TlsOptions,
+    /// HTTP/2: over TLS with ALPN h2 for https URLs, cleartext with prior knowledge (h2c) for
+    /// http ones.
+    pub http2: bool,
+    /// HTTP/2 streams in flight at once on each connection.
+    pub streams: usize,
 }
 
 impl Default for LoadConfig {
@@ -78,6 +83,8 @@ impl Default for LoadConfig {
                 resumption: true,
                 ..Default::default()
             },
+            http2: false,
+            streams: 1,
         }
     }
 }
@@ -97,10 +104,26 @@ impl LoadConfig {
         if self.duration.is_some_and(|d| d.is_zero()) {
             return bad("-d must be longer than 0s");
         }
-        if let Some(rate) = self.rate
-            && !(rate.is_finite() && rate > 0.0)
+        if let Some(rate) = &self.rate
+            && !(rate.peak().is_finite() && rate.peak() > 0.0)
         {
             return bad("--rate must be a positive number of requests per second");
+        }
+        if self.streams == 0 {
+            return bad("--streams must be at least 1");
+        }
+        if self.streams > 1 && !self.http2 {
+            return bad(
+                "--streams needs --http2: HTTP/1.1 carries one request at a time per connection (raise -c instead)",
+            );
+        }
+        if self.streams > 1 && !self.keepalive {
+            return bad(
+                "--streams needs keep-alive: without it each request has a connection of its own",
+            );
+        }
+        if self.http2 && self.engine == Engine::Hyper {
+            return bad("--http2 has its own client (h2); leave out --engine hyper");
         }
         if self.timeout.is_zero() {
             return bad("--timeout must be longer than 0s");
@@ -129,7 +152,12 @@ impl LoadConfig {
             threads,
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             requests: self.requests,
-            rate: self.rate,
+            rate: self.rate.as_ref().map(|r| r.initial()),
+            rate_schedule: self
+                .rate
+                .as_ref()
+                .filter(|r| !r.is_steady())
+                .map(|r| r.to_string()),
             keepalive: self.keepalive,
             method: self.method.clone(),
             headers: self.headers.clone(),
@@ -146,6 +174,12 @@ impl LoadConfig {
             }
             .to_string(),
             engine: self.engine,
+            protocol: match (self.http2, self.url.starts_with("https:")) {
+                (false, _) => report::Protocol::Http11,
+                (true, true) => report::Protocol::H2,
+                (true, false) => report::Protocol::H2c,
+            },
+            streams: self.http2.then_some(self.streams),
         }
     }
 }
@@ -173,10 +207,18 @@ pub fn run_with_progress(
     )?;
     sys::ensure_fd_limit(config.connections)?;
     let tls = match &target.tls_host {
-        Some(host) => Some(crate::tls::Tls::new(&config.tls, host, &[b"http/1.1"])?),
+        Some(host) => {
+            // With --http2, http/1.1 as well: a server without h2 then says so by choosing it.
+            let alpn: &[&[u8]] = if config.http2 {
+                &[b"h2", b"http/1.1"]
+            } else {
+                &[b"http/1.1"]
+            };
+            Some(crate::tls::Tls::new(&config.tls, host, alpn)?)
+        }
         None => None,
     };
-    preflight(&target, config.timeout, tls.as_ref(), &config.tls)?;
+    preflight(&target, config, tls.as_ref())?;
 
     let hdr_log = config
         .hdr_log
@@ -202,6 +244,8 @@ pub fn run_with_progress(
         keepalive: config.keepalive,
         timeout: config.timeout,
         connections: config.connections,
+        http2: config.http2,
+        streams: config.streams,
         run_start,
         measure_start,
         measure_end: config
@@ -214,7 +258,7 @@ pub fn run_with_progress(
             .map(|d| measure_start + d),
         request_budget: config.requests,
         requests_claimed: AtomicU64::new(0),
-        rate: config.rate,
+        rate: config.rate.clone(),
         ramp_up: config.ramp_up,
         stop,
         tls,
@@ -302,15 +346,16 @@ fn current_thread_runtime() -> Result<tokio::runtime::Runtime, LoadError> {
         })
 }
 
-/// Refuse a closed port before starting hundreds of connections to it, and, for https, a TLS
-/// handshake that fails (an untrusted certificate, a wrong name, plain HTTP on the port): one
-/// sentence with the fix, before the run, not thousands of errors in it.
+/// Refuse a closed port before starting hundreds of connections to it; for https, a TLS
+/// handshake that fails (an untrusted certificate, a wrong name, plain HTTP on the port); for
+/// `--http2`, a server that does not speak it: one sentence with the fix, before the run, not
+/// thousands of errors in it.
 fn preflight(
     target: &Target,
-    timeout: Duration,
+    config: &LoadConfig,
     tls: Option<&crate::tls::Tls>,
-    opts: &crate::tls::TlsOptions,
 ) -> Result<(), LoadError> {
+    let timeout = config.timeout;
     let stream = match std::net::TcpStream::connect_timeout(&target.addr, timeout) {
         Ok(s) => s,
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
@@ -323,34 +368,53 @@ fn preflight(
             });
         }
     };
-    let Some(tls) = tls else {
+    if tls.is_none() && !config.http2 {
         return Ok(());
-    };
+    }
     let runtime = current_thread_runtime()?;
-    let name = opts
+    let addr = target.addr;
+    let name = config
+        .tls
         .sni
         .clone()
         .or_else(|| target.tls_host.clone())
         .unwrap_or_default();
     runtime.block_on(async {
-        stream.set_nonblocking(true).map_err(|source| LoadError::Connect {
-            addr: target.addr,
-            source,
-        })?;
-        let tcp = tokio::net::TcpStream::from_std(stream).map_err(|source| LoadError::Connect {
-            addr: target.addr,
-            source,
-        })?;
+        stream
+            .set_nonblocking(true)
+            .map_err(|source| LoadError::Connect { addr, source })?;
+        let tcp = tokio::net::TcpStream::from_std(stream)
+            .map_err(|source| LoadError::Connect { addr, source })?;
+        let Some(tls) = tls else {
+            // h2c: the server must answer HTTP/2's preface with HTTP/2.
+            let check = crate::http2::check_prior_knowledge(tcp);
+            return match tokio::time::timeout(timeout, check).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(LoadError::Http2(format!(
+                    "{addr} does not speak HTTP/2 over cleartext with prior knowledge (h2c): {e}; drop --http2, or give an https:// URL if the server offers h2 through TLS"
+                ))),
+                Err(_) => Err(LoadError::Http2(format!(
+                    "{addr} did not answer HTTP/2's preface within --timeout: it does not speak h2c on this port; drop --http2, or give an https:// URL"
+                ))),
+            };
+        };
         match tokio::time::timeout(timeout, tls.connect(tcp)).await {
-            Ok(Ok(_)) => Ok(()),
+            Ok(Ok((stream, _))) => {
+                let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                if config.http2 && alpn.as_deref() != Some(b"h2") {
+                    return Err(LoadError::Http2(format!(
+                        "{addr} did not choose HTTP/2 in the TLS handshake (ALPN: {}): it does not offer h2 on this port; drop --http2, or enable HTTP/2 on the server (nginx: `listen ... ssl http2`)",
+                        alpn.map_or("none".to_string(), |p| String::from_utf8_lossy(&p).into_owned())
+                    )));
+                }
+                Ok(())
+            }
             Ok(Err(e)) => Err(LoadError::Tls(format!(
-                "{}: {}",
-                target.addr,
+                "{addr}: {}",
                 crate::tls::explain(&e, &name)
             ))),
             Err(_) => Err(LoadError::Tls(format!(
-                "{}: no TLS handshake within --timeout: check that the server speaks TLS on this port",
-                target.addr
+                "{addr}: no TLS handshake within --timeout: check that the server speaks TLS on this port"
             ))),
         }
     })
@@ -466,6 +530,27 @@ fn build_report(
         latency_us: LatencySummary::from_histogram(&collector.latency),
         connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
         connections_opened: sum(|t| t.connections_opened),
+        http2: config.http2.then(|| report::Http2Summary {
+            retried_after_goaway: sum(|t| t.h2_refused_goaway),
+            retried_after_refused_stream: sum(|t| t.h2_refused_stream),
+        }),
+        open_loop: config.rate.is_some().then(|| {
+            let mut uncorrected = stats::new_histogram();
+            for t in totals {
+                uncorrected
+                    .add(&t.service_latency)
+                    .expect("same histogram bounds");
+            }
+            report::OpenLoopSummary {
+                uncorrected_latency_us: LatencySummary::from_histogram(&uncorrected),
+                sends_behind_schedule: sum(|t| t.behind_schedule),
+                max_behind_us: totals
+                    .iter()
+                    .map(|t| t.behind_max.as_micros() as u64)
+                    .max()
+                    .unwrap_or(0),
+            }
+        }),
         tls: config.url.starts_with("https:").then(|| report::TlsSummary {
             handshakes: sum(|t| t.tls_handshakes),
             resumed: sum(|t| t.tls_resumed),

@@ -15,6 +15,10 @@ use crate::sys::CpuTime;
 const HIST_MAX_US: u64 = 3_600_000_000;
 const HIST_SIGFIG: u8 = 3;
 const STATUS_SLOTS: usize = 1000;
+/// Open loop: a request sent later than this after its intended time fell behind the schedule.
+/// The schedule's own wakeups are at most ~0.3 ms late (pacer.rs); anything later means the
+/// request's slot was busy.
+pub const LATE: Duration = Duration::from_millis(1);
 
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
@@ -60,6 +64,17 @@ pub(crate) struct ThreadTotals {
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
     pub tls_latency: Histogram<u64>,
+    /// Open loop: latency from each request's actual send (service time only, what a client
+    /// that ignores its schedule reports), beside the intended-time latency of the intervals.
+    pub service_latency: Histogram<u64>,
+    /// Open loop: measured requests sent more than [`LATE`] after their intended time (their
+    /// slot was still waiting for an earlier answer), and the latest of them.
+    pub behind_schedule: u64,
+    pub behind_max: Duration,
+    /// HTTP/2: requests the server refused unprocessed and the client sent again, after a
+    /// graceful GOAWAY and after REFUSED_STREAM.
+    pub h2_refused_goaway: u64,
+    pub h2_refused_stream: u64,
     pub cpu: CpuTime,
     pub cpu_wall: Duration,
     pub end: Instant,
@@ -120,6 +135,11 @@ impl ThreadRecorder {
                 tls_handshakes: 0,
                 tls_resumed: 0,
                 tls_latency: new_histogram(),
+                service_latency: new_histogram(),
+                behind_schedule: 0,
+                behind_max: Duration::ZERO,
+                h2_refused_goaway: 0,
+                h2_refused_stream: 0,
                 cpu: CpuTime::default(),
                 cpu_wall: Duration::ZERO,
                 end: measure_start,
@@ -141,11 +161,24 @@ impl ThreadRecorder {
         }
     }
 
+    /// Open loop: a measured request intended for `intended` went out at `sent`.
+    #[inline]
+    pub fn sent(&mut self, intended: Instant, sent: Instant) {
+        let behind = sent.saturating_duration_since(intended);
+        if behind > LATE && intended >= self.measure_start {
+            self.totals.behind_schedule += 1;
+            self.totals.behind_max = self.totals.behind_max.max(behind);
+        }
+    }
+
+    /// A complete answer at `now` to the request that started at `start` (its intended time in
+    /// open loop, where it went out at `sent`).
     #[inline]
     pub fn response(
         &mut self,
         measured: bool,
         start: Instant,
+        sent: Option<Instant>,
         now: Instant,
         status: u16,
         bytes: u64,
@@ -158,6 +191,11 @@ impl ThreadRecorder {
         if measured {
             self.totals.in_flight -= 1;
             self.latency.saturating_record(micros(now - start).max(1));
+            if let Some(sent) = sent {
+                self.totals
+                    .service_latency
+                    .saturating_record(micros(now - sent).max(1));
+            }
         } else {
             self.totals.carried_in += 1;
         }
@@ -201,6 +239,17 @@ impl ThreadRecorder {
             self.totals
                 .connect_latency
                 .saturating_record(micros(took).max(1));
+        }
+    }
+
+    /// HTTP/2: the server refused a request unprocessed (see `Failure::Unprocessed`); it goes
+    /// again (counted for the whole run: it explains the extra connections and latency).
+    #[inline]
+    pub fn h2_refused(&mut self, goaway: bool) {
+        if goaway {
+            self.totals.h2_refused_goaway += 1;
+        } else {
+            self.totals.h2_refused_stream += 1;
         }
     }
 

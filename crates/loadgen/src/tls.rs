@@ -169,6 +169,9 @@ pub(crate) fn explain(err: &std::io::Error, name: &str) -> String {
         Some(Error::InvalidCertificate(
             CertificateError::Expired | CertificateError::ExpiredContext { .. },
         )) => "the server's certificate has expired: renew it, or pass --insecure".to_string(),
+        Some(Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
+            "the server agreed on no protocol the client offered in the TLS handshake (ALPN; --http2 offers h2 and http/1.1): check that it serves HTTP on this port".to_string()
+        }
         Some(Error::AlertReceived(alert)) => format!(
             "the server ended the handshake with the TLS alert {alert:?}: check that it serves TLS on this port and accepts this client (a client certificate with --cert/--key if it asks for one)"
         ),

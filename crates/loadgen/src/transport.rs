@@ -1,8 +1,10 @@
 //! The byte stream a connection runs on: plain TCP, or TLS over it for https:// targets. Both
 //! engines open theirs here, so TCP and TLS are set up, timed and sorted alike.
 
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -53,6 +55,15 @@ pub(crate) async fn connect(plan: &RunPlan) -> Result<Opened, ErrorKind> {
 }
 
 impl Stream {
+    /// It may carry HTTP/2: cleartext (the caller asked for prior knowledge), or TLS whose ALPN
+    /// chose h2.
+    pub(crate) fn speaks_h2(&self) -> bool {
+        match self {
+            Stream::Tcp(_) => true,
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol() == Some(b"h2"),
+        }
+    }
+
     pub(crate) fn set_nodelay(&self) {
         let tcp = match self {
             Stream::Tcp(s) => s,
@@ -121,5 +132,66 @@ impl AsyncWrite for Stream {
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+/// A stream that counts the bytes read from it into a cell its connection's owner reads (hyper
+/// and h2 own the stream itself).
+pub(crate) struct CountingStream {
+    inner: Stream,
+    bytes_read: Rc<Cell<u64>>,
+}
+
+impl CountingStream {
+    pub(crate) fn new(inner: Stream, bytes_read: Rc<Cell<u64>>) -> CountingStream {
+        CountingStream { inner, bytes_read }
+    }
+}
+
+impl AsyncRead for CountingStream {
+    #[inline]
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.bytes_read.set(self.bytes_read.get() + n);
+        poll
+    }
+}
+
+impl AsyncWrite for CountingStream {
+    #[inline]
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    #[inline]
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    #[inline]
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

@@ -161,7 +161,7 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
     });
     let open = run_accounted(&LoadConfig {
         connections: 20,
-        rate: Some(1000.0),
+        rate: Some(srvprof_loadgen::rate::RateSchedule::steady(1000.0)),
         duration: Some(Duration::from_secs(3)),
         ..config(&server.url())
     });
@@ -178,6 +178,68 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
     // The schedule held: about 3000 requests in 3 s.
     assert_within("open-loop sent", open.sent, 2_700..=3_050);
     assert!(open.latency_us.p99 > 10 * closed.latency_us.p99);
+    // Counted from the actual sends, as a client blind to coordinated omission would, the
+    // stall shows in the 20 requests it held only; the ~1000 scheduled during it went out late.
+    let o = open.open_loop.as_ref().expect("open-loop summary");
+    eprintln!(
+        "corrected p90 {}us; uncorrected p90 {}us p99.9 {}us; {} sends behind, up to {}us",
+        open.latency_us.p90,
+        o.uncorrected_latency_us.p90,
+        o.uncorrected_latency_us.p999,
+        o.sends_behind_schedule,
+        o.max_behind_us
+    );
+    assert!(o.uncorrected_latency_us.p90 < 50 * MS, "{o:?}");
+    assert!(o.uncorrected_latency_us.max >= 900 * MS, "{o:?}");
+    assert_within(
+        "sends behind schedule",
+        o.sends_behind_schedule,
+        800..=1_100,
+    );
+    assert!(o.max_behind_us >= 900 * MS, "{o:?}");
+}
+
+#[test]
+fn rate_stages_send_what_each_stage_asks_as_the_server_counts() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let rate =
+        srvprof_loadgen::rate::RateSchedule::parse("200:1s,ramp:200-1000:1s,1000:1s").unwrap();
+    // The server's count at the end of each stage, read from another thread.
+    let counts = server.counts.clone();
+    let sampler = std::thread::spawn(move || {
+        let start = Instant::now();
+        (1..=3)
+            .map(|s| {
+                std::thread::sleep(
+                    (start + Duration::from_secs(s)).saturating_duration_since(Instant::now()),
+                );
+                counts.requests()
+            })
+            .collect::<Vec<u64>>()
+    });
+    let r = run_accounted(&LoadConfig {
+        connections: 20,
+        threads: 1,
+        rate: Some(rate),
+        duration: Some(Duration::from_secs(3)),
+        ..config(&server.url())
+    });
+    let at = sampler.join().unwrap();
+    let per_interval: Vec<u64> = r.timeline.iter().map(|t| t.completed).collect();
+    eprintln!("server counts at 1, 2, 3 s: {at:?}; srvprof per second: {per_interval:?}");
+    // 200 in the first second, 600 in the ramp (its mean rate), 1000 in the last.
+    assert_within("by 1 s", at[0], 180..=230);
+    assert_within("by 2 s", at[1], 740..=840);
+    assert_within("by 3 s", at[2], 1_700..=1_830);
+    assert_within("first second", per_interval[0], 190..=210);
+    assert_within("the ramp's second", per_interval[1], 570..=630);
+    assert_within("last second", per_interval[2], 950..=1_010);
+    assert_eq!(r.config.rate, Some(200.0));
+    assert_eq!(
+        r.config.rate_schedule.as_deref(),
+        Some("200:1s,ramp:200-1000:1s,1000:1s")
+    );
 }
 
 #[test]
@@ -197,7 +259,7 @@ fn open_loop_latency_is_the_servers_not_the_timers() {
     let open = run_accounted(&LoadConfig {
         connections: 10,
         threads: 1,
-        rate: Some(1000.0),
+        rate: Some(srvprof_loadgen::rate::RateSchedule::steady(1000.0)),
         duration: Some(Duration::from_secs(2)),
         ..config(&server.url())
     });

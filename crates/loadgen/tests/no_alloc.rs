@@ -46,7 +46,7 @@ fn allocations_at(server: &TestServer, engine: Engine, n: u64, rate: Option<f64>
         threads: 1,
         requests: Some(n),
         duration: None,
-        rate,
+        rate: rate.map(srvprof_loadgen::rate::RateSchedule::steady),
         engine,
         ..config(&server.url())
     });

@@ -1,0 +1,193 @@
+//! nginx with TLS for the https and HTTP/2 tests, with a CA and certificate made by openssl.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::{free_port, srvprof_bin};
+
+/// nginx serving https on 127.0.0.1, logging per request its connection, the request's number on
+/// it, whether the session was resumed and the protocol; its CA, made for the test.
+pub struct TlsNginx {
+    pub dir: PathBuf,
+    pub port: u16,
+    child: Child,
+}
+
+impl TlsNginx {
+    pub fn start(name: &str) -> TlsNginx {
+        TlsNginx::with(name, "", 1_000_000)
+    }
+
+    /// `listen` takes more parameters (`http2`); a connection carries at most
+    /// `keepalive_requests` requests (over HTTP/2 nginx then sends GOAWAY).
+    pub fn with(name: &str, listen: &str, keepalive_requests: u32) -> TlsNginx {
+        let dir = std::env::temp_dir().join(format!("srvprof-tls-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .expect("openssl");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        openssl(
+            &[
+                &["req", "-x509"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.crt",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=srvprof test CA",
+                ],
+            ]
+            .concat(),
+        );
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    "srv.key",
+                    "-out",
+                    "srv.csr",
+                    "-subj",
+                    "/CN=localhost",
+                ],
+            ]
+            .concat(),
+        );
+        std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "srv.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ]);
+        let port = free_port();
+        let d = dir.display();
+        std::fs::write(
+            dir.join("nginx.conf"),
+            format!(
+                "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
+                 events {{ worker_connections 1024; }}\n\
+                 http {{ client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+                   log_format tls '$connection $connection_requests $ssl_session_reused $server_protocol';\n\
+                   access_log {d}/access.log tls; keepalive_requests {keepalive_requests};\n\
+                   server {{ listen 127.0.0.1:{port} ssl {listen}; ssl_certificate {d}/srv.crt; ssl_certificate_key {d}/srv.key;\n\
+                     location / {{ return 200 \"hello\"; }} }} }}\n"
+            ),
+        )
+        .unwrap();
+        let child = Command::new("/usr/sbin/nginx")
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .arg("-p")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        for _ in 0..50 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        TlsNginx { dir, port, child }
+    }
+
+    pub fn url(&self) -> String {
+        format!("https://localhost:{}/", self.port)
+    }
+
+    pub fn ca(&self) -> String {
+        self.dir.join("ca.crt").display().to_string()
+    }
+
+    /// Per connection nginx served: (requests, whether its session was resumed).
+    pub fn connections(&self) -> BTreeMap<u64, (u64, bool)> {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for line in log.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (conn, reused) = (f[0].parse().unwrap(), f[2] == "r");
+            let e = out.entry(conn).or_insert((0, reused));
+            e.0 += 1;
+        }
+        out
+    }
+
+    /// The protocols of the requests nginx logged ("HTTP/2.0", "HTTP/1.1"), and how many each.
+    pub fn protocols(&self) -> BTreeMap<String, u64> {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for line in log.lines() {
+            let protocol = line.split_whitespace().nth(3).unwrap_or("?");
+            *out.entry(protocol.to_string()).or_insert(0) += 1;
+        }
+        out
+    }
+}
+
+impl Drop for TlsNginx {
+    fn drop(&mut self) {
+        // SAFETY: the master stops its worker on SIGTERM.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// `srvprof load URL ARGS --out FILE`: (exit status, stdout, stderr, the JSON report or null).
+pub fn load(url: &str, args: &[&str], json: &Path) -> (bool, String, String, serde_json::Value) {
+    let out = Command::new(srvprof_bin())
+        .args(["load", url, "--threads", "1"])
+        .args(args)
+        .arg("--out")
+        .arg(json)
+        .output()
+        .unwrap();
+    let report = std::fs::read_to_string(json)
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        report,
+    )
+}
