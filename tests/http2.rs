@@ -276,3 +276,42 @@ fn a_server_without_http2_is_one_sentence_before_the_run() {
     // No request of the refused runs reached nginx.
     assert_eq!(nginx.connections().len(), 0);
 }
+
+/// `srvprof run` drives HTTP/2 with its probes attached: its per-request figures give the
+/// streams per connection and the requests each connection carried, as nginx logged them.
+#[test]
+fn srvprof_run_over_http2_gives_streams_and_requests_per_connection_as_nginx_logs_them() {
+    require_root();
+    let nginx = TlsNginx::with("h2-run", "http2", 1_000_000);
+    let (url, ca) = (nginx.url(), nginx.ca());
+    let run = RunArgs::pid(nginx.pid())
+        .load(2, "3s", "0s")
+        .args(&["--url", &url, "--cacert", &ca, "--http2", "--streams", "8"])
+        .run_ok("h2-run");
+    let per_request = &run["per_request"];
+    let logged = nginx.connections();
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    let served: u64 = logged.values().map(|(n, _)| n).sum();
+    eprintln!(
+        "{per_request}; nginx {served} requests on {} connections",
+        logged.len()
+    );
+    assert_eq!(run["load"]["config"]["protocol"], "h2");
+    assert_eq!(per_request["streams_per_connection"].as_u64(), Some(8));
+    assert_eq!(logged.len(), 2);
+    // nginx logs requests in flight when the window closed as well: those are srvprof's
+    // unfinished ones.
+    let unfinished = run["load"]["unfinished"].as_u64().unwrap();
+    assert!(
+        served >= completed && served <= completed + unfinished + 16,
+        "{served} vs {completed}"
+    );
+    let per_connection = per_request["requests_per_connection"].as_f64().unwrap();
+    assert!(
+        (per_connection - completed as f64 / 2.0).abs() < 1.0,
+        "{per_connection}"
+    );
+    assert!(
+        (per_request["tls_handshakes"].as_f64().unwrap() - 2.0 / completed as f64).abs() < 1e-6
+    );
+}

@@ -127,3 +127,131 @@ fn a_handshake_that_cannot_succeed_is_one_sentence_with_the_fix() {
         10
     );
 }
+
+/// perf's share of samples whose running code was in OpenSSL (`--sort dso`: libssl, libcrypto).
+fn perf_tls_share(data: &std::path::Path) -> (f64, String) {
+    let out = std::process::Command::new("perf")
+        .args(["report", "--stdio", "-q", "--sort", "dso", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf report");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let share: f64 = text
+        .lines()
+        .filter(|l| l.contains("libssl.so") || l.contains("libcrypto.so"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .next()?
+                .trim_end_matches('%')
+                .parse::<f64>()
+                .ok()
+        })
+        .sum();
+    (share / 100.0, text)
+}
+
+/// A new connection per request with full handshakes: the tls_cost finding says one handshake
+/// per request, as nginx logged connections, and the server's share of on-CPU samples in TLS
+/// code is what perf, sampling the same worker over the same seconds, finds in libssl and
+/// libcrypto (within 0.1). With keep-alive the same server has no such finding.
+#[test]
+fn a_handshake_per_request_is_a_finding_with_the_servers_tls_cpu_as_perf_counts_it() {
+    require_root();
+    let nginx = TlsNginx::start("tls-cost");
+    let worker = children_of(nginx.pid())[0];
+    let dir = fresh_run_dir("tls-cost");
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("perf.data");
+    let out = dir.join("run");
+    let ca = nginx.ca();
+    let url = nginx.url();
+    let args = [
+        "--url",
+        &url,
+        "--cacert",
+        &ca,
+        "--no-keepalive",
+        "--tls-resumption",
+        "off",
+        "--freq",
+        "499",
+    ];
+    let mut srvprof = RunArgs::pid(nginx.pid())
+        .load(4, "4s", "0s")
+        .args(&args)
+        .out(&out)
+        .spawn();
+    let mut lines = std::io::BufReader::new(srvprof.stderr.take().unwrap());
+    let (mut perf, mut stderr) = (None, String::new());
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains("probes attached") {
+            perf = Some(
+                std::process::Command::new("perf")
+                    .args(["record", "-q", "-F", "499", "-o"])
+                    .arg(&data)
+                    // Bounded: srvprof's window is 4 s; this stops it if srvprof never says so.
+                    .args(["-p", &worker.to_string(), "--", "sleep", "30"])
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .expect("perf record (installed by cargo xtask setup)"),
+            );
+        }
+        if line.contains("reading stacks")
+            && let Some(p) = &perf
+        {
+            // SAFETY: signalling the perf process this test started.
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+        }
+        stderr.push_str(&line);
+    }
+    assert!(srvprof.wait().unwrap().success(), "{stderr}");
+    let _ = perf
+        .expect("srvprof never said its probes were attached")
+        .wait();
+    let run = read_json(&out.join("run.json"));
+    let (perf_share, perf_text) = perf_tls_share(&data);
+    let server = (run["tls_cpu"].as_array().unwrap().iter())
+        .find(|t| t["group"] == "server")
+        .expect("the server's TLS share");
+    let ours = server["share"].as_f64().unwrap();
+    let f = expect_finding(&run, "tls_cost");
+    eprintln!(
+        "srvprof {ours:.3} of {} samples in TLS code ({}); perf {perf_share:.3}\n{perf_text}{}",
+        server["samples"], server["top"], f["summary"]
+    );
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    assert!(completed > 100, "{completed}");
+    let handshakes = run["load"]["tls"]["handshakes"].as_u64().unwrap();
+    // Each request its own connection and full handshake; a request in flight at the window's
+    // ends may have had its handshake on the other side of it.
+    assert!(
+        handshakes.abs_diff(completed) <= 4,
+        "{handshakes} for {completed}"
+    );
+    assert_eq!(run["load"]["tls"]["resumed"].as_u64(), Some(0));
+    let per_request = f["evidence"]["handshakes_per_request"].as_f64().unwrap();
+    assert!((per_request - 1.0).abs() < 0.01, "{per_request}");
+    assert!(server["samples"].as_u64().unwrap() >= 200, "{server}");
+    assert!(perf_share > 0.1, "perf finds little TLS work: {perf_text}");
+    assert!(
+        (ours - perf_share).abs() <= 0.1,
+        "{ours:.3} against perf's {perf_share:.3}"
+    );
+
+    // Keep-alive: four handshakes for the run.
+    let kept = RunArgs::pid(nginx.pid())
+        .load(4, "3s", "0s")
+        .args(&["--url", &url, "--cacert", &ca])
+        .run_ok("tls-keepalive");
+    eprintln!("keep-alive: {:?}", finding_kinds(&kept));
+    assert!(
+        finding(&kept, "tls_cost").is_none(),
+        "{:?}",
+        finding_kinds(&kept)
+    );
+}

@@ -131,6 +131,11 @@ impl TlsNginx {
         TlsNginx { dir, port, child }
     }
 
+    /// The master's PID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self) -> String {
         format!("https://localhost:{}/", self.port)
     }

@@ -39,6 +39,7 @@ pub enum FindingKind {
     ClientConcurrencyShort,
     ServerClosedIdle,
     ConnectionChurn,
+    TlsCost,
     ErrorBurst,
     P99Tracks,
     LostEvents,
@@ -46,7 +47,7 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 25] = [
+    pub const ALL: [FindingKind; 26] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -68,6 +69,7 @@ impl FindingKind {
         FindingKind::ClientConcurrencyShort,
         FindingKind::ServerClosedIdle,
         FindingKind::ConnectionChurn,
+        FindingKind::TlsCost,
         FindingKind::ErrorBurst,
         FindingKind::P99Tracks,
         FindingKind::LostEvents,
@@ -98,6 +100,7 @@ impl FindingKind {
             FindingKind::ClientConcurrencyShort => "client_concurrency_short",
             FindingKind::ServerClosedIdle => "server_closed_idle",
             FindingKind::ConnectionChurn => "connection_churn",
+            FindingKind::TlsCost => "tls_cost",
             FindingKind::ErrorBurst => "error_burst",
             FindingKind::P99Tracks => "p99_tracks",
             FindingKind::LostEvents => "lost_events",

@@ -18,6 +18,7 @@ pub mod rules;
 pub mod run_report;
 pub mod series;
 pub mod slow_intervals;
+pub mod tls_code;
 pub mod unwind_quality;
 
 use run_report::RunReport;

@@ -70,6 +70,15 @@ pub struct PerRequestReport {
     #[serde(flatten)]
     pub server: PerRequest,
     pub client: PerRequest,
+    /// https: TLS handshakes per completed request (1 with a new connection per request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_handshakes: Option<f64>,
+    /// HTTP/2: streams in flight at once per connection (`--streams`), and completed requests
+    /// per connection opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams_per_connection: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_connection: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -94,6 +103,9 @@ pub struct RunReport {
     /// How well the stacks were unwound, per group and kind; empty without stacks.
     #[serde(default)]
     pub stacks: Vec<crate::unwind_quality::UnwindQuality>,
+    /// https: the on-CPU samples of each group that ran TLS code; empty without stacks or TLS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tls_cpu: Vec<crate::tls_code::TlsCpu>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -193,9 +205,16 @@ pub fn build(
             server: server_row.clone(),
         });
     }
+    let per_completed = |n: u64| n as f64 / load.completed.max(1) as f64;
     let per_request = PerRequestReport {
         server: per_request(&server, load.completed),
         client: per_request(&client, load.completed),
+        tls_handshakes: load.tls.as_ref().map(|t| per_completed(t.handshakes)),
+        streams_per_connection: load.config.streams,
+        requests_per_connection: load
+            .config
+            .streams
+            .map(|_| load.completed as f64 / load.connections_opened.max(1) as f64),
     };
     RunReport {
         tool: "srvprof".into(),
@@ -228,6 +247,7 @@ pub fn build(
             })
             .collect(),
         stacks: Vec::new(),
+        tls_cpu: Vec::new(),
     }
 }
 

@@ -16,6 +16,7 @@ pub mod p99;
 pub mod pauses;
 pub mod stacks;
 pub mod tcp;
+pub mod tls;
 
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::run_report::RunReport;
@@ -76,6 +77,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(memory::memory_pressure(r));
     // Connection setup's cost and TIME_WAIT before the CPU figures it inflates.
     out.extend(churn::connection_churn(r));
+    out.extend(tls::tls_cost(r));
     out.extend(dependency::slow_dependency(r));
     out.extend(locks::lock_contention(r));
     out.extend(pauses::stop_the_world(r));
@@ -115,6 +117,7 @@ mod tests {
         let tables = [
             balance::tests::tables(),
             churn::tests::tables(),
+            tls::tests::tables(),
             dependency::tests::tables(),
             cpu::tests::tables(),
             failures::tests::tables(),

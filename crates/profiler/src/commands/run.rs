@@ -159,6 +159,9 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         .as_ref()
         .map(|s| s.quality.clone())
         .unwrap_or_default();
+    if report.load.tls.is_some() {
+        report.tls_cpu = stacks.as_ref().map(|s| s.tls_cpu()).unwrap_or_default();
+    }
     if let Some(s) = &stacks {
         lock_stacks::attach(
             &mut report.server.locks,

@@ -81,6 +81,23 @@ impl FoldedStacks {
     }
 
     /// One group's stacks of one kind.
+    /// Each group's on-CPU samples whose running function is TLS code (https runs' `tls_cpu`).
+    pub fn tls_cpu(&self) -> Vec<srvprof_analysis::tls_code::TlsCpu> {
+        GROUPS
+            .iter()
+            .map(|(group, name)| {
+                let mut tally = srvprof_analysis::tls_code::TlsTally::default();
+                for l in self.oncpu.iter().filter(|l| l.group == *group) {
+                    let module = (l.frames.last())
+                        .and_then(|leaf| self.modules.get(leaf))
+                        .map(|m| m.path.as_str());
+                    tally.add(&l.frames, module, l.value);
+                }
+                tally.finish(name)
+            })
+            .collect()
+    }
+
     pub fn of_group(&self, kind: StackKind, group: u32) -> Vec<FoldedLine> {
         (self.lines(kind).iter())
             .filter(|l| l.group == group)

@@ -80,6 +80,27 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             crate::render::text::estimate_note(&r.server)
         );
     }
+    let pr = &r.per_request;
+    let mut protocol = Vec::new();
+    if let Some(h) = pr.tls_handshakes {
+        protocol.push(format!("{h:.3} TLS handshakes"));
+    }
+    for t in r.tls_cpu.iter().filter(|t| t.samples > 0) {
+        protocol.push(format!(
+            "{} on-CPU {:.1}% in TLS code",
+            t.group,
+            t.share * 100.0
+        ));
+    }
+    if let (Some(streams), Some(per_conn)) = (pr.streams_per_connection, pr.requests_per_connection)
+    {
+        protocol.push(format!(
+            "HTTP/2 {streams} streams per connection, {per_conn:.0} requests per connection"
+        ));
+    }
+    if !protocol.is_empty() {
+        let _ = writeln!(out, "  per request: {}", protocol.join("; "));
+    }
     let s = &r.server;
     let secs = s.duration_s.max(1e-9);
     let _ = writeln!(
