@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: root check, the known workload, kernel counters.
 
+pub mod go_h2c;
 pub mod libbpf_tools;
 pub mod side_by_side;
 pub mod tls_nginx;

@@ -119,10 +119,33 @@ pub struct LoadArgs {
     #[arg(long = "http2")]
     pub http2: bool,
 
+    /// Send the requests listed in FILE instead of the URL's one: vegeta's targets format
+    /// (`METHOD URL`, then `Name: value` headers and an optional `@body-file`, per request; `#`
+    /// comments), every URL on the URL's server. A request listed twice is sent twice as often.
+    #[arg(long = "targets", value_name = "FILE")]
+    pub targets: Option<std::path::PathBuf>,
+
+    /// How --targets are taken: round-robin (in the file's order over all connections: with -n
+    /// a multiple of the list, each exactly its share) or random.
+    #[arg(long = "targets-order", default_value = "round-robin", value_parser = parse_order)]
+    pub targets_order: crate::targets::Order,
+
+    /// Seed of --targets-order random (the same seed draws the same requests per connection).
+    #[arg(long = "seed", default_value_t = 0)]
+    pub seed: u64,
+
     /// HTTP/2: requests in flight at once on each of the -c connections (-c 10 --streams 10 keeps
     /// 100 in flight).
     #[arg(long = "streams", short = 'm', default_value_t = 1, value_name = "N")]
     pub streams: usize,
+}
+
+fn parse_order(text: &str) -> Result<crate::targets::Order, String> {
+    match text {
+        "round-robin" => Ok(crate::targets::Order::RoundRobin),
+        "random" => Ok(crate::targets::Order::Random),
+        other => Err(format!("`{other}` is neither round-robin nor random")),
+    }
 }
 
 fn parse_on_off(text: &str) -> Result<bool, String> {
@@ -173,6 +196,9 @@ impl Default for LoadArgs {
             sni: None,
             http2: false,
             streams: 1,
+            targets: None,
+            targets_order: crate::targets::Order::RoundRobin,
+            seed: 0,
         }
     }
 }
@@ -245,6 +271,9 @@ impl LoadArgs {
             },
             http2: self.http2,
             streams: self.streams,
+            targets: self.targets.clone(),
+            targets_order: self.targets_order,
+            seed: self.seed,
         })
     }
 }

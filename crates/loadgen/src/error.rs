@@ -20,6 +20,10 @@ pub enum LoadError {
     #[error("{0}")]
     Tls(String),
 
+    /// A `--targets` file that cannot be read or parsed: the sentence names the line.
+    #[error("{0}")]
+    Targets(String),
+
     /// `--http2` against a server that does not speak it: the sentence says what it did.
     #[error("{0}")]
     Http2(String),

@@ -13,6 +13,7 @@ use crate::classify::{Phase, io_error};
 use crate::plan::RunPlan;
 use crate::protocol::{Answer, Failure, Protocol};
 use crate::report::ErrorKind;
+use crate::request::RequestTemplate;
 use crate::tls::Handshake;
 use crate::transport::Stream;
 
@@ -68,12 +69,12 @@ impl Protocol for Connection {
         plan: &RunPlan,
         _shared: &(),
         spare: &mut Option<Vec<u8>>,
-        eager: bool,
+        eager: Option<&RequestTemplate>,
     ) -> Result<(Connection, Option<Instant>), ErrorKind> {
         let buf = spare.take().unwrap_or_else(Connection::new_buffer);
         // Over TLS the request waits for the handshake: no eager send.
-        if eager && plan.tls.is_none() {
-            let request = plan.template.encoded();
+        if let Some(template) = eager.filter(|_| plan.tls.is_none()) {
+            let request = template.encoded();
             let (mut conn, connected_at, sent) =
                 Connection::open_and_send(plan.addr, buf, request).await?;
             conn.presend = Some(sent);
@@ -92,8 +93,8 @@ impl Protocol for Connection {
     }
 
     #[inline]
-    async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure> {
-        let (request, head) = (plan.template.encoded(), plan.template.is_head());
+    async fn exchange(&mut self, template: &RequestTemplate) -> Result<Answer, Failure> {
+        let (request, head) = (template.encoded(), template.is_head());
         match self.presend.take() {
             Some(sent) => self
                 .finish_request(&request[sent..], head)

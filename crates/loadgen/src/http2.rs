@@ -16,6 +16,7 @@ use crate::classify::{Phase, h2_error};
 use crate::plan::RunPlan;
 use crate::protocol::{Answer, Failure, Protocol};
 use crate::report::ErrorKind;
+use crate::request::RequestTemplate;
 use crate::tls::Handshake;
 use crate::transport::CountingStream;
 
@@ -60,7 +61,7 @@ impl Protocol for H2Stream {
         plan: &RunPlan,
         shared: &Shared,
         _spare: &mut Option<()>,
-        _eager: bool,
+        _eager: Option<&RequestTemplate>,
     ) -> Result<(H2Stream, Option<Instant>), ErrorKind> {
         let _opening = shared.opening.lock().await;
         // With keep-alive a connection is shared; without, each request opens its own.
@@ -76,7 +77,7 @@ impl Protocol for H2Stream {
         Ok((H2Stream::on(link, handshake), Some(connected_at)))
     }
 
-    async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure> {
+    async fn exchange(&mut self, template: &RequestTemplate) -> Result<Answer, Failure> {
         let sender = &mut self.link.sender;
         // The connection ended before this request could go: nothing was sent, it goes again on
         // the next connection, at once after a GOAWAY (the server's request limit, a reload),
@@ -90,7 +91,6 @@ impl Protocol for H2Stream {
                 Failure::Stale
             });
         }
-        let template = &plan.template;
         let body = template.body();
         let (response, mut send) = sender
             .send_request(template.h2_request(), body.is_empty())

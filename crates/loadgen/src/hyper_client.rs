@@ -16,6 +16,7 @@ use crate::classify::{Phase, hyper_error};
 use crate::plan::RunPlan;
 use crate::protocol::{Answer, Failure, Protocol};
 use crate::report::ErrorKind;
+use crate::request::RequestTemplate;
 use crate::tls::Handshake;
 use crate::transport::CountingStream;
 
@@ -40,7 +41,7 @@ impl Protocol for HyperConn {
         plan: &RunPlan,
         _shared: &(),
         _spare: &mut Option<()>,
-        _eager: bool,
+        _eager: Option<&RequestTemplate>,
     ) -> Result<(HyperConn, Option<Instant>), ErrorKind> {
         let opened = crate::transport::connect(plan).await?;
         let bytes_read = Rc::new(Cell::new(0u64));
@@ -58,7 +59,7 @@ impl Protocol for HyperConn {
         Ok((conn, Some(opened.connected_at)))
     }
 
-    async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure> {
+    async fn exchange(&mut self, template: &RequestTemplate) -> Result<Answer, Failure> {
         let (reused, before) = (self.responses > 0, self.bytes_read.get());
         let HyperConn { sender, conn, .. } = self;
         let request = async {
@@ -66,7 +67,7 @@ impl Protocol for HyperConn {
             if sender.ready().await.is_err() {
                 return Err(Failure::Stale);
             }
-            exchange_answer(sender, plan.template.build())
+            exchange_answer(sender, template.build())
                 .await
                 .map_err(Failure::Kind)
         };

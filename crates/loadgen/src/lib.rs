@@ -21,7 +21,8 @@ mod report;
 
 pub use report::{
     ClientCpu, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport,
-    OpenLoopSummary, Protocol, SpectrumPoint, TimelineEntry, TlsSummary,
+    OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TimelineEntry,
+    TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -48,6 +49,7 @@ engine! {
     mod run;
     mod stats;
     mod sys;
+    pub mod targets;
     mod tls;
     mod transport;
 

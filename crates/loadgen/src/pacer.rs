@@ -32,6 +32,8 @@ pub(crate) struct Pacer {
     /// schedule counts from for this slot (the run's start, later for a slot that began late).
     next: Option<(Instant, u64, Instant)>,
     schedule: Option<(Rc<Schedule>, usize)>,
+    /// The slot's generator for `--targets-order random`.
+    rng: u64,
 }
 
 impl Pacer {
@@ -51,7 +53,14 @@ impl Pacer {
         Pacer {
             next,
             schedule: schedule.map(|s| (s, index)),
+            rng: plan.targets.rng_for(index),
         }
+    }
+
+    /// The next request's template, by its index in the plan's list.
+    #[inline]
+    pub(crate) fn pick(&mut self, plan: &RunPlan) -> usize {
+        plan.targets.pick(&mut self.rng)
     }
 
     /// Wait for the next intended send time; returns when the request starts (its latency

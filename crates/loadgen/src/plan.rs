@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use tokio::time::sleep_until;
 
 use crate::report::Engine;
-use crate::request::RequestTemplate;
 use crate::stats::ThreadRecorder;
 
 /// First pause before replacing a connection that failed (refused, reset, closed by the server or
@@ -74,7 +73,8 @@ impl Backoff {
 
 /// Everything the connections of all threads share; read-only except the request budget.
 pub(crate) struct RunPlan {
-    pub template: RequestTemplate,
+    /// The request, or the list of them (`--targets`).
+    pub targets: crate::targets::Targets,
     pub engine: Engine,
     pub addr: SocketAddr,
     pub keepalive: bool,

@@ -108,6 +108,25 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
     if !codes.is_empty() {
         writeln!(out, "  Status codes: {}", codes.join(", "))?;
     }
+    if let Some(t) = &r.targets {
+        writeln!(
+            out,
+            "  Targets ({}, {} entries, {} distinct), most sent:",
+            t.order, t.entries, t.distinct
+        )?;
+        for s in t.top.iter().take(5) {
+            let p99 = s
+                .latency_us
+                .as_ref()
+                .map(|l| format!(", p99 {}", human_us(l.p99 as f64)))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "    {} {} ok, {} errors{p99}",
+                s.request, s.completed, s.errors
+            )?;
+        }
+    }
     if r.errors > 0 {
         let kinds: Vec<String> = r
             .errors_by_kind

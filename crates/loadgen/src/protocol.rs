@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::plan::RunPlan;
 use crate::report::ErrorKind;
+use crate::request::RequestTemplate;
 
 /// How a request failed on a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,18 +61,18 @@ pub(crate) trait Protocol: Sized {
     type Shared: Default;
 
     /// Open a connection to the plan's target, with `spare` if there is one, or join the one
-    /// `shared` holds. `eager`: its only request is the plan's next (`--no-keepalive`), which
-    /// may go out with the connect. Returns the connection and, when it opened a new one, when
-    /// that was known to be connected (the connect time's end).
+    /// `shared` holds. `eager`: the connection's only request (`--no-keepalive`), which may go
+    /// out with the connect. Returns the connection and, when it opened a new one, when that
+    /// was known to be connected (the connect time's end).
     async fn open(
         plan: &RunPlan,
         shared: &Self::Shared,
         spare: &mut Option<Self::Spare>,
-        eager: bool,
+        eager: Option<&RequestTemplate>,
     ) -> Result<(Self, Option<Instant>), ErrorKind>;
 
-    /// Send the plan's request (the rest of it, after an eager open) and read the whole answer.
-    async fn exchange(&mut self, plan: &RunPlan) -> Result<Answer, Failure>;
+    /// Send `request` (the rest of it, after an eager open) and read the whole answer.
+    async fn exchange(&mut self, request: &RequestTemplate) -> Result<Answer, Failure>;
 
     /// Its TLS handshake, when it has one.
     fn handshake(&self) -> Option<crate::tls::Handshake>;

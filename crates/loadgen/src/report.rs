@@ -112,6 +112,30 @@ pub struct TlsSummary {
     pub handshake_us: LatencySummary,
 }
 
+/// `--targets`: how the list was taken and what each of its most sent requests got.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct TargetsSummary {
+    /// "round-robin" or "random" (with `seed`).
+    pub order: String,
+    pub seed: Option<u64>,
+    /// Entries in the file, and distinct requests among them.
+    pub entries: usize,
+    pub distinct: usize,
+    /// The most sent distinct requests, most first (at most 20).
+    pub top: Vec<TargetStats>,
+}
+
+/// One distinct request of a `--targets` list over the measured window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct TargetStats {
+    /// "METHOD URL".
+    pub request: String,
+    pub completed: u64,
+    pub errors: u64,
+    /// Its requests sent in the window (None past the first 100 distinct requests).
+    pub latency_us: Option<LatencySummary>,
+}
+
 /// HTTP/2: what the server refused unprocessed and the client sent again (RFC 9113 8.7); such
 /// requests are not errors, their retry is part of their latency.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -155,7 +179,7 @@ pub struct LatencySummary {
 
 #[cfg(feature = "engine")]
 impl LatencySummary {
-    pub fn from_histogram(h: &Histogram<u64>) -> LatencySummary {
+    pub fn from_histogram<T: hdrhistogram::Counter>(h: &Histogram<T>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
         }
@@ -329,6 +353,9 @@ pub struct LoadReport {
     /// https: the TLS handshakes of the connections opened in the window.
     #[serde(default)]
     pub tls: Option<TlsSummary>,
+    /// `--targets`: per-request counts and latencies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<TargetsSummary>,
     /// HTTP/2 (`--http2`): requests refused unprocessed and sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<Http2Summary>,

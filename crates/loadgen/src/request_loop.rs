@@ -16,7 +16,8 @@ use crate::pacer::{Pacer, Schedule};
 use crate::plan::{Backoff, RunPlan, begin, pause};
 use crate::protocol::{Failure, Protocol};
 use crate::report::{Engine, ErrorKind};
-use crate::stats::ThreadRecorder;
+use crate::request::RequestTemplate;
+use crate::stats::{ThreadRecorder, Times};
 
 /// How a keep-alive connection ended.
 enum ConnEnd {
@@ -86,7 +87,7 @@ async fn open<P: Protocol>(
     plan: &RunPlan,
     shared: &P::Shared,
     spare: &mut Option<P::Spare>,
-    eager: bool,
+    eager: Option<&RequestTemplate>,
     timer: std::pin::Pin<&mut tokio::time::Sleep>,
 ) -> Result<(P, Option<Instant>), ErrorKind> {
     tokio::select! {
@@ -112,7 +113,7 @@ async fn keepalive_connection<P: Protocol>(
     let timer = sleep_until((Instant::now() + plan.timeout).into());
     tokio::pin!(timer);
     let connect_start = Instant::now();
-    let mut conn = match open::<P>(plan, shared, &mut None, false, timer.as_mut()).await {
+    let mut conn = match open::<P>(plan, shared, &mut None, None, timer.as_mut()).await {
         Ok((conn, connected_at)) => {
             // None: an HTTP/2 stream joined its connection, opened and counted by another.
             if let Some(connected_at) = connected_at {
@@ -135,7 +136,8 @@ async fn keepalive_connection<P: Protocol>(
                 return ConnEnd::Done;
             }
             let measured = start >= plan.measure_start;
-            recorder.borrow_mut().failure(measured, now, kind, 0);
+            let target = plan.targets.distinct[pacer.pick(plan)];
+            recorder.borrow_mut().failure(measured, now, kind, 0, target);
             pacer.advance(plan);
             pause(plan, now + backoff.after_failure(Duration::ZERO, 0)).await;
             return ConnEnd::Reconnect;
@@ -153,11 +155,14 @@ async fn keepalive_connection<P: Protocol>(
         if let Some(intended) = intended {
             recorder.borrow_mut().sent(intended, now);
         }
+        let picked = pacer.pick(plan);
+        let request = &plan.targets.templates[picked];
+        let target = plan.targets.distinct[picked];
         timer.as_mut().reset((now + plan.timeout).into());
         let mut read_before = conn.bytes_read();
         let mut outcome = tokio::select! {
             biased;
-            outcome = conn.exchange(plan) => outcome,
+            outcome = conn.exchange(request) => outcome,
             _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
         };
         if let Err(retry @ (Failure::Stale | Failure::Closed | Failure::Unprocessed { .. })) = outcome
@@ -178,7 +183,7 @@ async fn keepalive_connection<P: Protocol>(
             }
             let reopen_start = Instant::now();
             timer.as_mut().reset((reopen_start + plan.timeout).into());
-            match open::<P>(plan, shared, &mut None, false, timer.as_mut()).await {
+            match open::<P>(plan, shared, &mut None, None, timer.as_mut()).await {
                 Ok((fresh, connected_at)) => {
                     // Counted once per connection closed, by the slot that replaced it.
                     if let Some(connected_at) = connected_at {
@@ -199,7 +204,7 @@ async fn keepalive_connection<P: Protocol>(
                     read_before = 0;
                     outcome = tokio::select! {
                         biased;
-                        outcome = conn.exchange(plan) => outcome,
+                        outcome = conn.exchange(request) => outcome,
                         _ = timer.as_mut() => Err(Failure::Kind(ErrorKind::ReadTimeout)),
                     };
                 }
@@ -216,16 +221,23 @@ async fn keepalive_connection<P: Protocol>(
         let bytes = conn.bytes_read().saturating_sub(read_before);
         match outcome {
             Ok(answer) => {
+                let times = Times {
+                    start,
+                    sent: intended.map(|_| now),
+                    done,
+                };
                 recorder
                     .borrow_mut()
-                    .response(measured, start, intended.map(|_| now), done, answer.status, bytes);
+                    .response(measured, times, answer.status, bytes, target);
                 if !answer.keep_alive {
                     return ConnEnd::Reconnect;
                 }
             }
             Err(failure) => {
                 let kind = failure.kind();
-                recorder.borrow_mut().failure(measured, done, kind, bytes);
+                recorder
+                    .borrow_mut()
+                    .failure(measured, done, kind, bytes, target);
                 // The client gave up on a slow answer (--timeout), or an HTTP/2 server ended a
                 // stream or its connection in order: nothing failed that a pause would spare,
                 // so the next request goes at once, as -c asks.
@@ -264,8 +276,11 @@ async fn per_request_connections<P: Protocol>(
         if let Some(intended) = intended {
             recorder.borrow_mut().sent(intended, now);
         }
+        let picked = pacer.pick(plan);
+        let request = &plan.targets.templates[picked];
+        let target = plan.targets.distinct[picked];
         timer.as_mut().reset((now + plan.timeout).into());
-        let opened = open::<P>(plan, shared, &mut spare, true, timer.as_mut()).await;
+        let opened = open::<P>(plan, shared, &mut spare, Some(request), timer.as_mut()).await;
         let (outcome, bytes) = match opened {
             Err(kind) => (Err(kind), 0),
             Ok((mut conn, connected_at)) => {
@@ -280,7 +295,7 @@ async fn per_request_connections<P: Protocol>(
                 }
                 let outcome = tokio::select! {
                     biased;
-                    outcome = conn.exchange(plan) => outcome.map_err(Failure::kind),
+                    outcome = conn.exchange(request) => outcome.map_err(Failure::kind),
                     _ = timer.as_mut() => Err(ErrorKind::ReadTimeout),
                 };
                 let bytes = conn.bytes_read();
@@ -292,15 +307,15 @@ async fn per_request_connections<P: Protocol>(
         let measured = start >= plan.measure_start;
         let mut rec = recorder.borrow_mut();
         match outcome {
-            Ok(answer) => rec.response(
-                measured,
-                start,
-                intended.map(|_| now),
-                done,
-                answer.status,
-                bytes,
-            ),
-            Err(kind) => rec.failure(measured, done, kind, bytes),
+            Ok(answer) => {
+                let times = Times {
+                    start,
+                    sent: intended.map(|_| now),
+                    done,
+                };
+                rec.response(measured, times, answer.status, bytes, target)
+            }
+            Err(kind) => rec.failure(measured, done, kind, bytes, target),
         }
     }
 }

@@ -57,6 +57,11 @@ pub struct LoadConfig {
     pub http2: bool,
     /// HTTP/2 streams in flight at once on each connection.
     pub streams: usize,
+    /// A list of requests to send instead of the URL's one (`--targets`), all on the URL's
+    /// server, taken in `targets_order` (random: from `seed`).
+    pub targets: Option<std::path::PathBuf>,
+    pub targets_order: crate::targets::Order,
+    pub seed: u64,
 }
 
 impl Default for LoadConfig {
@@ -85,6 +90,9 @@ impl Default for LoadConfig {
             },
             http2: false,
             streams: 1,
+            targets: None,
+            targets_order: crate::targets::Order::RoundRobin,
+            seed: 0,
         }
     }
 }
@@ -205,6 +213,16 @@ pub fn run_with_progress(
         config.body.as_deref(),
         config.keepalive,
     )?;
+    let targets = match &config.targets {
+        None => crate::targets::Targets::one(template),
+        Some(path) => crate::targets::Targets::list(
+            &crate::targets::read(path)?,
+            &target,
+            config.keepalive,
+            config.targets_order,
+            config.seed,
+        )?,
+    };
     sys::ensure_fd_limit(config.connections)?;
     let tls = match &target.tls_host {
         Some(host) => {
@@ -238,7 +256,7 @@ pub fn run_with_progress(
         + (config.ramp_up + config.warmup).as_nanos() as u64;
     progress.set_measure_start_ns(measure_start_ns);
     let plan = Arc::new(plan::RunPlan {
-        template,
+        targets,
         engine: config.engine,
         addr: target.addr,
         keepalive: config.keepalive,
@@ -311,7 +329,7 @@ pub fn run_with_progress(
     collector.finish(window);
     let interval_latency = collector.interval_latency.take();
 
-    let report = build_report(
+    let mut report = build_report(
         config,
         threads,
         measure_start_ns,
@@ -320,6 +338,9 @@ pub fn run_with_progress(
         window,
         stopped_early,
     );
+    if plan.targets.listed() {
+        report.targets = Some(targets_summary(config, &plan.targets, &totals));
+    }
     if let (Some(log), Some(latency)) = (hdr_log, interval_latency)
         && let Err(e) = log.write(
             &latency,
@@ -443,6 +464,9 @@ fn worker_thread(
         tx,
         progress,
     )));
+    if plan.targets.listed() {
+        recorder.borrow_mut().per_target(plan.targets.names.len());
+    }
     let local = tokio::task::LocalSet::new();
     local.block_on(
         &runtime,
@@ -530,6 +554,7 @@ fn build_report(
         latency_us: LatencySummary::from_histogram(&collector.latency),
         connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
         connections_opened: sum(|t| t.connections_opened),
+        targets: None,
         http2: config.http2.then(|| report::Http2Summary {
             retried_after_goaway: sum(|t| t.h2_refused_goaway),
             retried_after_refused_stream: sum(|t| t.h2_refused_stream),
@@ -570,5 +595,46 @@ fn build_report(
         start_monotonic_ns,
         stopped_early,
         config: config.echo(threads),
+    }
+}
+
+/// Per distinct request of a `--targets` list, over every thread: the 20 most sent.
+fn targets_summary(
+    config: &LoadConfig,
+    targets: &crate::targets::Targets,
+    totals: &[stats::ThreadTotals],
+) -> report::TargetsSummary {
+    let mut top: Vec<report::TargetStats> = (targets.names.iter().enumerate())
+        .map(|(i, name)| {
+            let tallies = totals.iter().filter_map(|t| t.per_target.get(i));
+            let mut latency: Option<hdrhistogram::Histogram<u32>> = None;
+            let (mut completed, mut errors) = (0, 0);
+            for tally in tallies {
+                completed += tally.completed;
+                errors += tally.errors;
+                if let Some(h) = &tally.latency {
+                    match &mut latency {
+                        Some(sum) => sum.add(h).expect("same histogram bounds"),
+                        None => latency = Some(h.clone()),
+                    }
+                }
+            }
+            report::TargetStats {
+                request: name.clone(),
+                completed,
+                errors,
+                latency_us: latency.as_ref().map(LatencySummary::from_histogram),
+            }
+        })
+        .collect();
+    top.sort_by_key(|t| std::cmp::Reverse(t.completed + t.errors));
+    top.truncate(20);
+    let random = config.targets_order == crate::targets::Order::Random;
+    report::TargetsSummary {
+        order: if random { "random" } else { "round-robin" }.to_string(),
+        seed: random.then_some(config.seed),
+        entries: targets.templates.len(),
+        distinct: targets.names.len(),
+        top,
     }
 }

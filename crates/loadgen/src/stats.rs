@@ -29,6 +29,30 @@ fn micros(d: Duration) -> u64 {
     (d.as_nanos() / 1000) as u64
 }
 
+/// When a request started (its intended time in open loop), went out (open loop only) and
+/// ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Times {
+    pub start: Instant,
+    pub sent: Option<Instant>,
+    pub done: Instant,
+}
+
+/// Distinct targets of a `--targets` list whose latency is kept apart (the rest are counted).
+pub const TARGET_LATENCIES: usize = 100;
+
+/// A target's latency histogram: 2 significant digits, 32-bit counts (12 KB, not 190).
+fn target_histogram() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid histogram bounds")
+}
+
+/// One distinct request of a `--targets` list, on one thread.
+pub(crate) struct TargetTally {
+    pub completed: u64,
+    pub errors: u64,
+    pub latency: Option<Histogram<u32>>,
+}
+
 /// One worker thread's interval, sent to the collector.
 pub(crate) struct IntervalFlush {
     pub thread: usize,
@@ -71,6 +95,8 @@ pub(crate) struct ThreadTotals {
     /// slot was still waiting for an earlier answer), and the latest of them.
     pub behind_schedule: u64,
     pub behind_max: Duration,
+    /// `--targets`: per distinct request, in the list's order (empty without a list).
+    pub per_target: Vec<TargetTally>,
     /// HTTP/2: requests the server refused unprocessed and the client sent again, after a
     /// graceful GOAWAY and after REFUSED_STREAM.
     pub h2_refused_goaway: u64,
@@ -138,6 +164,7 @@ impl ThreadRecorder {
                 service_latency: new_histogram(),
                 behind_schedule: 0,
                 behind_max: Duration::ZERO,
+                per_target: Vec::new(),
                 h2_refused_goaway: 0,
                 h2_refused_stream: 0,
                 cpu: CpuTime::default(),
@@ -171,37 +198,54 @@ impl ThreadRecorder {
         }
     }
 
-    /// A complete answer at `now` to the request that started at `start` (its intended time in
-    /// open loop, where it went out at `sent`).
+    /// Count requests per distinct target of a `--targets` list (`targets` of them).
+    pub fn per_target(&mut self, targets: usize) {
+        self.totals.per_target = (0..targets)
+            .map(|i| TargetTally {
+                completed: 0,
+                errors: 0,
+                latency: (i < TARGET_LATENCIES).then(target_histogram),
+            })
+            .collect();
+    }
+
+    /// A complete answer to a request of `target` (its index among the distinct requests).
     #[inline]
-    pub fn response(
-        &mut self,
-        measured: bool,
-        start: Instant,
-        sent: Option<Instant>,
-        now: Instant,
-        status: u16,
-        bytes: u64,
-    ) {
+    pub fn response(&mut self, measured: bool, t: Times, status: u16, bytes: u64, target: u32) {
+        let now = t.done;
         if !self.arrived_in_window(measured, now) {
             return;
         }
         self.roll(now);
         self.progress.bump(self.thread);
+        let ok = (200..300).contains(&status);
         if measured {
             self.totals.in_flight -= 1;
-            self.latency.saturating_record(micros(now - start).max(1));
-            if let Some(sent) = sent {
+            let us = micros(now - t.start).max(1);
+            self.latency.saturating_record(us);
+            if let Some(sent) = t.sent {
                 self.totals
                     .service_latency
                     .saturating_record(micros(now - sent).max(1));
             }
+            if let Some(tally) = self.totals.per_target.get_mut(target as usize)
+                && let Some(h) = &mut tally.latency
+            {
+                h.saturating_record(us);
+            }
         } else {
             self.totals.carried_in += 1;
         }
+        if let Some(tally) = self.totals.per_target.get_mut(target as usize) {
+            if ok {
+                tally.completed += 1;
+            } else {
+                tally.errors += 1;
+            }
+        }
         self.totals.bytes += bytes;
         self.totals.status_codes[(status as usize).min(STATUS_SLOTS - 1)] += 1;
-        if (200..300).contains(&status) {
+        if ok {
             self.totals.completed += 1;
             self.interval_completed += 1;
         } else {
@@ -210,9 +254,19 @@ impl ThreadRecorder {
     }
 
     #[inline]
-    pub fn failure(&mut self, measured: bool, now: Instant, kind: ErrorKind, bytes: u64) {
+    pub fn failure(
+        &mut self,
+        measured: bool,
+        now: Instant,
+        kind: ErrorKind,
+        bytes: u64,
+        target: u32,
+    ) {
         if !self.arrived_in_window(measured, now) {
             return;
+        }
+        if let Some(tally) = self.totals.per_target.get_mut(target as usize) {
+            tally.errors += 1;
         }
         self.roll(now);
         self.progress.bump(self.thread);
