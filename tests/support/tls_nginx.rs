@@ -23,6 +23,24 @@ impl TlsNginx {
     /// `listen` takes more parameters (`http2`); a connection carries at most
     /// `keepalive_requests` requests (over HTTP/2 nginx then sends GOAWAY).
     pub fn with(name: &str, listen: &str, keepalive_requests: u32) -> TlsNginx {
+        TlsNginx::build(name, listen, keepalive_requests, false)
+    }
+
+    /// The same, asking every client for a certificate signed by the test's CA; the test's own
+    /// is `client_cert()` / `client_key()`.
+    pub fn with_client_auth(name: &str) -> TlsNginx {
+        TlsNginx::build(name, "", 1_000_000, true)
+    }
+
+    pub fn client_cert(&self) -> String {
+        self.dir.join("cli.crt").display().to_string()
+    }
+
+    pub fn client_key(&self) -> String {
+        self.dir.join("cli.key").display().to_string()
+    }
+
+    fn build(name: &str, listen: &str, keepalive_requests: u32, client_auth: bool) -> TlsNginx {
         let dir = std::env::temp_dir().join(format!("srvprof-tls-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -99,17 +117,57 @@ impl TlsNginx {
             "-extfile",
             "ext.cnf",
         ]);
+        if client_auth {
+            openssl(
+                &[
+                    &["req"][..],
+                    &ec,
+                    &[
+                        "-keyout",
+                        "cli.key",
+                        "-out",
+                        "cli.csr",
+                        "-subj",
+                        "/CN=srvprof test client",
+                    ],
+                ]
+                .concat(),
+            );
+            std::fs::write(dir.join("cli.cnf"), "extendedKeyUsage=clientAuth\n").unwrap();
+            openssl(&[
+                "x509",
+                "-req",
+                "-in",
+                "cli.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "cli.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "cli.cnf",
+            ]);
+        }
         let port = free_port();
         let d = dir.display();
+        let verify = if client_auth {
+            format!("ssl_verify_client on; ssl_client_certificate {d}/ca.crt;")
+        } else {
+            String::new()
+        };
         std::fs::write(
             dir.join("nginx.conf"),
             format!(
                 "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
                  events {{ worker_connections 1024; }}\n\
                  http {{ client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-                   log_format tls '$connection $connection_requests $ssl_session_reused $server_protocol';\n\
+                   log_format tls '$connection $connection_requests $ssl_session_reused $server_protocol $ssl_client_verify';\n\
                    access_log {d}/access.log tls; keepalive_requests {keepalive_requests};\n\
-                   server {{ listen 127.0.0.1:{port} ssl {listen}; ssl_certificate {d}/srv.crt; ssl_certificate_key {d}/srv.key;\n\
+                   server {{ listen 127.0.0.1:{port} ssl {listen}; ssl_certificate {d}/srv.crt; ssl_certificate_key {d}/srv.key; {verify}\n\
                      location / {{ return 200 \"hello\"; }} }} }}\n"
             ),
         )
@@ -153,6 +211,18 @@ impl TlsNginx {
             let (conn, reused) = (f[0].parse().unwrap(), f[2] == "r");
             let e = out.entry(conn).or_insert((0, reused));
             e.0 += 1;
+        }
+        out
+    }
+
+    /// How nginx judged each request's client certificate ($ssl_client_verify: SUCCESS, NONE,
+    /// FAILED:...), and how many each.
+    pub fn client_verify(&self) -> BTreeMap<String, u64> {
+        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for line in log.lines() {
+            let verdict = line.split_whitespace().nth(4).unwrap_or("?");
+            *out.entry(verdict.to_string()).or_insert(0) += 1;
         }
         out
     }

@@ -421,6 +421,13 @@ fn preflight(
         };
         match tokio::time::timeout(timeout, tls.connect(tcp)).await {
             Ok(Ok((stream, _))) => {
+                if tls.certificate_asked_for() {
+                    // TLS 1.3 completes the client's side of the handshake before the server
+                    // judges the (empty) certificate: nginx then answers 400 to every request.
+                    return Err(LoadError::Tls(format!(
+                        "{addr}: the server asks for a client certificate and none was given: pass --cert FILE and --key FILE (PEM), signed by a CA the server trusts"
+                    )));
+                }
                 let alpn = stream.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
                 if config.http2 && alpn.as_deref() != Some(b"h2") {
                     return Err(LoadError::Http2(format!(

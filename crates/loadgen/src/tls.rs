@@ -36,6 +36,30 @@ pub struct TlsOptions {
 pub(crate) struct Tls {
     connector: TlsConnector,
     server_name: ServerName<'static>,
+    /// Without --cert: notes whether a server asked for a client certificate.
+    no_cert: Option<Arc<NoClientCert>>,
+}
+
+/// No client certificate to give (no --cert), noting whether a server asked for one.
+#[derive(Debug, Default)]
+struct NoClientCert {
+    asked: std::sync::atomic::AtomicBool,
+}
+
+impl rustls::client::ResolvesClientCert for NoClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
+    }
 }
 
 /// A completed handshake: how long it took, and whether it resumed an earlier session.
@@ -59,6 +83,7 @@ impl Tls {
         } else {
             builder.with_root_certificates(roots(opts.cacert.as_deref())?)
         };
+        let no_cert = opts.cert.is_none().then(|| Arc::new(NoClientCert::default()));
         let mut config = match (&opts.cert, &opts.key) {
             (Some(cert), Some(key)) => {
                 let chain = read_certs(cert, "--cert")?;
@@ -74,7 +99,9 @@ impl Tls {
                     ))
                 })?
             }
-            (None, None) => builder.with_no_client_auth(),
+            (None, None) => builder.with_client_cert_resolver(
+                no_cert.clone().expect("made without --cert"),
+            ),
             _ => {
                 return Err(LoadError::Tls(
                     "--cert and --key go together: give both, or neither".into(),
@@ -94,7 +121,14 @@ impl Tls {
         Ok(Tls {
             connector: TlsConnector::from(Arc::new(config)),
             server_name,
+            no_cert,
         })
+    }
+
+    /// A server asked this client for a certificate it did not have (no --cert).
+    pub(crate) fn certificate_asked_for(&self) -> bool {
+        (self.no_cert.as_ref())
+            .is_some_and(|n| n.asked.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// The handshake over `tcp`.
