@@ -266,16 +266,31 @@ pub fn parse_log2_hist(text: &str) -> Vec<Log2Bucket> {
 
 /// The bucket that holds the value of rank ceil(q * total) (srvprof's quantile rank).
 pub fn log2_quantile_bucket(buckets: &[Log2Bucket], q: f64) -> Option<Log2Bucket> {
+    log2_rank_buckets(buckets, q, 0).into_iter().next()
+}
+
+/// The buckets holding the values ranked within `spread` of quantile q's rank (ceil(q * n)),
+/// lowest first, each once: where q's value may lie when either tool timed `spread` of the
+/// waits near it into a neighbouring bucket.
+pub fn log2_rank_buckets(buckets: &[Log2Bucket], q: f64, spread: u64) -> Vec<Log2Bucket> {
     let total: u64 = buckets.iter().map(|b| b.count).sum();
     if total == 0 {
-        return None;
+        return Vec::new();
     }
     let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-    let mut seen = 0;
-    buckets.iter().copied().find(|b| {
-        seen += b.count;
-        seen >= rank
-    })
+    let ranks = rank.saturating_sub(spread).max(1)..=(rank + spread).min(total);
+    let mut out: Vec<Log2Bucket> = Vec::new();
+    for r in ranks {
+        let mut seen = 0;
+        if let Some(b) = buckets.iter().copied().find(|b| {
+            seen += b.count;
+            seen >= r
+        }) && out.last() != Some(&b)
+        {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// offcputime's output (not folded): each stack ends in a line with its microseconds alone.

@@ -30,6 +30,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     // musl-gcc: the static srvprof (`cargo xtask dist`) links ring, rustls' crypto, which has C
     // and assembly.
     "musl-tools",
+    // h2load: `cargo xtask bench loadgen` compares srvprof's HTTP/2 with it.
+    "nghttp2-client",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";

@@ -57,27 +57,83 @@ impl Sample {
     }
 }
 
+/// What a scenario's requests travel over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Http,
+    /// https with HTTP/1.1; without keep-alive every connection is a full handshake (ab does not
+    /// resume sessions, so srvprof runs with --tls-resumption off).
+    Https,
+    /// HTTP/2 over TLS, `streams` in flight on each connection (h2load -m).
+    H2 {
+        streams: usize,
+    },
+}
+
 struct Scenario {
     name: &'static str,
     connections: usize,
     keepalive: bool,
+    proto: Proto,
 }
 
-const SCENARIOS: [Scenario; 3] = [
+impl Scenario {
+    /// The tool srvprof is compared with.
+    fn peer(&self) -> &'static str {
+        match (self.proto, self.keepalive) {
+            (Proto::H2 { .. }, _) => "h2load",
+            (_, true) => "wrk",
+            (_, false) => "ab",
+        }
+    }
+
+    /// Requests of a run without keep-alive: a full TLS handshake costs the server ~50x a plain
+    /// request, so https runs send a tenth.
+    fn close_requests(&self, plain: u64) -> u64 {
+        if self.proto == Proto::Https {
+            plain / 10
+        } else {
+            plain
+        }
+    }
+}
+
+const SCENARIOS: [Scenario; 6] = [
     Scenario {
         name: "keep-alive c=100",
         connections: 100,
         keepalive: true,
+        proto: Proto::Http,
     },
     Scenario {
         name: "keep-alive c=1000",
         connections: 1000,
         keepalive: true,
+        proto: Proto::Http,
     },
     Scenario {
         name: "new connection per request c=100",
         connections: 100,
         keepalive: false,
+        proto: Proto::Http,
+    },
+    Scenario {
+        name: "https keep-alive c=100",
+        connections: 100,
+        keepalive: true,
+        proto: Proto::Https,
+    },
+    Scenario {
+        name: "https new connection per request c=20",
+        connections: 20,
+        keepalive: false,
+        proto: Proto::Https,
+    },
+    Scenario {
+        name: "h2 c=10 x 10 streams",
+        connections: 10,
+        keepalive: true,
+        proto: Proto::H2 { streams: 10 },
     },
 ];
 
@@ -92,8 +148,8 @@ pub fn run(quick: bool) -> Result<String> {
     let ab_requests: u64 = if quick { 20_000 } else { 50_000 };
 
     require_tools(
-        &["wrk", "ab", "taskset"],
-        "apt-get install wrk apache2-utils util-linux",
+        &["wrk", "ab", "h2load", "openssl", "taskset"],
+        "apt-get install wrk apache2-utils nghttp2-client openssl util-linux (cargo xtask setup does)",
     )?;
     let load = srvprof_load_command(&root)?;
     let oha = which("oha");
@@ -101,16 +157,22 @@ pub fn run(quick: bool) -> Result<String> {
     let dir = std::env::temp_dir().join(format!("srvprof-bench-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
-    let mut nginx = Nginx::start(&dir, port)?;
-    let url = format!("http://127.0.0.1:{port}/");
+    let tls_port = free_port()?;
+    let mut nginx = Nginx::start_with_tls(&dir, port, Some(tls_port))?;
+    let plain_url = format!("http://127.0.0.1:{port}/");
+    let tls_url = format!("https://127.0.0.1:{tls_port}/");
 
     let mut report = String::new();
-    report.push_str("# Load generator: srvprof vs wrk / ab\n\n");
+    report.push_str("# Load generator: srvprof vs wrk / ab / h2load\n\n");
     report.push_str(&format!(
         "nginx 1 worker on CPU {SERVER_CPU} (`return 200 \"hello world\"`), clients on CPU {CLIENT_CPU}, \
          {rounds} alternating round(s) (the order flips every round), {seconds}s per keep-alive \
-         run, {ab_requests} requests per new-connection run. srvprof: `{}` (the loadgen crate \
+         run, {ab_requests} requests per new-connection run ({} over https, each a full handshake). \
+         https and h2: nginx's second server, `listen ssl http2` with an ECDSA P-256 certificate \
+         made by openssl; every client accepts it unchecked (srvprof: --insecure, which still \
+         verifies the handshake's signature). srvprof: `{}` (the loadgen crate \
          built from this tree; `srvprof load` runs the same code).\n\n",
+        ab_requests / 10,
         load.join(" ")
     ));
     report.push_str(
@@ -120,22 +182,30 @@ pub fn run(quick: bool) -> Result<String> {
     let mut summary = Vec::new();
     let mut restarts = 0;
     for scenario in &SCENARIOS {
-        let peer_name = if scenario.keepalive { "wrk" } else { "ab" };
+        let peer_name = scenario.peer();
+        let url = if scenario.proto == Proto::Http {
+            &plain_url
+        } else {
+            &tls_url
+        };
+        let close_requests = scenario.close_requests(ab_requests);
         let mut peer = Vec::new();
         let mut ours = Vec::new();
         let mut oha_samples = Vec::new();
         for round in 1..=rounds {
             let run_peer = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
                 *restarts += nginx.ensure_running(&dir, port)? as usize;
-                if scenario.keepalive {
-                    run_wrk(&url, scenario.connections, seconds)
-                } else {
-                    run_ab(&url, scenario.connections, ab_requests)
+                match (scenario.proto, scenario.keepalive) {
+                    (Proto::H2 { streams }, _) => {
+                        run_h2load(url, scenario.connections, streams, seconds)
+                    }
+                    (_, true) => run_wrk(url, scenario.connections, seconds),
+                    (_, false) => run_ab(url, scenario.connections, close_requests),
                 }
             };
             let run_ours = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
                 *restarts += nginx.ensure_running(&dir, port)? as usize;
-                run_srvprof(&load, &url, scenario, seconds, ab_requests)
+                run_srvprof(&load, url, scenario, seconds, close_requests)
             };
             let (p, s) = if round % 2 == 1 {
                 let p = run_peer(&mut nginx, &mut restarts)?;
@@ -146,9 +216,9 @@ pub fn run(quick: bool) -> Result<String> {
             };
             report.push_str(&round_row(scenario, peer_name, round, &p));
             report.push_str(&round_row(scenario, "srvprof", round, &s));
-            if let Some(oha) = &oha {
+            if let Some(oha) = oha.as_ref().filter(|_| scenario.proto == Proto::Http) {
                 // oha's CPU is not measured: its column says n/a.
-                let o = run_oha(oha, &url, scenario, seconds, ab_requests)?;
+                let o = run_oha(oha, url, scenario, seconds, ab_requests)?;
                 report.push_str(&round_row(scenario, "oha", round, &o));
                 oha_samples.push(o);
             }
@@ -274,13 +344,60 @@ fn srvprof_load_command(root: &Path) -> Result<Vec<String>> {
 /// One nginx master with one worker pinned to SERVER_CPU; stopped on drop.
 pub(crate) struct Nginx {
     pub(crate) child: Child,
+    tls_port: Option<u16>,
 }
 
 impl Nginx {
     pub(crate) fn start(dir: &Path, port: u16) -> Result<Nginx> {
+        Nginx::start_with_tls(dir, port, None)
+    }
+
+    /// The same, plus a second server on `tls_port` speaking https and HTTP/2 (ALPN), with a
+    /// certificate made for it by openssl in `dir`.
+    pub(crate) fn start_with_tls(dir: &Path, port: u16, tls_port: Option<u16>) -> Result<Nginx> {
         if !Path::new(NGINX).exists() {
             bail!("nginx is not installed at {NGINX}; run `apt-get install nginx-light`");
         }
+        let tls_server = match tls_port {
+            None => String::new(),
+            Some(tls_port) => {
+                let out = Command::new("openssl")
+                    .args([
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "ec",
+                        "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1",
+                        "-nodes",
+                        "-keyout",
+                        "tls.key",
+                        "-out",
+                        "tls.crt",
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=127.0.0.1",
+                    ])
+                    .current_dir(dir)
+                    .output()
+                    .context("running openssl (apt-get install openssl)")?;
+                if !out.status.success() {
+                    bail!(
+                        "openssl could not make a certificate: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+                format!(
+                    "server {{\n\
+                       listen 127.0.0.1:{tls_port} ssl http2 backlog=4096;\n\
+                       ssl_certificate {d}/tls.crt; ssl_certificate_key {d}/tls.key;\n\
+                       location / {{ return 200 \"hello world\"; }}\n\
+                     }}\n",
+                    d = dir.display()
+                )
+            }
+        };
         let conf = dir.join("nginx.conf");
         std::fs::write(
             &conf,
@@ -302,6 +419,7 @@ impl Nginx {
                      listen 127.0.0.1:{port} backlog=4096;\n\
                      location / {{ return 200 \"hello world\"; }}\n\
                    }}\n\
+                   {tls_server}\
                  }}\n",
                 dir = dir.display()
             ),
@@ -315,7 +433,7 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .context("starting nginx")?;
-        let nginx = Nginx { child };
+        let nginx = Nginx { child, tls_port };
         let deadline = Instant::now() + Duration::from_secs(5);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             if Instant::now() > deadline {
@@ -339,7 +457,7 @@ impl Nginx {
             return Ok(false);
         }
         eprintln!("bench: nginx on port {port} is gone; starting it again");
-        let fresh = Nginx::start(dir, port)?;
+        let fresh = Nginx::start_with_tls(dir, port, self.tls_port)?;
         // The old one's Drop stops whatever is left of it.
         drop(std::mem::replace(self, fresh));
         Ok(true)
@@ -424,6 +542,68 @@ pub(crate) fn run_wrk(url: &str, connections: usize, seconds: u64) -> Result<Sam
     })
 }
 
+/// h2load over TLS (ALPN h2), `connections` x `streams`, for `seconds`; p99 from its per-request
+/// log (h2load itself prints min, max, mean and sd only).
+fn run_h2load(url: &str, connections: usize, streams: usize, seconds: u64) -> Result<Sample> {
+    let log = std::env::temp_dir().join(format!("srvprof-bench-h2load-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let (text, cpu_s) = output_of(
+        client_command()
+            .args([
+                "h2load",
+                "-t1",
+                "-c",
+                &connections.to_string(),
+                "-m",
+                &streams.to_string(),
+                "-D",
+                &seconds.to_string(),
+                "--log-file",
+            ])
+            .arg(&log)
+            .arg(url),
+        "h2load",
+    )?;
+    let (rps, requests) = h2load_rps_done(&text)?;
+    let mut elapsed_us: Vec<f64> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split('\t').nth(2)?.trim().parse::<f64>().ok())
+        .collect();
+    let _ = std::fs::remove_file(&log);
+    elapsed_us.sort_by(f64::total_cmp);
+    let p99_ms = elapsed_us
+        .get(((elapsed_us.len() as f64 * 0.99) as usize).min(elapsed_us.len().saturating_sub(1)))
+        .map(|us| us / 1000.0)
+        .ok_or_else(|| anyhow!("h2load wrote no per-request log:\n{text}"))?;
+    let mean_ms = (!elapsed_us.is_empty())
+        .then(|| elapsed_us.iter().sum::<f64>() / elapsed_us.len() as f64 / 1000.0);
+    Ok(Sample {
+        rps,
+        p99_ms,
+        cpu_us_per_request: per_request_us(cpu_s, requests),
+        mean_ms,
+    })
+}
+
+/// h2load's "finished in 5.00s, 41234.56 req/s, ..." and its requests done
+/// ("requests: 206173 total, 206273 started, 206173 done, 206173 succeeded, ...").
+fn h2load_rps_done(text: &str) -> Result<(f64, f64)> {
+    let rps = text
+        .lines()
+        .find_map(|l| l.strip_prefix("finished in "))
+        .and_then(|rest| rest.split(", ").nth(1))
+        .and_then(|v| v.trim_end_matches(" req/s").parse().ok())
+        .ok_or_else(|| anyhow!("no req/s in h2load output:\n{text}"))?;
+    let done = text
+        .lines()
+        .find_map(|l| l.strip_prefix("requests: "))
+        .and_then(|rest| rest.split(", ").find(|f| f.ends_with(" done")))
+        .and_then(|f| f.trim_end_matches(" done").parse().ok())
+        .unwrap_or(0.0);
+    Ok((rps, done))
+}
+
 /// wrk's Requests/sec and its 99% latency in ms (from `--latency`).
 pub(crate) fn wrk_rps_p99_ms(text: &str) -> Result<(f64, f64)> {
     let rps = field_after(text, "Requests/sec:")
@@ -504,6 +684,18 @@ fn run_srvprof(
         cmd.args(["-d", &format!("{seconds}s")]);
     } else {
         cmd.args(["--no-keepalive", "-n", &requests.to_string()]);
+    }
+    match scenario.proto {
+        Proto::Http => {}
+        Proto::Https => {
+            cmd.arg("--insecure");
+            if !scenario.keepalive {
+                cmd.args(["--tls-resumption", "off"]);
+            }
+        }
+        Proto::H2 { streams } => {
+            cmd.args(["--insecure", "--http2", "--streams", &streams.to_string()]);
+        }
     }
     let (text, cpu_s) = output_of(&mut cmd, "srvprof load")?;
     let json: serde_json::Value =
@@ -618,6 +810,14 @@ fn p99_no_worse(ours_ms: f64, peer_ms: f64, peer_rounds_to_ms: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_h2load_throughput_and_requests_done() {
+        let text = "finished in 5.00s, 41234.56 req/s, 1.23MB/s\n\
+                    requests: 206173 total, 206273 started, 206170 done, 206170 succeeded, 3 failed, 0 errored, 0 timeout\n";
+        assert_eq!(h2load_rps_done(text).unwrap(), (41234.56, 206170.0));
+        assert!(h2load_rps_done("nothing").is_err());
+    }
 
     #[test]
     fn parses_wrk_durations() {
