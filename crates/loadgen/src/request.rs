@@ -145,9 +145,12 @@ impl RequestTemplate {
         let h2_uri = format!("{scheme}://{authority}{}", target.path_and_query)
             .parse::<Uri>()
             .map_err(|e| LoadError::InvalidOption(format!("bad Host header `{authority}`: {e}")))?;
-        let mut h2_headers = map.clone();
-        h2_headers.remove(HOST);
-        h2_headers.remove(CONNECTION);
+        // Only what HTTP/2 may carry: without -H the map stays empty, and cloning it per request
+        // allocates nothing.
+        let mut h2_headers = HeaderMap::new();
+        for (name, value) in map.iter().filter(|(n, _)| **n != HOST && **n != CONNECTION) {
+            h2_headers.append(name.clone(), value.clone());
+        }
         Ok(RequestTemplate {
             method,
             uri,
@@ -287,5 +290,27 @@ mod tests {
             tpl.encoded(),
             b"POST / HTTP/1.1\r\nhost: example\r\nconnection: close\r\nx-a: 1\r\ncontent-length: 2\r\n\r\nhi"
         );
+    }
+
+    #[test]
+    fn http2_requests_carry_the_authority_in_the_uri_and_no_connection_headers() {
+        let t = Target::parse("https://127.0.0.1:8443/p?q=1").unwrap();
+        let tpl = RequestTemplate::new(
+            &t,
+            "GET",
+            &[
+                ("Host".into(), "example:8443".into()),
+                ("X-A".into(), "1".into()),
+            ],
+            None,
+            false,
+        )
+        .unwrap();
+        let req = tpl.h2_request();
+        assert_eq!(req.uri(), "https://example:8443/p?q=1");
+        assert_eq!(req.headers().len(), 1);
+        assert_eq!(req.headers()["x-a"], "1");
+        let plain = RequestTemplate::new(&t, "GET", &[], None, true).unwrap();
+        assert!(plain.h2_request().headers().is_empty());
     }
 }

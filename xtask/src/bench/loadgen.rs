@@ -78,6 +78,14 @@ struct Scenario {
 }
 
 impl Scenario {
+    /// Requests in flight at once: connections, times streams over HTTP/2.
+    fn in_flight(&self) -> usize {
+        match self.proto {
+            Proto::H2 { streams } => self.connections * streams,
+            _ => self.connections,
+        }
+    }
+
     /// The tool srvprof is compared with.
     fn peer(&self) -> &'static str {
         match (self.proto, self.keepalive) {
@@ -268,8 +276,8 @@ pub fn run(quick: bool) -> Result<String> {
             ours.rps / peer.rps.max(1e-9),
             peer.p99_ms,
             ours.p99_ms,
-            fmt_opt(peer.cycle_covered(scenario.connections), 2),
-            fmt_opt(ours.cycle_covered(scenario.connections), 2),
+            fmt_opt(peer.cycle_covered(scenario.in_flight()), 2),
+            fmt_opt(ours.cycle_covered(scenario.in_flight()), 2),
             fmt_opt(peer.cpu_us_per_request, 2),
             fmt_opt(ours.cpu_us_per_request, 2)
         ));
@@ -767,7 +775,7 @@ fn round_row(scenario: &Scenario, tool: &str, round: usize, sample: &Sample) -> 
         sample.rps,
         sample.p99_ms,
         fmt_opt(sample.mean_ms, 2),
-        fmt_opt(sample.cycle_covered(scenario.connections), 2),
+        fmt_opt(sample.cycle_covered(scenario.in_flight()), 2),
         fmt_opt(sample.cpu_us_per_request, 2)
     )
 }
