@@ -250,44 +250,17 @@ fn nginx_without_frame_pointers_matches_perf_dwarf() {
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("perf.data");
     let out = fresh_run_dir("nginx-stacks");
-    let mut srvprof = RunArgs::pid(nginx.pid())
+    let run_args = RunArgs::pid(nginx.pid())
         .args(&["--cpus", "0"])
         .load(20, "4s", "1s")
-        .out(&out)
-        .spawn();
-    // perf records the worker over the same seconds: from srvprof's "probes attached" to its
-    // "reading stacks" (perf's own start takes ~0.1 s of the 5).
-    let mut lines = std::io::BufReader::new(srvprof.stderr.take().unwrap());
-    let (mut perf, mut stderr) = (None, String::new());
-    loop {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
-            break;
-        }
-        if line.contains("probes attached") {
-            perf = Some(
-                Command::new("perf")
-                    .args(["record", "-q", "-F", "99", "--call-graph", "dwarf", "-o"])
-                    .arg(&data)
-                    // Bounded: srvprof's window is 5 s; this stops it if srvprof never says so.
-                    .args(["-p", &worker.to_string(), "--", "sleep", "30"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("perf record (installed by cargo xtask setup)"),
-            );
-        }
-        if line.contains("reading stacks")
-            && let Some(p) = &perf
-        {
-            // SAFETY: signalling the perf process this test started.
-            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
-        }
-        stderr.push_str(&line);
-    }
-    assert!(srvprof.wait().unwrap().success(), "{stderr}");
-    let mut perf = perf.expect("srvprof never said its probes were attached");
-    let _ = perf.wait();
+        .out(&out);
+    // perf records the worker over the same seconds as srvprof.
+    srvprof_beside_perf(
+        &run_args,
+        worker,
+        &["-q", "-F", "99", "--call-graph", "dwarf"],
+        &data,
+    );
     let run = read_json(&out.join("run.json"));
 
     // The worker is busy a fraction of the time (the load generator is the debug build): about

@@ -176,43 +176,11 @@ fn a_handshake_per_request_is_a_finding_with_the_servers_tls_cpu_as_perf_counts_
         "--freq",
         "499",
     ];
-    let mut srvprof = RunArgs::pid(nginx.pid())
+    let run_args = RunArgs::pid(nginx.pid())
         .load(4, "4s", "0s")
         .args(&args)
-        .out(&out)
-        .spawn();
-    let mut lines = std::io::BufReader::new(srvprof.stderr.take().unwrap());
-    let (mut perf, mut stderr) = (None, String::new());
-    loop {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
-            break;
-        }
-        if line.contains("probes attached") {
-            perf = Some(
-                std::process::Command::new("perf")
-                    .args(["record", "-q", "-F", "499", "-o"])
-                    .arg(&data)
-                    // Bounded: srvprof's window is 4 s; this stops it if srvprof never says so.
-                    .args(["-p", &worker.to_string(), "--", "sleep", "30"])
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .expect("perf record (installed by cargo xtask setup)"),
-            );
-        }
-        if line.contains("reading stacks")
-            && let Some(p) = &perf
-        {
-            // SAFETY: signalling the perf process this test started.
-            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
-        }
-        stderr.push_str(&line);
-    }
-    assert!(srvprof.wait().unwrap().success(), "{stderr}");
-    let _ = perf
-        .expect("srvprof never said its probes were attached")
-        .wait();
+        .out(&out);
+    srvprof_beside_perf(&run_args, worker, &["-q", "-F", "499"], &data);
     let run = read_json(&out.join("run.json"));
     let (perf_share, perf_text) = perf_tls_share(&data);
     let server = (run["tls_cpu"].as_array().unwrap().iter())

@@ -680,3 +680,45 @@ pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u3
     std::thread::sleep(Duration::from_millis(800));
     nginx
 }
+
+/// Runs srvprof as `run` says, and `perf record PERF_ARGS -o DATA -p PID` over the same seconds:
+/// perf starts when srvprof says its probes are attached and gets SIGINT when srvprof starts
+/// reading stacks (perf's own start takes ~0.1 s). Asserts srvprof succeeded; its stderr.
+pub fn srvprof_beside_perf(run: &RunArgs, pid: u32, perf_args: &[&str], data: &Path) -> String {
+    let mut srvprof = run.spawn();
+    let mut lines = BufReader::new(srvprof.stderr.take().expect("piped stderr"));
+    let (mut perf, mut stderr): (Option<Child>, String) = (None, String::new());
+    loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        if line.contains("probes attached") {
+            perf = Some(
+                Command::new("perf")
+                    .arg("record")
+                    .args(perf_args)
+                    .arg("-o")
+                    .arg(data)
+                    // Bounded: this stops it if srvprof never says it is reading stacks.
+                    .args(["-p", &pid.to_string(), "--", "sleep", "30"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("perf record (installed by cargo xtask setup)"),
+            );
+        }
+        if line.contains("reading stacks")
+            && let Some(p) = &perf
+        {
+            // SAFETY: signalling the perf process this test started.
+            unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+        }
+        stderr.push_str(&line);
+    }
+    assert!(srvprof.wait().unwrap().success(), "{stderr}");
+    let _ = perf
+        .expect("srvprof never said its probes were attached")
+        .wait();
+    stderr
+}

@@ -218,22 +218,21 @@ impl TlsNginx {
     /// How nginx judged each request's client certificate ($ssl_client_verify: SUCCESS, NONE,
     /// FAILED:...), and how many each.
     pub fn client_verify(&self) -> BTreeMap<String, u64> {
-        let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
-        let mut out = BTreeMap::new();
-        for line in log.lines() {
-            let verdict = line.split_whitespace().nth(4).unwrap_or("?");
-            *out.entry(verdict.to_string()).or_insert(0) += 1;
-        }
-        out
+        self.log_column(4)
     }
 
     /// The protocols of the requests nginx logged ("HTTP/2.0", "HTTP/1.1"), and how many each.
     pub fn protocols(&self) -> BTreeMap<String, u64> {
+        self.log_column(3)
+    }
+
+    /// The values of the access log's column `n` (from 0), and how many requests had each.
+    fn log_column(&self, n: usize) -> BTreeMap<String, u64> {
         let log = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         let mut out = BTreeMap::new();
         for line in log.lines() {
-            let protocol = line.split_whitespace().nth(3).unwrap_or("?");
-            *out.entry(protocol.to_string()).or_insert(0) += 1;
+            let value = line.split_whitespace().nth(n).unwrap_or("?");
+            *out.entry(value.to_string()).or_insert(0) += 1;
         }
         out
     }

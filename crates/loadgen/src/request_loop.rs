@@ -82,6 +82,24 @@ async fn slot<P: Protocol>(
     }
 }
 
+/// A request that may begin: moves the slot's schedule on, notes a send behind it, and picks
+/// the request (its template and its index among the distinct ones).
+#[inline]
+fn next_request<'p>(
+    plan: &'p RunPlan,
+    recorder: &RefCell<ThreadRecorder>,
+    pacer: &mut Pacer,
+    intended: Option<Instant>,
+    now: Instant,
+) -> (&'p RequestTemplate, u32) {
+    pacer.advance(plan);
+    if let Some(intended) = intended {
+        recorder.borrow_mut().sent(intended, now);
+    }
+    let picked = pacer.pick(plan);
+    (&plan.targets.templates[picked], plan.targets.distinct[picked])
+}
+
 /// Open a connection, giving up when `timer` fires.
 async fn open<P: Protocol>(
     plan: &RunPlan,
@@ -151,13 +169,7 @@ async fn keepalive_connection<P: Protocol>(
         if plan.over(now) || !begin(plan, recorder, start) {
             return ConnEnd::Done;
         }
-        pacer.advance(plan);
-        if let Some(intended) = intended {
-            recorder.borrow_mut().sent(intended, now);
-        }
-        let picked = pacer.pick(plan);
-        let request = &plan.targets.templates[picked];
-        let target = plan.targets.distinct[picked];
+        let (request, target) = next_request(plan, recorder, pacer, intended, now);
         timer.as_mut().reset((now + plan.timeout).into());
         let mut read_before = conn.bytes_read();
         let mut outcome = tokio::select! {
@@ -272,13 +284,7 @@ async fn per_request_connections<P: Protocol>(
         if plan.over(now) || !begin(plan, recorder, start) {
             return;
         }
-        pacer.advance(plan);
-        if let Some(intended) = intended {
-            recorder.borrow_mut().sent(intended, now);
-        }
-        let picked = pacer.pick(plan);
-        let request = &plan.targets.templates[picked];
-        let target = plan.targets.distinct[picked];
+        let (request, target) = next_request(plan, recorder, pacer, intended, now);
         timer.as_mut().reset((now + plan.timeout).into());
         let opened = open::<P>(plan, shared, &mut spare, Some(request), timer.as_mut()).await;
         let (outcome, bytes) = match opened {
