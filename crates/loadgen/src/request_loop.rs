@@ -100,6 +100,26 @@ fn next_request<'p>(
     (&plan.targets.templates[picked], plan.targets.distinct[picked])
 }
 
+/// Count a connection `open` made for a request that started at `start`: its connect time from
+/// `open_start` to `connected_at`, and its TLS handshake. `connected_at` None: an HTTP/2 stream
+/// joined a connection another stream opened and counted. Returns whether it was new.
+fn record_open<P: Protocol>(
+    rec: &mut ThreadRecorder,
+    conn: &P,
+    start: Instant,
+    open_start: Instant,
+    connected_at: Option<Instant>,
+) -> bool {
+    let Some(connected_at) = connected_at else {
+        return false;
+    };
+    rec.connected(start, connected_at.saturating_duration_since(open_start));
+    if let Some(h) = conn.handshake() {
+        rec.tls_handshake(start, h);
+    }
+    true
+}
+
 /// Open a connection, giving up when `timer` fires.
 async fn open<P: Protocol>(
     plan: &RunPlan,
@@ -133,17 +153,8 @@ async fn keepalive_connection<P: Protocol>(
     let connect_start = Instant::now();
     let mut conn = match open::<P>(plan, shared, &mut None, None, timer.as_mut()).await {
         Ok((conn, connected_at)) => {
-            // None: an HTTP/2 stream joined its connection, opened and counted by another.
-            if let Some(connected_at) = connected_at {
-                let mut rec = recorder.borrow_mut();
-                rec.connected(
-                    connect_start,
-                    connected_at.saturating_duration_since(connect_start),
-                );
-                if let Some(h) = conn.handshake() {
-                    rec.tls_handshake(connect_start, h);
-                }
-            }
+            let mut rec = recorder.borrow_mut();
+            record_open(&mut rec, &conn, connect_start, connect_start, connected_at);
             conn
         }
         Err(kind) => {
@@ -198,17 +209,11 @@ async fn keepalive_connection<P: Protocol>(
             match open::<P>(plan, shared, &mut None, None, timer.as_mut()).await {
                 Ok((fresh, connected_at)) => {
                     // Counted once per connection closed, by the slot that replaced it.
-                    if let Some(connected_at) = connected_at {
+                    {
                         let mut rec = recorder.borrow_mut();
-                        rec.connected(
-                            start,
-                            connected_at.saturating_duration_since(reopen_start),
-                        );
-                        if stale {
+                        let new = record_open(&mut rec, &fresh, start, reopen_start, connected_at);
+                        if new && stale {
                             rec.closed_idle();
-                        }
-                        if let Some(h) = fresh.handshake() {
-                            rec.tls_handshake(start, h);
                         }
                     }
                     conn = fresh;
@@ -290,15 +295,14 @@ async fn per_request_connections<P: Protocol>(
         let (outcome, bytes) = match opened {
             Err(kind) => (Err(kind), 0),
             Ok((mut conn, connected_at)) => {
-                {
-                    let mut rec = recorder.borrow_mut();
-                    // Always a new connection here: nothing is shared without keep-alive.
-                    let connected_at = connected_at.unwrap_or(now);
-                    rec.connected(start, connected_at.saturating_duration_since(now));
-                    if let Some(h) = conn.handshake() {
-                        rec.tls_handshake(start, h);
-                    }
-                }
+                // Always a new connection here: nothing is shared without keep-alive.
+                record_open(
+                    &mut recorder.borrow_mut(),
+                    &conn,
+                    start,
+                    now,
+                    Some(connected_at.unwrap_or(now)),
+                );
                 let outcome = tokio::select! {
                     biased;
                     outcome = conn.exchange(request) => outcome.map_err(Failure::kind),
