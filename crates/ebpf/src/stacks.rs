@@ -5,23 +5,27 @@
 //! On-CPU samples also go to user space one by one, each with the thread's user registers and a
 //! copy of the top of its user stack, to be unwound there from the binary's CFI (most
 //! distribution binaries have no frame pointers, so the kernel's walk stops at the leaf); the
-//! kernel's count is then only their fallback, used when the ring is full.
+//! kernel's count is then only their fallback, used when the ring is full. An on-CPU sample
+//! carries its kernel stack's frames too; off-CPU periods and the fallback keep theirs in
+//! STACK_TRACES.
 
 use aya_ebpf::{
     EbpfContext,
     bindings::{BPF_F_USER_STACK, BPF_NOEXIST, BPF_RB_NO_WAKEUP, pt_regs},
     helpers::{
         bpf_get_current_task_btf, bpf_get_prandom_u32, bpf_ktime_get_ns, bpf_probe_read_kernel,
-        bpf_task_pt_regs, generated::bpf_probe_read_user,
+        bpf_task_pt_regs,
+        generated::{bpf_get_stack, bpf_probe_read_user},
     },
     macros::{btf_tracepoint, map, perf_event},
     maps::{HashMap, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
-    MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
-    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, StackKey, USER_STACK_BYTES,
-    USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES, UserStackSample, lost,
+    MAX_STACK_DEPTH, MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
+    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, STACK_ID_COLLIDED, StackKey,
+    USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES,
+    UserStackSample, lost,
 };
 
 use crate::target::{THREADS, count_lost, current_comm, group_of, task_exec_runtime};
@@ -35,12 +39,11 @@ const EFAULT: i32 = 14;
 fn stack_id(result: Result<i64, i32>) -> i32 {
     match result {
         Ok(id) => id as i32,
-        Err(e) => {
-            if e == -EEXIST {
-                count_lost(lost::STACK_TRACES_FULL);
-            }
-            -1
+        Err(e) if e == -EEXIST => {
+            count_lost(lost::STACK_TRACES_FULL);
+            STACK_ID_COLLIDED
         }
+        Err(_) => -1,
     }
 }
 
@@ -156,11 +159,20 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         return 0;
     }
     if let Some(group) = group_of(tgid) {
-        // The kernel's frame-pointer walk only for a sample the ring has no room for: a walk
-        // through a binary without frame pointers faults and costs microseconds.
-        let mut key = stack_key(&ctx, tgid, group);
-        if !send_user_stack(&key, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
+        // The sample carries its kernel stack's frames. Only a sample the ring has no room for
+        // is counted here, under stack ids: the kernel's frame-pointer walk of the user stack
+        // (through a binary without frame pointers it faults and costs microseconds).
+        let key = StackKey {
+            tgid,
+            group,
+            user_stack_id: -1,
+            kernel_stack_id: -1,
+            comm: current_comm(),
+        };
+        let kernel = KernelStack::Frames(ctx.as_ptr());
+        if !send_user_stack(&key, kernel, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
             count_lost(lost::USER_STACK_RING_FULL);
+            let mut key = stack_key(&ctx, tgid, group);
             key.user_stack_id = stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64));
             add(&ONCPU_STACKS, &key, 1);
         }
@@ -172,17 +184,37 @@ const PAGE: u64 = 4096;
 /// Pages in a row that do not read, and are copied as zeros, before the copy ends.
 const STACK_HOLE_PAGES: u64 = 4;
 
+/// Where a sent sample's kernel stack is.
+#[derive(Clone, Copy)]
+enum KernelStack {
+    /// Already in the key (its id).
+    InKey,
+    /// To be copied into the sample, walked from this program context.
+    Frames(*mut core::ffi::c_void),
+}
+
 /// Sends the sample with the current thread's user registers and the top of its user stack.
 /// The registers are the ones the kernel saved when the thread entered it (the interrupt that
 /// sampled it, or the syscall it is in), so they are its user registers either way. The stack
 /// is copied page by page from sp up: a read fails only on an unmapped page, so the copy stops
 /// at the stack's end, not a page before it, where the outermost frames (main, start_thread) are.
 #[inline(always)]
-fn send_user_stack(key: &StackKey, tid: u32, seq: u64, time_ns: u64) -> bool {
+fn send_user_stack(key: &StackKey, kernel: KernelStack, tid: u32, seq: u64, time_ns: u64) -> bool {
     let Some(mut entry) = USER_STACK_SAMPLES.reserve::<UserStackSample>(0) else {
         return false;
     };
     let sample = entry.as_mut_ptr();
+    let kernel_len = match kernel {
+        KernelStack::InKey => 0,
+        KernelStack::Frames(ctx) => {
+            let frames = unsafe { (*sample).kernel.as_mut_ptr() };
+            let size = (MAX_STACK_DEPTH * 8) as u32;
+            // Bytes written, or a negative error (no kernel stack: a sample in user mode).
+            let n = unsafe { bpf_get_stack(ctx, frames.cast(), size, 0) };
+            if n > 0 { (n as u64 / 8) as u32 } else { 0 }
+        }
+    };
+    unsafe { (*sample).kernel_len = kernel_len };
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
     let reg = |p: *const u64| unsafe { bpf_probe_read_kernel(p) }.unwrap_or(0);
     let (ip, sp, bp) = if regs.is_null() {
@@ -330,7 +362,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     let key = if drawn {
         let mut key = stack_key(&ctx, prev_tgid, group);
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
-        if send_user_stack(&key, prev_tid, id, now) {
+        if send_user_stack(&key, KernelStack::InKey, prev_tid, id, now) {
             seq = id;
         } else {
             // No room in the ring: the kernel's frame-pointer walk of the user stack instead.

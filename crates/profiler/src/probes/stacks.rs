@@ -114,7 +114,7 @@ pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
 pub fn read(
     ebpf: &Ebpf,
     sample_hz: u64,
-    unwound: UnwoundStacks,
+    mut unwound: UnwoundStacks,
 ) -> Result<RawStacks, SrvprofError> {
     let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
         let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
@@ -127,7 +127,7 @@ pub fn read(
             .map_err(|e| map_error(maps::STACK_TRACES, e))?;
         Ok(trace.frames().iter().map(|f| f.ip).collect())
     };
-    let mut frames = StdHashMap::new();
+    let mut frames = std::mem::take(&mut unwound.kernel_frames);
     let mut ends = StdHashMap::new();
     let mut unwound_ids: StdHashMap<UserStack, i32> = StdHashMap::new();
     // The key with its unwound user stack, under an id of its own (the kernel took none: its

@@ -35,7 +35,8 @@ const COPY_MARGIN: u64 = 2048;
 pub const TIME_BUCKET_NS: u64 = 10_000_000;
 
 /// Per (stack key, user stack unwound in user space, time bucket), a value. The key's kernel
-/// stack is the kernel's; its user_stack_id is -1 (the reader gives the unwound frames an id).
+/// stack id is the kernel's, or one given here to the frames an on-CPU sample carried
+/// (KERNEL_ID_BASE); its user_stack_id is -1 (the reader gives the unwound frames an id).
 /// The bucket is the start (CLOCK_MONOTONIC ns, a multiple of TIME_BUCKET_NS) of the 10 ms a
 /// sample was taken in, or an off-CPU period ended in.
 pub type UnwoundCounts = HashMap<(StackKey, UserStack, u64), u64>;
@@ -62,9 +63,30 @@ pub struct UnwoundStacks {
     pub offcpu: UnwoundCounts,
     /// Per process, the off-CPU periods whose stacks were unwound and timed.
     pub offcpu_periods: HashMap<u32, u64>,
+    /// The kernel stacks on-CPU samples carried, under the ids their keys were given
+    /// (from KERNEL_ID_BASE).
+    pub kernel_frames: HashMap<i32, Vec<u64>>,
+    kernel_ids: HashMap<Vec<u64>, i32>,
 }
 
+/// Ids given to kernel stacks that samples carried start here, above the kernel's ids and the
+/// user stacks unwound here (stacks::UNWOUND_ID_BASE).
+pub const KERNEL_ID_BASE: i32 = 1 << 25;
+
 impl UnwoundStacks {
+    /// The key with the kernel stack the sample carried, under an id of its own (the kernel
+    /// gave it none).
+    fn with_kernel_frames(&mut self, mut key: StackKey, frames: Vec<u64>) -> StackKey {
+        if frames.is_empty() {
+            return key;
+        }
+        let next = KERNEL_ID_BASE + self.kernel_ids.len() as i32;
+        let id = *self.kernel_ids.entry(frames.clone()).or_insert(next);
+        self.kernel_frames.entry(id).or_insert(frames);
+        key.kernel_stack_id = id;
+        key
+    }
+
     /// An off-CPU period ended: charge its stacks, unwound when it began.
     fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, UserStack)>, t: &OffcpuTime) {
         if let Some((key, stack)) = pending.remove(&t.seq) {
@@ -111,15 +133,17 @@ impl UserStacks {
                         // In ring order: a period's stacks come before its end.
                         for record in batch {
                             match record {
-                                Record::Stack(s) => {
+                                Record::Stack(mut s) => {
                                     let p = processes.entry(s.key.tgid).or_insert_with(|| {
                                         ProcessUnwinder::new(s.key.tgid, &mut files)
                                     });
                                     let u = p.unwind(&s, &mut files);
                                     hints.learn(s.tid, &u);
+                                    let kernel = std::mem::take(&mut s.kernel);
+                                    let key = out.with_kernel_frames(s.key, kernel);
                                     if s.seq == 0 {
                                         *out.oncpu
-                                            .entry((s.key, u.stack, bucket(s.time_ns)))
+                                            .entry((key, u.stack, bucket(s.time_ns)))
                                             .or_default() += 1;
                                     } else {
                                         // A thread's earlier period still pending never ended
@@ -127,7 +151,7 @@ impl UserStacks {
                                         if let Some(old) = open_period.insert(s.tid, s.seq) {
                                             pending.remove(&old);
                                         }
-                                        pending.insert(s.seq, (s.key, u.stack));
+                                        pending.insert(s.seq, (key, u.stack));
                                     }
                                 }
                                 Record::PeriodEnd(t) => out.period_ended(&mut pending, &t),
@@ -250,6 +274,8 @@ struct Sample {
     ip: u64,
     sp: u64,
     bp: u64,
+    /// The kernel stack it carried, leaf first (empty: none, or its key holds its id).
+    kernel: Vec<u64>,
     stack: Vec<u8>,
 }
 
@@ -268,6 +294,16 @@ impl Sample {
         let len = u32::from_ne_bytes(record[len_at..len_at + 4].try_into().expect("4 bytes"));
         let len = (len as usize).min(USER_STACK_BYTES);
         let tid_at = std::mem::offset_of!(UserStackSample, tid);
+        let kernel_len_at = std::mem::offset_of!(UserStackSample, kernel_len);
+        let kernel_len = u32::from_ne_bytes(
+            record[kernel_len_at..kernel_len_at + 4]
+                .try_into()
+                .expect("4 bytes"),
+        );
+        let kernel_at = std::mem::offset_of!(UserStackSample, kernel);
+        let kernel = (0..(kernel_len as usize).min(MAX_STACK_DEPTH))
+            .map(|i| field(kernel_at + 8 * i))
+            .collect();
         Some(Sample {
             key,
             tid: u32::from_ne_bytes(record[tid_at..tid_at + 4].try_into().expect("4 bytes")),
@@ -276,6 +312,7 @@ impl Sample {
             bp: field(std::mem::offset_of!(UserStackSample, bp)),
             seq: field(std::mem::offset_of!(UserStackSample, seq)),
             time_ns: field(std::mem::offset_of!(UserStackSample, time_ns)),
+            kernel,
             stack: record[header..header + len].to_vec(),
         })
     }

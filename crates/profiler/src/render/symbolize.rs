@@ -16,7 +16,11 @@ use super::folded::{FoldedLine, FoldedStacks, GROUPS, Module};
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
-use srvprof_common::StackKey;
+use srvprof_common::{STACK_ID_COLLIDED, StackKey};
+
+/// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the
+/// kernel's stack table held another stack).
+pub const COLLIDED_FRAME: &str = "[kernel stack lost: stack table bucket taken]_[k]";
 
 /// Names every frame of every counted stack. Call it while the targets still run: a process
 /// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
@@ -110,6 +114,9 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
         {
             // `_[k]` marks kernel frames, as FlameGraph and inferno colour them.
             frames.extend(f.iter().rev().map(|a| format!("{}_[k]", kernel_names[a])));
+        } else if key.kernel_stack_id == STACK_ID_COLLIDED {
+            // Taken in the kernel: not the user code's own time.
+            frames.push(COLLIDED_FRAME.into());
         }
         if frames.len() == 1 {
             frames.push("[no stack]".into());
@@ -275,6 +282,33 @@ fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_stack_lost_to_a_collision_stays_a_kernel_leaf() {
+        let key = |kernel_stack_id| StackKey {
+            tgid: std::process::id(),
+            group: 0,
+            user_stack_id: -1,
+            kernel_stack_id,
+            comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+        };
+        let raw = RawStacks {
+            oncpu: vec![(key(STACK_ID_COLLIDED), None, 3), (key(-1), None, 2)],
+            ..RawStacks::default()
+        };
+        let folded = fold(&raw, &StartMaps::default(), None);
+        let mut lines: Vec<(Vec<String>, u64)> = (folded.oncpu.iter())
+            .map(|l| (l.frames.clone(), l.value))
+            .collect();
+        lines.sort();
+        assert_eq!(
+            lines,
+            [
+                (vec!["worker".to_string(), COLLIDED_FRAME.to_string()], 3),
+                (vec!["worker".to_string(), "[no stack]".to_string()], 2),
+            ]
+        );
+    }
 
     #[test]
     fn unresolved_addresses_become_module_plus_file_offset() {
