@@ -84,16 +84,18 @@ pub struct RunArgs {
 /// Shared by `run` and `probe`.
 #[derive(Args, Debug, Clone)]
 pub struct SyscallsArg {
-    /// Count and time every syscall of the targets: on or off. While on, every syscall of every
-    /// process on the machine takes the kernel's traced path (about 65 ns more each, measured
-    /// here); off makes the probes cheapest on a syscall-heavy server.
+    /// Count and time every syscall of the targets: on or off. While the syscall programs are
+    /// attached (in short windows by default, all along with --exact), every syscall of every
+    /// process on the machine takes the kernel's traced path: 65-160 ns more each, measured on
+    /// this project's VMs (README). Off makes the probes cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
     /// Trace syscalls and interrupts all the time: exact counts and times. By default their
-    /// programs, which run on every syscall and interrupt of the machine, are attached for the
-    /// middle twentieth of each interval only, and the figures are scaled up from those windows
-    /// (interrupt counts are always exact: the kernel's own). Exact cost a one-worker nginx
-    /// 9-12 % of its throughput here, against 2-5 % sampled (docs/benchmarks.md).
+    /// programs, which run on every syscall and interrupt of the machine, are attached in four
+    /// short windows per interval, each at a random time in its quarter, a twentieth of the time
+    /// in all; the figures are scaled up from those windows, while a syscall's sleeps are counted
+    /// all along and interrupt counts are the kernel's own. Exact cost a one-worker nginx 5-13 %
+    /// of its throughput here, sampled less than the run-to-run noise (docs/benchmarks.md).
     #[arg(long)]
     pub exact: bool,
 }
