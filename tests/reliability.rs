@@ -72,7 +72,7 @@ fn every_exit_path_detaches_every_program_and_link() {
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
         // Sampled mode: the syscall and interrupt programs are loaded, and linked only inside
-        // the middle twentieth of each interval.
+        // the short windows (a twentieth of each interval in all).
         let windowed =
             srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::window::IRQ_PROGRAMS.len();
         assert!(
