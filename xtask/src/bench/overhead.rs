@@ -85,6 +85,8 @@ pub fn run(quick: bool) -> Result<String> {
     // The server CPU's busy time per request: what watching costs the server itself, steadier
     // than throughput when the machine drifts between runs (a shared VM does).
     let mut cpu_costs: Vec<Vec<f64>> = vec![Vec::new(); watchers.len()];
+    // The watcher's own CPU (all its threads; and srvprof's unwinding thread) per second of load.
+    let mut own_cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); watchers.len()];
     let mut report = format!(
         "# What watching costs: nginx throughput with and without probes\n\n\
          nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s), \
@@ -95,9 +97,19 @@ pub fn run(quick: bool) -> Result<String> {
     for round in 1..=rounds {
         for (i, w) in watchers.iter().enumerate() {
             let attached = attach(*w, &srvprof, master, worker, &dir)?;
+            let watcher_pid = attached.as_ref().map(Child::id);
+            let own_before = watcher_pid.map(own_cpu_ticks);
             let measured = wrk_and_server_cpu(&url, seconds);
+            let own_after = watcher_pid.map(own_cpu_ticks);
             detach(attached);
             let (sample, us_per_request) = measured?;
+            if let (Some(b), Some(a)) = (own_before, own_after) {
+                let ms_per_s = |ticks: u64| ticks as f64 * 1e3 / CLOCK_TICKS_PER_S / seconds as f64;
+                own_cpu[i].push((
+                    ms_per_s(a.0.saturating_sub(b.0)),
+                    ms_per_s(a.1.saturating_sub(b.1)),
+                ));
+            }
             report.push_str(&format!(
                 "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
                 w.name(),
@@ -117,19 +129,29 @@ pub fn run(quick: bool) -> Result<String> {
     report.push_str(&format!(
         "\n## Medians\n\n`cost ratio`: bare CPU {SERVER_CPU} us/req over this watcher's, the throughput a \
          server-bound run would keep.\n\n\
-         | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio |\n|---|---|---|---|---|---|\n"
+         `own CPU ms/s`: the watcher process's own CPU time (all threads, /proc/PID/task/*/stat) \
+         per second of load, on top of what it costs the server; `unwinding`: srvprof's \
+         srvprof-unwind thread's part of it (perf's post-processing, `perf report`, is not in \
+         perf's figure).\n\n\
+         | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio | own CPU ms/s | unwinding ms/s |\n|---|---|---|---|---|---|---|---|\n"
     ));
     for (i, w) in watchers.iter().enumerate() {
         let m = Sample::median(&samples[i]).unwrap_or_default();
         let cost = median(&cpu_costs[i]).unwrap_or(0.0);
+        let own = |pick: fn(&(f64, f64)) -> f64| -> String {
+            let v: Vec<f64> = own_cpu[i].iter().map(pick).collect();
+            median(&v).map_or("–".into(), |x| format!("{x:.1}"))
+        };
         report.push_str(&format!(
-            "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} |\n",
+            "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} | {} | {} |\n",
             w.name(),
             m.rps,
             m.rps / bare.max(1e-9),
             m.p99_ms,
             cost,
-            bare_cost / cost.max(1e-9)
+            bare_cost / cost.max(1e-9),
+            own(|c| c.0),
+            own(|c| c.1),
         ));
     }
     report.push_str(&program_time);
@@ -216,6 +238,31 @@ fn wrk_and_server_cpu(url: &str, seconds: u64) -> Result<(Sample, f64)> {
 
 /// USER_HZ: the unit of /proc/stat's CPU times.
 const CLOCK_TICKS_PER_S: f64 = 100.0;
+
+/// A process's CPU time so far (user and system, clock ticks): all its threads, and its
+/// srvprof-unwind thread's (0 when it has none).
+fn own_cpu_ticks(pid: u32) -> (u64, u64) {
+    let (mut all, mut unwind) = (0, 0);
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0, 0);
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // After "(comm)": state is field 3, utime and stime fields 14 and 15.
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: u64 = [11, 12].iter().filter_map(|&i| f.get(i)?.parse::<u64>().ok()).sum();
+        all += ticks;
+        if head.ends_with("(srvprof-unwind") {
+            unwind += ticks;
+        }
+    }
+    (all, unwind)
+}
 
 /// CPU `cpu`'s busy time so far (user, nice, system, irq, softirq; not steal), in clock ticks.
 fn cpu_busy_ticks(cpu: &str) -> Result<u64> {
