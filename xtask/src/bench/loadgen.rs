@@ -160,7 +160,7 @@ pub fn run(quick: bool) -> Result<String> {
         "apt-get install wrk apache2-utils nghttp2-client openssl util-linux (cargo xtask setup does)",
     )?;
     let load = srvprof_load_command(&root)?;
-    let oha = which("oha");
+    let oha = oha_tool(quick)?;
 
     let dir = std::env::temp_dir().join(format!("srvprof-bench-loadgen-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -171,7 +171,7 @@ pub fn run(quick: bool) -> Result<String> {
     let tls_url = format!("https://127.0.0.1:{tls_port}/");
 
     let mut report = String::new();
-    report.push_str("# Load generator: srvprof vs wrk / ab / h2load\n\n");
+    report.push_str("# Load generator: srvprof vs wrk / ab / h2load / oha\n\n");
     report.push_str(&format!(
         "nginx 1 worker on CPU {SERVER_CPU} (`return 200 \"hello world\"`), clients on CPU {CLIENT_CPU}, \
          {rounds} alternating round(s) (the order flips every round), {seconds}s per keep-alive \
@@ -200,6 +200,10 @@ pub fn run(quick: bool) -> Result<String> {
         let mut peer = Vec::new();
         let mut ours = Vec::new();
         let mut oha_samples = Vec::new();
+        // srvprof run as oha runs: oha's rustls resumes sessions on new connections (nginx logged
+        // 1,980 of 2,000 resumed), so against it srvprof resumes too.
+        let mut like_oha = Vec::new();
+        let resumes = scenario.proto == Proto::Https && !scenario.keepalive;
         for round in 1..=rounds {
             let run_peer = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
                 *restarts += nginx.ensure_running(&dir, port)? as usize;
@@ -213,7 +217,7 @@ pub fn run(quick: bool) -> Result<String> {
             };
             let run_ours = |nginx: &mut Nginx, restarts: &mut usize| -> Result<Sample> {
                 *restarts += nginx.ensure_running(&dir, port)? as usize;
-                run_srvprof(&load, url, scenario, seconds, close_requests)
+                run_srvprof(&load, url, scenario, seconds, close_requests, false)
             };
             let (p, s) = if round % 2 == 1 {
                 let p = run_peer(&mut nginx, &mut restarts)?;
@@ -224,11 +228,17 @@ pub fn run(quick: bool) -> Result<String> {
             };
             report.push_str(&round_row(scenario, peer_name, round, &p));
             report.push_str(&round_row(scenario, "srvprof", round, &s));
-            if let Some(oha) = oha.as_ref().filter(|_| scenario.proto == Proto::Http) {
-                // oha's CPU is not measured: its column says n/a.
-                let o = run_oha(oha, url, scenario, seconds, ab_requests)?;
+            if let Some(oha) = oha.as_ref() {
+                let o = run_oha(oha, url, scenario, seconds, close_requests)?;
                 report.push_str(&round_row(scenario, "oha", round, &o));
                 oha_samples.push(o);
+                like_oha.push(if resumes {
+                    let r = run_srvprof(&load, url, scenario, seconds, close_requests, true)?;
+                    report.push_str(&round_row(scenario, "srvprof, sessions resumed", round, &r));
+                    r
+                } else {
+                    s.clone()
+                });
             }
             peer.push(p);
             ours.push(s);
@@ -255,7 +265,7 @@ pub fn run(quick: bool) -> Result<String> {
             peer_name,
             Sample::median(&peer).unwrap_or_default(),
             Sample::median(&ours).unwrap_or_default(),
-            Sample::median(&oha_samples),
+            Sample::median(&oha_samples).zip(Sample::median(&like_oha)),
             (faster, tail_ok, paired_ratio),
         ));
     }
@@ -297,22 +307,33 @@ pub fn run(quick: bool) -> Result<String> {
         ));
     }
     if oha.is_none() {
-        report.push_str(
-            "\noha: not installed (`cargo install oha` to add it to the comparison); skipped.\n",
-        );
+        report.push_str(&format!(
+            "\noha: not installed, and a quick run does not build it (`cargo install oha --version \
+             {OHA_VERSION} --locked` adds it); skipped.\n"
+        ));
     } else {
-        for (scenario, _, _, ours, o, _) in &summary {
-            if let Some(o) = o {
+        report.push_str(&format!(
+            "\n## oha {OHA_VERSION}, in the same rounds (medians)\n\n\
+             oha resumes TLS sessions on new connections (its rustls keeps a session cache), so \
+             in the https new-connection row srvprof's figures are its own run with sessions \
+             resumed (`--tls-resumption on`), not the full-handshake run compared with ab.\n\n\
+             | scenario | oha req/s | srvprof/oha | oha p99 ms | srvprof p99 ms | oha CPU us/req | srvprof CPU us/req |\n\
+             |---|---|---|---|---|---|---|\n"
+        ));
+        for (scenario, _, _, _, o, _) in &summary {
+            if let Some((o, ours)) = o {
                 report.push_str(&format!(
-                    "\noha {}: {:.0} req/s, p99 {:.2} ms (srvprof/oha {:.2}x)",
+                    "| {} | {:.0} | {:.2}x | {:.2} | {:.2} | {} | {} |\n",
                     scenario.name,
                     o.rps,
+                    ours.rps / o.rps.max(1e-9),
                     o.p99_ms,
-                    ours.rps / o.rps.max(1e-9)
+                    ours.p99_ms,
+                    fmt_opt(o.cpu_us_per_request, 2),
+                    fmt_opt(ours.cpu_us_per_request, 2)
                 ));
             }
         }
-        report.push('\n');
     }
     print!("{report}");
     let _ = std::io::stdout().flush();
@@ -679,6 +700,7 @@ fn run_srvprof(
     scenario: &Scenario,
     seconds: u64,
     requests: u64,
+    resume_sessions: bool,
 ) -> Result<Sample> {
     let mut cmd = client_command();
     cmd.args(load).arg(url).args([
@@ -697,7 +719,7 @@ fn run_srvprof(
         Proto::Http => {}
         Proto::Https => {
             cmd.arg("--insecure");
-            if !scenario.keepalive {
+            if !scenario.keepalive && !resume_sessions {
                 cmd.args(["--tls-resumption", "off"]);
             }
         }
@@ -731,6 +753,33 @@ fn run_srvprof(
     })
 }
 
+/// The oha the full bench compares with (the version its figures were taken with).
+const OHA_VERSION: &str = "1.16.0";
+
+/// oha from the PATH or CARGO_HOME; a full run builds it when missing (a few minutes, once), a
+/// quick run (CI's) goes without.
+fn oha_tool(quick: bool) -> Result<Option<PathBuf>> {
+    let installed = crate::setup::cargo_home().join("bin/oha");
+    if let Some(found) = which("oha").or_else(|| installed.is_file().then_some(installed.clone())) {
+        return Ok(Some(found));
+    }
+    if quick {
+        return Ok(None);
+    }
+    eprintln!("xtask: oha is not installed: building oha {OHA_VERSION} with cargo install (once)");
+    crate::run_cmd(Command::new("cargo").args([
+        "install",
+        "oha",
+        "--version",
+        OHA_VERSION,
+        "--locked",
+    ]))
+    .context("building oha, which the bench compares with")?;
+    Ok(Some(installed))
+}
+
+/// oha over the scenario's protocol: https with --insecure (as every client here), HTTP/2 with
+/// `-p` streams per connection (oha runs c x p requests at once).
 fn run_oha(
     oha: &Path,
     url: &str,
@@ -746,12 +795,18 @@ fn run_oha(
         "-c",
         &scenario.connections.to_string(),
     ]);
+    if scenario.proto != Proto::Http {
+        cmd.arg("--insecure");
+    }
+    if let Proto::H2 { streams } = scenario.proto {
+        cmd.args(["--http2", "-p", &streams.to_string()]);
+    }
     if scenario.keepalive {
         cmd.args(["-z", &format!("{seconds}s")]);
     } else {
         cmd.args(["--disable-keepalive", "-n", &requests.to_string()]);
     }
-    let (text, _) = output_of(cmd.arg(url), "oha")?;
+    let (text, cpu_s) = output_of(cmd.arg(url), "oha")?;
     let json: serde_json::Value = serde_json::from_str(&text).context("parsing oha JSON")?;
     let rps = json["summary"]["requestsPerSec"]
         .as_f64()
@@ -759,10 +814,11 @@ fn run_oha(
     let p99_s = json["latencyPercentiles"]["p99"]
         .as_f64()
         .unwrap_or(f64::NAN);
+    let elapsed_s = json["summary"]["total"].as_f64().unwrap_or(0.0);
     Ok(Sample {
         rps,
         p99_ms: p99_s * 1000.0,
-        cpu_us_per_request: None,
+        cpu_us_per_request: per_request_us(cpu_s, rps * elapsed_s),
         mean_ms: json["summary"]["average"].as_f64().map(|s| s * 1000.0),
     })
 }
