@@ -255,7 +255,10 @@ fn own_cpu_ticks(pid: u32) -> (u64, u64) {
             continue;
         };
         let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = [11, 12].iter().filter_map(|&i| f.get(i)?.parse::<u64>().ok()).sum();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|&i| f.get(i)?.parse::<u64>().ok())
+            .sum();
         all += ticks;
         if head.ends_with("(srvprof-unwind") {
             unwind += ticks;
