@@ -411,8 +411,9 @@ pub struct TcpResetKey {
 pub mod lost {
     pub const EXIT_RING_FULL: u32 = 0;
     pub const THREADS_MAP_FULL: u32 = 1;
-    /// A stack whose hash bucket in STACK_TRACES held another stack: shown as [unknown]. Reported
-    /// apart from the losses (stack_ids_collided): the sample itself is kept.
+    /// A stack whose hash bucket in STACK_TRACES held another stack (off-CPU stacks, and on-CPU
+    /// samples the ring had no room for): shown as a frame saying so. Reported apart from the
+    /// losses (stack_ids_collided): the sample itself is kept.
     pub const STACK_TRACES_FULL: u32 = 2;
     /// A new (process, thread name, stacks) key found ONCPU_STACKS or OFFCPU_STACKS full.
     pub const STACK_KEYS_FULL: u32 = 3;

@@ -457,8 +457,8 @@ pub struct KernelReport {
     #[serde(default)]
     pub switch_ins_unseen: u64,
     /// Stacks (machine-wide, in the window) whose bucket in the fixed-size stack map held another
-    /// stack: the sample or off-CPU time is kept, its frames show as [unknown]. Common when
-    /// thousands of distinct stacks are seen; not a lost record.
+    /// stack: the sample or off-CPU time is kept, under a frame saying its stack was lost. Only
+    /// off-CPU stacks and on-CPU samples the ring had no room for use that map; not a lost record.
     #[serde(default)]
     pub stack_ids_collided: u64,
 }

@@ -75,8 +75,9 @@ Each graph is also a file of its own in the run folder (flamegraph-*.svg).</p>")
     if run.server.stack_ids_collided > 0 {
         let _ = write!(
             o,
-            "<p class=\"note\">{} stacks in the measured window read [unknown]: their bucket in the \
-             kernel's fixed-size stack map held another stack (the samples and off-CPU time are kept).</p>",
+            "<p class=\"note\">{} stacks in the measured window show a frame \"stack lost: stack table \
+             bucket taken\": their bucket in the kernel's fixed-size stack map held another stack (the \
+             samples and off-CPU time are kept, under that frame).</p>",
             run.server.stack_ids_collided
         );
     }

@@ -21,6 +21,8 @@ use srvprof_common::{STACK_ID_COLLIDED, StackKey};
 /// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the
 /// kernel's stack table held another stack).
 pub const COLLIDED_FRAME: &str = "[kernel stack lost: stack table bucket taken]_[k]";
+/// The same for a user stack the kernel walked (a sample the ring had no room for).
+pub const COLLIDED_USER_FRAME: &str = "[user stack lost: stack table bucket taken]";
 
 /// Names every frame of every counted stack. Call it while the targets still run: a process
 /// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
@@ -105,6 +107,9 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
             key.user_stack_id >= 0,
         ) {
             user.extend(f.iter().rev().map(|a| named[a].clone()));
+        }
+        if key.user_stack_id == STACK_ID_COLLIDED {
+            frames.push(COLLIDED_USER_FRAME.into());
         }
         frames.extend(user.iter().cloned());
         if let Some(f) = raw
@@ -284,7 +289,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_kernel_stack_lost_to_a_collision_stays_a_kernel_leaf() {
+    fn a_stack_lost_to_a_collision_is_a_frame_saying_so() {
         let key = |kernel_stack_id| StackKey {
             tgid: std::process::id(),
             group: 0,
@@ -292,8 +297,14 @@ mod tests {
             kernel_stack_id,
             comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
         };
+        let mut user_lost = key(-1);
+        user_lost.user_stack_id = STACK_ID_COLLIDED;
         let raw = RawStacks {
-            oncpu: vec![(key(STACK_ID_COLLIDED), None, 3), (key(-1), None, 2)],
+            oncpu: vec![
+                (key(STACK_ID_COLLIDED), None, 3),
+                (key(-1), None, 2),
+                (user_lost, None, 1),
+            ],
             ..RawStacks::default()
         };
         let folded = fold(&raw, &StartMaps::default(), None);
@@ -306,6 +317,10 @@ mod tests {
             [
                 (vec!["worker".to_string(), COLLIDED_FRAME.to_string()], 3),
                 (vec!["worker".to_string(), "[no stack]".to_string()], 2),
+                (
+                    vec!["worker".to_string(), COLLIDED_USER_FRAME.to_string()],
+                    1
+                ),
             ]
         );
     }
