@@ -763,19 +763,13 @@ fn logged_safepoints(log: &Path, from: usize) -> Vec<(f64, f64)> {
     safepoints
 }
 
-/// CLOCK_REALTIME minus CLOCK_MONOTONIC now, in ms: turns run.json's monotonic times into the
-/// wall clock the JVM's log uses.
+/// The wall clock minus srvprof's monotonic clock now, in ms: turns run.json's monotonic times
+/// into the wall clock the JVM's log uses.
 fn realtime_minus_monotonic_ms() -> f64 {
-    let now = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid timespec for clock_gettime to fill.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
-    };
-    now(libc::CLOCK_REALTIME) - now(libc::CLOCK_MONOTONIC)
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is after 1970");
+    wall.as_secs_f64() * 1e3 - srvprof::clock::monotonic_ns() as f64 / 1e6
 }
 
 /// servers/java-netty `--gc-every 200 --live-mb 128`: every 200th request, a full collection

@@ -15,11 +15,6 @@ fn quality<'a>(run: &'a serde_json::Value, group: &str, kind: &str) -> &'a serde
         .unwrap_or_else(|| panic!("no {group} {kind} unwind quality in {}", run["stacks"]))
 }
 
-/// The summed value of the folded lines whose frames satisfy `pred`.
-fn weight(lines: &[(Vec<String>, u64)], pred: impl Fn(&[String]) -> bool) -> u64 {
-    lines.iter().filter(|(f, _)| pred(f)).map(|(_, n)| n).sum()
-}
-
 fn contains_run(frames: &[String], chain: &[&str]) -> bool {
     frames
         .windows(chain.len())

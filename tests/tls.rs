@@ -158,11 +158,8 @@ fn perf_tls_and_kernel_shares(data: &std::path::Path) -> (f64, f64, String) {
 /// The share of the server's on-CPU samples that srvprof took in the kernel (a kernel leaf).
 fn kernel_share(run_dir: &std::path::Path) -> f64 {
     let lines = folded(run_dir, "oncpu-server.folded");
-    let total: u64 = lines.iter().map(|(_, n)| n).sum();
-    let kernel: u64 = (lines.iter())
-        .filter(|(frames, _)| frames.last().is_some_and(|f| f.ends_with("_[k]")))
-        .map(|(_, n)| n)
-        .sum();
+    let total = weight(&lines, |_| true);
+    let kernel = weight(&lines, |f| f.last().is_some_and(|f| f.ends_with("_[k]")));
     kernel as f64 / total.max(1) as f64
 }
 

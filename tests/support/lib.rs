@@ -403,6 +403,11 @@ pub fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {
         .collect()
 }
 
+/// The summed value of the folded lines whose frames satisfy `pred`.
+pub fn weight(lines: &[(Vec<String>, u64)], pred: impl Fn(&[String]) -> bool) -> u64 {
+    lines.iter().filter(|(f, _)| pred(f)).map(|(_, n)| n).sum()
+}
+
 /// A JSON file srvprof wrote (run.json, a probe's --out), parsed.
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)

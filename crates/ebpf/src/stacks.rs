@@ -93,9 +93,9 @@ static OFFCPU_START: HashMap<u32, OffcpuPeriod> = HashMap::with_max_entries(MAX_
 /// task_struct's __state of a task that ran its last time (do_task_dead).
 const TASK_DEAD: u64 = 0x80;
 
-/// The current task's key with its kernel stack (the current task is the one sampled or
-/// switching out); its user stack is unwound in user space, or walked here only when the ring
-/// has no room (the caller sets user_stack_id).
+/// The key of the task switching out (the current one) with its kernel stack; its user stack
+/// is unwound in user space, or walked here only when the ring has no room (the caller sets
+/// user_stack_id).
 #[inline(always)]
 fn stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
     StackKey {
@@ -172,8 +172,11 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         let kernel = KernelStack::Frames(ctx.as_ptr());
         if !send_user_stack(&key, kernel, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
             count_lost(lost::USER_STACK_RING_FULL);
-            let mut key = stack_key(&ctx, tgid, group);
-            key.user_stack_id = stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64));
+            let key = StackKey {
+                kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
+                user_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64)),
+                ..key
+            };
             add(&ONCPU_STACKS, &key, 1);
         }
     }

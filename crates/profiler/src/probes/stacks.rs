@@ -14,7 +14,7 @@ use aya::{
 use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{StackKey, maps};
 
-use super::unwind::{UnwoundStacks, UserStack};
+use super::unwind::{StackIds, UnwoundStacks, UserStack};
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
 
@@ -129,16 +129,17 @@ pub fn read(
     };
     let mut frames = std::mem::take(&mut unwound.kernel_frames);
     let mut ends = StdHashMap::new();
-    let mut unwound_ids: StdHashMap<UserStack, i32> = StdHashMap::new();
+    let mut unwound_ids: StackIds<UserStack> = StackIds::from(UNWOUND_ID_BASE);
     // The key with its unwound user stack, under an id of its own (the kernel took none: its
     // user_stack_id is -1). An empty one, a sample of a process gone before it was unwound,
     // keeps -1 and shows the kernel frames alone.
     let mut with_unwound = |mut key: StackKey, user: UserStack| -> StackKey {
         if !user.frames.is_empty() {
-            let next = UNWOUND_ID_BASE + unwound_ids.len() as i32;
-            let id = *unwound_ids.entry(user.clone()).or_insert(next);
-            ends.insert(id, user.end);
-            frames.entry(id).or_insert(user.frames);
+            let (id, new) = unwound_ids.id(&user);
+            if new {
+                ends.insert(id, user.end);
+                frames.insert(id, user.frames);
+            }
             key.user_stack_id = id;
         }
         key

@@ -66,12 +66,45 @@ pub struct UnwoundStacks {
     /// The kernel stacks on-CPU samples carried, under the ids their keys were given
     /// (from KERNEL_ID_BASE).
     pub kernel_frames: HashMap<i32, Vec<u64>>,
-    kernel_ids: HashMap<Vec<u64>, i32>,
+    kernel_ids: StackIds<Vec<u64>>,
 }
 
 /// Ids given to kernel stacks that samples carried start here, above the kernel's ids and the
 /// user stacks unwound here (stacks::UNWOUND_ID_BASE).
 pub const KERNEL_ID_BASE: i32 = 1 << 25;
+
+/// Stack ids of srvprof's own, for stacks the kernel gave none: one per distinct stack, counted
+/// up from a base above the kernel's ids.
+#[derive(Debug)]
+pub struct StackIds<K> {
+    base: i32,
+    ids: HashMap<K, i32>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> StackIds<K> {
+    pub fn from(base: i32) -> Self {
+        Self {
+            base,
+            ids: HashMap::new(),
+        }
+    }
+
+    /// The stack's id, and whether it is new (its frames not stored under it yet).
+    pub fn id(&mut self, stack: &K) -> (i32, bool) {
+        if let Some(&id) = self.ids.get(stack) {
+            return (id, false);
+        }
+        let id = self.base + self.ids.len() as i32;
+        self.ids.insert(stack.clone(), id);
+        (id, true)
+    }
+}
+
+impl Default for StackIds<Vec<u64>> {
+    fn default() -> Self {
+        Self::from(KERNEL_ID_BASE)
+    }
+}
 
 impl UnwoundStacks {
     /// The key with the kernel stack the sample carried, under an id of its own (the kernel
@@ -80,9 +113,10 @@ impl UnwoundStacks {
         if frames.is_empty() {
             return key;
         }
-        let next = KERNEL_ID_BASE + self.kernel_ids.len() as i32;
-        let id = *self.kernel_ids.entry(frames.clone()).or_insert(next);
-        self.kernel_frames.entry(id).or_insert(frames);
+        let (id, new) = self.kernel_ids.id(&frames);
+        if new {
+            self.kernel_frames.insert(id, frames);
+        }
         key.kernel_stack_id = id;
         key
     }
