@@ -229,16 +229,26 @@ pub fn run(quick: bool) -> Result<String> {
             report.push_str(&round_row(scenario, peer_name, round, &p));
             report.push_str(&round_row(scenario, "srvprof", round, &s));
             if let Some(oha) = oha.as_ref() {
-                let o = run_oha(oha, url, scenario, seconds, close_requests)?;
+                let run_oha = || run_oha(oha, url, scenario, seconds, close_requests);
+                let (o, r) = if !resumes {
+                    (run_oha()?, s.clone())
+                } else {
+                    // The resumed pair alternates its order too.
+                    let resumed =
+                        || run_srvprof(&load, url, scenario, seconds, close_requests, true);
+                    let (o, r) = if round % 2 == 1 {
+                        let o = run_oha()?;
+                        (o, resumed()?)
+                    } else {
+                        let r = resumed()?;
+                        (run_oha()?, r)
+                    };
+                    report.push_str(&round_row(scenario, "srvprof, sessions resumed", round, &r));
+                    (o, r)
+                };
                 report.push_str(&round_row(scenario, "oha", round, &o));
                 oha_samples.push(o);
-                like_oha.push(if resumes {
-                    let r = run_srvprof(&load, url, scenario, seconds, close_requests, true)?;
-                    report.push_str(&round_row(scenario, "srvprof, sessions resumed", round, &r));
-                    r
-                } else {
-                    s.clone()
-                });
+                like_oha.push(r);
             }
             peer.push(p);
             ours.push(s);
@@ -767,13 +777,18 @@ fn oha_tool(quick: bool) -> Result<Option<PathBuf>> {
         return Ok(None);
     }
     eprintln!("xtask: oha is not installed: building oha {OHA_VERSION} with cargo install (once)");
-    crate::run_cmd(Command::new("cargo").args([
-        "install",
-        "oha",
-        "--version",
-        OHA_VERSION,
-        "--locked",
-    ]))
+    crate::run_cmd(
+        Command::new("cargo")
+            .args([
+                "install",
+                "oha",
+                "--version",
+                OHA_VERSION,
+                "--locked",
+                "--root",
+            ])
+            .arg(crate::setup::cargo_home()),
+    )
     .context("building oha, which the bench compares with")?;
     Ok(Some(installed))
 }
