@@ -817,9 +817,10 @@ fn jvm_safepoints_are_the_top_finding_as_the_jvm_logs_them() {
         (inside_n as f64..=theirs as f64).contains(&ours),
         "srvprof {ours} safepoints; the JVM {inside_n} within the load, {theirs} in all"
     );
-    // Each bound with 15 % for the two clocks' readings (uprobes against the JVM's own).
+    // Uprobes at begin and end against the JVM's own clock: 0.992-0.996 of the time inside the
+    // load in 3 runs; 10 % below it, 15 % above the whole log's (its edges may be cut short).
     assert!(
-        ours_ms >= inside_ms * 0.85 && ours_ms <= theirs_ms * 1.15,
+        ours_ms >= inside_ms * 0.9 && ours_ms <= theirs_ms * 1.15,
         "srvprof {ours_ms:.1} ms; the JVM {inside_ms:.1} within the load, {theirs_ms:.1} in all"
     );
     drop(java);
