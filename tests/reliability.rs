@@ -71,10 +71,10 @@ fn every_exit_path_detaches_every_program_and_link() {
         wait_attached(&mut child, "watching PIDs");
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
-        // Sampled mode: the syscall and interrupt programs are loaded, and linked only inside
+        // Sampled mode: the syscall and softirq programs are loaded, and linked only inside
         // the short windows (a twentieth of each interval in all).
-        let windowed =
-            srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::window::IRQ_PROGRAMS.len();
+        let windowed = srvprof::probes::SYSCALL_PROGRAMS.len()
+            + srvprof::probes::window::SOFTIRQ_PROGRAMS.len();
         assert!(
             held.len() >= srvprof::probes::PROGRAMS.len()
                 && loaded.len() == held.len()

@@ -208,7 +208,6 @@ fn sample(k: u64) -> Sample {
             [0, 1000, 5, k * 200, 0, 0, 0, 0, 0, 0].to_vec(),
             [0, 1000, 5, k * 8000, 0, 0, 0, 0, 0, 0].to_vec(),
         ],
-        irq_counts: vec![(9999, vec![k * 100, k * 100])],
         irq_names: BTreeMap::new(),
         responses: Some(k * 20_000),
         traced_responses: Some(k * 1_000),
@@ -429,6 +428,19 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     ),
 ];
 
+/// Values that changed on purpose (the key stays, its figure is now computed differently).
+const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
+    (
+        "hardirqs[",
+        "issue 16: the hardirq programs stay attached in sampled mode too, so the inputs' \
+         probe counts (25 an interval) are reported rather than /proc/interrupts' (500)",
+    ),
+    (
+        "hardirqs_per_s[",
+        "issue 16: the same, per second of each interval",
+    ),
+];
+
 /// Findings of kinds added since fixtures/run.json was written that these inputs make, on
 /// purpose, and why; they are taken out of the run before it is compared.
 const FINDINGS_ADDED_ON_PURPOSE: &[(&str, &str)] = &[(
@@ -465,6 +477,9 @@ fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
         !CHANGED_ON_PURPOSE
             .iter()
             .any(|(key, _)| path.ends_with(key))
+            && !VALUES_CHANGED_ON_PURPOSE
+                .iter()
+                .any(|(key, _)| path.contains(key) && !d.ends_with("(key added or removed)"))
     });
     assert!(
         changed.is_empty(),

@@ -1,6 +1,7 @@
 //! System-wide, per-CPU hardirq and softirq counts and time (per-CPU maps are the per-CPU split).
-//! In sampled mode these run only inside windows: userspace then takes the counts from
-//! /proc/softirqs and /proc/interrupts, and the time per event from here.
+//! In sampled mode the softirq programs run only inside windows (userspace then takes the counts
+//! from /proc/softirqs, and the time per event or per packet from here); the hardirq programs
+//! run all along in both modes.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -79,8 +80,10 @@ pub fn irq_handler_exit(ctx: BtfTracePointContext) -> i32 {
     let Some(start) = HARDIRQ_START.get_ptr_mut(0) else {
         return 0;
     };
+    // Attached all along: a start is stale only when srvprof attached between an entry and its
+    // exit, and the next entry overwrites it.
     let started = unsafe { *start };
-    if started == 0 || started < window::start_ns() {
+    if started == 0 {
         return 0;
     }
     unsafe { *start = 0 };

@@ -90,17 +90,17 @@ pub struct SyscallsArg {
     /// this project's VMs (README). Off makes the probes cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
-    /// Trace syscalls and interrupts all the time: exact counts and times. By default their
-    /// programs, which run on every syscall and interrupt of the machine, are attached in four
+    /// Trace syscalls and softirqs all the time: exact counts and times. By default their
+    /// programs, which run on every syscall and softirq of the machine, are attached in four
     /// short windows per interval, each at a random time in its quarter, a twentieth of the time
     /// in all; the figures are scaled up from those windows, while a syscall's sleeps are counted
-    /// all along and interrupt counts are the kernel's own. Exact cost a one-worker nginx 5-13 %
+    /// all along, softirq counts are the kernel's own, and hardirqs are traced all along. Exact cost a one-worker nginx 5-13 %
     /// of its throughput here, sampled less than the run-to-run noise (docs/benchmarks.md).
     #[arg(long)]
     pub exact: bool,
 }
 
-/// Sampled mode attaches the syscall and interrupt programs for interval / this in all.
+/// Sampled mode attaches the syscall and softirq programs for interval / this in all.
 pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
 /// Sampled mode: in that many windows per interval, one in each equal slot of it.
 pub const WINDOWS_PER_INTERVAL: u32 = 4;

@@ -159,7 +159,6 @@ pub struct InterruptLine {
     pub irq: u32,
     /// The device or handler name (the last column).
     pub name: String,
-    pub per_cpu: Vec<u64>,
 }
 
 /// /proc/interrupts' numbered lines (NMI, LOC and the other named rows are not IRQ lines).
@@ -177,11 +176,6 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
             continue;
         };
         let fields: Vec<&str> = parts.collect();
-        let per_cpu = fields
-            .iter()
-            .take(ncpus)
-            .map(|f| f.parse().unwrap_or(0))
-            .collect();
         // e.g. "IO-APIC 2-edge timer" or "PCI-MSIX-0000:00:03.0 0-edge virtio0-input.0": the last word is the handler.
         let name = fields
             .iter()
@@ -189,12 +183,12 @@ pub fn parse_interrupts(text: &str) -> Vec<InterruptLine> {
             .last()
             .map(|s| s.to_string())
             .unwrap_or_default();
-        out.push(InterruptLine { irq, name, per_cpu });
+        out.push(InterruptLine { irq, name });
     }
     out
 }
 
-/// /proc/interrupts now: each numbered line's name and per-CPU count.
+/// /proc/interrupts now: each numbered line's name.
 pub fn interrupts() -> Vec<InterruptLine> {
     fs::read_to_string("/proc/interrupts")
         .map(|t| parse_interrupts(&t))
@@ -416,14 +410,12 @@ mod tests {
     }
 
     #[test]
-    fn interrupt_lines_take_the_handler_and_the_counts() {
+    fn interrupt_lines_take_the_handler_past_the_counts() {
         let text = "           CPU0       CPU1\n  0:         48          0   IO-APIC   2-edge      timer\n 24:          0        933  PCI-MSIX-0000:00:03.0   0-edge      virtio0-input.0\nNMI:          0          0   Non-maskable interrupts\n";
         let n = parse_interrupts(text);
         assert_eq!(n.len(), 2);
         assert_eq!((n[0].irq, n[0].name.as_str()), (0, "timer"));
-        assert_eq!(n[0].per_cpu, vec![48, 0]);
         assert_eq!((n[1].irq, n[1].name.as_str()), (24, "virtio0-input.0"));
-        assert_eq!(n[1].per_cpu, vec![0, 933]);
     }
 
     #[test]

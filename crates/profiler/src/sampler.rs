@@ -127,15 +127,16 @@ impl Sampler {
         } else {
             crate::sockdiag::listen_drops(&self.listen_ports)
         };
-        // The lines' names, for the report; the kernel's counts stand in for the probes' only in
-        // sampled mode.
-        let interrupts = procfs::interrupts();
-        let irq_names = interrupts.iter().map(|l| (l.irq, l.name.clone())).collect();
-        let (softirq_counts, irq_counts) = if kernel.traced_ns.is_some() {
-            let counts = interrupts.into_iter().map(|l| (l.irq, l.per_cpu)).collect();
-            (procfs::softirq_counts(), counts)
+        // The lines' names, for the report; the kernel's softirq counts stand in for the probes'
+        // only in sampled mode (the hardirq programs stay attached in both).
+        let irq_names = procfs::interrupts()
+            .into_iter()
+            .map(|l| (l.irq, l.name))
+            .collect();
+        let softirq_counts = if kernel.traced_ns.is_some() {
+            procfs::softirq_counts()
         } else {
-            (Vec::new(), Vec::new())
+            Vec::new()
         };
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
@@ -223,7 +224,6 @@ impl Sampler {
             due_ns: None,
             kernel,
             softirq_counts,
-            irq_counts,
             irq_names,
             responses,
             traced_responses,

@@ -1,7 +1,8 @@
-//! Softirqs and hardirqs per CPU between two samples (system-wide): the probes' counts in exact
-//! mode; in sampled mode the kernel's own counts (/proc/softirqs, /proc/interrupts) timed at the
-//! windows' mean per event on that CPU, or on every CPU when that CPU's windows saw none; when no
-//! window saw one anywhere, the time is unknown (time_unknown), not zero.
+//! Softirqs and hardirqs per CPU between two samples (system-wide). Hardirqs: the probes' counts
+//! and times, attached all along in both modes. Softirqs: the probes' in exact mode; in sampled
+//! mode the kernel's own counts (/proc/softirqs) timed at the windows' mean per event on that CPU
+//! (NET_RX: per packet), or on every CPU when that CPU's windows saw none; when no window saw one
+//! anywhere, the time is unknown (time_unknown), not zero.
 
 use srvprof_common::SOFTIRQ_NAMES;
 
@@ -123,76 +124,33 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
     out
 }
 
-/// Hardirqs per CPU and line in the window (system-wide). Exact mode: as the probes counted them.
-/// Sampled mode: the kernel's counts (/proc/interrupts).
-/// Lines are named as /proc/interrupts named them when `end` was read.
+/// Hardirqs per CPU and line in the window (system-wide), as the probes counted and timed them:
+/// they stay attached all along in both modes. Lines are named as /proc/interrupts named them
+/// when `end` was read.
 pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
-    let sampled = end.kernel.traced_ns.is_some();
-    let probe_of = |s: &Sample, irq: u32| {
-        s.kernel
+    let mut out = Vec::new();
+    for (irq, per_cpu) in &end.kernel.hardirqs {
+        let earlier = start
+            .kernel
             .hardirqs
             .iter()
-            .find(|(i, _)| *i == irq)
-            .map(|(_, v)| v.clone())
-    };
-    let mut irqs: Vec<u32> = if sampled {
-        end.irq_counts.iter().map(|(irq, _)| *irq).collect()
-    } else {
-        end.kernel.hardirqs.iter().map(|(irq, _)| *irq).collect()
-    };
-    irqs.sort_unstable();
-    irqs.dedup();
-    let mut out = Vec::new();
-    for irq in irqs {
-        let (probe_end, probe_start) = (probe_of(end, irq), probe_of(start, irq));
-        let kernel_of = |s: &Sample| {
-            s.irq_counts
-                .iter()
-                .find(|(i, _)| *i == irq)
-                .map(|(_, v)| v.clone())
-        };
-        let (kernel_end, kernel_start) = (kernel_of(end), kernel_of(start));
-        let ncpus = probe_end
-            .as_ref()
-            .map_or(0, Vec::len)
-            .max(kernel_end.as_ref().map_or(0, Vec::len));
-        let probe_at = |cpu: usize| {
-            probe_delta(
-                probe_end.as_ref().and_then(|v| v.get(cpu)),
-                probe_start.as_ref().and_then(|v| v.get(cpu)),
-            )
-        };
-        // Sampled mode: a CPU whose windows saw none of this line's interrupts is timed at the
-        // line's mean on every CPU, not at zero.
-        let line_mean = (0..ncpus)
-            .map(probe_at)
-            .fold(CountNs::default(), |a, b| CountNs {
-                count: a.count + b.count,
-                total_ns: a.total_ns + b.total_ns,
-            });
-        for cpu in 0..ncpus {
-            let probe = probe_at(cpu);
-            let d = if sampled {
-                let timed = if probe.count > 0 { probe } else { line_mean };
-                at_probe_mean(
-                    timed,
-                    kernel_delta(kernel_end.as_ref(), kernel_start.as_ref(), cpu),
-                )
-            } else {
-                probe
-            };
+            .find(|(i, _)| i == irq)
+            .map(|(_, v)| v);
+        for (cpu, at_end) in per_cpu.iter().enumerate() {
+            let d = probe_delta(Some(at_end), earlier.and_then(|v| v.get(cpu)));
             if d.count > 0 {
                 out.push(HardirqReport {
                     cpu: cpu as u32,
-                    irq,
-                    name: end.irq_names.get(&irq).cloned().unwrap_or_default(),
+                    irq: *irq,
+                    name: end.irq_names.get(irq).cloned().unwrap_or_default(),
                     count: d.count,
                     total_ns: d.total_ns,
                     time_error: None,
-                    time_unknown: sampled && line_mean.count == 0,
+                    time_unknown: false,
                 });
             }
         }
     }
+    out.sort_by_key(|r| (r.irq, r.cpu));
     out
 }

@@ -370,11 +370,11 @@ pub struct KernelReport {
     /// then not measured (their 0 means nothing), rather than "no syscalls".
     #[serde(default)]
     pub syscalls_off: bool,
-    /// None: syscalls and interrupts were traced all the time (--exact), every figure counted.
+    /// None: syscalls and softirqs were traced all the time (--exact), every figure counted.
     /// Otherwise the share of the window their programs were attached (sampled mode, the
-    /// default): syscall counts and times are scaled up from those windows, interrupt counts are
-    /// the kernel's own (/proc/softirqs, /proc/interrupts) and their times are the windows' mean
-    /// per event times those counts.
+    /// default): syscall counts and times are scaled up from those windows, softirq counts are
+    /// the kernel's own (/proc/softirqs) and their times the windows' mean per event (NET_RX's:
+    /// per packet) times those counts. Hardirqs are counted and timed all along in both modes.
     #[serde(default)]
     pub traced_fraction: Option<f64>,
     /// What the syscall figures were divided by: with a load generator (`run`), the share of
@@ -514,13 +514,14 @@ impl KernelReport {
             ));
         }
         let what = if self.syscalls_off {
-            "interrupt times are estimates"
+            "softirq times are estimates"
         } else {
-            "syscall counts and times, and interrupt times, are estimates"
+            "syscall counts and times, and softirq times, are estimates"
         };
         Some(format!(
             "{what} from the {:.0}% of the time their probes were attached (sampled mode; \
-             interrupt counts are the kernel's own); --exact traces them all the time",
+             softirq counts are the kernel's own, hardirqs are traced all along); --exact traces \
+             them all the time",
             f * 100.0
         ))
     }

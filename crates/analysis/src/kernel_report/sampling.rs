@@ -1,14 +1,14 @@
-//! Sampled mode: the syscall and interrupt programs ran only in a window of each interval, so
+//! Sampled mode: the syscall and softirq programs ran only in a window of each interval, so
 //! their counts are scaled up from the windows (by the responses served in them when a load
 //! generator says how many, else by the read/write calls the kernel counted in them, else by
-//! time), and
-//! interrupt times are the kernel's own counts at the windows' mean time per event.
+//! time), and softirq times are the kernel's own counts at the windows' mean time per event
+//! (NET_RX: per packet). The hardirq programs stay attached all along.
 
 use std::collections::BTreeMap;
 
 use crate::record::{CountNs, Sample};
 
-/// Sampled mode: the share of the window between two samples the syscall and interrupt programs
+/// Sampled mode: the share of the window between two samples the syscall and softirq programs
 /// were attached. None in exact mode (attached all along).
 pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
     let traced = end
@@ -174,8 +174,6 @@ pub struct WindowUnit {
     /// The interrupt programs' deltas in the window: per CPU, per softirq vector
     /// (srvprof_common::SOFTIRQ_NAMES order).
     pub softirqs: Vec<Vec<CountNs>>,
-    /// Per irq line, per CPU.
-    pub hardirqs: Vec<(u32, Vec<CountNs>)>,
     /// Per CPU: the packets NET_RX processed in the window (/proc/net/softnet_stat).
     pub rx_packets: Vec<f64>,
     pub responses: f64,
@@ -215,33 +213,11 @@ impl WindowUnit {
                     .collect()
             })
             .collect();
-        let hardirqs = end
-            .kernel
-            .hardirqs
-            .iter()
-            .map(|(irq, per_cpu)| {
-                let earlier = start.kernel.hardirqs.iter().find(|(i, _)| i == irq);
-                let deltas = per_cpu
-                    .iter()
-                    .enumerate()
-                    .map(|(cpu, c)| {
-                        c.minus(
-                            earlier
-                                .and_then(|(_, v)| v.get(cpu))
-                                .copied()
-                                .unwrap_or_default(),
-                        )
-                    })
-                    .collect();
-                (*irq, deltas)
-            })
-            .collect();
         WindowUnit {
             syscalls: by_name.values().map(|(c, _)| c).sum(),
             syscall_ns: by_name.values().map(|(_, ns)| ns).sum(),
             by_name,
             softirqs,
-            hardirqs,
             rx_packets: (0..end.traced_rx_packets.as_ref().map_or(0, Vec::len))
                 .map(|cpu| {
                     super::interrupts::rx_packets(start, end, cpu).map_or(0, |(_, traced)| traced)
@@ -272,17 +248,6 @@ impl WindowUnit {
         match cpu {
             Some(cpu) => self.softirqs.get(cpu).map(at).unwrap_or_default(),
             None => self.softirqs.iter().map(at).fold(CountNs::default(), sum),
-        }
-    }
-
-    /// The probes' interrupts of line `irq` in the window: on `cpu`, or on every CPU (None).
-    pub(super) fn hardirq(&self, cpu: Option<usize>, irq: u32) -> CountNs {
-        let Some((_, per_cpu)) = self.hardirqs.iter().find(|(i, _)| *i == irq) else {
-            return CountNs::default();
-        };
-        match cpu {
-            Some(cpu) => per_cpu.get(cpu).copied().unwrap_or_default(),
-            None => per_cpu.iter().copied().fold(CountNs::default(), sum),
         }
     }
 }

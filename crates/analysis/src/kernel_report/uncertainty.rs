@@ -140,10 +140,6 @@ pub fn state_errors(report: &mut super::KernelReport, windows: &[WindowUnit]) {
             mean_error(&|u, cpu| u.softirq(cpu, v), row.cpu as usize)
         };
     }
-    for row in &mut report.hardirqs {
-        let irq = row.irq;
-        row.time_error = mean_error(&|u, cpu| u.hardirq(cpu, irq), row.cpu as usize);
-    }
 }
 
 #[cfg(test)]

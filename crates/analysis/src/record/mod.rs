@@ -113,9 +113,6 @@ pub struct Sample {
     /// /proc/softirqs: per CPU, per vector (srvprof_common::SOFTIRQ_NAMES order); sampled mode only.
     #[serde(default)]
     pub softirq_counts: Vec<Vec<u64>>,
-    /// /proc/interrupts: (irq line, per-CPU count); sampled mode only.
-    #[serde(default)]
-    pub irq_counts: Vec<(u32, Vec<u64>)>,
     /// /proc/interrupts: irq line -> its name, read with the sample (the report names the lines).
     #[serde(default)]
     pub irq_names: BTreeMap<u32, String>,

@@ -23,7 +23,7 @@ use srvprof_common::{globals, lost, maps};
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
 use srvprof_analysis::record::KernelCounters;
-use window::{IRQ_PROGRAMS, Window};
+use window::{SOFTIRQ_PROGRAMS, Window};
 
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
@@ -183,8 +183,8 @@ impl Probes {
             if targets.skip_syscalls && syscall {
                 continue;
             }
-            let windowed =
-                targets.sampled_window.is_some() && (syscall || IRQ_PROGRAMS.contains(&program));
+            let windowed = targets.sampled_window.is_some()
+                && (syscall || SOFTIRQ_PROGRAMS.contains(&program));
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     gated.push(program);

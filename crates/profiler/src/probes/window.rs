@@ -1,13 +1,15 @@
-//! Sampled mode: the syscall and interrupt programs, the ones that run on every syscall and every
-//! interrupt of the machine, are attached only in short windows, one at a random time in each
-//! quarter of an interval (the Sampler opens and closes them).
+//! Sampled mode: the syscall and softirq programs, the ones that run on every syscall and every
+//! softirq of the machine, are attached only in short windows, one at a random time in each
+//! quarter of an interval (the Sampler opens and closes them). The hardirq programs stay attached
+//! all along: hardirqs are rare next to softirqs (a NIC's interrupts are coalesced, loopback
+//! raises none), so they are counted and timed exactly for next to nothing.
 //!
 //! While the programs sit on the syscall tracepoints, every syscall of every process takes the
 //! kernel's traced path (65-160 ns more for a process not watched, measured on this project's VMs), and every softirq runs two
 //! programs. On a server doing a few syscalls and a softirq per request that is several percent
 //! of its CPU. A window of a twentieth of the time costs a twentieth of that; the figures are then
-//! scaled up from the windows (srvprof_analysis::kernel_report::sampling), and the interrupt
-//! counts come from the kernel's own /proc/softirqs and /proc/interrupts.
+//! scaled up from the windows (srvprof_analysis::kernel_report::sampling), and the softirq
+//! counts come from the kernel's own /proc/softirqs.
 
 use std::time::Duration;
 
@@ -22,13 +24,9 @@ use super::{attach_loaded, btf_program, map_error, map_mut};
 use crate::clock;
 use crate::error::SrvprofError;
 
-/// The interrupt programs (system-wide, one pair per softirq and per hardirq).
-pub const IRQ_PROGRAMS: [&str; 4] = [
-    "softirq_entry",
-    "softirq_exit",
-    "irq_handler_entry",
-    "irq_handler_exit",
-];
+/// The softirq programs (system-wide, one pair per softirq), attached in the windows with the
+/// syscall programs.
+pub const SOFTIRQ_PROGRAMS: [&str; 2] = ["softirq_entry", "softirq_exit"];
 
 pub struct Window {
     /// In attach order. The window is the time the last one was attached: the counting program
