@@ -1,5 +1,6 @@
 //! `cargo xtask bench overhead`: what watching costs the watched. nginx (1 worker, CPU 1) driven by
-//! wrk (CPU 0), runs alternating tool by tool so drift hits all alike: nothing attached; every
+//! wrk (CPU 0), each watcher's run paired with a bare run right beside it (the order alternating
+//! from round to round), so that the machine's drift hits both runs of a pair alike: every
 //! srvprof probe (`srvprof probe`: syscall and interrupt programs in sampled windows, the
 //! default), and the same with `--exact` (attached all along); `srvprof run` with stacks at 99 Hz
 //! and with `--stacks off` (their difference is what stacks cost; its own load reduced to 1
@@ -17,7 +18,7 @@ use anyhow::{Context, Result, anyhow};
 
 use super::host::{SERVER_CPU, require_tools, stop};
 use super::loadgen::{Nginx, Sample, run_wrk};
-use super::stats::median;
+use super::stats::{median, spread};
 use crate::{free_port, run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;
@@ -85,56 +86,68 @@ pub fn run(quick: bool) -> Result<String> {
     // The server CPU's busy time per request: what watching costs the server itself, steadier
     // than throughput when the machine drifts between runs (a shared VM does).
     let mut cpu_costs: Vec<Vec<f64>> = vec![Vec::new(); watchers.len()];
+    // Each watcher's run against the bare run right beside it: (throughput ratio, cost ratio).
+    let mut pairs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); watchers.len()];
     // The watcher's own CPU (all its threads; and srvprof's unwinding thread) per second of load.
     let mut own_cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); watchers.len()];
     let mut report = format!(
         "# What watching costs: nginx throughput with and without probes\n\n\
-         nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s), \
-         tools alternating within each round. `CPU {SERVER_CPU} us/req`: the server CPU's busy time \
-         (user, system, irq, softirq from /proc/stat) per request.\n\n\
+         nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s). \
+         Each watcher is paired with a bare run right beside it (before it in odd rounds, after it \
+         in even ones), so a drift of the machine between minutes hits both runs of a pair alike. \
+         `CPU {SERVER_CPU} us/req`: the server CPU's busy time (user, system, irq, softirq from \
+         /proc/stat) per request.\n\n\
          | round | watcher | req/s | p99 ms | CPU {SERVER_CPU} us/req |\n|---|---|---|---|---|\n"
     );
     for round in 1..=rounds {
-        for (i, w) in watchers.iter().enumerate() {
-            let attached = attach(*w, &srvprof, master, worker, &dir)?;
-            let watcher_pid = attached.as_ref().map(Child::id);
-            let own_before = watcher_pid.map(own_cpu_ticks);
-            let measured = wrk_and_server_cpu(&url, seconds);
-            let own_after = watcher_pid.map(own_cpu_ticks);
-            detach(attached);
-            let (sample, us_per_request) = measured?;
-            if let (Some(b), Some(a)) = (own_before, own_after) {
-                let ms_per_s = |ticks: u64| ticks as f64 * 1e3 / CLOCK_TICKS_PER_S / seconds as f64;
-                own_cpu[i].push((
-                    ms_per_s(a.0.saturating_sub(b.0)),
-                    ms_per_s(a.1.saturating_sub(b.1)),
+        for (i, pair_of) in pairs.iter_mut().enumerate().skip(1) {
+            let order = if round % 2 == 1 { [0, i] } else { [i, 0] };
+            let (mut bare, mut watched) = (None, None);
+            for j in order {
+                let w = watchers[j];
+                let (sample, us_per_request, own) =
+                    measure(w, &srvprof, master, worker, &dir, &url, seconds)?;
+                if let Some(own) = own {
+                    own_cpu[j].push(own);
+                }
+                report.push_str(&format!(
+                    "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
+                    w.name(),
+                    sample.rps,
+                    sample.p99_ms,
+                    us_per_request
                 ));
+                let side = if j == 0 { &mut bare } else { &mut watched };
+                *side = Some((sample.rps, us_per_request));
+                samples[j].push(sample);
+                cpu_costs[j].push(us_per_request);
             }
-            report.push_str(&format!(
-                "| {round} | {} | {:.0} | {:.2} | {:.2} |\n",
-                w.name(),
-                sample.rps,
-                sample.p99_ms,
-                us_per_request
-            ));
-            samples[i].push(sample);
-            cpu_costs[i].push(us_per_request);
+            if let (Some((bare_rps, bare_us)), Some((rps, us))) = (bare, watched) {
+                pair_of.push((rps / bare_rps.max(1e-9), bare_us / us.max(1e-9)));
+            }
         }
     }
     let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
-    let bare = Sample::median(&samples[0]).unwrap_or_default().rps;
-    let bare_cost = median(&cpu_costs[0]).unwrap_or(0.0);
     report.push_str(&format!(
-        "\n## Medians\n\n`cost ratio`: bare CPU {SERVER_CPU} us/req over this watcher's, the throughput a \
-         server-bound run would keep.\n\n\
-         `own CPU ms/s`: the watcher process's own CPU time (all threads, /proc/PID/task/*/stat) \
+        "\n## Medians\n\n`ratio to bare`: this watcher's throughput over the bare run's beside it, \
+         the median of the {rounds} pairs and their spread. `cost ratio`: the bare run's CPU \
+         {SERVER_CPU} us/req over this watcher's, per pair likewise: the throughput a server-bound \
+         run would keep.\n\n\
+         `own CPU ms/s`: the watcher process's own CPU time (all threads, /proc/PID/task/*/schedstat) \
          per second of load, on top of what it costs the server; `unwinding`: srvprof's \
          srvprof-unwind thread's part of it (perf's post-processing, `perf report`, is not in \
          perf's figure).\n\n\
-         | watcher | req/s | ratio to bare | p99 ms | CPU {SERVER_CPU} us/req | cost ratio | own CPU ms/s | unwinding ms/s |\n|---|---|---|---|---|---|---|---|\n"
+         | watcher | req/s | ratio to bare (spread) | p99 ms | CPU {SERVER_CPU} us/req | cost ratio (spread) | own CPU ms/s | unwinding ms/s |\n|---|---|---|---|---|---|---|---|\n"
     ));
+    let paired = |i: usize, pick: fn(&(f64, f64)) -> f64| -> (f64, String) {
+        let v: Vec<f64> = pairs[i].iter().map(pick).collect();
+        match (median(&v), spread(&v)) {
+            (Some(m), Some((lo, hi))) => (m, format!("{m:.3} ({lo:.3}–{hi:.3})")),
+            _ => (1.0, "1.000".into()),
+        }
+    };
     for (i, w) in watchers.iter().enumerate() {
         let m = Sample::median(&samples[i]).unwrap_or_default();
         let cost = median(&cpu_costs[i]).unwrap_or(0.0);
@@ -143,17 +156,31 @@ pub fn run(quick: bool) -> Result<String> {
             median(&v).map_or("–".into(), |x| format!("{x:.1}"))
         };
         report.push_str(&format!(
-            "| {} | {:.0} | {:.3} | {:.2} | {:.2} | {:.3} | {} | {} |\n",
+            "| {} | {:.0} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
             w.name(),
             m.rps,
-            m.rps / bare.max(1e-9),
+            paired(i, |p| p.0).1,
             m.p99_ms,
             cost,
-            bare_cost / cost.max(1e-9),
+            paired(i, |p| p.1).1,
             own(|c| c.0),
             own(|c| c.1),
         ));
     }
+    // What stacks add: srvprof run against the same run without stacks, each against its bare
+    // neighbour; perf's dwarf copies against nothing, the same way.
+    let of = |w: Watcher| {
+        let i = watchers.iter().position(|x| *x == w).expect("listed");
+        paired(i, |p| p.0).0
+    };
+    report.push_str(&format!(
+        "\nOn- and off-CPU stacks at 99 Hz (`srvprof run` over `srvprof run --stacks off`, the \
+         ratio of their paired medians): {:.3}; `perf record --call-graph dwarf -F 99`: {:.3}; \
+         `perf record -g -F 99`: {:.3}.\n",
+        of(Watcher::SrvprofRun) / of(Watcher::SrvprofRunNoStacks).max(1e-9),
+        of(Watcher::PerfDwarf),
+        of(Watcher::Perf),
+    ));
     report.push_str(&program_time);
     println!("{report}");
     let out = root.join("target/bench/overhead.md");
@@ -161,6 +188,39 @@ pub fn run(quick: bool) -> Result<String> {
     std::fs::write(&out, &report)?;
     eprintln!("xtask: wrote {}", out.display());
     Ok(report)
+}
+
+/// A run's sample, the server CPU's busy time per request, and the watcher's own CPU.
+type Measured = (Sample, f64, Option<(f64, f64)>);
+
+/// One wrk run with watcher `w` attached (none for the bare run): its sample, the server CPU's
+/// busy time per request, and the watcher's own CPU (all threads, unwinding thread) in ms per
+/// second of load.
+fn measure(
+    w: Watcher,
+    srvprof: &Path,
+    master: u32,
+    worker: u32,
+    dir: &Path,
+    url: &str,
+    seconds: u64,
+) -> Result<Measured> {
+    let attached = attach(w, srvprof, master, worker, dir)?;
+    let watcher_pid = attached.as_ref().map(Child::id);
+    let own_before = watcher_pid.map(own_cpu_ns);
+    let measured = wrk_and_server_cpu(url, seconds);
+    let own_after = watcher_pid.map(own_cpu_ns);
+    detach(attached);
+    let (sample, us_per_request) = measured?;
+    let ms_per_s = |ns: u64| ns as f64 / 1e6 / seconds as f64;
+    let own = match (own_before, own_after) {
+        (Some(b), Some(a)) => Some((
+            ms_per_s(a.0.saturating_sub(b.0)),
+            ms_per_s(a.1.saturating_sub(b.1)),
+        )),
+        _ => None,
+    };
+    Ok((sample, us_per_request, own))
 }
 
 /// One more wrk run per watcher with the kernel's per-program run-time accounting on (it slows
@@ -239,29 +299,26 @@ fn wrk_and_server_cpu(url: &str, seconds: u64) -> Result<(Sample, f64)> {
 /// USER_HZ: the unit of /proc/stat's CPU times.
 const CLOCK_TICKS_PER_S: f64 = 100.0;
 
-/// A process's CPU time so far (user and system, clock ticks): all its threads, and its
-/// srvprof-unwind thread's (0 when it has none).
-fn own_cpu_ticks(pid: u32) -> (u64, u64) {
+/// A process's CPU time so far in ns: all its threads, and its srvprof-unwind thread's (0 when
+/// it has none). From each thread's schedstat (the scheduler's own ns), not /proc's stat, whose
+/// clock ticks charge a thread that wakes briefly and often a whole tick when one lands on it
+/// (the unwinding thread read 16 ms/s by ticks, 4 ms/s by schedstat, in the same run).
+fn own_cpu_ns(pid: u32) -> (u64, u64) {
     let (mut all, mut unwind) = (0, 0);
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return (0, 0);
     };
     for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+        let Some(ns) = std::fs::read_to_string(task.path().join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        else {
             continue;
         };
-        // After "(comm)": state is field 3, utime and stime fields 14 and 15.
-        let Some((head, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: u64 = [11, 12]
-            .iter()
-            .filter_map(|&i| f.get(i)?.parse::<u64>().ok())
-            .sum();
-        all += ticks;
-        if head.ends_with("(srvprof-unwind") {
-            unwind += ticks;
+        all += ns;
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == "srvprof-unwind" {
+            unwind += ns;
         }
     }
     (all, unwind)
