@@ -13,6 +13,7 @@ mod host;
 mod index;
 mod loadgen;
 pub(crate) mod overhead;
+mod sample_cost;
 mod stats;
 mod tables;
 

@@ -22,6 +22,8 @@ use super::stats::{median, spread};
 use crate::{free_port, run_cmd, workspace_root};
 
 const CONNECTIONS: usize = 100;
+/// Between a watcher's attaching and the measured run (the bare run waits as long).
+const SETTLE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Watcher {
@@ -94,7 +96,8 @@ pub fn run(quick: bool) -> Result<String> {
         "# What watching costs: nginx throughput with and without probes\n\n\
          nginx 1 worker on CPU 1, `wrk -t1 -c{CONNECTIONS} -d{seconds}s` on CPU 0, {rounds} round(s). \
          Each watcher is paired with a bare run right beside it (before it in odd rounds, after it \
-         in even ones), so a drift of the machine between minutes hits both runs of a pair alike. \
+         in even ones), so a drift of the machine between minutes hits both runs of a pair alike; \
+         each run starts 1 s after its watcher attached (steady state, as after a run's warm-up). \
          `CPU {SERVER_CPU} us/req`: the server CPU's busy time (user, system, irq, softirq from \
          /proc/stat) per request.\n\n\
          | round | watcher | req/s | p99 ms | CPU {SERVER_CPU} us/req |\n|---|---|---|---|---|\n"
@@ -128,6 +131,7 @@ pub fn run(quick: bool) -> Result<String> {
         }
     }
     let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
+    let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     report.push_str(&format!(
@@ -182,6 +186,7 @@ pub fn run(quick: bool) -> Result<String> {
         of(Watcher::Perf),
     ));
     report.push_str(&program_time);
+    report.push_str(&sample_cost);
     println!("{report}");
     let out = root.join("target/bench/overhead.md");
     std::fs::create_dir_all(out.parent().expect("has a parent"))?;
@@ -206,6 +211,10 @@ fn measure(
     seconds: u64,
 ) -> Result<Measured> {
     let attached = attach(w, srvprof, master, worker, dir)?;
+    // Steady state: what a watcher does once at its start (srvprof reads the binaries' unwind
+    // tables at their first stack, perf writes its headers) is not what it costs while it
+    // watches, and a run's warm-up (srvprof run's 2 s by default) absorbs it.
+    std::thread::sleep(SETTLE);
     let watcher_pid = attached.as_ref().map(Child::id);
     let own_before = watcher_pid.map(own_cpu_ns);
     let measured = wrk_and_server_cpu(url, seconds);
@@ -303,7 +312,7 @@ const CLOCK_TICKS_PER_S: f64 = 100.0;
 /// it has none). From each thread's schedstat (the scheduler's own ns), not /proc's stat, whose
 /// clock ticks charge a thread that wakes briefly and often a whole tick when one lands on it
 /// (the unwinding thread read 16 ms/s by ticks, 4 ms/s by schedstat, in the same run).
-fn own_cpu_ns(pid: u32) -> (u64, u64) {
+pub(super) fn own_cpu_ns(pid: u32) -> (u64, u64) {
     let (mut all, mut unwind) = (0, 0);
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return (0, 0);
@@ -470,7 +479,7 @@ fn attach(
 }
 
 /// Reads stdout and stderr until a line contains `marker`, then keeps draining both in the background.
-fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
+pub(super) fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     for stream in [
         child
@@ -500,7 +509,7 @@ fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
 }
 
 /// Stops a watcher with SIGINT (each writes what it has and detaches), SIGKILL after 20 s.
-fn detach(child: Option<Child>) {
+pub(super) fn detach(child: Option<Child>) {
     if let Some(mut child) = child {
         stop(&mut child, "INT", Duration::from_secs(20));
     }

@@ -1,0 +1,261 @@
+//! `cargo xtask bench overhead`, its second table: what stack sampling costs the thread it
+//! samples, read where nginx's throughput cannot show it. A CPU-bound thread (spin.c, built
+//! without frame pointers) counts its work per second of its own CPU time; a sample is taken in an
+//! interrupt of that thread and charged to it, so every microsecond a watcher spends there lowers
+//! the thread's work per CPU second. That figure is steady to about 0.1 % from run to run here,
+//! where nginx's throughput drifts by 10 %. Watchers: srvprof run with stacks and with `--stacks
+//! off` (their difference is what sampling costs), `perf record -g` and `--call-graph dwarf`, all
+//! at 99 Hz; each watcher's own process runs on the other CPU, and its CPU time is given apart.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+
+use super::host::SERVER_CPU;
+use super::overhead::{detach, own_cpu_ns, wait_for_line};
+use super::stats::{median, spread};
+
+/// The watchers' own CPU.
+const WATCHER_CPU: &str = "0";
+/// Sampling frequency of every watcher here (srvprof's default).
+const HZ: f64 = 99.0;
+/// The part of each spin run that is measured starts this long after the spin started: every
+/// watcher is attached by then (it is an error if one is not).
+const MEASURED_FROM: Duration = Duration::from_millis(2500);
+
+#[derive(Clone, Copy, PartialEq)]
+enum Sampler {
+    None,
+    SrvprofRun,
+    SrvprofRunNoStacks,
+    PerfFp,
+    PerfDwarf,
+}
+
+impl Sampler {
+    fn name(self) -> &'static str {
+        match self {
+            Sampler::None => "nothing attached",
+            Sampler::SrvprofRun => "srvprof run (stacks at 99 Hz)",
+            Sampler::SrvprofRunNoStacks => "srvprof run --stacks off",
+            Sampler::PerfFp => "perf record -g -F 99",
+            Sampler::PerfDwarf => "perf record --call-graph dwarf -F 99",
+        }
+    }
+}
+
+/// The table, `rounds` rounds with the samplers' order rotating from round to round. `url` is a
+/// server for srvprof run's load (1 request/s); the spin is what it watches.
+pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) -> Result<String> {
+    let spin = build_spin(dir)?;
+    let seconds = if quick { 4.0 } else { 7.0 };
+    let samplers = [
+        Sampler::None,
+        Sampler::SrvprofRun,
+        Sampler::SrvprofRunNoStacks,
+        Sampler::PerfFp,
+        Sampler::PerfDwarf,
+    ];
+    // Per sampler: work per CPU ms, and the watcher's own CPU in ms per second.
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); samplers.len()];
+    let mut own: Vec<Vec<f64>> = vec![Vec::new(); samplers.len()];
+    for round in 0..rounds {
+        for k in 0..samplers.len() {
+            let i = (k + round) % samplers.len();
+            let (rate, own_ms) = measure(samplers[i], &spin, srvprof, url, dir, seconds)?;
+            rates[i].push(rate);
+            if let Some(ms) = own_ms {
+                own[i].push(ms);
+            }
+        }
+    }
+    let bare = median(&rates[0]).ok_or_else(|| anyhow!("no bare spin run"))?;
+    let mut t = format!(
+        "\n## What stack sampling costs the thread it samples (a CPU-bound thread)\n\n\
+         A C thread built without frame pointers spins on CPU {SERVER_CPU} (a() -> b() -> c()) and \
+         counts its work per millisecond of its own CPU time; the samples are taken in its \
+         interrupts and charged to it. {rounds} round(s), the order rotating; each run measured \
+         from {:.1} s after the spin started (every watcher attached by then) to its end at \
+         {seconds:.0} s. The watchers run on CPU {WATCHER_CPU}; their own CPU is apart. `us per \
+         sample`: the thread's lost work as CPU time, over {HZ:.0} samples a second.\n\n\
+         | watcher | work per CPU ms (median) | spread | cost to the thread | us per sample | own CPU ms/s |\n\
+         |---|---|---|---|---|---|\n",
+        MEASURED_FROM.as_secs_f64()
+    );
+    for (i, s) in samplers.iter().enumerate() {
+        let m = median(&rates[i]).unwrap_or(0.0);
+        let (lo, hi) = spread(&rates[i]).unwrap_or((0.0, 0.0));
+        // The share of the thread's CPU the watcher took: bare / watched - 1.
+        let cost = bare / m.max(1e-9) - 1.0;
+        let per_sample = if *s == Sampler::None {
+            "–".to_string()
+        } else {
+            format!("{:.1}", cost * 1e6 / HZ)
+        };
+        t.push_str(&format!(
+            "| {} | {m:.2} | {lo:.2}–{hi:.2} | {:.2} % | {per_sample} | {} |\n",
+            s.name(),
+            cost * 100.0,
+            median(&own[i]).map_or("–".into(), |x| format!("{x:.1}")),
+        ));
+    }
+    let of = |s: Sampler| {
+        let i = samplers.iter().position(|x| *x == s).expect("listed");
+        median(&rates[i]).unwrap_or(0.0)
+    };
+    t.push_str(&format!(
+        "\nsrvprof's stack sampling alone (run with stacks against run --stacks off): {:.2} % of \
+         the thread's CPU, {:.1} us per sample.\n",
+        (of(Sampler::SrvprofRunNoStacks) / of(Sampler::SrvprofRun).max(1e-9) - 1.0) * 100.0,
+        (of(Sampler::SrvprofRunNoStacks) / of(Sampler::SrvprofRun).max(1e-9) - 1.0) * 1e6 / HZ,
+    ));
+    Ok(t)
+}
+
+/// Compiles spin.c into `dir`.
+fn build_spin(dir: &Path) -> Result<std::path::PathBuf> {
+    let src = dir.join("spin.c");
+    std::fs::write(&src, include_str!("spin.c"))?;
+    let bin = dir.join("spin");
+    let status = Command::new("cc")
+        .args(["-O2", "-fomit-frame-pointer", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .context("running cc (Debian: gcc)")?;
+    if !status.success() {
+        bail!("cc could not build {}", src.display());
+    }
+    Ok(bin)
+}
+
+/// One spin run with `s` attached: its work per CPU ms over the measured part, and the watcher's
+/// own CPU in ms per second over the same part.
+fn measure(
+    s: Sampler,
+    spin: &Path,
+    srvprof: &Path,
+    url: &str,
+    dir: &Path,
+    seconds: f64,
+) -> Result<(f64, Option<f64>)> {
+    let started = Instant::now();
+    let mut child = Command::new("taskset")
+        .args(["-c", SERVER_CPU])
+        .arg(spin)
+        .arg(seconds.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the spin")?;
+    let watcher = attach(s, child.id(), srvprof, url, dir)?;
+    if started.elapsed() > MEASURED_FROM {
+        detach(watcher);
+        let _ = child.kill();
+        bail!("{} took over {MEASURED_FROM:?} to attach", s.name());
+    }
+    std::thread::sleep(MEASURED_FROM.saturating_sub(started.elapsed()));
+    let pid = watcher.as_ref().map(Child::id);
+    let own_before = pid.map(own_cpu_ns);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut out)?;
+    let own_after = pid.map(own_cpu_ns);
+    let spun = started
+        .elapsed()
+        .saturating_sub(MEASURED_FROM)
+        .as_secs_f64();
+    detach(watcher);
+    let _ = child.wait();
+    let rows: Vec<[u64; 3]> = out
+        .lines()
+        .filter_map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            Some([*v.first()?, *v.get(1)?, *v.get(2)?])
+        })
+        .collect();
+    let t0 = rows
+        .first()
+        .ok_or_else(|| anyhow!("the spin printed nothing"))?[0];
+    let from = t0 + MEASURED_FROM.as_nanos() as u64;
+    let first = rows
+        .iter()
+        .find(|r| r[0] >= from)
+        .ok_or_else(|| anyhow!("the spin ended before {MEASURED_FROM:?}"))?;
+    let last = rows.last().expect("non-empty");
+    let rate = (last[1] - first[1]) as f64 / ((last[2] - first[2]) as f64 / 1e6).max(1e-9);
+    let own_ms = match (own_before, own_after) {
+        (Some(b), Some(a)) => Some((a.0.saturating_sub(b.0)) as f64 / 1e6 / spun.max(1e-9)),
+        _ => None,
+    };
+    Ok((rate, own_ms))
+}
+
+/// Starts `s` on `pid`, pinned to WATCHER_CPU, and returns once it is attached.
+fn attach(s: Sampler, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result<Option<Child>> {
+    let pid = pid.to_string();
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", WATCHER_CPU]);
+    let ready = match s {
+        Sampler::None => return Ok(None),
+        Sampler::SrvprofRun | Sampler::SrvprofRunNoStacks => {
+            cmd.arg(srvprof).args([
+                "run",
+                "--pid",
+                &pid,
+                "--url",
+                url,
+                "--rate",
+                "1",
+                "-c",
+                "1",
+                "-d",
+                "60s",
+                "--warmup",
+                "0s",
+                "--force",
+                "--stacks",
+                if s == Sampler::SrvprofRun {
+                    "on"
+                } else {
+                    "off"
+                },
+                "--out",
+            ]);
+            cmd.arg(dir.join("spin-run"));
+            Some("probes attached")
+        }
+        Sampler::PerfFp | Sampler::PerfDwarf => {
+            cmd.args(["perf", "record", "-F", "99"]);
+            if s == Sampler::PerfFp {
+                cmd.arg("-g");
+            } else {
+                cmd.args(["--call-graph", "dwarf"]);
+            }
+            cmd.args(["-p", &pid, "-o"]).arg(dir.join("spin-perf.data"));
+            None
+        }
+    };
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", s.name()))?;
+    match ready {
+        Some(marker) => wait_for_line(&mut child, marker)
+            .with_context(|| format!("{} did not attach", s.name()))?,
+        // perf attaches in milliseconds and says nothing; its output is drained by nobody, and
+        // it writes little to it.
+        None => std::thread::sleep(Duration::from_millis(500)),
+    }
+    Ok(Some(child))
+}
