@@ -72,6 +72,14 @@ pub fn run(quick: bool) -> Result<String> {
     let master = nginx.child.id();
     let worker = child_of(master).ok_or_else(|| anyhow!("nginx {master} has no worker"))?;
     let url = format!("http://127.0.0.1:{port}/");
+    let setup = Setup {
+        srvprof: &srvprof,
+        master,
+        worker,
+        dir: &dir,
+        url: &url,
+        seconds,
+    };
 
     let watchers = [
         Watcher::None,
@@ -108,8 +116,7 @@ pub fn run(quick: bool) -> Result<String> {
             let (mut bare, mut watched) = (None, None);
             for j in order {
                 let w = watchers[j];
-                let (sample, us_per_request, own) =
-                    measure(w, &srvprof, master, worker, &dir, &url, seconds)?;
+                let (sample, us_per_request, own) = measure(w, &setup)?;
                 if let Some(own) = own {
                     own_cpu[j].push(own);
                 }
@@ -130,7 +137,7 @@ pub fn run(quick: bool) -> Result<String> {
             }
         }
     }
-    let program_time = program_time_table(&srvprof, master, worker, &dir, &url, seconds)?;
+    let program_time = program_time_table(&setup)?;
     let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
@@ -195,29 +202,54 @@ pub fn run(quick: bool) -> Result<String> {
     Ok(report)
 }
 
+/// What every measured run shares: srvprof's binary, nginx's master and worker, the bench's
+/// folder, nginx's URL and each wrk run's length.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    srvprof: &'a Path,
+    master: u32,
+    worker: u32,
+    dir: &'a Path,
+    url: &'a str,
+    seconds: u64,
+}
+
+/// `srvprof run`'s arguments after its targets, in both tables: its own load at 1 request/s (wrk
+/// or nothing drives), no warm-up, stacks on or off, its folder.
+pub(super) fn srvprof_run_rest(cmd: &mut Command, stacks: bool, out: &Path) {
+    cmd.args([
+        "--rate",
+        "1",
+        "-c",
+        "1",
+        "-d",
+        "120s",
+        "--warmup",
+        "0s",
+        "--force",
+        "--stacks",
+        if stacks { "on" } else { "off" },
+        "--out",
+    ])
+    .arg(out);
+}
+
 /// A run's sample, the server CPU's busy time per request, and the watcher's own CPU.
 type Measured = (Sample, f64, Option<(f64, f64)>);
 
 /// One wrk run with watcher `w` attached (none for the bare run): its sample, the server CPU's
 /// busy time per request, and the watcher's own CPU (all threads, unwinding thread) in ms per
 /// second of load.
-fn measure(
-    w: Watcher,
-    srvprof: &Path,
-    master: u32,
-    worker: u32,
-    dir: &Path,
-    url: &str,
-    seconds: u64,
-) -> Result<Measured> {
-    let attached = attach(w, srvprof, master, worker, dir)?;
+fn measure(w: Watcher, setup: &Setup) -> Result<Measured> {
+    let seconds = setup.seconds;
+    let attached = attach(w, setup)?;
     // Steady state: what a watcher does once at its start (srvprof reads the binaries' unwind
     // tables at their first stack, perf writes its headers) is not what it costs while it
     // watches, and a run's warm-up (srvprof run's 2 s by default) absorbs it.
     std::thread::sleep(SETTLE);
     let watcher_pid = attached.as_ref().map(Child::id);
     let own_before = watcher_pid.map(own_cpu_ns);
-    let measured = wrk_and_server_cpu(url, seconds);
+    let measured = wrk_and_server_cpu(setup.url, seconds);
     let own_after = watcher_pid.map(own_cpu_ns);
     detach(attached);
     let (sample, us_per_request) = measured?;
@@ -236,14 +268,8 @@ fn measure(
 /// every program a little, so these runs stay out of the throughput table): the watcher's own
 /// programs' time per request, stack programs apart. A floor: the traced syscall path and the
 /// tracepoint dispatch around the programs are not in it.
-fn program_time_table(
-    srvprof: &Path,
-    master: u32,
-    worker: u32,
-    dir: &Path,
-    url: &str,
-    seconds: u64,
-) -> Result<String> {
+fn program_time_table(setup: &Setup) -> Result<String> {
+    let (url, seconds) = (setup.url, setup.seconds);
     let mut table = format!(
         "\n## BPF program time per request (kernel.bpf_stats_enabled)\n\n\
          The watcher's programs' run time by the kernel's own accounting, during one more \
@@ -265,7 +291,7 @@ fn program_time_table(
         Watcher::Bpftrace,
     ] {
         let loaded_before = crate::prog_time::loaded_ids()?;
-        let attached = attach(w, srvprof, master, worker, dir)?;
+        let attached = attach(w, setup)?;
         // bpftrace says "Attaching" before it loads its programs.
         std::thread::sleep(Duration::from_secs(1));
         // The programs that appeared with the watcher (bpftrace keeps no program fd open).
@@ -370,13 +396,14 @@ fn child_of(pid: u32) -> Option<u32> {
 }
 
 /// Starts a watcher and returns once it is attached.
-fn attach(
-    w: Watcher,
-    srvprof: &Path,
-    master: u32,
-    worker: u32,
-    dir: &Path,
-) -> Result<Option<Child>> {
+fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
+    let Setup {
+        srvprof,
+        master,
+        worker,
+        dir,
+        ..
+    } = *setup;
     let (mut cmd, ready): (Command, Option<&str>) = match w {
         Watcher::None => return Ok(None),
         Watcher::Srvprof | Watcher::SrvprofExact => {
@@ -398,29 +425,8 @@ fn attach(
         }
         Watcher::SrvprofRun | Watcher::SrvprofRunNoStacks => {
             let mut c = Command::new(srvprof);
-            c.args([
-                "run",
-                "--pid",
-                &master.to_string(),
-                &worker.to_string(),
-                "--rate",
-                "1",
-                "-c",
-                "1",
-                "-d",
-                "120s",
-                "--warmup",
-                "0s",
-                "--force",
-                "--stacks",
-                if w == Watcher::SrvprofRun {
-                    "on"
-                } else {
-                    "off"
-                },
-                "--out",
-            ])
-            .arg(dir.join("run"));
+            c.args(["run", "--pid", &master.to_string(), &worker.to_string()]);
+            srvprof_run_rest(&mut c, w == Watcher::SrvprofRun, &dir.join("run"));
             (c, Some("probes attached"))
         }
         Watcher::SyscallFloor => {
@@ -464,22 +470,29 @@ fn attach(
             (c, None)
         }
     };
+    start_watcher(&mut cmd, w.name(), ready).map(Some)
+}
+
+/// Starts a watcher's command and returns once it is attached: once it printed `ready`, or a
+/// second after it started when it says nothing (perf attaches in milliseconds).
+pub(super) fn start_watcher(cmd: &mut Command, name: &str, ready: Option<&str>) -> Result<Child> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .with_context(|| format!("starting {}", w.name()))?;
+        .with_context(|| format!("starting {name}"))?;
     match ready {
-        Some(marker) => wait_for_line(&mut child, marker)
-            .with_context(|| format!("{} did not attach", w.name()))?,
+        Some(marker) => {
+            wait_for_line(&mut child, marker).with_context(|| format!("{name} did not attach"))?
+        }
         None => std::thread::sleep(Duration::from_secs(1)),
     }
-    Ok(Some(child))
+    Ok(child)
 }
 
 /// Reads stdout and stderr until a line contains `marker`, then keeps draining both in the background.
-pub(super) fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
+fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     for stream in [
         child

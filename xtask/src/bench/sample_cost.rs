@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::host::SERVER_CPU;
-use super::overhead::{detach, own_cpu_ns, wait_for_line};
+use super::overhead::{detach, own_cpu_ns, srvprof_run_rest, start_watcher};
 use super::stats::{median, spread};
 
 /// The watchers' own CPU.
@@ -207,30 +207,8 @@ fn attach(s: Sampler, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result
     let ready = match s {
         Sampler::None => return Ok(None),
         Sampler::SrvprofRun | Sampler::SrvprofRunNoStacks => {
-            cmd.arg(srvprof).args([
-                "run",
-                "--pid",
-                &pid,
-                "--url",
-                url,
-                "--rate",
-                "1",
-                "-c",
-                "1",
-                "-d",
-                "60s",
-                "--warmup",
-                "0s",
-                "--force",
-                "--stacks",
-                if s == Sampler::SrvprofRun {
-                    "on"
-                } else {
-                    "off"
-                },
-                "--out",
-            ]);
-            cmd.arg(dir.join("spin-run"));
+            cmd.arg(srvprof).args(["run", "--pid", &pid, "--url", url]);
+            srvprof_run_rest(&mut cmd, s == Sampler::SrvprofRun, &dir.join("spin-run"));
             Some("probes attached")
         }
         Sampler::PerfFp | Sampler::PerfDwarf => {
@@ -244,18 +222,5 @@ fn attach(s: Sampler, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result
             None
         }
     };
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {}", s.name()))?;
-    match ready {
-        Some(marker) => wait_for_line(&mut child, marker)
-            .with_context(|| format!("{} did not attach", s.name()))?,
-        // perf attaches in milliseconds and says nothing; its output is drained by nobody, and
-        // it writes little to it.
-        None => std::thread::sleep(Duration::from_millis(500)),
-    }
-    Ok(Some(child))
+    start_watcher(&mut cmd, s.name(), ready).map(Some)
 }
