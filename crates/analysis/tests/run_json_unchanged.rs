@@ -439,6 +439,11 @@ const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "hardirqs_per_s[",
         "issue 16: the same, per second of each interval",
     ),
+    (
+        "notes[1]",
+        "issue 16: the sampling note names softirq times as the estimated ones, hardirqs traced \
+         all along",
+    ),
 ];
 
 /// Findings of kinds added since fixtures/run.json was written that these inputs make, on
