@@ -32,10 +32,43 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
     assert!(tcp["syn_retransmits"].as_u64().unwrap() > 0, "{tcp}");
     // Attributed to nginx's own listening socket: never more than the drops it counted.
     assert!(overflows <= tcp["listen_drops"].as_u64().unwrap(), "{tcp}");
-    let p99 = run["load"]["latency_us"]["p99"].as_u64().unwrap();
+    // Each retransmitted SYN holds its request 1 s or more (no keep-alive: a request per
+    // connection). Whether that reaches p99 depends on how many of the SYNs the full accept queue
+    // dropped rather than answered with a cookie: over 1 % of the requests in most runs here, but
+    // CI once saw p99 at 103 ms. srvprof must say which it was.
+    let latency = &run["load"]["latency_us"];
+    let (p99, max) = (
+        latency["p99"].as_u64().unwrap(),
+        latency["max"].as_u64().unwrap(),
+    );
+    let syns = tcp["syn_retransmits"].as_u64().unwrap();
+    let share = syns as f64 / run["load"]["requests"].as_u64().unwrap().max(1) as f64;
+    eprintln!("p99 {p99} us, max {max} us; {syns} SYNs retransmitted, {share:.4} per request");
+    assert!(max >= 1_000_000, "a SYN retransmit waits 1 s: max {max} us");
+    if p99 < 1_000_000 {
+        // Too few waited for a retransmit to make p99: then the overflows are reported, and no
+        // SYN tail is claimed.
+        // A connection may retransmit its SYN more than once, so SYNs per request overstate the
+        // requests that waited: measured 0.023-0.024 SYNs per request with p99 at 1.1 s.
+        assert!(
+            share < 0.03,
+            "{share:.4} SYNs retransmitted per request, yet p99 {p99} us"
+        );
+        assert!(
+            finding(&run, "syn_retransmit_tail").is_none(),
+            "{:?}",
+            finding_kinds(&run)
+        );
+        let f = expect_finding(&run, "listen_overflows");
+        assert_eq!(
+            f["evidence"]["listen_overflows"].as_f64().unwrap() as u64,
+            overflows
+        );
+        return;
+    }
     assert!(
-        p99 >= 1_000_000,
-        "a SYN retransmit costs the initial RTO of 1 s: p99 {p99} us"
+        share >= 0.005,
+        "p99 {p99} us with {share:.4} of requests retransmitted"
     );
     let f = expect_finding(&run, "syn_retransmit_tail");
     assert_eq!(f["severity"], "critical");
