@@ -28,30 +28,34 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
 
 /// The default (sampled) mode against the same tools. Without a load generator its syscall
 /// counts are scaled by the server's read/write calls, which the kernel counts exactly per task
-/// (/proc/PID/task/TID/io), in four short windows per interval. Issue 16's bounds (10 % bursty,
-/// 3 % steady) are what it aims at; this asserts, with room for a busy machine:
+/// (/proc/PID/task/TID/io), in four short windows per interval, each placed where those calls
+/// rise (window_placement). Issue 16's bounds (10 % bursty, 3 % steady) are what it aims at;
+/// this asserts, with room for a busy machine:
 /// - a busy server never reads zero syscalls without saying so: either the windows caught it and
 ///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);
 /// - no interrupt row reads a time of zero without saying it is unknown (`time_unknown`);
 /// - the busiest syscall's count and time state their uncertainty when the total does;
-/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.982-1.022
-///   over 10 runs; 0.82-1.09 when scaled by time);
-/// - under bursty load a total it states lands within BURSTY_BOUND (measured 0.980-1.163 over 10
-///   runs, none missed; scaled by time with one window per interval: 0.1-4x, 0 in 3 of 11);
-/// - under bursty load the syscalls' summed time lands within BURSTY_TIME_BOUND, missed or not:
-///   the worker spends most of it asleep in epoll_wait, which the scheduler programs count
-///   exactly all along (measured 0.917-1.033 over 5 runs, the lowest one whose windows missed
-///   every burst; 0.08-0.55 when the sleeps were scaled from the windows too);
-/// - under steady load NET_RX time is timed per packet and lands within STEADY_NET_RX_BOUND of
-///   softirqs' (1.016-1.057 over 9 runs);
+/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.957-1.008
+///   over 12 runs; 0.82-1.09 when scaled by time);
+/// - under bursty load the windows catch the bursts and the total lands within BURSTY_BOUND,
+///   every run (measured 0.952-1.034 over 12 runs with the windows placed by activity; 0.980-1.163
+///   with blind windows, one run in five of which missed every burst);
+/// - under bursty load the syscalls' summed time lands within BURSTY_TIME_BOUND: the worker
+///   spends most of it asleep in epoll_wait, which the scheduler programs count exactly all
+///   along (measured 0.998-1.010 over 12 runs);
+/// - NET_RX time is timed per packet and lands within STEADY_NET_RX_BOUND of softirqs' under
+///   steady load (1.023-1.087 over 12 runs: the windows read a few percent high) and within
+///   BURSTY_NET_RX_BOUND under bursty load (0.975-1.120 over 12 runs, the 1.120 one with its
+///   stated error at ±44 % on one CPU: issue 16's 10 % is not met there every time);
 /// - hardirqs are counted as in `--exact` (their programs stay attached in both modes): the same
 ///   bounds against hardirqs -C as there.
 #[test]
 fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
     const STEADY_BOUND: (f64, f64) = (0.95, 1.05);
-    const BURSTY_BOUND: (f64, f64) = (0.75, 1.33);
-    const BURSTY_TIME_BOUND: (f64, f64) = (0.85, 1.15);
+    const BURSTY_BOUND: (f64, f64) = (0.90, 1.10);
+    const BURSTY_TIME_BOUND: (f64, f64) = (0.90, 1.10);
     const STEADY_NET_RX_BOUND: (f64, f64) = (0.90, 1.15);
+    const BURSTY_NET_RX_BOUND: (f64, f64) = (0.90, 1.15);
     for (label, shape) in [
         ("default, steady", Shape::Steady),
         ("default, bursty", Shape::Bursty),
@@ -85,9 +89,9 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
                 "{label}: the busiest syscall states no uncertainty: {top}"
             );
         }
-        if let Shape::Steady = shape {
-            // NET_RX time per packet (the kernel's packet count, /proc/net/softnet_stat) against
-            // softirqs' time over the same events: 1.016-1.057 in 9 runs.
+        // NET_RX time per packet (the kernel's packet count, /proc/net/softnet_stat) against
+        // softirqs' time over the same events.
+        {
             let rows = o.probe_softirq_rows("NET_RX");
             assert!(
                 !rows.is_empty() && rows.iter().all(|r| r["timed_per_packet"] == true),
@@ -95,9 +99,18 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
             );
             let (count, ns) = o.probe_softirq("NET_RX");
             let tool = tool_net_rx_ns_in_window(&o, count);
-            assert_ratio(label, "NET_RX time", ns as f64, tool, STEADY_NET_RX_BOUND);
+            let bound = match shape {
+                Shape::Steady => STEADY_NET_RX_BOUND,
+                Shape::Bursty => BURSTY_NET_RX_BOUND,
+            };
+            assert_ratio(label, "NET_RX time", ns as f64, tool, bound);
         }
         if let Shape::Bursty = shape {
+            assert!(
+                !missed,
+                "{label}: no window caught any burst: {}",
+                o.probe["notes"]
+            );
             let ns: u64 = o.probe_syscalls().values().map(|(_, ns)| ns).sum();
             let tool_ns: f64 = o.syscount.values().map(|s| s.total_ns).sum();
             assert_ratio(label, "syscall time", ns as f64, tool_ns, BURSTY_TIME_BOUND);

@@ -92,10 +92,11 @@ pub struct SyscallsArg {
     pub on: bool,
     /// Trace syscalls and softirqs all the time: exact counts and times. By default their
     /// programs, which run on every syscall and softirq of the machine, are attached in four
-    /// short windows per interval, each at a random time in its quarter, a twentieth of the time
-    /// in all; the figures are scaled up from those windows, while a syscall's sleeps are counted
-    /// all along, softirq counts are the kernel's own, and hardirqs are traced all along. Exact cost a one-worker nginx 5-13 %
-    /// of its throughput here, sampled less than the run-to-run noise (docs/benchmarks.md).
+    /// short windows per interval, one in each quarter where the server is busy, a twentieth of
+    /// the time in all; the figures are scaled up from those windows, while a syscall's sleeps
+    /// are counted all along, softirq counts are the kernel's own, and hardirqs are traced all
+    /// along. Exact cost a one-worker nginx 5-13 % of its throughput here, sampled less than the
+    /// run-to-run noise (docs/benchmarks.md).
     #[arg(long)]
     pub exact: bool,
 }

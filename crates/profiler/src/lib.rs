@@ -19,3 +19,4 @@ pub mod realtime;
 pub mod render;
 pub mod sampler;
 pub mod sockdiag;
+pub mod window_placement;

@@ -79,6 +79,11 @@ pub fn thread_io_calls(pid: u32, tid: u32) -> Option<u64> {
     parse_io_calls(&fs::read_to_string(format!("/proc/{pid}/task/{tid}/io")).ok()?)
 }
 
+/// A process's read- and write-type syscalls so far, all its threads' (/proc/PID/io).
+pub fn process_io_calls(pid: u32) -> Option<u64> {
+    parse_io_calls(&fs::read_to_string(format!("/proc/{pid}/io")).ok()?)
+}
+
 fn parse_io_calls(io: &str) -> Option<u64> {
     let field = |name: &str| -> Option<u64> {
         io.lines()

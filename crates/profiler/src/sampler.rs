@@ -10,6 +10,7 @@ use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
 use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
 use crate::procfs::{self, CpuTime};
+use crate::window_placement::{Decision, Draws, Slot};
 
 pub struct Sampler {
     probes: Probes,
@@ -32,9 +33,14 @@ pub struct Sampler {
     /// Sampled mode: the interval's slots not yet begun or open, the current one included; each
     /// slot of the rest of the interval gets one window.
     slots_left: u32,
-    /// Sampled mode: when the current slot's window opens (drawn at random in the slot), and when
-    /// the slot ends.
-    slot: Option<(u64, u64)>,
+    /// Sampled mode: the current slot's plan for its window (window_placement), and when the
+    /// slot ends.
+    slot: Option<(Slot, u64)>,
+    /// Sampled mode: the watched processes' read/write calls at the last poll, and whether they
+    /// have risen since srvprof started (a server that makes them gets its windows where they do).
+    io_polled: Option<u64>,
+    io_seen: bool,
+    draws: Draws,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
     /// `run`: the load generator's responses so far.
@@ -78,6 +84,9 @@ impl Sampler {
             traced_switches: [0; NUM_GROUPS as usize],
             slots_left: 0,
             slot: None,
+            io_polled: None,
+            io_seen: false,
+            draws: Draws::new(),
             oncpu: Traced::default(),
             io_calls: Traced::default(),
             rx_packets: PerCpuTraced::default(),
@@ -282,11 +291,10 @@ impl Sampler {
     }
 
     /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode the interval is cut
-    /// into WINDOWS_PER_INTERVAL equal slots, and each slot's window opens at a random time in it,
-    /// away from the slot's edges (and so from the reading at each end of the interval, srvprof's
-    /// own CPU burst, which would otherwise slow the server in exactly the time measured), and
-    /// closes on time. At random, not at a fixed phase: a window always in the same place aliases
-    /// with traffic that repeats at the interval's period, and misses it all the same way. Several
+    /// into WINDOWS_PER_INTERVAL equal slots, each with one window of the syscall and softirq
+    /// programs, placed in it by window_placement: where the server is busy, at random, and away
+    /// from the slot's edges (and so from the reading at each end of the interval, srvprof's own
+    /// CPU burst, which would otherwise slow the server in exactly the time measured). Several
     /// short windows rather than one long one: a burst of traffic between two readings is caught
     /// by some window far more often (measured: one 50 ms window a second missed every one of ten
     /// 70 ms bursts in 3 runs of 11).
@@ -300,24 +308,27 @@ impl Sampler {
             if let (Some(from), Some(window)) = (self.window_from_ns, self.probes.window()) {
                 let len = window.as_nanos() as u64;
                 let slots = u64::from(self.slots_left.max(1));
-                let (open_at, _) = *self.slot.get_or_insert_with(|| {
+                let draw = self.draws.uniform();
+                if self.slot.is_none() {
+                    // A new slot: its first poll only primes the reading (one older than a poll
+                    // would call the server busy for what it did before).
+                    self.io_polled = None;
+                }
+                let (slot, _) = *self.slot.get_or_insert_with(|| {
                     let end = from + due_ns.saturating_sub(from) / slots;
-                    (window_start(from, end, len), end)
+                    (Slot::new(from, end, len, draw), end)
                 });
-                if now >= open_at {
-                    self.window_from_ns = None;
-                    self.probes.open_window()?;
-                    // The work the counts are scaled by first, right after the counting program's
-                    // attach, as the syscalls are counted from there (attaching the six programs
-                    // takes ~1.3 ms, a tenth of a window).
-                    self.responses_at_open = self.responses.as_ref().map(|r| r());
-                    self.io_calls.open(self.read(procfs::thread_io_calls));
-                    self.rx_packets.open(procfs::softnet_processed());
-                    self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
-                    self.switches_at_open = self.probes.group_switches().ok();
-                    self.oncpu.open(self.read(procfs::thread_oncpu_ns));
+                let busy = if now >= slot.earliest {
+                    self.poll_busy()
                 } else {
-                    wake = wake.min(open_at);
+                    None
+                };
+                match slot.decide(now, busy, self.draws.uniform()) {
+                    Decision::Open => {
+                        self.window_from_ns = None;
+                        self.open_window(len)?;
+                    }
+                    Decision::WaitUntil(t) => wake = wake.min(t),
                 }
             }
             if now >= due_ns || stop() {
@@ -330,6 +341,34 @@ impl Sampler {
             // 20 ms keep an eye on stop().
             crate::clock::sleep_until(wake.min(now + 20_000_000));
         }
+    }
+
+    fn open_window(&mut self, len: u64) -> Result<(), SrvprofError> {
+        self.probes.open_window()?;
+        // The work the counts are scaled by first, right after the counting program's attach, as
+        // the syscalls are counted from there (attaching the programs takes ~1 ms, a tenth of a
+        // window).
+        self.responses_at_open = self.responses.as_ref().map(|r| r());
+        self.io_calls.open(self.read(procfs::thread_io_calls));
+        self.rx_packets.open(procfs::softnet_processed());
+        self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
+        self.switches_at_open = self.probes.group_switches().ok();
+        self.oncpu.open(self.read(procfs::thread_oncpu_ns));
+        Ok(())
+    }
+
+    /// Whether the watched processes' read/write calls rose since the last poll; None until they
+    /// first have since srvprof started (a server that makes none gets blind windows).
+    fn poll_busy(&mut self) -> Option<bool> {
+        let now: u64 = self
+            .processes
+            .keys()
+            .filter_map(|&pid| procfs::process_io_calls(pid))
+            .sum();
+        let rose = self.io_polled.is_some_and(|last| now > last);
+        self.io_polled = Some(now);
+        self.io_seen |= rose;
+        self.io_seen.then_some(rose)
     }
 
     fn close_window(&mut self) {
@@ -400,24 +439,6 @@ impl Sampler {
 fn read_cpu(path: &str, ticks: u64) -> Option<CpuTime> {
     let stat = std::fs::read_to_string(path).ok()?;
     procfs::parse_stat_cpu_time(&stat, ticks)
-}
-
-/// When a window of `len` ns opens in the interval from `from` to `due` (monotonic ns): uniformly
-/// at random in its middle 80 %, so it keeps a tenth of the interval from each reading.
-fn window_start(from: u64, due: u64, len: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let span = due.saturating_sub(from);
-    let margin = span / 10;
-    let room = span.saturating_sub(len + 2 * margin);
-    // std's per-process random hash keys: enough randomness to place a window.
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(from);
-    let r = if room == 0 {
-        0
-    } else {
-        h.finish() % (room + 1)
-    };
-    from + margin.min(span.saturating_sub(len) / 2) + r
 }
 
 /// A per-thread counter's readings: tid -> (group, value).

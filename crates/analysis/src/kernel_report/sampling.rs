@@ -127,8 +127,13 @@ pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64,
     {
         return Some((traced as f64 / all as f64, Basis::Responses));
     }
+    // A server busy with read/write calls is scaled by them even when its windows saw only a
+    // few: the sampler places its windows where those calls rise (window_placement), so the
+    // windows' share of the time no longer stands for their share of the work. Only a window
+    // that saw none falls back to time (and reads as missed when the server switched).
     if let Some((all, traced)) = group_io_calls(start, end, group)
-        && traced >= MIN_TRACED_IO_CALLS
+        && traced > 0
+        && (traced >= MIN_TRACED_IO_CALLS || all >= MIN_TRACED_IO_CALLS)
         && all >= traced
     {
         return Some((traced as f64 / all as f64, Basis::IoCalls));
@@ -305,13 +310,25 @@ mod tests {
             traced_share_by(&start, &burst, 0),
             Some((0.4, Basis::IoCalls))
         );
-        // Too few in the windows to scale by: time.
-        let few = sample(
+        // Few in the windows, of many: still the calls (the windows were placed by them).
+        let few = sample(1_000_000_000, 50_000_000, Some((1_000, 10)));
+        assert_eq!(
+            traced_share_by(&start, &few, 0),
+            Some((0.01, Basis::IoCalls))
+        );
+        // Few of few: too few to scale by, time.
+        let idle = sample(
             1_000_000_000,
             50_000_000,
-            Some((1_000, MIN_TRACED_IO_CALLS - 1)),
+            Some((MIN_TRACED_IO_CALLS - 1, 5)),
         );
-        assert_eq!(traced_share_by(&start, &few, 0), Some((0.05, Basis::Time)));
+        assert_eq!(traced_share_by(&start, &idle, 0), Some((0.05, Basis::Time)));
+        // None in the windows: time (a burst they all missed reads as missed, not scaled).
+        let missed = sample(1_000_000_000, 50_000_000, Some((1_000, 0)));
+        assert_eq!(
+            traced_share_by(&start, &missed, 0),
+            Some((0.05, Basis::Time))
+        );
         // Not read (exact mode readings, or an older recording): time.
         let none = sample(1_000_000_000, 50_000_000, None);
         assert_eq!(

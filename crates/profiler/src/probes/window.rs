@@ -1,6 +1,7 @@
 //! Sampled mode: the syscall and softirq programs, the ones that run on every syscall and every
-//! softirq of the machine, are attached only in short windows, one at a random time in each
-//! quarter of an interval (the Sampler opens and closes them). The hardirq programs stay attached
+//! softirq of the machine, are attached only in short windows, one in each quarter of an
+//! interval, placed where the server is busy (the Sampler opens and closes them; where is
+//! window_placement's). The hardirq programs stay attached
 //! all along: hardirqs are rare next to softirqs (a NIC's interrupts are coalesced, loopback
 //! raises none), so they are counted and timed exactly for next to nothing.
 //!
