@@ -357,13 +357,15 @@ impl Sampler {
         Ok(())
     }
 
-    /// Whether the watched processes' read/write calls rose since the last poll; None until they
-    /// first have since srvprof started (a server that makes none gets blind windows).
+    /// Whether the server's read/write calls rose since the last poll; None until they first
+    /// have since srvprof started (a server that makes none gets blind windows). The server's
+    /// processes only: srvprof's own (the client group in `run`) reads /proc all the time.
     fn poll_busy(&mut self) -> Option<bool> {
         let now: u64 = self
             .processes
-            .keys()
-            .filter_map(|&pid| procfs::process_io_calls(pid))
+            .values()
+            .filter(|p| p.group == srvprof_common::GROUP_SERVER)
+            .filter_map(|p| procfs::process_io_calls(p.pid))
             .sum();
         let rose = self.io_polled.is_some_and(|last| now > last);
         self.io_polled = Some(now);
