@@ -35,19 +35,21 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
 ///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);
 /// - no interrupt row reads a time of zero without saying it is unknown (`time_unknown`);
 /// - the busiest syscall's count and time state their uncertainty when the total does;
-/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.941-1.008
-///   over 16 runs, 0.949-1.022 with blind windows in earlier versions; 0.82-1.09 when scaled by
+/// - under steady load the total lands within STEADY_BOUND of syscount's (measured 0.941-1.014
+///   over 24 runs, 0.949-1.022 with blind windows in earlier versions; 0.82-1.09 when scaled by
 ///   time): short of issue 16's 3 %, as epoll_wait's calls per request change while traced;
 /// - under bursty load the windows catch the bursts and the total lands within BURSTY_BOUND,
-///   every run (measured 0.952-1.034 over 15 runs with the windows placed by activity; 0.980-1.163
+///   every run (measured 0.952-1.034 over 23 runs with the windows placed by activity; 0.980-1.163
 ///   with blind windows, one run in five of which missed every burst);
 /// - under bursty load the syscalls' summed time lands within BURSTY_TIME_BOUND: the worker
 ///   spends most of it asleep in epoll_wait, which the scheduler programs count exactly all
 ///   along (measured 0.993-1.010 over 15 runs);
 /// - NET_RX time is timed per packet and lands within STEADY_NET_RX_BOUND of softirqs' under
-///   steady load (1.022-1.087 over 16 runs: the windows read a few percent high) and within
-///   BURSTY_NET_RX_BOUND under bursty load (0.932-1.120 over 15 runs, the 1.120 one with its
-///   stated error at ±44 % on one CPU: issue 16's 10 % is not met there every time);
+///   steady load (1.022-1.087 over 24 runs: the windows read a few percent high) and within
+///   BURSTY_NET_RX_BOUND under bursty load (0.932-1.133 over 23 runs, stating up to ±44 % on one
+///   CPU; a variant that counted packets over the softirq programs' own span read up to 1.289 in
+///   2 of 18: issue 16's 10 % is not met there every time, and this bound is the guard against
+///   blind windows' 1.459 and a missed burst, not the issue's);
 /// - hardirqs are counted as in `--exact` (their programs stay attached in both modes): the same
 ///   bounds against hardirqs -C as there.
 #[test]
@@ -56,7 +58,7 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
     const BURSTY_BOUND: (f64, f64) = (0.90, 1.10);
     const BURSTY_TIME_BOUND: (f64, f64) = (0.90, 1.10);
     const STEADY_NET_RX_BOUND: (f64, f64) = (0.90, 1.15);
-    const BURSTY_NET_RX_BOUND: (f64, f64) = (0.90, 1.15);
+    const BURSTY_NET_RX_BOUND: (f64, f64) = (0.85, 1.25);
     for (label, shape) in [
         ("default, steady", Shape::Steady),
         ("default, bursty", Shape::Bursty),
