@@ -418,8 +418,10 @@ fn print_default_mode_ratios(label: &str, o: &Observed) {
     let (net_rx_count, net_rx_ns) = o.probe_softirq("NET_RX");
     let tool_net_rx_in_window = tool_net_rx_ns_in_window(o, net_rx_count);
     eprintln!(
-        "{label}: traced_fraction {}, {} requests in {} burst(s) at {:?} (start+length), seed {}",
+        "{label}: traced_fraction {}, traced_share {} (scaled by {}), {} requests in {} burst(s) at {:?} (start+length), seed {}",
         o.probe["traced_fraction"],
+        o.probe["traced_share"],
+        o.probe["scaled_by"],
         o.load.requests,
         o.load.bursts.len(),
         o.load
