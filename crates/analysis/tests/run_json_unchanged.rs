@@ -442,7 +442,8 @@ const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         "notes[1]",
         "issue 16: the sampling note names softirq times as the estimated ones, hardirqs traced \
-         all along",
+         all along, and the share of the work the windows saw (they are placed where the server \
+         is busy)",
     ),
 ];
 

@@ -518,8 +518,25 @@ impl KernelReport {
         } else {
             "syscall counts and times, and softirq times, are estimates"
         };
+        // Windows are placed where the server is busy, so the share of its work they saw, which
+        // the counts are scaled by, can be several times their share of the time.
+        let work = match (self.scaled_by.as_deref(), self.traced_share) {
+            (Some("responses"), Some(share)) => {
+                format!(
+                    ", which saw {:.0}% of the responses to the load",
+                    share * 100.0
+                )
+            }
+            (Some("io_calls"), Some(share)) => {
+                format!(
+                    ", which saw {:.0}% of the server's read/write calls",
+                    share * 100.0
+                )
+            }
+            _ => String::new(),
+        };
         Some(format!(
-            "{what} from the {:.0}% of the time their probes were attached (sampled mode; \
+            "{what} from the {:.0}% of the time their probes were attached{work} (sampled mode; \
              softirq counts are the kernel's own, hardirqs are traced all along); --exact traces \
              them all the time",
             f * 100.0
@@ -625,6 +642,28 @@ mod tests {
             (1_000, 2_000_000)
         );
         assert!(r.sampling_note().unwrap().contains("10%"));
+    }
+
+    #[test]
+    fn the_sampling_note_says_what_share_of_the_work_the_windows_saw() {
+        let placed = KernelReport {
+            traced_fraction: Some(0.05),
+            traced_share: Some(0.14),
+            scaled_by: Some("io_calls".into()),
+            ..Default::default()
+        };
+        let note = placed.sampling_note().unwrap();
+        assert!(
+            note.contains("5% of the time")
+                && note.contains("saw 14% of the server's read/write calls"),
+            "{note}"
+        );
+        let by_time = KernelReport {
+            traced_share: Some(0.05),
+            scaled_by: Some("time".into()),
+            ..placed
+        };
+        assert!(!by_time.sampling_note().unwrap().contains("saw"));
     }
 
     #[test]
