@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::random::SplitMix64;
 use crate::run_report::TimelineRow;
 
 /// Intervals needed before any kernel figure is said to track p99.
@@ -81,7 +82,7 @@ pub fn permutation_p_value(xs: &[f64], ys: &[f64], rounds: u32, seed: u64) -> f6
     let mut at_least = 0u32;
     for _ in 0..rounds {
         for i in (1..n).rev() {
-            let j = (rng.next() % (i as u64 + 1)) as usize;
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
             dy.swap(i, j);
         }
         if sxy(&dy).abs() >= observed {
@@ -90,19 +91,6 @@ pub fn permutation_p_value(xs: &[f64], ys: &[f64], rounds: u32, seed: u64) -> f6
     }
     debug_assert!(r.is_finite());
     (at_least + 1) as f64 / (rounds + 1) as f64
-}
-
-/// A small, fast generator for the shuffles (Steele, Lea and Flood's SplitMix64).
-pub(crate) struct SplitMix64(pub(crate) u64);
-
-impl SplitMix64 {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 /// The kernel series of the timeline, by name.
@@ -188,11 +176,7 @@ mod tests {
     /// Normal-ish noise from the test's own generator (sum of uniforms).
     fn noise(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
         (0..n)
-            .map(|_| {
-                (0..6)
-                    .map(|_| (rng.next() >> 11) as f64 / (1u64 << 53) as f64)
-                    .sum()
-            })
+            .map(|_| (0..6).map(|_| rng.uniform()).sum())
             .collect()
     }
 

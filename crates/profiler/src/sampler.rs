@@ -10,7 +10,8 @@ use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
 use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
 use crate::procfs::{self, CpuTime};
-use crate::window_placement::{Decision, Draws, Slot};
+use crate::window_placement::{self, Decision, Slot};
+use srvprof_analysis::random::SplitMix64;
 
 pub struct Sampler {
     probes: Probes,
@@ -40,7 +41,7 @@ pub struct Sampler {
     /// have risen since srvprof started (a server that makes them gets its windows where they do).
     io_polled: Option<u64>,
     io_seen: bool,
-    draws: Draws,
+    draws: SplitMix64,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
     /// `run`: the load generator's responses so far.
@@ -86,7 +87,7 @@ impl Sampler {
             slot: None,
             io_polled: None,
             io_seen: false,
-            draws: Draws::new(),
+            draws: window_placement::draws(),
             oncpu: Traced::default(),
             io_calls: Traced::default(),
             rx_packets: PerCpuTraced::default(),
@@ -308,15 +309,12 @@ impl Sampler {
             if let (Some(from), Some(window)) = (self.window_from_ns, self.probes.window()) {
                 let len = window.as_nanos() as u64;
                 let slots = u64::from(self.slots_left.max(1));
-                let draw = self.draws.uniform();
-                if self.slot.is_none() {
+                let (slot, _) = *self.slot.get_or_insert_with(|| {
                     // A new slot: its first poll only primes the reading (one older than a poll
                     // would call the server busy for what it did before).
                     self.io_polled = None;
-                }
-                let (slot, _) = *self.slot.get_or_insert_with(|| {
                     let end = from + due_ns.saturating_sub(from) / slots;
-                    (Slot::new(from, end, len, draw), end)
+                    (Slot::new(from, end, len, self.draws.uniform()), end)
                 });
                 let busy = if now >= slot.earliest {
                     self.poll_busy()

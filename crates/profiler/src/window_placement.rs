@@ -17,6 +17,8 @@
 //! burst's read/write calls alike. A server that makes no read/write calls is scaled by time,
 //! and its windows are drawn blind.
 
+use srvprof_analysis::random::SplitMix64;
+
 /// Before the slot's random time, a busy poll opens the window at a rate of this many openings
 /// per slot of busy polls: a busy slot opens in its first sixth on average, still spread over it,
 /// and a burst a quarter of a slot long is caught 3 times in 4 by this alone (the rest mostly
@@ -93,37 +95,12 @@ fn hazard(rate: f64) -> f64 {
     1.0 - (-rate).exp()
 }
 
-/// A small fast generator for the draws (SplitMix64), seeded from std's per-process random keys.
-pub struct Draws(u64);
-
-impl Draws {
-    pub fn new() -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(crate::clock::monotonic_ns());
-        Self(h.finish())
-    }
-
-    #[cfg(test)]
-    pub fn seeded(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
-        (z >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-impl Default for Draws {
-    fn default() -> Self {
-        Self::new()
-    }
+/// The draws' generator, seeded from std's per-process random keys.
+pub fn draws() -> SplitMix64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(crate::clock::monotonic_ns());
+    SplitMix64(h.finish())
 }
 
 #[cfg(test)]
@@ -134,7 +111,7 @@ mod tests {
 
     /// Where the window of a 250 ms slot with a 12.5 ms window opens, on a server busy in
     /// `busy(t_ms)` (None: it makes no read/write calls), polling as the sampler does.
-    fn opens_at(busy: impl Fn(u64) -> Option<bool>, draws: &mut Draws) -> u64 {
+    fn opens_at(busy: impl Fn(u64) -> Option<bool>, draws: &mut SplitMix64) -> u64 {
         let slot = Slot::new(0, 250 * MS, 12_500_000, draws.uniform());
         let mut now = 0;
         loop {
@@ -150,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_window_always_opens_inside_its_slot_and_closes_in_it() {
-        let mut d = Draws::seeded(1);
+        let mut d = SplitMix64(1);
         for busy in [Some(true), Some(false), None] {
             for _ in 0..2000 {
                 let t = opens_at(|_| busy, &mut d);
@@ -164,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_server_without_read_write_calls_gets_a_blind_window_uniform_in_the_slot() {
-        let mut d = Draws::seeded(2);
+        let mut d = SplitMix64(2);
         let times: Vec<u64> = (0..4000).map(|_| opens_at(|_| None, &mut d)).collect();
         // Uniform over [25, 212.5] ms: each third of it holds a third of the windows.
         let third = (212_500_000 - 25 * MS) / 3;
@@ -179,7 +156,7 @@ mod tests {
     fn a_burst_in_the_slot_is_caught_far_more_often_than_by_a_blind_window() {
         // A 60 ms burst at a random place in the slot: a blind 12.5 ms window overlaps it
         // (60 + 12.5) / 187.5 = 39 % of the time.
-        let mut d = Draws::seeded(3);
+        let mut d = SplitMix64(3);
         let runs = 4000;
         let mut caught = 0;
         let mut first_ms = 0;
@@ -210,7 +187,7 @@ mod tests {
     /// share of the read/write calls. Returns (estimate, estimate by the windows' share of the
     /// time, truth), None when no window saw a call.
     fn bursty_run(seed: u64) -> Option<(f64, f64, f64)> {
-        let mut d = Draws::seeded(seed);
+        let mut d = SplitMix64(seed);
         let ms = 20_000usize;
         let (mut io, mut sys) = (vec![0.0f64; ms], vec![0.0f64; ms]);
         let mut t = (d.uniform() * 500.0) as usize;
@@ -283,7 +260,7 @@ mod tests {
 
     #[test]
     fn an_idle_slot_opens_at_its_last_moment_and_a_busy_one_spreads_its_openings() {
-        let mut d = Draws::seeded(4);
+        let mut d = SplitMix64(4);
         assert_eq!(opens_at(|_| Some(false), &mut d), 225 * MS - 12_500_000);
         let times: Vec<u64> = (0..4000)
             .map(|_| opens_at(|_| Some(true), &mut d))

@@ -26,7 +26,7 @@ const CONNECTIONS: usize = 100;
 const SETTLE: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, PartialEq)]
-enum Watcher {
+pub(super) enum Watcher {
     None,
     Srvprof,
     SrvprofExact,
@@ -39,7 +39,7 @@ enum Watcher {
 }
 
 impl Watcher {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Watcher::None => "nothing attached",
             Watcher::Srvprof => "srvprof probe (every probe; syscalls, irqs sampled)",
@@ -448,29 +448,30 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
             c.args(["-e", &script]);
             (c, Some("Attaching"))
         }
-        Watcher::Perf => {
+        Watcher::Perf | Watcher::PerfDwarf => {
             let mut c = Command::new("perf");
-            c.args(["record", "-g", "-F", "99", "-p", &worker.to_string(), "-o"])
-                .arg(dir.join("perf.data"));
-            (c, None)
-        }
-        Watcher::PerfDwarf => {
-            let mut c = Command::new("perf");
-            c.args([
-                "record",
-                "--call-graph",
-                "dwarf",
-                "-F",
-                "99",
-                "-p",
-                &worker.to_string(),
-            ])
-            .arg("-o")
-            .arg(dir.join("perf.data"));
+            perf_record(
+                &mut c,
+                w == Watcher::PerfDwarf,
+                worker,
+                &dir.join("perf.data"),
+            );
             (c, None)
         }
     };
     start_watcher(&mut cmd, w.name(), ready).map(Some)
+}
+
+/// `perf record` at 99 Hz on `pid` into `out`: with frame-pointer stacks (`-g`), or a copy of
+/// the stack per sample (`--call-graph dwarf`).
+pub(super) fn perf_record(cmd: &mut Command, dwarf: bool, pid: u32, out: &Path) {
+    cmd.args(["record", "-F", "99"]);
+    if dwarf {
+        cmd.args(["--call-graph", "dwarf"]);
+    } else {
+        cmd.arg("-g");
+    }
+    cmd.args(["-p", &pid.to_string(), "-o"]).arg(out);
 }
 
 /// Starts a watcher's command and returns once it is attached: once it printed `ready`, or a

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::host::SERVER_CPU;
-use super::overhead::{detach, own_cpu_ns, srvprof_run_rest, start_watcher};
+use super::overhead::{Watcher, detach, own_cpu_ns, perf_record, srvprof_run_rest, start_watcher};
 use super::stats::{median, spread};
 
 /// The watchers' own CPU.
@@ -26,38 +26,17 @@ const HZ: f64 = 99.0;
 /// watcher is attached by then (it is an error if one is not).
 const MEASURED_FROM: Duration = Duration::from_millis(2500);
 
-#[derive(Clone, Copy, PartialEq)]
-enum Sampler {
-    None,
-    SrvprofRun,
-    SrvprofRunNoStacks,
-    PerfFp,
-    PerfDwarf,
-}
-
-impl Sampler {
-    fn name(self) -> &'static str {
-        match self {
-            Sampler::None => "nothing attached",
-            Sampler::SrvprofRun => "srvprof run (stacks at 99 Hz)",
-            Sampler::SrvprofRunNoStacks => "srvprof run --stacks off",
-            Sampler::PerfFp => "perf record -g -F 99",
-            Sampler::PerfDwarf => "perf record --call-graph dwarf -F 99",
-        }
-    }
-}
-
 /// The table, `rounds` rounds with the samplers' order rotating from round to round. `url` is a
 /// server for srvprof run's load (1 request/s); the spin is what it watches.
 pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) -> Result<String> {
     let spin = build_spin(dir)?;
     let seconds = if quick { 4.0 } else { 7.0 };
     let samplers = [
-        Sampler::None,
-        Sampler::SrvprofRun,
-        Sampler::SrvprofRunNoStacks,
-        Sampler::PerfFp,
-        Sampler::PerfDwarf,
+        Watcher::None,
+        Watcher::SrvprofRun,
+        Watcher::SrvprofRunNoStacks,
+        Watcher::Perf,
+        Watcher::PerfDwarf,
     ];
     // Per sampler: work per CPU ms, and the watcher's own CPU in ms per second.
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); samplers.len()];
@@ -90,7 +69,7 @@ pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) 
         let (lo, hi) = spread(&rates[i]).unwrap_or((0.0, 0.0));
         // The share of the thread's CPU the watcher took: bare / watched - 1.
         let cost = bare / m.max(1e-9) - 1.0;
-        let per_sample = if *s == Sampler::None {
+        let per_sample = if *s == Watcher::None {
             "–".to_string()
         } else {
             format!("{:.1}", cost * 1e6 / HZ)
@@ -102,15 +81,15 @@ pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) 
             median(&own[i]).map_or("–".into(), |x| format!("{x:.1}")),
         ));
     }
-    let of = |s: Sampler| {
+    let of = |s: Watcher| {
         let i = samplers.iter().position(|x| *x == s).expect("listed");
         median(&rates[i]).unwrap_or(0.0)
     };
     t.push_str(&format!(
         "\nsrvprof's stack sampling alone (run with stacks against run --stacks off): {:.2} % of \
          the thread's CPU, {:.1} us per sample.\n",
-        (of(Sampler::SrvprofRunNoStacks) / of(Sampler::SrvprofRun).max(1e-9) - 1.0) * 100.0,
-        (of(Sampler::SrvprofRunNoStacks) / of(Sampler::SrvprofRun).max(1e-9) - 1.0) * 1e6 / HZ,
+        (of(Watcher::SrvprofRunNoStacks) / of(Watcher::SrvprofRun).max(1e-9) - 1.0) * 100.0,
+        (of(Watcher::SrvprofRunNoStacks) / of(Watcher::SrvprofRun).max(1e-9) - 1.0) * 1e6 / HZ,
     ));
     Ok(t)
 }
@@ -135,7 +114,7 @@ fn build_spin(dir: &Path) -> Result<std::path::PathBuf> {
 /// One spin run with `s` attached: its work per CPU ms over the measured part, and the watcher's
 /// own CPU in ms per second over the same part.
 fn measure(
-    s: Sampler,
+    s: Watcher,
     spin: &Path,
     srvprof: &Path,
     url: &str,
@@ -200,27 +179,28 @@ fn measure(
 }
 
 /// Starts `s` on `pid`, pinned to WATCHER_CPU, and returns once it is attached.
-fn attach(s: Sampler, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result<Option<Child>> {
-    let pid = pid.to_string();
+fn attach(s: Watcher, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result<Option<Child>> {
     let mut cmd = Command::new("taskset");
     cmd.args(["-c", WATCHER_CPU]);
     let ready = match s {
-        Sampler::None => return Ok(None),
-        Sampler::SrvprofRun | Sampler::SrvprofRunNoStacks => {
-            cmd.arg(srvprof).args(["run", "--pid", &pid, "--url", url]);
-            srvprof_run_rest(&mut cmd, s == Sampler::SrvprofRun, &dir.join("spin-run"));
+        Watcher::None => return Ok(None),
+        Watcher::SrvprofRun | Watcher::SrvprofRunNoStacks => {
+            cmd.arg(srvprof)
+                .args(["run", "--pid", &pid.to_string(), "--url", url]);
+            srvprof_run_rest(&mut cmd, s == Watcher::SrvprofRun, &dir.join("spin-run"));
             Some("probes attached")
         }
-        Sampler::PerfFp | Sampler::PerfDwarf => {
-            cmd.args(["perf", "record", "-F", "99"]);
-            if s == Sampler::PerfFp {
-                cmd.arg("-g");
-            } else {
-                cmd.args(["--call-graph", "dwarf"]);
-            }
-            cmd.args(["-p", &pid, "-o"]).arg(dir.join("spin-perf.data"));
+        Watcher::Perf | Watcher::PerfDwarf => {
+            cmd.arg("perf");
+            perf_record(
+                &mut cmd,
+                s == Watcher::PerfDwarf,
+                pid,
+                &dir.join("spin-perf.data"),
+            );
             None
         }
+        other => bail!("{} is not a stack sampler", other.name()),
     };
     start_watcher(&mut cmd, s.name(), ready).map(Some)
 }

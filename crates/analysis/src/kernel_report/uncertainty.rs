@@ -147,13 +147,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::correlation::SplitMix64;
     use crate::kernel_report::sampling::{at_probe_mean, scaled, sum};
-
-    /// A uniform draw in [0, 1).
-    fn uniform(rng: &mut SplitMix64) -> f64 {
-        (rng.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
+    use crate::random::SplitMix64;
 
     /// One synthetic minute of bursty traffic in 1 ms steps, with a window of `window_ms` at a
     /// random place in each second's middle 80 % (as the sampler opens them). Bursts of 50 to
@@ -166,11 +161,11 @@ mod tests {
         let (mut switches, mut syscalls) = (vec![0.0; ms], vec![0.0; ms]);
         let mut t = 0;
         while t < ms {
-            if uniform(&mut rng) < 0.002 {
-                let len = 50 + (uniform(&mut rng) * 100.0) as usize;
-                let per_switch = 4.0 + 2.0 * uniform(&mut rng);
+            if rng.uniform() < 0.002 {
+                let len = 50 + (rng.uniform() * 100.0) as usize;
+                let per_switch = 4.0 + 2.0 * rng.uniform();
                 for i in t..(t + len).min(ms) {
-                    let n = (10.0 + 20.0 * uniform(&mut rng)).round();
+                    let n = (10.0 + 20.0 * rng.uniform()).round();
                     switches[i] = n;
                     syscalls[i] = (n * per_switch).round();
                 }
@@ -186,7 +181,7 @@ mod tests {
         let mut windows = Vec::new();
         for second in 0..60u64 {
             let room = 1000 - window_ms - 200;
-            let open = (second * 1000 + 100 + (uniform(&mut rng) * room as f64) as u64) as usize;
+            let open = (second * 1000 + 100 + (rng.uniform() * room as f64) as u64) as usize;
             let range = open..open + window_ms as usize;
             windows.push(WindowUnit {
                 syscalls: syscalls[range.clone()].iter().sum(),
@@ -254,14 +249,14 @@ mod tests {
         let mut steps = vec![[0.0f64; 6]; ms];
         let mut t = 0;
         while t < ms {
-            if uniform(&mut rng) < 0.002 {
-                let len = 50 + (uniform(&mut rng) * 100.0) as usize;
-                let read_share = 0.3 + 0.4 * uniform(&mut rng);
-                let read_ns = 1000.0 + 2000.0 * uniform(&mut rng);
-                let write_ns = 4000.0 + 4000.0 * uniform(&mut rng);
-                let irq_ns = 2000.0 + 4000.0 * uniform(&mut rng);
+            if rng.uniform() < 0.002 {
+                let len = 50 + (rng.uniform() * 100.0) as usize;
+                let read_share = 0.3 + 0.4 * rng.uniform();
+                let read_ns = 1000.0 + 2000.0 * rng.uniform();
+                let write_ns = 4000.0 + 4000.0 * rng.uniform();
+                let irq_ns = 2000.0 + 4000.0 * rng.uniform();
                 for step in steps.iter_mut().skip(t).take(len) {
-                    let n = (200.0 + 200.0 * uniform(&mut rng)).round();
+                    let n = (200.0 + 200.0 * rng.uniform()).round();
                     let reads = (n * read_share).round();
                     let irqs = (n / 10.0).round();
                     *step = [
@@ -293,7 +288,7 @@ mod tests {
         let mut windows = Vec::new();
         for second in 0..60u64 {
             let room = 1000 - window_ms - 200;
-            let open = (second * 1000 + 100 + (uniform(&mut rng) * room as f64) as u64) as usize;
+            let open = (second * 1000 + 100 + (rng.uniform() * room as f64) as u64) as usize;
             let seen = total(open, open + window_ms as usize);
             let mut softirqs = vec![vec![
                 CountNs::default();
