@@ -6,10 +6,11 @@
 //! places each slot's window where they rise:
 //! - while the server is busy, the window opens at a random poll, with a hazard that spreads the
 //!   opening over the slot (and over a burst, rather than always at its first request);
-//! - at the slot's random time, a window opens if the server is busy or has never made a read or
-//!   write call (nothing to wait for: the window is drawn blind, as before);
-//! - past it, a server that is idle keeps the window waiting for its next burst, up to the
-//!   slot's last moment, where it opens anyway.
+//! - a server that has never made a read or write call gets its window at the slot's random
+//!   time (nothing to wait for: the window is drawn blind, as before);
+//! - past that time, a busy poll opens the window within about a window's length, and an idle
+//!   server keeps it waiting for its next burst, up to the slot's last moment, where it opens
+//!   anyway.
 //!
 //! Choosing windows by activity leaves the figures unbiased because they are scaled by the share
 //! of the server's work the windows saw (its read/write calls, or the load generator's
@@ -30,7 +31,8 @@ const EARLY_OPENINGS_PER_SLOT: f64 = 6.0;
 pub struct Slot {
     /// No window before this: a tenth of the slot from its start.
     pub earliest: u64,
-    /// The random time a blind window opens at.
+    /// The slot's random time: a blind window opens then; past it, a busy poll opens the
+    /// window sooner (late_hazard).
     pub at: u64,
     /// The last moment a window can open and still close in the slot.
     pub latest: u64,
@@ -52,7 +54,8 @@ impl Slot {
         // A poll every half window, between 1 and 5 ms: a 60 ms burst is seen within a few ms.
         let poll = (len / 2).clamp(1_000_000, 5_000_000);
         let polls_per = |ns: u64| ns as f64 / poll as f64;
-        // Early: see EARLY_OPENINGS_PER_SLOT. Late: the slot's random time has passed, open within about a window of the burst.
+        // Early: see EARLY_OPENINGS_PER_SLOT. Late: the slot's random time has passed, so open
+        // within about a window's length of the burst.
         Self {
             earliest,
             at,
