@@ -168,6 +168,61 @@ fn a_chain_built_without_frame_pointers_is_unwound_whole() {
     );
 }
 
+/// A server that exits during the run (here the chain program, when its time is up; a crash is
+/// the same for this) is gone when the stacks are named at the end: its frames are named from
+/// its mappings as last read while it ran and the files they name, not left as bare addresses.
+#[test]
+fn a_server_gone_before_the_end_keeps_its_frames_named() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let chain = start_chain(4);
+    let pid = chain.pid();
+    let dir = fresh_run_dir("chain-gone");
+    let (run, _) = run_timed(
+        RunArgs::pid(pid)
+            .args(&["--url", &nginx.url(), "--cpus", "0"])
+            .load(2, "6s", "0s"),
+        &dir,
+    );
+    drop(chain);
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "the chain program outlived the run"
+    );
+    // The run saw it go.
+    let exits = run["server"]["exits"]
+        .as_array()
+        .expect("exits in run.json");
+    assert!(
+        exits.iter().any(|e| e["pid"] == pid && e["tid"] == pid),
+        "no exit of {pid} in {exits:?}"
+    );
+
+    let q = quality(&run, "server", "oncpu");
+    assert!(q["with_user"].as_u64().unwrap() >= 100, "{q}");
+    assert!(q["with_unnamed"].as_f64().unwrap() <= 0.05, "{q}");
+    let on_main: Vec<_> = folded(&dir, "oncpu-server.folded")
+        .into_iter()
+        .filter(|(f, _)| f[0] == "chain")
+        .collect();
+    let all = weight(&on_main, |_| true);
+    let chained = weight(&on_main, |f| {
+        contains_run(f, &["main", "chain_a", "chain_b", "chain_c"])
+    });
+    eprintln!("gone: {chained} of {all} samples in main;chain_a;chain_b;chain_c; {q}");
+    assert!(
+        chained as f64 >= 0.95 * all as f64,
+        "{chained} of {all}: {on_main:?}"
+    );
+    // libc's frames too, from the library file the process had mapped.
+    assert!(
+        on_main
+            .iter()
+            .any(|(f, _)| f.iter().any(|x| x.starts_with("__libc_start"))),
+        "{on_main:?}"
+    );
+}
+
 /// On-CPU samples split as the time is, by construction (tests/fixtures/shares.c: 30 % in
 /// spin_x, 70 % in spin_y, rounds of random length with a sleep between). Measured over 8 s:
 /// spin_x 0.290-0.335, spin_y 0.658-0.699 in 7 runs. perf's per-task clock on a fixed-length

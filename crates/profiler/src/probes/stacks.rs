@@ -34,6 +34,9 @@ pub struct RawStacks {
     pub ends: StdHashMap<i32, UnwindEnd>,
     /// Sampling frequency, Hz.
     pub sample_hz: u64,
+    /// Per process, its executable mappings as last read while it ran (lines of
+    /// /proc/PID/maps): what names the frames of a process gone by the end.
+    pub maps: StdHashMap<u32, String>,
 }
 
 /// A value counted under a stack key, in the time bucket it fell in (unwind::TIME_BUCKET_NS,
@@ -205,6 +208,7 @@ pub fn read(
         frames,
         ends,
         sample_hz,
+        maps: std::mem::take(&mut unwound.maps),
     })
 }
 

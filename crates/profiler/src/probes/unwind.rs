@@ -66,6 +66,9 @@ pub struct UnwoundStacks {
     /// The kernel stacks on-CPU samples carried, under the ids their keys were given
     /// (from KERNEL_ID_BASE).
     pub kernel_frames: HashMap<i32, Vec<u64>>,
+    /// Per process, its executable mappings (lines of /proc/PID/maps) when last read: the
+    /// frames of a process that is gone by the end are named from these.
+    pub maps: HashMap<u32, String>,
     kernel_ids: StackIds<Vec<u64>>,
 }
 
@@ -191,10 +194,14 @@ impl UserStacks {
                                 Record::PeriodEnd(t) => out.period_ended(&mut pending, &t),
                             }
                         }
-                        drop(out);
                         if last {
+                            out.maps = (processes.iter())
+                                .filter(|(_, p)| !p.maps.is_empty())
+                                .map(|(&pid, p)| (pid, p.maps.clone()))
+                                .collect();
                             break;
                         }
+                        drop(out);
                         std::thread::sleep(DRAIN_EVERY);
                     }
                 })
@@ -362,6 +369,8 @@ struct ProcessUnwinder {
     known: Vec<(u64, u64)>,
     /// The mappings a module was added for.
     loaded: std::collections::HashSet<(u64, u64)>,
+    /// The executable lines of /proc/PID/maps when last read (kept when the process is gone).
+    maps: String,
     checked_at: Instant,
 }
 
@@ -373,6 +382,7 @@ impl ProcessUnwinder {
             cache: CacheX86_64::new(),
             known: Vec::new(),
             loaded: Default::default(),
+            maps: String::new(),
             checked_at: Instant::now(),
         };
         p.refresh(files);
@@ -382,7 +392,14 @@ impl ProcessUnwinder {
     /// Reads the process's mappings again and adds the modules of new ones (a library loaded
     /// since); JIT code gets none (framehop walks it by frame pointers).
     fn refresh(&mut self, files: &mut FileCache) {
-        let mappings = executable_mappings(self.pid);
+        let lines = executable_lines(self.pid);
+        if lines.is_empty() {
+            // Gone: what was known of it stays.
+            self.checked_at = Instant::now();
+            return;
+        }
+        let mappings: Vec<Mapping> = lines.lines().filter_map(parse_mapping).collect();
+        self.maps = lines;
         self.known = mappings.iter().map(|m| (m.start, m.end)).collect();
         for m in mappings.iter().filter(|m| m.is_module()) {
             if self.loaded.contains(&(m.start, m.end)) {
@@ -493,12 +510,15 @@ impl Mapping {
     }
 }
 
-fn executable_mappings(pid: u32) -> Vec<Mapping> {
-    fs::read_to_string(format!("/proc/{pid}/maps"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(parse_mapping)
-        .collect()
+/// The lines of /proc/PID/maps for executable mappings (empty when the process is gone).
+fn executable_lines(pid: u32) -> String {
+    let text = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let mut lines = String::new();
+    for line in text.lines().filter(|l| parse_mapping(l).is_some()) {
+        lines.push_str(line);
+        lines.push('\n');
+    }
+    lines
 }
 
 fn parse_mapping(line: &str) -> Option<Mapping> {

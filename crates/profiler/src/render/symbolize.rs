@@ -6,7 +6,7 @@ use std::path::Path;
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer,
-    source::{Kernel, Process, Source},
+    source::{Elf, Kernel, Process, Source},
 };
 use blazesym::{MaybeDefault, Pid};
 
@@ -24,8 +24,11 @@ pub const COLLIDED_FRAME: &str = "[kernel stack lost: stack table bucket taken]_
 /// The same for a user stack the kernel walked (a sample the ring had no room for).
 pub const COLLIDED_USER_FRAME: &str = "[user stack lost: stack table bucket taken]";
 
-/// Names every frame of every counted stack. Call it while the targets still run: a process
-/// that is gone has no /proc/PID/maps, and its frames fall back to `[unknown]+0xaddress`.
+/// Names every frame of every counted stack. A process still running is named through
+/// /proc/PID (its mappings, its files as its mount namespace has them). One gone by now (it
+/// exited or died during the run) is named from its mappings as the unwinder last read them
+/// (`raw.maps`) and the files they name, where the file on disk is still the one that was mapped
+/// (same device and inode); other frames keep `module+0xoffset`.
 /// JIT code is named from perf maps (`maps`: the JVMs' maps from the run's start, merged with
 /// each process's map now). Each line keeps the time bucket it was counted in, as milliseconds
 /// since `origin_ns` (the measured window's start; CLOCK_MONOTONIC).
@@ -63,25 +66,40 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
     let mut frame_modules: BTreeMap<String, Module> = BTreeMap::new();
     let mut build_ids: HashMap<(u32, String), Option<String>> = HashMap::new();
     for (tgid, addrs) in user_addrs {
-        let modules = ProcessMaps::read(tgid);
+        let live = std::fs::read_to_string(format!("/proc/{tgid}/maps")).unwrap_or_default();
+        let gone = live.is_empty();
+        let modules = match raw.maps.get(&tgid) {
+            Some(last) if gone => ProcessMaps::parse(last),
+            _ => ProcessMaps::parse(&live),
+        };
         let jit = maps.with_current(tgid).unwrap_or_default();
-        // Perf maps are read here, not by blazesym: its parser refuses the JVM's 0x addresses.
-        let mut process = Process::new(Pid::from(tgid));
-        process.perf_map = false;
-        let src = Source::Process(process);
-        let named = names(&symbolizer, &src, addrs, |a| {
+        let fallback = |a: u64| {
             jit.name(a)
                 .map(clean)
                 .unwrap_or_else(|| modules.module_offset(a))
-        });
+        };
+        let named = if gone {
+            names_from_files(&symbolizer, &modules, addrs, fallback)
+        } else {
+            // Perf maps are read here, not by blazesym: its parser refuses the JVM's 0x addresses.
+            let mut process = Process::new(Pid::from(tgid));
+            process.perf_map = false;
+            names(&symbolizer, &Source::Process(process), addrs, fallback)
+        };
         for (addr, name) in &named {
-            let Some(path) = modules.path(*addr) else {
+            let Some(file) = modules.file(*addr) else {
                 continue;
             };
-            // The file as the process sees it (its mount namespace), read through its root.
+            let path = file.path.as_str();
+            // The file as the process sees it (its mount namespace), read through its root; for
+            // a process gone, the file on disk if it is still the one mapped.
             let build_id = (build_ids.entry((tgid, path.to_string())))
-                .or_insert_with(|| {
-                    super::pprof::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
+                .or_insert_with(|| match gone {
+                    false => {
+                        super::pprof::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
+                    }
+                    true if file.still_on_disk() => super::pprof::build_id_of(Path::new(path)),
+                    true => None,
                 })
                 .clone();
             frame_modules.entry(name.clone()).or_insert_with(|| Module {
@@ -208,7 +226,7 @@ fn names(
         .enumerate()
         .map(|(i, &a)| {
             let name = match resolved.get(i) {
-                Some(Symbolized::Sym(sym)) => clean(&sym.name),
+                Some(Symbolized::Sym(sym)) => clean(&demangle(&sym.name)),
                 _ => fallback(a),
             };
             (a, name)
@@ -216,33 +234,110 @@ fn names(
         .collect()
 }
 
+/// Names a gone process's addresses by file offset in the files it had mapped, each file still
+/// on disk as the very one mapped; the rest get `fallback`.
+fn names_from_files(
+    symbolizer: &Symbolizer,
+    maps: &ProcessMaps,
+    mut addrs: Vec<u64>,
+    fallback: impl Fn(u64) -> String,
+) -> HashMap<u64, String> {
+    addrs.sort_unstable();
+    addrs.dedup();
+    let mut named: HashMap<u64, String> = addrs.iter().map(|&a| (a, fallback(a))).collect();
+    // file -> (address, its offset in the file)
+    let mut by_file: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    for &a in &addrs {
+        if let Some(f) = maps.file(a).filter(|f| f.still_on_disk()) {
+            let offset = a - f.start + f.offset;
+            by_file
+                .entry(f.path.as_str())
+                .or_default()
+                .push((a, offset));
+        }
+    }
+    for (path, list) in by_file {
+        let offsets: Vec<u64> = list.iter().map(|&(_, o)| o).collect();
+        let src = Source::Elf(Elf::new(path));
+        let Ok(resolved) = symbolizer.symbolize(&src, Input::FileOffset(&offsets)) else {
+            continue;
+        };
+        for (&(a, _), r) in list.iter().zip(resolved) {
+            if let Symbolized::Sym(sym) = r {
+                named.insert(a, clean(&demangle(&sym.name)));
+            }
+        }
+    }
+    named
+}
+
+/// A symbol's name demangled, when it carries a mangling prefix: Rust's (`_R`, or legacy `_ZN...E`
+/// with a hash) or C++'s (`_Z`). Others are kept as they are: a C function named `c` is not the
+/// C++ type `char`, which is what a demangler makes of it.
+fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
+    if !(name.starts_with("_Z") || name.starts_with("_R") || name.starts_with("__Z")) {
+        return name.into();
+    }
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}").into();
+    }
+    cpp_demangle::Symbol::new(name)
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        .map_or(name.into(), Into::into)
+}
+
 /// Folded files split on ';' and the last ' '; keep names from breaking that.
 fn clean(name: &str) -> String {
     name.replace(';', ":").replace('\n', " ")
 }
 
-/// Executable mappings of a process, to name an unresolved address `module+0xoffset`.
+/// Mappings of a process (lines of /proc/PID/maps), to name an unresolved address
+/// `module+0xoffset` and to find the file an address lies in.
 struct ProcessMaps {
     /// (start, end, file offset, module base name)
     ranges: Vec<(u64, u64, u64, String)>,
-    /// (start, end, path) of the mappings backed by a file.
-    files: Vec<(u64, u64, String)>,
+    /// The mappings backed by a file.
+    files: Vec<MappedFile>,
+}
+
+/// A mapping a file backs.
+#[derive(Debug, PartialEq)]
+struct MappedFile {
+    start: u64,
+    end: u64,
+    offset: u64,
+    /// The file's device (major:minor, hex, as maps has it) and inode.
+    dev: String,
+    inode: u64,
+    path: String,
+}
+
+impl MappedFile {
+    /// Whether the file at `path` is still the one mapped: same device and inode.
+    fn still_on_disk(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            return false;
+        };
+        let dev = meta.dev();
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+        meta.ino() == self.inode && format!("{major:02x}:{minor:02x}") == self.dev
+    }
 }
 
 impl ProcessMaps {
-    fn read(pid: u32) -> Self {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    fn parse(text: &str) -> Self {
         Self {
             ranges: text.lines().filter_map(parse_maps_line).collect(),
             files: text.lines().filter_map(file_of_maps_line).collect(),
         }
     }
 
-    /// The file `addr` lies in, if a file backs it.
-    fn path(&self, addr: u64) -> Option<&str> {
-        (self.files.iter())
-            .find(|r| r.0 <= addr && addr < r.1)
-            .map(|r| r.2.as_str())
+    /// The mapped file `addr` lies in, if a file backs it.
+    fn file(&self, addr: u64) -> Option<&MappedFile> {
+        (self.files.iter()).find(|f| f.start <= addr && addr < f.end)
     }
 
     fn module_offset(&self, addr: u64) -> String {
@@ -253,20 +348,27 @@ impl ProcessMaps {
     }
 }
 
-/// (start, end, path) of a maps line whose mapping a file backs (a path, not [vdso] or a
-/// deleted file).
-fn file_of_maps_line(line: &str) -> Option<(u64, u64, String)> {
+/// The mapping a maps line describes, when a file backs it (a path, not [vdso] or a deleted
+/// file).
+fn file_of_maps_line(line: &str) -> Option<MappedFile> {
     let mut parts = line.split_whitespace();
     let (start, end) = parts.next()?.split_once('-')?;
-    let path = parts.nth(4)?;
+    let _perms = parts.next()?;
+    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let dev = parts.next()?.to_string();
+    let inode = parts.next()?.parse().ok()?;
+    let path = parts.next()?;
     if !path.starts_with('/') || line.ends_with("(deleted)") {
         return None;
     }
-    Some((
-        u64::from_str_radix(start, 16).ok()?,
-        u64::from_str_radix(end, 16).ok()?,
-        path.to_string(),
-    ))
+    Some(MappedFile {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        offset,
+        dev,
+        inode,
+        path: path.to_string(),
+    })
 }
 
 fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
@@ -326,6 +428,19 @@ mod tests {
     }
 
     #[test]
+    fn only_names_with_a_mangling_prefix_are_demangled() {
+        for plain in ["a", "b", "c", "i", "main", "ngx_http_core_run_phases"] {
+            assert_eq!(demangle(plain), plain);
+        }
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            "core::fmt::write"
+        );
+        assert_eq!(demangle("_RNvCs1234_7mycrate3foo"), "mycrate::foo");
+    }
+
+    #[test]
     fn unresolved_addresses_become_module_plus_file_offset() {
         let maps = ProcessMaps {
             ranges: vec![
@@ -344,12 +459,15 @@ mod tests {
     fn only_mappings_a_file_backs_have_a_path() {
         let f = file_of_maps_line;
         assert_eq!(
-            f("7f00-7f10 r-xp 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6"),
-            Some((
-                0x7f00,
-                0x7f10,
-                "/usr/lib/x86_64-linux-gnu/libc.so.6".to_string()
-            ))
+            f("7f00-7f10 r-xp 00028000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6"),
+            Some(MappedFile {
+                start: 0x7f00,
+                end: 0x7f10,
+                offset: 0x28000,
+                dev: "08:01".into(),
+                inode: 1234,
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into()
+            })
         );
         for line in [
             "7f00-7f10 r-xp 00000000 00:00 0 [vdso]",
