@@ -10,7 +10,7 @@ mod test;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | conns] | dist [--smoke]>";
+const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke]>";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -252,6 +252,9 @@ pub fn run(args: &[String]) -> Result<()> {
         overhead::run(quick)?;
         return Ok(());
     }
+    if args.first().map(String::as_str) == Some("samples") {
+        return overhead::run_sample_cost();
+    }
     if args.first().map(String::as_str) == Some("conns") {
         return conns::run(&args[1..]);
     }

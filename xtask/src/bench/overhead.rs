@@ -202,6 +202,27 @@ pub fn run(quick: bool) -> Result<String> {
     Ok(report)
 }
 
+/// `cargo xtask bench samples`: the per-sample table alone (sample_cost.rs), 5 rounds, with
+/// nginx for srvprof run's 1 request a second.
+pub fn run_sample_cost() -> Result<()> {
+    require_tools(&["taskset", "perf"], "cargo xtask setup")?;
+    let srvprof = crate::release_srvprof()?;
+    let dir = std::env::temp_dir().join(format!("srvprof-bench-samples-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let port = free_port()?;
+    let nginx = Nginx::start(&dir, port)?;
+    let url = format!("http://127.0.0.1:{port}/");
+    let table = super::sample_cost::table(&srvprof, &url, &dir, 5, false)?;
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{table}");
+    let out = workspace_root().join("target/bench/sample-cost.md");
+    std::fs::create_dir_all(out.parent().expect("has a parent"))?;
+    std::fs::write(&out, &table)?;
+    eprintln!("xtask: wrote {}", out.display());
+    Ok(())
+}
+
 /// What every measured run shares: srvprof's binary, nginx's master and worker, the bench's
 /// folder, nginx's URL and each wrk run's length.
 #[derive(Clone, Copy)]
@@ -453,6 +474,7 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
             perf_record(
                 &mut c,
                 w == Watcher::PerfDwarf,
+                99,
                 worker,
                 &dir.join("perf.data"),
             );
@@ -462,10 +484,10 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
     start_watcher(&mut cmd, w.name(), ready).map(Some)
 }
 
-/// `perf record` at 99 Hz on `pid` into `out`: with frame-pointer stacks (`-g`), or a copy of
+/// `perf record` at `hz` on `pid` into `out`: with frame-pointer stacks (`-g`), or a copy of
 /// the stack per sample (`--call-graph dwarf`).
-pub(super) fn perf_record(cmd: &mut Command, dwarf: bool, pid: u32, out: &Path) {
-    cmd.args(["record", "-F", "99"]);
+pub(super) fn perf_record(cmd: &mut Command, dwarf: bool, hz: u32, pid: u32, out: &Path) {
+    cmd.args(["record", "-F", &hz.to_string()]);
     if dwarf {
         cmd.args(["--call-graph", "dwarf"]);
     } else {

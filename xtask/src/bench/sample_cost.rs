@@ -5,7 +5,9 @@
 //! the thread's work per CPU second. That figure is steady to about 0.1 % from run to run here,
 //! where nginx's throughput drifts by 10 %. Watchers: srvprof run with stacks and with `--stacks
 //! off` (their difference is what sampling costs), `perf record -g` and `--call-graph dwarf`, all
-//! at 99 Hz; each watcher's own process runs on the other CPU, and its CPU time is given apart.
+//! at the same frequency, ten times srvprof's default so that a sample's cost stands well out of
+//! that noise (at 99 Hz srvprof and perf differ by less than it); each watcher's own process
+//! runs on the other CPU, and its CPU time is given apart.
 
 use std::io::Read;
 use std::path::Path;
@@ -20,8 +22,10 @@ use super::stats::{median, spread};
 
 /// The watchers' own CPU.
 const WATCHER_CPU: &str = "0";
-/// Sampling frequency of every watcher here (srvprof's default).
-const HZ: f64 = 99.0;
+/// Sampling frequency of every watcher here.
+const HZ: u32 = 999;
+/// srvprof's default frequency, which the costs are also given at.
+const DEFAULT_HZ: f64 = 99.0;
 /// The part of each spin run that is measured starts this long after the spin started: every
 /// watcher is attached by then (it is an error if one is not).
 const MEASURED_FROM: Duration = Duration::from_millis(2500);
@@ -38,6 +42,7 @@ pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) 
         Watcher::Perf,
         Watcher::PerfDwarf,
     ];
+    let hz = f64::from(HZ);
     // Per sampler: work per CPU ms, and the watcher's own CPU in ms per second.
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); samplers.len()];
     let mut own: Vec<Vec<f64>> = vec![Vec::new(); samplers.len()];
@@ -58,10 +63,13 @@ pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) 
          counts its work per millisecond of its own CPU time; the samples are taken in its \
          interrupts and charged to it. {rounds} round(s), the order rotating; each run measured \
          from {:.1} s after the spin started (every watcher attached by then) to its end at \
-         {seconds:.0} s. The watchers run on CPU {WATCHER_CPU}; their own CPU is apart. `us per \
-         sample`: the thread's lost work as CPU time, over {HZ:.0} samples a second.\n\n\
-         | watcher | work per CPU ms (median) | spread | cost to the thread | us per sample | own CPU ms/s |\n\
-         |---|---|---|---|---|---|\n",
+         {seconds:.0} s. Every watcher samples at {HZ} Hz, ten times srvprof's default, so that a \
+         sample's cost stands out of the thread's noise. The watchers run on CPU {WATCHER_CPU}; \
+         their own CPU is apart. `us per sample`: the thread's lost work as CPU time, over {HZ} \
+         samples a second; `at {DEFAULT_HZ:.0} Hz`: that per-sample cost at srvprof's default \
+         frequency.\n\n\
+         | watcher | work per CPU ms (median) | spread | cost to the thread | us per sample | at {DEFAULT_HZ:.0} Hz | own CPU ms/s |\n\
+         |---|---|---|---|---|---|---|\n",
         MEASURED_FROM.as_secs_f64()
     );
     for (i, s) in samplers.iter().enumerate() {
@@ -69,29 +77,60 @@ pub fn table(srvprof: &Path, url: &str, dir: &Path, rounds: usize, quick: bool) 
         let (lo, hi) = spread(&rates[i]).unwrap_or((0.0, 0.0));
         // The share of the thread's CPU the watcher took: bare / watched - 1.
         let cost = bare / m.max(1e-9) - 1.0;
-        let per_sample = if *s == Watcher::None {
-            "–".to_string()
+        let (per_sample, at_default) = if *s == Watcher::None {
+            ("–".to_string(), "–".to_string())
         } else {
-            format!("{:.1}", cost * 1e6 / HZ)
+            (
+                format!("{:.1}", cost * 1e6 / hz),
+                format!("{:.2} %", cost / hz * DEFAULT_HZ * 100.0),
+            )
         };
         t.push_str(&format!(
-            "| {} | {m:.2} | {lo:.2}–{hi:.2} | {:.2} % | {per_sample} | {} |\n",
-            s.name(),
+            "| {} | {m:.2} | {lo:.2}–{hi:.2} | {:.2} % | {per_sample} | {at_default} | {} |\n",
+            label(*s),
             cost * 100.0,
             median(&own[i]).map_or("–".into(), |x| format!("{x:.1}")),
         ));
     }
-    let of = |s: Watcher| {
-        let i = samplers.iter().position(|x| *x == s).expect("listed");
-        median(&rates[i]).unwrap_or(0.0)
+    let runs = |s: Watcher| &rates[samplers.iter().position(|x| *x == s).expect("listed")];
+    // Per round, what a sample cost the thread: srvprof's sampling is run with stacks against
+    // run --stacks off (the rest of its probes cost the same in both), perf's against the bare
+    // spin, each pair from the same round.
+    let per_round = |with: Watcher, without: Watcher| -> Vec<f64> {
+        (runs(without).iter().zip(runs(with)))
+            .map(|(wo, w)| (wo / w.max(1e-9) - 1.0) * 1e6 / hz)
+            .collect()
+    };
+    let srvprof = per_round(Watcher::SrvprofRun, Watcher::SrvprofRunNoStacks);
+    let dwarf = per_round(Watcher::PerfDwarf, Watcher::None);
+    let lower = srvprof.iter().zip(&dwarf).filter(|(s, d)| s < d).count();
+    let us = |v: &[f64]| {
+        let (lo, hi) = spread(v).unwrap_or((0.0, 0.0));
+        format!(
+            "{:.1} us (rounds {lo:.1}–{hi:.1})",
+            median(v).unwrap_or(0.0)
+        )
     };
     t.push_str(&format!(
-        "\nsrvprof's stack sampling alone (run with stacks against run --stacks off): {:.2} % of \
-         the thread's CPU, {:.1} us per sample.\n",
-        (of(Watcher::SrvprofRunNoStacks) / of(Watcher::SrvprofRun).max(1e-9) - 1.0) * 100.0,
-        (of(Watcher::SrvprofRunNoStacks) / of(Watcher::SrvprofRun).max(1e-9) - 1.0) * 1e6 / HZ,
+        "\nA sample with its user stack, per round: srvprof's (run with stacks against run \
+         --stacks off) {}, perf --call-graph dwarf's (against the bare spin) {}; srvprof's was \
+         the lower in {lower} of {rounds} rounds. At {DEFAULT_HZ:.0} Hz srvprof's sampling costs \
+         the thread {:.2} % of its CPU.\n",
+        us(&srvprof),
+        us(&dwarf),
+        median(&srvprof).unwrap_or(0.0) * DEFAULT_HZ / 1e4,
     ));
     Ok(t)
+}
+
+/// The watcher as this table runs it (overhead.rs' names give its own 99 Hz).
+fn label(s: Watcher) -> String {
+    match s {
+        Watcher::SrvprofRun => format!("srvprof run --freq {HZ} (every probe + stacks)"),
+        Watcher::Perf => format!("perf record -g -F {HZ}"),
+        Watcher::PerfDwarf => format!("perf record --call-graph dwarf -F {HZ}"),
+        other => other.name().to_string(),
+    }
 }
 
 /// Compiles spin.c into `dir`.
@@ -188,6 +227,7 @@ fn attach(s: Watcher, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result
             cmd.arg(srvprof)
                 .args(["run", "--pid", &pid.to_string(), "--url", url]);
             srvprof_run_rest(&mut cmd, s == Watcher::SrvprofRun, &dir.join("spin-run"));
+            cmd.args(["--freq", &HZ.to_string()]);
             Some("probes attached")
         }
         Watcher::Perf | Watcher::PerfDwarf => {
@@ -195,6 +235,7 @@ fn attach(s: Watcher, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result
             perf_record(
                 &mut cmd,
                 s == Watcher::PerfDwarf,
+                HZ,
                 pid,
                 &dir.join("spin-perf.data"),
             );
