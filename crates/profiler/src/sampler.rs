@@ -13,6 +13,11 @@ use crate::procfs::{self, CpuTime};
 use crate::window_placement::{self, Decision, Slot};
 use srvprof_analysis::random::SplitMix64;
 
+/// How long after its first poll a server that has made no read/write call yet is taken for
+/// idle (its windows wait for the calls) before it is taken for one that makes none (blind
+/// windows): the load usually starts within it.
+const IO_GRACE_NS: u64 = 2_000_000_000;
+
 pub struct Sampler {
     probes: Probes,
     start_ns: u64,
@@ -41,6 +46,9 @@ pub struct Sampler {
     /// have risen since srvprof started (a server that makes them gets its windows where they do).
     io_polled: Option<u64>,
     io_seen: bool,
+    /// Sampled mode: until when a server not yet seen making read/write calls is taken for idle
+    /// rather than for one that makes none (IO_GRACE_NS from the first poll).
+    io_unknown_until: Option<u64>,
     draws: SplitMix64,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
@@ -87,6 +95,7 @@ impl Sampler {
             slot: None,
             io_polled: None,
             io_seen: false,
+            io_unknown_until: None,
             draws: window_placement::draws(),
             oncpu: Traced::default(),
             io_calls: Traced::default(),
@@ -355,9 +364,11 @@ impl Sampler {
         Ok(())
     }
 
-    /// Whether the server's read/write calls rose since the last poll; None until they first
-    /// have since srvprof started (a server that makes none gets blind windows). The server's
-    /// processes only: srvprof's own (the client group in `run`) reads /proc all the time.
+    /// Whether the server's read/write calls rose since the last poll. Until they first have,
+    /// the server is taken for idle for IO_GRACE_NS (its windows wait for its first calls, so
+    /// that a burst in the first seconds is not missed by a window spent before it), then for one
+    /// that makes none: None, and it gets blind windows. The server's processes only: srvprof's
+    /// own (the client group in `run`) reads /proc all the time.
     fn poll_busy(&mut self) -> Option<bool> {
         let now: u64 = self
             .processes
@@ -368,7 +379,15 @@ impl Sampler {
         let rose = self.io_polled.is_some_and(|last| now > last);
         self.io_polled = Some(now);
         self.io_seen |= rose;
-        self.io_seen.then_some(rose)
+        let t = crate::clock::monotonic_ns();
+        let unknown_until = *self.io_unknown_until.get_or_insert(t + IO_GRACE_NS);
+        if self.io_seen {
+            Some(rose)
+        } else if t < unknown_until {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     fn close_window(&mut self) {
