@@ -392,13 +392,12 @@ impl ProcessUnwinder {
     /// Reads the process's mappings again and adds the modules of new ones (a library loaded
     /// since); JIT code gets none (framehop walks it by frame pointers).
     fn refresh(&mut self, files: &mut FileCache) {
-        let lines = executable_lines(self.pid);
+        let (lines, mappings) = executable_mappings(self.pid);
         if lines.is_empty() {
             // Gone: what was known of it stays.
             self.checked_at = Instant::now();
             return;
         }
-        let mappings: Vec<Mapping> = lines.lines().filter_map(parse_mapping).collect();
         self.maps = lines;
         self.known = mappings.iter().map(|m| (m.start, m.end)).collect();
         for m in mappings.iter().filter(|m| m.is_module()) {
@@ -510,15 +509,19 @@ impl Mapping {
     }
 }
 
-/// The lines of /proc/PID/maps for executable mappings (empty when the process is gone).
-fn executable_lines(pid: u32) -> String {
+/// The executable mappings of /proc/PID/maps, as its lines and parsed (none when the process
+/// is gone).
+fn executable_mappings(pid: u32) -> (String, Vec<Mapping>) {
     let text = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-    let mut lines = String::new();
-    for line in text.lines().filter(|l| parse_mapping(l).is_some()) {
-        lines.push_str(line);
-        lines.push('\n');
+    let (mut lines, mut mappings) = (String::new(), Vec::new());
+    for line in text.lines() {
+        if let Some(m) = parse_mapping(line) {
+            mappings.push(m);
+            lines.push_str(line);
+            lines.push('\n');
+        }
     }
-    lines
+    (lines, mappings)
 }
 
 fn parse_mapping(line: &str) -> Option<Mapping> {

@@ -218,19 +218,9 @@ fn names(
 ) -> HashMap<u64, String> {
     addrs.sort_unstable();
     addrs.dedup();
-    let resolved = symbolizer
-        .symbolize(src, Input::AbsAddr(&addrs))
-        .unwrap_or_default();
-    addrs
-        .iter()
-        .enumerate()
-        .map(|(i, &a)| {
-            let name = match resolved.get(i) {
-                Some(Symbolized::Sym(sym)) => clean(&demangle(&sym.name)),
-                _ => fallback(a),
-            };
-            (a, name)
-        })
+    let resolved = resolve(symbolizer, src, Input::AbsAddr(&addrs));
+    (addrs.iter().zip(resolved))
+        .map(|(&a, name)| (a, name.unwrap_or_else(|| fallback(a))))
         .collect()
 }
 
@@ -245,30 +235,47 @@ fn names_from_files(
     addrs.sort_unstable();
     addrs.dedup();
     let mut named: HashMap<u64, String> = addrs.iter().map(|&a| (a, fallback(a))).collect();
-    // file -> (address, its offset in the file)
-    let mut by_file: BTreeMap<&str, Vec<(u64, u64)>> = BTreeMap::new();
+    // file -> (addresses, their offsets in the file)
+    let mut by_file: BTreeMap<&str, (&MappedFile, Vec<u64>, Vec<u64>)> = BTreeMap::new();
     for &a in &addrs {
-        if let Some(f) = maps.file(a).filter(|f| f.still_on_disk()) {
-            let offset = a - f.start + f.offset;
-            by_file
-                .entry(f.path.as_str())
-                .or_default()
-                .push((a, offset));
+        if let Some(f) = maps.file(a) {
+            let (_, in_file, offsets) =
+                by_file
+                    .entry(f.path.as_str())
+                    .or_insert((f, vec![], vec![]));
+            in_file.push(a);
+            offsets.push(a - f.start + f.offset);
         }
     }
-    for (path, list) in by_file {
-        let offsets: Vec<u64> = list.iter().map(|&(_, o)| o).collect();
-        let src = Source::Elf(Elf::new(path));
-        let Ok(resolved) = symbolizer.symbolize(&src, Input::FileOffset(&offsets)) else {
+    // One look at each file on disk, not one per address.
+    for (path, (file, in_file, offsets)) in by_file {
+        if !file.still_on_disk() {
             continue;
-        };
-        for (&(a, _), r) in list.iter().zip(resolved) {
-            if let Symbolized::Sym(sym) = r {
-                named.insert(a, clean(&demangle(&sym.name)));
+        }
+        let src = Source::Elf(Elf::new(path));
+        let resolved = resolve(symbolizer, &src, Input::FileOffset(&offsets));
+        for (a, name) in in_file.into_iter().zip(resolved) {
+            if let Some(name) = name {
+                named.insert(a, name);
             }
         }
     }
     named
+}
+
+/// blazesym's name for each input, in their order, as the folded files carry names: one entry
+/// per input, None where it found none (all of them when the source cannot be read).
+fn resolve(symbolizer: &Symbolizer, src: &Source, input: Input<&[u64]>) -> Vec<Option<String>> {
+    let n = input.as_inner_ref().len();
+    let mut names: Vec<Option<String>> = (symbolizer.symbolize(src, input).unwrap_or_default())
+        .into_iter()
+        .map(|r| match r {
+            Symbolized::Sym(sym) => Some(clean(&demangle(&sym.name))),
+            _ => None,
+        })
+        .collect();
+    names.resize(n, None);
+    names
 }
 
 /// A symbol's name demangled, when it carries a mangling prefix: Rust's (`_R`, or legacy `_ZN...E`
@@ -425,6 +432,18 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn every_address_gets_a_name_when_the_source_cannot_be_read() {
+        let symbolizer = Symbolizer::builder().enable_code_info(false).build();
+        let src = Source::Elf(Elf::new("/nonexistent/srvprof-test"));
+        let named = names(&symbolizer, &src, vec![0x20, 0x10, 0x20], |a| {
+            format!("x+{a:#x}")
+        });
+        assert_eq!(named.len(), 2);
+        assert_eq!(named[&0x10], "x+0x10");
+        assert_eq!(named[&0x20], "x+0x20");
     }
 
     #[test]
