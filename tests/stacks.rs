@@ -345,6 +345,14 @@ fn nginx_without_frame_pointers_matches_perf_dwarf() {
     );
     assert!(http > 0, "no ngx_http_* frame in {total} samples");
     assert!(samples >= 40, "perf recorded {samples} samples");
+    // The copies stop just above main's frame: the worker's frames take ~3.5 KiB of its stack,
+    // and the 8 KiB and more above them (argv, the environment) are not copied. perf copies
+    // 8 KiB a sample; srvprof copied 12 KiB before its copies stopped at the outermost frame.
+    let copied = q["mean_copy_bytes"].as_f64().expect("mean_copy_bytes");
+    assert!(
+        copied < 8192.0,
+        "{copied:.0} bytes of user stack copied per sample"
+    );
     assert!(
         (srvprof_share - perf_share).abs() <= 0.10,
         "under ngx_process_events_and_timers: srvprof {srvprof_share:.3}, perf {perf_share:.3}"

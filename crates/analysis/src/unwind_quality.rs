@@ -97,6 +97,10 @@ pub struct UnwindQuality {
     /// Weight per method: "cfi" (unwound in user space from .eh_frame / .debug_frame, frame
     /// pointers where a function has none) or "frame_pointers" (the kernel's walk).
     pub methods: BTreeMap<String, u64>,
+    /// Mean bytes of user stack copied per stack unwound in user space (the part of a sample's
+    /// cost in its interrupt that grows with the copy), None when none was.
+    #[serde(default)]
+    pub mean_copy_bytes: Option<f64>,
     /// The outermost frame most of the stacks that stop short stop at, and why it may be.
     pub stops_at: Option<String>,
     pub why: Option<String>,
@@ -184,6 +188,7 @@ impl UnwindTally {
             with_unnamed: self.with_unnamed as f64 / n,
             mean_user_depth: self.depth_weighted as f64 / n,
             methods: self.methods,
+            mean_copy_bytes: None,
             stops_at: stop.as_ref().map(|(f, _)| f.clone()),
             why: stop.map(|(_, w)| w),
         }

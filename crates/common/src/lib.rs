@@ -32,7 +32,7 @@ pub const MAX_STACK_DEPTH: usize = 127;
 /// At most this many bytes of a sampled thread's user stack are copied from its stack pointer
 /// up, for unwinding in user space from the binary's CFI (.eh_frame): frames whose part of the
 /// stack lies beyond are cut off (the stack is then reported as not reaching the thread's
-/// start). Fewer once the thread's stacks are known to need fewer (STACK_COPY_BYTES).
+/// start). Fewer once the thread's stacks are known to need fewer (StackCopyHint).
 pub const USER_STACK_BYTES: usize = 65536;
 /// The ring the on-CPU samples with their stack copies go through: room for 250 whole copies,
 /// 1.3 s of on-CPU samples at 99 Hz on 2 CPUs, between two drains (srvprof drains it every
@@ -92,7 +92,7 @@ pub mod maps {
     pub const OFFCPU_STACKS: &str = "OFFCPU_STACKS";
     pub const OFFCPU_START: &str = "OFFCPU_START";
     pub const USER_STACK_SAMPLES: &str = "USER_STACK_SAMPLES";
-    pub const STACK_COPY_BYTES: &str = "STACK_COPY_BYTES";
+    pub const STACK_COPY_HINTS: &str = "STACK_COPY_HINTS";
     pub const TRACE_WINDOW: &str = "TRACE_WINDOW";
 }
 
@@ -502,6 +502,22 @@ pub struct UserStackSample {
     pub stack: [u8; USER_STACK_BYTES],
 }
 
+/// How much of a thread's user stack a sample copies, as user space learned it from the thread's
+/// unwound stacks (absent: USER_STACK_BYTES from the stack pointer up).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCopyHint {
+    /// At most this many bytes from the stack pointer up: the deepest its unwinding has read,
+    /// with a margin.
+    pub bytes: u32,
+    pub _pad: u32,
+    /// Nonzero: the address just past the outermost frame its complete stacks reached (main,
+    /// start_thread), with a margin. A copy from a stack pointer below it ends there, not `bytes`
+    /// up: what lies above is the thread's start (argv and the environment for the main thread),
+    /// not frames. 0 for a thread seen on more than one stack (a runtime that switches stacks).
+    pub end: u64,
+}
+
 /// The end of an off-CPU period whose stacks were sent as a UserStackSample (same ring, told
 /// apart by its size): its time off the CPU, and how many of the thread's periods it stands for
 /// (the inverse of the chance it had to be sent).
@@ -531,6 +547,7 @@ mod pod {
     use super::*;
     // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
     unsafe impl aya::Pod for ThreadStats {}
+    unsafe impl aya::Pod for StackCopyHint {}
     unsafe impl aya::Pod for CountTime {}
     unsafe impl aya::Pod for SyscallTable {}
     unsafe impl aya::Pod for SyscallSlot {}

@@ -23,9 +23,9 @@ use aya_ebpf::{
 };
 use srvprof_common::{
     MAX_STACK_DEPTH, MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
-    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, STACK_ID_COLLIDED, StackKey,
-    USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES,
-    UserStackSample, lost,
+    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, STACK_ID_COLLIDED, StackCopyHint,
+    StackKey, USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY,
+    USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
 use crate::target::{THREADS, count_lost, current_comm, group_of, task_exec_runtime};
@@ -55,11 +55,11 @@ static STACK_TRACES: StackTrace = StackTrace::with_max_entries(MAX_STACK_TRACES,
 #[map]
 static USER_STACK_SAMPLES: RingBuf = RingBuf::with_byte_size(USER_STACK_RING_BYTES, 0);
 
-/// tid -> bytes of its stack worth copying: what its unwound stacks have needed so far, with a
-/// margin, set by user space (absent: USER_STACK_BYTES). Copying costs ~0.3 us per KiB here, in
-/// the interrupt the sample is taken in.
+/// tid -> how much of its stack is worth copying: what its unwound stacks have needed so far,
+/// set by user space (absent: USER_STACK_BYTES). Copying costs ~0.3 us per KiB here, in the
+/// interrupt the sample is taken in.
 #[map]
-static STACK_COPY_BYTES: HashMap<u32, u32> = HashMap::with_max_entries(MAX_THREADS, 0);
+static STACK_COPY_HINTS: HashMap<u32, StackCopyHint> = HashMap::with_max_entries(MAX_THREADS, 0);
 
 /// Samples per stack key.
 #[map]
@@ -196,6 +196,20 @@ enum KernelStack {
     Frames(*mut core::ffi::c_void),
 }
 
+/// Bytes of `tid`'s stack to copy from `sp` up: its hint's, or to its stack's known end when `sp`
+/// is below that (at least a word).
+#[inline(always)]
+fn copy_limit(tid: u32, sp: u64) -> u64 {
+    let Some(hint) = (unsafe { STACK_COPY_HINTS.get(&tid) }) else {
+        return USER_STACK_BYTES as u64;
+    };
+    let mut limit = hint.bytes as u64;
+    if hint.end > sp && hint.end - sp < limit {
+        limit = hint.end - sp;
+    }
+    limit.clamp(8, USER_STACK_BYTES as u64)
+}
+
 /// Sends the sample with the current thread's user registers and the top of its user stack.
 /// The registers are the ones the kernel saved when the thread entered it (the interrupt that
 /// sampled it, or the syscall it is in), so they are its user registers either way. The stack
@@ -241,14 +255,14 @@ fn send_user_stack(key: &StackKey, kernel: KernelStack, tid: u32, seq: u64, time
         (*sample).time_ns = time_ns;
     }
     let stack = unsafe { (*sample).stack.as_mut_ptr() };
-    let limit =
-        unsafe { STACK_COPY_BYTES.get(&tid) }.map_or(USER_STACK_BYTES as u64, |&n| n as u64);
-    // The rest of sp's page, then whole pages while they read, are wanted, and fit. A page that
-    // does not read is either past the stack's end or one the thread never touched (the far
-    // part of a large local buffer, `char buf[8192]` of which a request fills the first bytes):
-    // not resident, and this read may not fault it in. The helper zeroes it; the copy goes on
-    // over up to STACK_HOLE_PAGES such pages in a row, so the frames above the buffer (the
-    // thread's start) are still copied, and ends where they do not read either.
+    let limit = copy_limit(tid, sp);
+    // The rest of sp's page, then whole pages while they read, are wanted, and fit, up to the
+    // limit (rounded up to a page). A page that does not read is either past the stack's end or one
+    // the thread never touched (the far part of a large local buffer, `char buf[8192]` of which a
+    // request fills the first bytes): not resident, and this read may not fault it in. The
+    // helper zeroes it; the copy goes on over up to STACK_HOLE_PAGES such pages in a row, so the
+    // frames above the buffer (the thread's start) are still copied, and ends where they do not
+    // read either.
     let first = PAGE - (sp & (PAGE - 1));
     let mut len: u64 = 0;
     if sp != 0 && unsafe { bpf_probe_read_user(stack.cast(), first as u32, sp as *const _) } == 0 {

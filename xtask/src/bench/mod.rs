@@ -11,6 +11,7 @@ mod charts;
 mod conns;
 mod host;
 mod index;
+mod interrupt_time;
 mod loadgen;
 pub(crate) mod overhead;
 mod sample_cost;

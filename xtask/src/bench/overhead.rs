@@ -139,6 +139,7 @@ pub fn run(quick: bool) -> Result<String> {
     }
     let program_time = program_time_table(&setup)?;
     let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
+    let interrupt = super::interrupt_time::table(&srvprof, master, worker, &url, &dir, rounds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     report.push_str(&format!(
@@ -194,6 +195,7 @@ pub fn run(quick: bool) -> Result<String> {
     ));
     report.push_str(&program_time);
     report.push_str(&sample_cost);
+    report.push_str(&interrupt);
     println!("{report}");
     let out = root.join("target/bench/overhead.md");
     std::fs::create_dir_all(out.parent().expect("has a parent"))?;
@@ -202,17 +204,22 @@ pub fn run(quick: bool) -> Result<String> {
     Ok(report)
 }
 
-/// `cargo xtask bench samples`: the per-sample table alone (sample_cost.rs), 5 rounds, with
-/// nginx for srvprof run's 1 request a second.
+/// `cargo xtask bench samples`: the per-sample tables alone (sample_cost.rs, interrupt_time.rs),
+/// 5 rounds, with nginx for srvprof run's 1 request a second and for the interrupt timing.
 pub fn run_sample_cost() -> Result<()> {
-    require_tools(&["taskset", "perf"], "cargo xtask setup")?;
+    require_tools(&["taskset", "perf", "wrk", "bpftrace"], "cargo xtask setup")?;
     let srvprof = crate::release_srvprof()?;
     let dir = std::env::temp_dir().join(format!("srvprof-bench-samples-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
     let nginx = Nginx::start(&dir, port)?;
+    let master = nginx.child.id();
+    let worker = child_of(master).ok_or_else(|| anyhow!("nginx {master} has no worker"))?;
     let url = format!("http://127.0.0.1:{port}/");
-    let table = super::sample_cost::table(&srvprof, &url, &dir, 5, false)?;
+    let mut table = super::sample_cost::table(&srvprof, &url, &dir, 5, false)?;
+    table.push_str(&super::interrupt_time::table(
+        &srvprof, master, worker, &url, &dir, 5,
+    )?);
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     println!("{table}");

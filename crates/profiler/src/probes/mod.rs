@@ -2,6 +2,7 @@
 //! the twin of the module of the same name in crates/ebpf.
 
 pub mod btf_offsets;
+mod copy_hints;
 pub mod exits;
 pub mod irq;
 pub mod pauses;
@@ -218,12 +219,12 @@ impl Probes {
         let user_stacks = match targets.stack_sample_hz {
             Some(_) => {
                 let ring = take_ring(&mut ebpf, maps::USER_STACK_SAMPLES)?;
-                let copy_bytes = ebpf
-                    .take_map(maps::STACK_COPY_BYTES)
-                    .ok_or_else(|| map_error(maps::STACK_COPY_BYTES, "not in the BPF object"))?;
-                let copy_bytes = HashMap::try_from(copy_bytes)
-                    .map_err(|e| map_error(maps::STACK_COPY_BYTES, e))?;
-                Some(unwind::UserStacks::start(ring, copy_bytes))
+                let hints = ebpf
+                    .take_map(maps::STACK_COPY_HINTS)
+                    .ok_or_else(|| map_error(maps::STACK_COPY_HINTS, "not in the BPF object"))?;
+                let hints =
+                    HashMap::try_from(hints).map_err(|e| map_error(maps::STACK_COPY_HINTS, e))?;
+                Some(unwind::UserStacks::start(ring, hints))
             }
             None => None,
         };

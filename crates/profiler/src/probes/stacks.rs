@@ -37,6 +37,9 @@ pub struct RawStacks {
     /// Per process, its executable mappings as last read while it ran (lines of
     /// /proc/PID/maps): what names the frames of a process gone by the end.
     pub maps: StdHashMap<u32, String>,
+    /// Per (group, off-CPU), the stacks unwound in user space and the bytes of user stack their
+    /// samples copied.
+    pub copied: StdHashMap<(u32, bool), (u64, u64)>,
 }
 
 /// A value counted under a stack key, in the time bucket it fell in (unwind::TIME_BUCKET_NS,
@@ -209,6 +212,7 @@ pub fn read(
         ends,
         sample_hz,
         maps: std::mem::take(&mut unwound.maps),
+        copied: std::mem::take(&mut unwound.copied),
     })
 }
 

@@ -22,14 +22,16 @@ use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use object::{Object, ObjectSection, ObjectSegment};
 use srvprof_analysis::unwind_quality::UnwindEnd;
-use srvprof_common::{MAX_STACK_DEPTH, OffcpuTime, StackKey, USER_STACK_BYTES, UserStackSample};
+use srvprof_common::{
+    MAX_STACK_DEPTH, OffcpuTime, StackCopyHint, StackKey, USER_STACK_BYTES, UserStackSample,
+};
+
+use super::copy_hints::{CopyHints, Outcome};
 
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
 /// A process's modules are read again at most this often when samples land outside them.
 const RELOAD_AFTER: Duration = Duration::from_secs(1);
-/// Bytes copied beyond the deepest a thread's unwinding has read so far, rounded up to a page.
-const COPY_MARGIN: u64 = 2048;
 
 /// Samples and off-CPU periods are timed to this: the start of the bucket they fell in.
 pub const TIME_BUCKET_NS: u64 = 10_000_000;
@@ -69,6 +71,8 @@ pub struct UnwoundStacks {
     /// Per process, its executable mappings (lines of /proc/PID/maps) when last read: the
     /// frames of a process that is gone by the end are named from these.
     pub maps: HashMap<u32, String>,
+    /// Per (group, off-CPU) the stacks unwound here, and the bytes of user stack they copied.
+    pub copied: HashMap<(u32, bool), (u64, u64)>,
     kernel_ids: StackIds<Vec<u64>>,
 }
 
@@ -144,9 +148,12 @@ pub struct UserStacks {
 }
 
 impl UserStacks {
-    /// `copy_bytes` is the BPF map of how much of each thread's stack to copy, which this thread
-    /// keeps to what the thread's stacks have needed (see CopyHints).
-    pub fn start(mut ring: RingBuf<MapData>, copy_bytes: BpfHashMap<MapData, u32, u32>) -> Self {
+    /// `copy_hints` is the BPF map of how much of each thread's stack to copy, which this thread
+    /// keeps to what the thread's stacks have needed (copy_hints.rs).
+    pub fn start(
+        mut ring: RingBuf<MapData>,
+        copy_hints: BpfHashMap<MapData, u32, StackCopyHint>,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let unwound = Arc::new(Mutex::new(UnwoundStacks::default()));
         let thread = {
@@ -156,7 +163,7 @@ impl UserStacks {
                 .spawn(move || {
                     let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
                     let mut files = FileCache::default();
-                    let mut hints = CopyHints::new(copy_bytes);
+                    let mut hints = CopyHints::new(copy_hints);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
                     let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();
                     let mut open_period: HashMap<u32, u64> = HashMap::new();
@@ -175,7 +182,19 @@ impl UserStacks {
                                         ProcessUnwinder::new(s.key.tgid, &mut files)
                                     });
                                     let u = p.unwind(&s, &mut files);
-                                    hints.learn(s.tid, &u);
+                                    hints.learn(
+                                        s.tid,
+                                        &Outcome {
+                                            sp: s.sp,
+                                            copied: u.copied,
+                                            deepest_read: u.deepest_read,
+                                            read_past_copy: u.read_past_copy,
+                                            reached_root: u.stack.end == UnwindEnd::Root,
+                                        },
+                                    );
+                                    let copied =
+                                        out.copied.entry((s.key.group, s.seq != 0)).or_default();
+                                    *copied = (copied.0 + 1, copied.1 + u.copied);
                                     let kernel = std::mem::take(&mut s.kernel);
                                     let key = out.with_kernel_frames(s.key, kernel);
                                     if s.seq == 0 {
@@ -247,52 +266,6 @@ impl Drop for UserStacks {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-/// How much of each thread's stack the BPF side copies: the most its unwinding has read so far
-/// plus a margin, or all it may (USER_STACK_BYTES) until a sample is unwound, and again after one
-/// ran out of copied stack. nginx's worker needs under 8 KiB, a Rust or Java thread tens.
-struct CopyHints {
-    map: BpfHashMap<MapData, u32, u32>,
-    set: HashMap<u32, u32>,
-}
-
-impl CopyHints {
-    fn new(map: BpfHashMap<MapData, u32, u32>) -> Self {
-        Self {
-            map,
-            set: HashMap::new(),
-        }
-    }
-
-    fn learn(&mut self, tid: u32, u: &Unwound) {
-        let full = USER_STACK_BYTES as u32;
-        let limit = self.set.get(&tid).copied().unwrap_or(full) as u64;
-        // A copy shorter than its limit ended at the stack mapping's end: reading past it is the
-        // unwinder probing above the outermost frame, not a stack that needed more.
-        let ran_out = u.read_past_copy && u.copied >= limit && limit < full as u64;
-        let want = if ran_out {
-            full
-        } else {
-            let need = (u.deepest_read + COPY_MARGIN).div_ceil(4096) * 4096;
-            (need.min(full as u64) as u32).max(self.set.get(&tid).copied().unwrap_or(0))
-        };
-        if self.set.get(&tid) == Some(&want) || (want == full && !self.set.contains_key(&tid)) {
-            return;
-        }
-        let ok = if want == full {
-            self.map.remove(&tid).is_ok()
-        } else {
-            self.map.insert(tid, want, 0).is_ok()
-        };
-        if ok {
-            if want == full {
-                self.set.remove(&tid);
-            } else {
-                self.set.insert(tid, want);
-            }
         }
     }
 }

@@ -229,8 +229,11 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
         .iter()
         .map(|(m, w)| format!("{m} {:.0}%", *w as f64 * 100.0 / q.with_user.max(1) as f64))
         .collect();
+    let copied = q.mean_copy_bytes.map_or(String::new(), |b| {
+        format!("; {:.1} KiB of user stack copied per stack", b / 1024.0)
+    });
     format!(
-        "{} {}: {:.0}% of {} {unit} with a user part reach their start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {})",
+        "{} {}: {:.0}% of {} {unit} with a user part reach their start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {}{copied})",
         q.group,
         if q.kind == "oncpu" {
             "on-CPU"

@@ -171,7 +171,13 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
             for (l, user, method, end) in lines.iter().filter(|(l, ..)| l.group == group) {
                 t.add(user, method, *end, l.value);
             }
-            quality.push(t.finish(name, kind));
+            let mut q = t.finish(name, kind);
+            q.mean_copy_bytes = raw
+                .copied
+                .get(&(group, kind == "offcpu"))
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, bytes)| *bytes as f64 / *n as f64);
+            quality.push(q);
         }
     };
     let oncpu: Vec<_> = raw
