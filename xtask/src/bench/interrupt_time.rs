@@ -10,17 +10,16 @@
 //! cache lines a copy evicts, which the spin's table (sample_cost.rs) includes.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use super::host::SERVER_CPU;
-use super::overhead::{Watcher, detach, perf_record, srvprof_run_rest, start_watcher};
+use super::overhead::{Watcher, detach};
+use super::sample_cost::{HZ, Sampled, attach};
 use super::stats::{median, spread};
 
-/// Sampling frequency of every watcher here, as in the spin's table.
-const HZ: u32 = 999;
 /// Seconds the callbacks are timed for, after the watcher attached and settled for SETTLE.
 const TIMED_S: u64 = 4;
 const SETTLE: Duration = Duration::from_secs(2);
@@ -37,6 +36,11 @@ pub fn table(
     dir: &Path,
     rounds: usize,
 ) -> Result<String> {
+    // srvprof watches nginx's master and its worker, perf the worker, whose interrupts are timed.
+    let on = Sampled {
+        run_pid: master,
+        perf_pid: worker,
+    };
     let Some(callback) = hrtimer_callback()? else {
         return Ok(
             "\n## Time in the sampling interrupt\n\nNot measured: /proc/kallsyms does not \
@@ -50,7 +54,7 @@ pub fn table(
     for round in 0..rounds {
         for k in 0..watchers.len() {
             let i = (k + round) % watchers.len();
-            let (n, mean_us) = measure(watchers[i], srvprof, master, worker, url, dir, callback)?;
+            let (n, mean_us) = measure(watchers[i], on, srvprof, url, dir, callback)?;
             means[i].push(mean_us);
             counts[i].push(n);
         }
@@ -109,9 +113,8 @@ fn hrtimer_callback() -> Result<Option<u64>> {
 /// their mean in microseconds.
 fn measure(
     w: Watcher,
+    on: Sampled,
     srvprof: &Path,
-    master: u32,
-    worker: u32,
     url: &str,
     dir: &Path,
     callback: u64,
@@ -125,11 +128,11 @@ fn measure(
         .stderr(Stdio::null())
         .spawn()
         .context("starting wrk")?;
-    let watcher = attach(w, srvprof, master, worker, url, dir);
+    let watcher = attach(w, on, srvprof, url, &dir.join("interrupt"));
     let timed = watcher.and_then(|watcher| {
         std::thread::sleep(SETTLE);
-        let timed = time_callbacks(worker, callback);
-        detach(Some(watcher));
+        let timed = time_callbacks(on.perf_pid, callback);
+        detach(watcher);
         timed
     });
     let _ = wrk.kill();
@@ -142,41 +145,6 @@ fn measure(
         );
     }
     Ok((n, mean))
-}
-
-/// Starts `w` on nginx, its own process on CPU 0, and returns once it is attached.
-fn attach(
-    w: Watcher,
-    srvprof: &Path,
-    master: u32,
-    worker: u32,
-    url: &str,
-    dir: &Path,
-) -> Result<Child> {
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", "0"]);
-    let ready = match w {
-        Watcher::SrvprofRun => {
-            cmd.arg(srvprof)
-                .args(["run", "--pid", &master.to_string(), "--url", url]);
-            srvprof_run_rest(&mut cmd, true, &dir.join("interrupt-run"));
-            cmd.args(["--freq", &HZ.to_string()]);
-            Some("probes attached")
-        }
-        Watcher::Perf | Watcher::PerfDwarf => {
-            cmd.arg("perf");
-            perf_record(
-                &mut cmd,
-                w == Watcher::PerfDwarf,
-                HZ,
-                worker,
-                &dir.join("interrupt-perf.data"),
-            );
-            None
-        }
-        other => return Err(anyhow!("{} is not timed here", other.name())),
-    };
-    start_watcher(&mut cmd, w.name(), ready)
 }
 
 /// bpftrace times the callback at `callback` whenever it interrupted `pid`, for TIMED_S seconds:

@@ -23,7 +23,7 @@ use super::stats::{median, spread};
 /// The watchers' own CPU.
 const WATCHER_CPU: &str = "0";
 /// Sampling frequency of every watcher here.
-const HZ: u32 = 999;
+pub(super) const HZ: u32 = 999;
 /// srvprof's default frequency, which the costs are also given at.
 const DEFAULT_HZ: f64 = 99.0;
 /// The part of each spin run that is measured starts this long after the spin started: every
@@ -168,7 +168,11 @@ fn measure(
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the spin")?;
-    let watcher = attach(s, child.id(), srvprof, url, dir)?;
+    let on = Sampled {
+        run_pid: child.id(),
+        perf_pid: child.id(),
+    };
+    let watcher = attach(s, on, srvprof, url, &dir.join("spin"))?;
     if started.elapsed() > MEASURED_FROM {
         detach(watcher);
         let _ = child.kill();
@@ -217,16 +221,35 @@ fn measure(
     Ok((rate, own_ms))
 }
 
-/// Starts `s` on `pid`, pinned to WATCHER_CPU, and returns once it is attached.
-fn attach(s: Watcher, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result<Option<Child>> {
+/// The processes a stack sampler watches: srvprof run is given `run_pid` (with its children:
+/// nginx's master), perf records `perf_pid` (nginx's worker); the same for a single process.
+#[derive(Clone, Copy)]
+pub(super) struct Sampled {
+    pub run_pid: u32,
+    pub perf_pid: u32,
+}
+
+/// Starts `s` on `on` at HZ, pinned to WATCHER_CPU, its output under `out` (a name prefix in the
+/// bench's folder), and returns once it is attached; None for Watcher::None.
+pub(super) fn attach(
+    s: Watcher,
+    on: Sampled,
+    srvprof: &Path,
+    url: &str,
+    out: &Path,
+) -> Result<Option<Child>> {
     let mut cmd = Command::new("taskset");
     cmd.args(["-c", WATCHER_CPU]);
     let ready = match s {
         Watcher::None => return Ok(None),
         Watcher::SrvprofRun | Watcher::SrvprofRunNoStacks => {
             cmd.arg(srvprof)
-                .args(["run", "--pid", &pid.to_string(), "--url", url]);
-            srvprof_run_rest(&mut cmd, s == Watcher::SrvprofRun, &dir.join("spin-run"));
+                .args(["run", "--pid", &on.run_pid.to_string(), "--url", url]);
+            srvprof_run_rest(
+                &mut cmd,
+                s == Watcher::SrvprofRun,
+                &out.with_extension("run"),
+            );
             cmd.args(["--freq", &HZ.to_string()]);
             Some("probes attached")
         }
@@ -236,8 +259,8 @@ fn attach(s: Watcher, pid: u32, srvprof: &Path, url: &str, dir: &Path) -> Result
                 &mut cmd,
                 s == Watcher::PerfDwarf,
                 HZ,
-                pid,
-                &dir.join("spin-perf.data"),
+                on.perf_pid,
+                &out.with_extension("perf.data"),
             );
             None
         }
