@@ -182,19 +182,10 @@ impl UserStacks {
                                         ProcessUnwinder::new(s.key.tgid, &mut files)
                                     });
                                     let u = p.unwind(&s, &mut files);
-                                    hints.learn(
-                                        s.tid,
-                                        &Outcome {
-                                            sp: s.sp,
-                                            copied: u.copied,
-                                            deepest_read: u.deepest_read,
-                                            read_past_copy: u.read_past_copy,
-                                            reached_root: u.stack.end == UnwindEnd::Root,
-                                        },
-                                    );
+                                    hints.learn(s.tid, &u.copy);
                                     let copied =
                                         out.copied.entry((s.key.group, s.seq != 0)).or_default();
-                                    *copied = (copied.0 + 1, copied.1 + u.copied);
+                                    *copied = (copied.0 + 1, copied.1 + u.copy.copied);
                                     let kernel = std::mem::take(&mut s.kernel);
                                     let key = out.with_kernel_frames(s.key, kernel);
                                     if s.seq == 0 {
@@ -270,13 +261,10 @@ impl Drop for UserStacks {
     }
 }
 
-/// One sample unwound: its stack, how deep into the copy the unwinding read, whether it wanted
-/// stack beyond the copy, and how much was copied.
+/// One sample unwound: its stack, and what its copy came to (what the copy hints learn from).
 struct Unwound {
     stack: UserStack,
-    deepest_read: u64,
-    read_past_copy: bool,
-    copied: u64,
+    copy: Outcome,
 }
 
 /// One record of the ring: the sample's fields and the part of the stack copy that was filled.
@@ -393,9 +381,13 @@ impl ProcessUnwinder {
                 frames: Vec::new(),
                 end: UnwindEnd::Lost,
             },
-            deepest_read: 0,
-            read_past_copy: false,
-            copied: 0,
+            copy: Outcome {
+                sp: s.sp,
+                copied: s.stack.len() as u64,
+                deepest_read: 0,
+                read_past_copy: false,
+                reached_root: false,
+            },
         };
         if s.ip == 0 {
             return u;
@@ -447,9 +439,9 @@ impl ProcessUnwinder {
             frames.push(ret);
             frame = next;
         };
-        u.read_past_copy = ran_out;
-        u.copied = stack.len() as u64;
-        u.deepest_read = deepest;
+        u.copy.read_past_copy = ran_out;
+        u.copy.deepest_read = deepest;
+        u.copy.reached_root = u.stack.end == UnwindEnd::Root;
         u
     }
 
