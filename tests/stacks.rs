@@ -75,6 +75,15 @@ fn start_chain(seconds: u32) -> Server {
 /// `srvprof run ARGS --out DIR`, with the wall time between its "probes attached" and "reading
 /// stacks" lines: the window its stacks were recorded in.
 fn run_timed(args: RunArgs, dir: &Path) -> (serde_json::Value, f64) {
+    run_timed_then(args, dir, |_| {})
+}
+
+/// [`run_timed`], calling `attached` with srvprof's pid once its probes are attached.
+fn run_timed_then(
+    args: RunArgs,
+    dir: &Path,
+    mut attached_then: impl FnMut(u32),
+) -> (serde_json::Value, f64) {
     let mut child = args.out(dir).spawn();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
     let (mut attached, mut window_s, mut stderr) = (None, None, String::new());
@@ -85,6 +94,7 @@ fn run_timed(args: RunArgs, dir: &Path) -> (serde_json::Value, f64) {
         }
         if line.contains("probes attached") {
             attached = Some(std::time::Instant::now());
+            attached_then(child.id());
         }
         if line.contains("reading stacks") {
             window_s = attached.map(|a| a.elapsed().as_secs_f64());
@@ -432,11 +442,56 @@ fn a_stripped_binary_is_named_from_its_debug_file() {
     let named: u64 = weight(&on_main, |f| {
         contains_run(f, &["main", "chain_a", "chain_b", "chain_c"])
     });
+    // Samples the unwinding thread had no room for carry the kernel's walk, which stops in the
+    // stripped code: a count here says the thread fell behind, not that naming failed.
+    let ring_full = &run_json["server"]["user_stack_ring_full"];
     eprintln!(
-        "{named} of {all} samples named main;chain_a;chain_b;chain_c; {}",
+        "{named} of {all} samples named main;chain_a;chain_b;chain_c; {ring_full} found the ring full; {}",
         quality(&run_json, "server", "oncpu")
     );
-    assert!(all >= 50 && named as f64 >= 0.9 * all as f64, "{on_main:?}");
+    assert!(
+        all >= 50 && named as f64 >= 0.9 * all as f64,
+        "{ring_full} stacks found the ring full; {on_main:?}"
+    );
+}
+
+/// A stalled unwinding thread is said, not hidden: srvprof stopped (SIGSTOP) for 3 s while the
+/// chain program spins leaves the kernel's samples no room in the user-stack ring (it holds about
+/// 2 s at 99 Hz), and those samples fall back to the kernel's frame-pointer walk. run.json counts
+/// them, the summary says so, and every sample unwound by frame pointers is one of them.
+#[test]
+fn a_stalled_unwinder_is_counted_and_said() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let chain = start_chain(20);
+    let dir = fresh_run_dir("chain-stalled");
+    let (run, _) = run_timed_then(
+        RunArgs::pid(chain.pid())
+            .args(&["--url", &nginx.url(), "--cpus", "0"])
+            .load(2, "6s", "0s"),
+        &dir,
+        |pid| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let pid = pid as libc::pid_t;
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        },
+    );
+    drop(chain);
+    let ring_full = run["server"]["user_stack_ring_full"].as_u64().unwrap();
+    let q = quality(&run, "server", "oncpu");
+    let by_frame_pointers = q["methods"]["frame_pointers"].as_u64().unwrap_or(0);
+    eprintln!("{ring_full} stacks found the ring full; {q}");
+    // 3 s of a spinning thread at 99 Hz is ~300 samples, of which ~1 s found no room.
+    assert!(by_frame_pointers >= 20, "{q}");
+    assert!(
+        ring_full >= by_frame_pointers,
+        "{ring_full} < {by_frame_pointers}"
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let said = format!("{ring_full} stacks found the user-stack ring full");
+    assert!(html.contains(&said), "report.html does not say: {said}");
 }
 
 /// The BEAM's JIT code (servers/erlang starts the VM with +JPperf true, so it writes a perf map)

@@ -353,5 +353,6 @@ pub fn kernel_report(
     };
     r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);
     r.stack_ids_collided = in_window(lost::STACK_TRACES_FULL);
+    r.user_stack_ring_full = in_window(lost::USER_STACK_RING_FULL);
     r
 }

@@ -461,6 +461,12 @@ pub struct KernelReport {
     /// off-CPU stacks and on-CPU samples the ring had no room for use that map; not a lost record.
     #[serde(default)]
     pub stack_ids_collided: u64,
+    /// Stacks (machine-wide, in the window) the user-stack ring had no room for, because the
+    /// unwinding thread fell behind: they carry the kernel's frame-pointer walk instead of an
+    /// unwinding from CFI (shallow through code without frame pointers; the unwind quality's
+    /// `frame_pointers` share). Not a lost record: the sample or off-CPU time is kept.
+    #[serde(default)]
+    pub user_stack_ring_full: u64,
 }
 
 /// A CPU quota over some of the group's processes, and its throttling in the window.

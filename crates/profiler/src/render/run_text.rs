@@ -128,6 +128,9 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
     for q in r.stacks.iter().filter(|q| q.with_user > 0) {
         let _ = writeln!(out, "stacks: {}", unwind_line(q));
     }
+    if let Some(line) = ring_full_line(s.user_stack_ring_full) {
+        let _ = writeln!(out, "stacks: {line}");
+    }
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(
         out,
@@ -246,6 +249,16 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
         q.mean_user_depth,
         methods.join(", ")
     )
+}
+
+/// The stacks that found the user-stack ring full, if any, in a sentence.
+pub fn ring_full_line(stacks: u64) -> Option<String> {
+    (stacks > 0).then(|| {
+        format!(
+            "{stacks} stacks found the user-stack ring full (the unwinding thread fell behind) and \
+             carry the kernel's frame-pointer walk instead, shallow through code without frame pointers"
+        )
+    })
 }
 
 /// What tracks p99 per interval: only correlations that are not chance (the permutation test of
