@@ -238,6 +238,75 @@ fn a_starved_load_generator_is_called_client_bound() {
     );
 }
 
+/// The demo's layout and binary: servers/rust-hyper alone on CPU 1, the release load generator's
+/// one thread on CPU 0. Both saturate, so client_bound must not say the run measured only the client: it is a
+/// warning that names the server's share of its CPU, checked against /proc/PID/stat over the
+/// measured window (from the end of the warmup to "load done").
+#[test]
+fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
+    require_root();
+    let server = Server::start("rust-hyper", &["--cpus", "1"]);
+    let pid = server.pid();
+    let dir = fresh_run_dir("both-saturated");
+    // The release binary, as the demo runs: the debug build's client saturates first.
+    let args = RunArgs::pid(pid)
+        .load(100, "5s", "1s")
+        .args(&["--threads", "1", "--cpus", "0"])
+        .out(&dir);
+    let mut child = spawn_piped(
+        Command::new(srvprof_release_bin())
+            .arg("run")
+            .args(args.list()),
+    );
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
+    let cpu_ns = || {
+        let t = srvprof::procfs::process_cpu_time(pid).expect("the server's /proc/PID/stat");
+        (t.user_ns + t.sys_ns, std::time::Instant::now())
+    };
+    let (mut from, mut to, mut stderr) = (None, None, String::new());
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
+            break;
+        }
+        if line.contains("probes attached") {
+            // The 1 s warmup.
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            from = Some(cpu_ns());
+        }
+        if line.contains("load done") {
+            to = Some(cpu_ns());
+        }
+        stderr.push_str(&line);
+    }
+    assert!(child.wait().unwrap().success(), "{stderr}");
+    let ((a, at), (b, bt)) = (from.expect(&stderr), to.expect(&stderr));
+    let busy = (b - a) as f64 / 1e9 / bt.duration_since(at).as_secs_f64();
+    assert!(
+        busy >= 0.9,
+        "premise: the server is saturated, {busy:.3} of its CPU"
+    );
+    let run = read_json(&dir.join("run.json"));
+    let f = expect_finding(&run, "client_bound");
+    assert_eq!(f["severity"], "warning", "{f}");
+    let share = f["evidence"]["server_cpu_share"].as_f64().unwrap();
+    assert!(
+        (share - busy).abs() <= 0.05,
+        "server share {share:.3}, /proc {busy:.3}: {f}"
+    );
+    assert!(
+        f["summary"]
+            .as_str()
+            .unwrap()
+            .contains("as well as the server"),
+        "{f}"
+    );
+    eprintln!(
+        "server {busy:.3} of its CPU by /proc, {share:.3} by srvprof: {}",
+        f["summary"]
+    );
+}
+
 #[test]
 fn a_server_that_dies_by_signal_mid_run_is_reported_with_the_client_errors() {
     require_root();

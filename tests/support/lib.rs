@@ -43,6 +43,18 @@ pub fn srvprof_bin() -> PathBuf {
     bin
 }
 
+/// The release srvprof, for a test of what users run at full speed (`cargo xtask test` builds
+/// it before the tests run).
+pub fn srvprof_release_bin() -> PathBuf {
+    let bin = target_dir().join("release/srvprof");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --release -p srvprof` (cargo xtask test does)",
+        bin.display()
+    );
+    bin
+}
+
 /// The known workload, driven command by command.
 pub struct Workload {
     pub child: Child,

@@ -23,8 +23,10 @@ pub fn run(args: &[String]) -> Result<()> {
     // The analysis builds alone, with the load generator's types but not its engine: nothing
     // there can reach the kernel or a socket (crates/analysis/tests/pure.rs checks the rest).
     run_cmd(cargo().args(["check", "-p", "srvprof-analysis", "--all-targets"]))?;
-    // The binary the end-to-end tests run.
+    // The binary the end-to-end tests run, and the release one that tests of what users run at
+    // full speed use (the bench below needs it too).
     run_cmd(cargo().args(["build", "-p", "srvprof", "--bins"]))?;
+    crate::release_srvprof()?;
     // Unit tests of every crate, then the integration tests one at a time: they share 2 CPUs
     // and the kernel, and assert on counts that concurrent tests would disturb.
     run_cmd(

@@ -43,22 +43,71 @@ pub fn client_bound(r: &RunReport) -> Option<Finding> {
     let waited = client_starved
         .map(|(_, t)| t.runq_ns as f64 / (secs * 1e9))
         .unwrap_or(0.0);
+    let client = format!(
+        "its busiest thread was on a CPU or waiting for one {:.0}% of the time ({:.0}% waiting in the run queue)",
+        starved_share.max(client_busiest) * 100.0,
+        waited * 100.0
+    );
+    let (server_busy, server_cpus) = server_busy_cpus(r);
+    let server_share = server_busy / server_cpus.max(1) as f64;
+    // A server with no CPU to spare was at its limit whatever the client did: the throughput is
+    // (about) the server's, only the latency also holds the client's own queueing.
+    let (severity, summary) = if server_cpus > 0 && server_share >= CPU_SATURATED {
+        (
+            Severity::Warning,
+            format!(
+                "load generator CPU-bound as well as the server: {client}; the server used {:.0}% of the {server_cpus} CPU{} its working threads ran on, so the throughput is near the server's limit, but the latency includes the load generator's own queueing (give it more CPU: --threads, --cpus)",
+                server_share * 100.0,
+                if server_cpus == 1 { "" } else { "s" },
+            ),
+        )
+    } else {
+        (
+            Severity::Critical,
+            format!(
+                "load generator CPU-bound: {client}; this run measured the client, not the server"
+            ),
+        )
+    };
     Some(Finding::new(
         FindingKind::ClientBound,
-        Severity::Critical,
-        format!(
-            "load generator CPU-bound: its busiest thread was on a CPU or waiting for one {:.0}% of the time ({:.0}% waiting in the run queue); this run measured the client, not the server",
-            starved_share.max(client_busiest) * 100.0,
-            waited * 100.0
-        ),
+        severity,
+        summary,
         &[
             ("client_thread_busy_or_runnable_share", starved_share),
             ("client_thread_runq_share", waited),
             ("client_busiest_thread_utilization", client_busiest),
             ("client_cpu_utilization", load.client_cpu.cpu_utilization),
+            ("server_cpu_share", server_share),
             ("throughput_rps", load.throughput_rps),
         ],
     ))
+}
+
+/// A server thread that used at least this share of the window worked for the server's
+/// throughput (the rest are helpers: loggers, timers, idle pool threads).
+const WORKING_THREAD_SHARE: f64 = 0.05;
+
+/// The CPUs' worth of time the server's threads used (user + sys over the window), and how many
+/// CPUs they could have used: the fewer of its working threads and the CPUs those ran on.
+fn server_busy_cpus(r: &RunReport) -> (f64, usize) {
+    let secs = r.server.duration_s.max(1e-9);
+    let share =
+        |t: &crate::kernel_report::ThreadReport| (t.user_ns + t.sys_ns) as f64 / (secs * 1e9);
+    let busy: f64 = r.server.threads.iter().map(share).sum();
+    let working: Vec<_> = r
+        .server
+        .threads
+        .iter()
+        .filter(|t| share(t) >= WORKING_THREAD_SHARE)
+        .collect();
+    let mut cpus: Vec<u32> = working
+        .iter()
+        .flat_map(|t| t.cpus.iter().copied())
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    (busy, working.len().min(cpus.len()))
 }
 
 /// The busiest server thread was at least CPU_SATURATED busy; says where its sys time went.
@@ -256,6 +305,20 @@ pub(super) mod tests {
             .build()
     }
 
+    /// [`client_starved`] beside a server whose one thread was `server` busy.
+    fn client_starved_beside(server: f64, share: f64) -> RunReport {
+        let ns = ns_of(share);
+        busy_server(server, false)
+            .each(|s, k| {
+                s.kernel.threads.push(ThreadCounters {
+                    oncpu_ns: grown(ns - ns / 4, k),
+                    runq_ns: grown(ns / 4, k),
+                    ..thread(GROUP_CLIENT, 20, "srvprof-load", 1, k)
+                })
+            })
+            .build()
+    }
+
     /// A run whose load generator said its busiest thread was `busiest` busy, and whether it
     /// called itself saturated.
     fn client_says(busiest: f64, saturated: bool) -> RunReport {
@@ -283,6 +346,16 @@ pub(super) mod tests {
                 &[("client_busiest_thread_utilization", busiest)],
             )
         };
+        let both = |share: f64, server: f64| {
+            finds(
+                FindingKind::ClientBound,
+                Severity::Warning,
+                &[
+                    ("client_thread_busy_or_runnable_share", share),
+                    ("server_cpu_share", server),
+                ],
+            )
+        };
         let (below, at, above) = (CPU_SATURATED - 0.01, CPU_SATURATED, CPU_SATURATED + 0.01);
         #[rustfmt::skip]
         let cases = [
@@ -293,6 +366,8 @@ pub(super) mod tests {
             ("load generator's busiest thread at CPU_SATURATED", client_says(at, false), says(at)),
             ("load generator's busiest thread just above", client_says(above, false), says(above)),
             ("the load generator says it saturated", client_says(0.5, true), says(0.5)),
+            ("client starved, server just below saturated", client_starved_beside(below, 0.95), starved(0.95)),
+            ("client starved, server saturated too", client_starved_beside(at, 0.95), both(0.95, at)),
         ];
         Table::new(client_bound, cases)
     }
