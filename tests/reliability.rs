@@ -224,6 +224,52 @@ impl Drop for Netns {
     }
 }
 
+/// The same `srvprof run --out DIR` twice: the second replaces the first (its timeline.csv,
+/// folded stacks and flamegraphs carry no marker; the folder's run.json vouches for them), and
+/// a folder whose files srvprof did not write is still refused.
+#[test]
+fn a_run_repeated_into_the_same_folder_replaces_it() {
+    require_root();
+    let server = Server::start("nginx-hello", &["--cpus", "1"]);
+    let dir = fresh_run_dir("twice");
+    let mut starts = Vec::new();
+    for _ in 0..2 {
+        let o = RunArgs::pid(server.pid())
+            .load(5, "1s", "0s")
+            .args(&["--cpus", "0"])
+            .out(&dir)
+            .command()
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let run = read_json(&dir.join("run.json"));
+        starts.push(
+            run["load"]["start_monotonic_ns"]
+                .as_f64()
+                .expect("start_monotonic_ns"),
+        );
+    }
+    assert!(
+        starts[1] > starts[0],
+        "the second run's run.json: {starts:?}"
+    );
+    let foreign = fresh_run_dir("twice-foreign");
+    std::fs::create_dir_all(&foreign).unwrap();
+    std::fs::write(foreign.join("timeline.csv"), "mine").unwrap();
+    let o = RunArgs::pid(server.pid())
+        .load(5, "1s", "0s")
+        .out(&foreign)
+        .command()
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(
+        std::fs::read_to_string(foreign.join("timeline.csv")).unwrap(),
+        "mine"
+    );
+}
+
 #[test]
 fn a_veth_path_between_namespaces_is_measured_like_loopback() {
     require_root();

@@ -18,7 +18,34 @@ fn write_err(path: &Path, e: impl Into<Cause>) -> SrvprofError {
     }
 }
 
-/// Whether `path` may be (over)written: absent, or a regular file srvprof wrote, or `force`.
+/// The first 4 KiB of a regular file (not followed through a symbolic link), if it is one.
+fn head_of(path: &Path) -> Option<String> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let bytes = fs::read(path).ok()?;
+    Some(String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).into_owned())
+}
+
+/// Whether `path` is in a run folder: one whose run.json srvprof wrote. The files srvprof writes
+/// there (timeline.csv, the folded stacks, the flamegraphs) carry no marker of their own, so the
+/// folder's run.json vouches for them: a second `srvprof run --out DIR` replaces the first.
+fn in_run_folder(path: &Path) -> bool {
+    let Some(dir) = path.parent() else {
+        return false;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let run_json = dir.join("run.json");
+    run_json.as_path() != path && head_of(&run_json).is_some_and(|h| h.contains(TOOL_MARKER))
+}
+
+/// Whether `path` may be (over)written: absent, or a regular file srvprof wrote (by its marker,
+/// or in a run folder), or `force`.
 pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
     match fs::symlink_metadata(path) {
         Err(_) => Ok(()),
@@ -28,13 +55,11 @@ pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
         )),
         Ok(_) if force => Ok(()),
         Ok(meta) if meta.is_file() => {
-            let head = fs::read(path)
-                .map(|b| b[..b.len().min(4096)].to_vec())
-                .unwrap_or_default();
-            let head = String::from_utf8_lossy(&head);
+            let head = head_of(path).unwrap_or_default();
             if head.contains(TOOL_MARKER)
                 || head.starts_with("# srvprof")
                 || head.contains("srvprof-report")
+                || in_run_folder(path)
             {
                 Ok(())
             } else {
@@ -165,5 +190,34 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains("srvprof-tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_run_folder_s_unmarked_files_are_replaced_once_its_run_json_is_srvprof_s() {
+        let d = tmpdir("run-folder");
+        let csv = d.join("timeline.csv");
+        fs::write(&csv, "t_s,throughput_rps\n").unwrap();
+        // No run.json: the folder is nobody's, the file is kept.
+        assert!(matches!(
+            check_writable(&csv, false),
+            Err(SrvprofError::WouldOverwrite { .. })
+        ));
+        // A run.json someone else wrote vouches for nothing.
+        fs::write(d.join("run.json"), "{\"tool\": \"other\"}").unwrap();
+        assert!(check_writable(&csv, false).is_err());
+        // srvprof's run.json: the folder is a run's, its files may be replaced.
+        write_atomic(
+            &d.join("run.json"),
+            format!("{{{TOOL_MARKER}}}").as_bytes(),
+            true,
+        )
+        .unwrap();
+        write_atomic(&csv, b"t_s,throughput_rps\n1,2\n", false).unwrap();
+        assert!(fs::read_to_string(&csv).unwrap().contains("1,2"));
+        // A run.json that is a symbolic link to srvprof's vouches for nothing.
+        let other = tmpdir("run-folder-link");
+        fs::write(other.join("timeline.csv"), "mine").unwrap();
+        std::os::unix::fs::symlink(d.join("run.json"), other.join("run.json")).unwrap();
+        assert!(check_writable(&other.join("timeline.csv"), false).is_err());
     }
 }
