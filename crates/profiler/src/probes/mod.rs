@@ -202,6 +202,24 @@ impl Probes {
         let window = targets
             .sampled_window
             .map(|length| Window::new(gated, length));
+        // The thread that unwinds the samples, ready (its targets' modules read) before the
+        // programs that send them attach.
+        let user_stacks = match targets.stack_sample_hz {
+            Some(_) => {
+                let ring = take_ring(&mut ebpf, maps::USER_STACK_SAMPLES)?;
+                let hints = ebpf
+                    .take_map(maps::STACK_COPY_HINTS)
+                    .ok_or_else(|| map_error(maps::STACK_COPY_HINTS, "not in the BPF object"))?;
+                let hints =
+                    HashMap::try_from(hints).map_err(|e| map_error(maps::STACK_COPY_HINTS, e))?;
+                let pids: Vec<u32> = (targets.server_pids.iter())
+                    .chain(&targets.client_pids)
+                    .copied()
+                    .collect();
+                Some(unwind::UserStacks::start(ring, hints, &pids))
+            }
+            None => None,
+        };
         if let Some(hz) = targets.stack_sample_hz {
             let result = stacks::attach_offcpu(&mut ebpf, &btf);
             on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
@@ -216,18 +234,6 @@ impl Probes {
         }
         let paused = result?;
         let exits = exits::ExitReader::new(&mut ebpf)?;
-        let user_stacks = match targets.stack_sample_hz {
-            Some(_) => {
-                let ring = take_ring(&mut ebpf, maps::USER_STACK_SAMPLES)?;
-                let hints = ebpf
-                    .take_map(maps::STACK_COPY_HINTS)
-                    .ok_or_else(|| map_error(maps::STACK_COPY_HINTS, "not in the BPF object"))?;
-                let hints =
-                    HashMap::try_from(hints).map_err(|e| map_error(maps::STACK_COPY_HINTS, e))?;
-                Some(unwind::UserStacks::start(ring, hints))
-            }
-            None => None,
-        };
         Ok(Self {
             ebpf,
             paused,

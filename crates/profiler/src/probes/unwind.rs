@@ -149,20 +149,27 @@ pub struct UserStacks {
 
 impl UserStacks {
     /// `copy_hints` is the BPF map of how much of each thread's stack to copy, which this thread
-    /// keeps to what the thread's stacks have needed (copy_hints.rs).
+    /// keeps to what the thread's stacks have needed (copy_hints.rs). The modules of `pids` are
+    /// read here, before the sampling programs attach: a first read that is slow (a disk busy
+    /// writing out a fresh build) then delays the start, instead of stalling the draining
+    /// while the ring fills.
     pub fn start(
         mut ring: RingBuf<MapData>,
         copy_hints: BpfHashMap<MapData, u32, StackCopyHint>,
+        pids: &[u32],
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let unwound = Arc::new(Mutex::new(UnwoundStacks::default()));
+        let mut files = FileCache::default();
+        let mut processes: HashMap<u32, ProcessUnwinder> = pids
+            .iter()
+            .map(|&pid| (pid, ProcessUnwinder::new(pid, &mut files)))
+            .collect();
         let thread = {
             let (stop, unwound) = (stop.clone(), unwound.clone());
             std::thread::Builder::new()
                 .name("srvprof-unwind".into())
                 .spawn(move || {
-                    let mut processes: HashMap<u32, ProcessUnwinder> = HashMap::new();
-                    let mut files = FileCache::default();
                     let mut hints = CopyHints::new(copy_hints);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
                     let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();
