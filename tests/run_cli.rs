@@ -258,17 +258,12 @@ fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
             .arg("run")
             .args(args.list()),
     );
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
     let cpu_ns = || {
         let t = srvprof::procfs::process_cpu_time(pid).expect("the server's /proc/PID/stat");
         (t.user_ns + t.sys_ns, std::time::Instant::now())
     };
-    let (mut from, mut to, mut stderr) = (None, None, String::new());
-    loop {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
-            break;
-        }
+    let (mut from, mut to) = (None, None);
+    let stderr = follow_stderr(&mut child, |line| {
         if line.contains("probes attached") {
             // The 1 s warmup.
             std::thread::sleep(std::time::Duration::from_secs(1));
@@ -277,9 +272,7 @@ fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
         if line.contains("load done") {
             to = Some(cpu_ns());
         }
-        stderr.push_str(&line);
-    }
-    assert!(child.wait().unwrap().success(), "{stderr}");
+    });
     let ((a, at), (b, bt)) = (from.expect(&stderr), to.expect(&stderr));
     let busy = (b - a) as f64 / 1e9 / bt.duration_since(at).as_secs_f64();
     assert!(

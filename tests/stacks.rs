@@ -85,23 +85,17 @@ fn run_timed_then(
     mut attached_then: impl FnMut(u32),
 ) -> (serde_json::Value, f64) {
     let mut child = args.out(dir).spawn();
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap());
-    let (mut attached, mut window_s, mut stderr) = (None, None, String::new());
-    loop {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut lines, &mut line).unwrap() == 0 {
-            break;
-        }
+    let pid = child.id();
+    let (mut attached, mut window_s) = (None, None);
+    let stderr = follow_stderr(&mut child, |line| {
         if line.contains("probes attached") {
             attached = Some(std::time::Instant::now());
-            attached_then(child.id());
+            attached_then(pid);
         }
         if line.contains("reading stacks") {
-            window_s = attached.map(|a| a.elapsed().as_secs_f64());
+            window_s = attached.map(|a: std::time::Instant| a.elapsed().as_secs_f64());
         }
-        stderr.push_str(&line);
-    }
-    assert!(child.wait().unwrap().success(), "{stderr}");
+    });
     let window_s = window_s.unwrap_or_else(|| panic!("no window in: {stderr}"));
     (read_json(&dir.join("run.json")), window_s)
 }

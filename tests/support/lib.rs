@@ -34,25 +34,40 @@ pub fn target_dir() -> PathBuf {
 
 /// The srvprof binary (built by `cargo xtask test` before the tests run).
 pub fn srvprof_bin() -> PathBuf {
-    let bin = target_dir().join("debug/srvprof");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p srvprof` (cargo xtask test does)",
-        bin.display()
-    );
-    bin
+    built_srvprof("debug", "")
 }
 
 /// The release srvprof, for a test of what users run at full speed (`cargo xtask test` builds
 /// it before the tests run).
 pub fn srvprof_release_bin() -> PathBuf {
-    let bin = target_dir().join("release/srvprof");
+    built_srvprof("release", "--release ")
+}
+
+fn built_srvprof(profile: &str, flag: &str) -> PathBuf {
+    let bin = target_dir().join(profile).join("srvprof");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build --release -p srvprof` (cargo xtask test does)",
+        "{} is missing: run `cargo build {flag}-p srvprof` (cargo xtask test does)",
         bin.display()
     );
     bin
+}
+
+/// Reads `child`'s stderr to its end, calling `on_line` with each line as it comes, then waits
+/// for it and asserts it succeeded; returns all of its stderr.
+pub fn follow_stderr(child: &mut Child, mut on_line: impl FnMut(&str)) -> String {
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut stderr = String::new();
+    loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        on_line(&line);
+        stderr.push_str(&line);
+    }
+    assert!(child.wait().unwrap().success(), "{stderr}");
+    stderr
 }
 
 /// The known workload, driven command by command.

@@ -293,22 +293,17 @@ pub(super) mod tests {
     /// A recorded window in which the load generator's thread was on a CPU or waiting for one
     /// `share` of the time, a quarter of that in the run queue.
     fn client_starved(share: f64) -> RunReport {
-        let ns = ns_of(share);
-        Recording::window()
-            .each(|s, k| {
-                s.kernel.threads.push(ThreadCounters {
-                    oncpu_ns: grown(ns - ns / 4, k),
-                    runq_ns: grown(ns / 4, k),
-                    ..thread(GROUP_CLIENT, 20, "srvprof-load", 1, k)
-                })
-            })
-            .build()
+        starved_in(Recording::window(), share)
     }
 
     /// [`client_starved`] beside a server whose one thread was `server` busy.
     fn client_starved_beside(server: f64, share: f64) -> RunReport {
+        starved_in(busy_server(server, false), share)
+    }
+
+    fn starved_in(recording: Recording, share: f64) -> RunReport {
         let ns = ns_of(share);
-        busy_server(server, false)
+        recording
             .each(|s, k| {
                 s.kernel.threads.push(ThreadCounters {
                     oncpu_ns: grown(ns - ns / 4, k),
