@@ -10,12 +10,13 @@
  *             to, 10 ms timeout, inside srvprof_block_wait()
  * --seconds N exit 0 after N seconds (default: run until SIGTERM/SIGINT)
  * The main thread is named "srvprof-busy". "ready" is printed on stdout once
- * the threads run. Build (see run): gcc -O1 -g -fno-omit-frame-pointer
+ * every thread runs under its name. Build (see run): gcc -O1 -g -fno-omit-frame-pointer
  * -mno-omit-leaf-frame-pointer -fno-inline -pthread -rdynamic
  */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,10 +92,14 @@ __attribute__((noinline)) int srvprof_block_wait(int fd)
 	return n;
 }
 
+/* Posted by each thread once it has its name: "ready" waits for them. */
+static sem_t named;
+
 static void *spin_main(void *arg)
 {
 	(void)arg;
 	prctl(PR_SET_NAME, "srvprof-spin", 0, 0, 0);
+	sem_post(&named);
 	for (;;)
 		spin_fn(1000000);
 	return NULL;
@@ -104,6 +109,7 @@ static void *block_main(void *arg)
 {
 	int fd = *(int *)arg;
 	prctl(PR_SET_NAME, "srvprof-block", 0, 0, 0);
+	sem_post(&named);
 	for (;;)
 		srvprof_block_wait(fd);
 	return NULL;
@@ -144,6 +150,7 @@ int main(int argc, char **argv)
 
 	static int pipefd[2];
 	pthread_t t;
+	sem_init(&named, 0, 0);
 	if (spin && pthread_create(&t, NULL, spin_main, NULL) != 0) {
 		perror("pthread_create");
 		return 1;
@@ -154,6 +161,10 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* Only once every thread runs under its name: a test looks them up by it. */
+	for (int n = spin + block; n > 0; n--)
+		while (sem_wait(&named) != 0)
+			;
 	printf("ready\n");
 	fflush(stdout);
 
