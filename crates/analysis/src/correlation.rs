@@ -93,30 +93,48 @@ pub fn permutation_p_value(xs: &[f64], ys: &[f64], rounds: u32, seed: u64) -> f6
     (at_least + 1) as f64 / (rounds + 1) as f64
 }
 
-/// The kernel series of the timeline, by name.
+/// The series of the timeline, by name. Counts and CPU time that grow with the load (switches,
+/// syscalls, NET_RX softirqs, user and sys time) are taken per request: as rates per second they fall whenever throughput
+/// falls, and in a closed loop p99 rises then (a request waits behind the same -c others for
+/// longer), so every rate would "track" p99 with nothing to say about why. Throughput itself is
+/// one of the series, so that case is named as what it is.
 fn series(timeline: &[TimelineRow]) -> Vec<(&'static str, Vec<f64>)> {
     let max_of = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let of = |f: &dyn Fn(&TimelineRow) -> f64| timeline.iter().map(f).collect::<Vec<f64>>();
+    let per_request = |per_s: f64, r: &TimelineRow| {
+        if r.throughput_rps > 0.0 {
+            per_s / r.throughput_rps
+        } else {
+            0.0
+        }
+    };
     vec![
+        ("req/s", of(&|r| r.throughput_rps)),
         (
-            "voluntary switches/s",
-            of(&|r| r.server.voluntary_switches_per_s),
+            "voluntary switches per request",
+            of(&|r| per_request(r.server.voluntary_switches_per_s, r)),
         ),
         (
-            "involuntary switches/s",
-            of(&|r| r.server.involuntary_switches_per_s),
+            "involuntary switches per request",
+            of(&|r| per_request(r.server.involuntary_switches_per_s, r)),
         ),
         ("run-queue p99", of(&|r| r.server.runq_p99_us)),
         ("CPU quota throttled ms", of(&|r| r.server.throttled_ms)),
-        ("server sys %", of(&|r| r.server.sys_pct)),
-        ("server user %", of(&|r| r.server.user_pct)),
         (
-            "syscalls/s",
-            of(&|r| r.server.syscalls_per_s.unwrap_or(0.0)),
+            "server sys µs per request",
+            of(&|r| per_request(r.server.sys_pct * 1e4, r)),
         ),
         (
-            "NET_RX/s on the busiest CPU",
-            of(&|r| max_of(&r.server.net_rx_per_s)),
+            "server user µs per request",
+            of(&|r| per_request(r.server.user_pct * 1e4, r)),
+        ),
+        (
+            "syscalls per request",
+            of(&|r| per_request(r.server.syscalls_per_s.unwrap_or(0.0), r)),
+        ),
+        (
+            "NET_RX per request on the busiest CPU",
+            of(&|r| per_request(max_of(&r.server.net_rx_per_s), r)),
         ),
         (
             "listen overflows",
@@ -124,8 +142,8 @@ fn series(timeline: &[TimelineRow]) -> Vec<(&'static str, Vec<f64>)> {
         ),
         ("SYN retransmits", of(&|r| r.server.syn_retransmits as f64)),
         (
-            "client CPU %",
-            of(&|r| r.client_user_pct + r.client_sys_pct),
+            "client CPU µs per request",
+            of(&|r| per_request((r.client_user_pct + r.client_sys_pct) * 1e4, r)),
         ),
         ("errors", of(&|r| r.errors as f64)),
     ]
@@ -209,5 +227,65 @@ mod tests {
         let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
         let p = permutation_p_value(&x, &x, 4999, 1);
         assert!(p > 0.001 && p < 0.01, "{p}");
+    }
+
+    /// A closed loop of 100 connections whose throughput moves (a host's noise): p99 follows
+    /// 100 / throughput, and the server's costs per request stay put, so rates per second move
+    /// with throughput alone. `extra_syscalls` per request, if any, come with p99 instead.
+    fn closed_loop(seed: u64, extra_syscalls: f64) -> Vec<TimelineRow> {
+        let mut rng = SplitMix64(seed);
+        noise(&mut rng, 20)
+            .into_iter()
+            .zip(noise(&mut rng, 20))
+            .map(|(a, e)| {
+                let rps = 60_000.0 + 20_000.0 * a;
+                let p99_us = 1e6 * 100.0 / rps * (1.0 + 0.02 * e);
+                let per_request = 2.0 + extra_syscalls * p99_us / 1000.0;
+                let mut row = TimelineRow {
+                    throughput_rps: rps,
+                    p99_us: p99_us as u64,
+                    ..Default::default()
+                };
+                row.server.syscalls_per_s = Some(per_request * rps);
+                row.server.voluntary_switches_per_s = 0.01 * rps;
+                row.server.net_rx_per_s = vec![2.0 * rps, 10.0];
+                // 8 µs of CPU a request each side (percent of a CPU).
+                row.server.sys_pct = 6e-4 * rps;
+                row.server.user_pct = 2e-4 * rps;
+                row.client_sys_pct = 8e-4 * rps;
+                row
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rates_that_follow_throughput_are_not_said_to_track_p99() {
+        for seed in 0..20 {
+            let found = correlations(&closed_loop(seed, 0.0));
+            assert_eq!(found[0].series, "req/s", "{found:?}");
+            assert!(found[0].coefficient < 0.0 && found[0].significant());
+            // As rates per second they would all read |r| near 1; per request they are flat.
+            assert!(
+                found
+                    .iter()
+                    .all(|c| c.series == "req/s" || !c.significant()),
+                "{found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cost_per_request_that_moves_with_p99_is_found() {
+        for seed in 0..20 {
+            let found = correlations(&closed_loop(seed, 1.0));
+            let syscalls = found
+                .iter()
+                .find(|c| c.series == "syscalls per request")
+                .unwrap_or_else(|| panic!("{found:?}"));
+            assert!(
+                syscalls.coefficient > 0.9 && syscalls.significant(),
+                "{syscalls:?}"
+            );
+        }
     }
 }
