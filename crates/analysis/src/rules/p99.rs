@@ -23,11 +23,17 @@ pub fn p99_tracks(r: &RunReport) -> Option<Finding> {
         .correlations
         .first()
         .filter(|c| p99_varies && c.significant() && c.coefficient.abs() >= P99_MIN_CORRELATION)?;
+    // Throughput is a figure too: falling with p99, it is the closed loop's own arithmetic.
+    let why = if c.series == "req/s" && c.coefficient < 0.0 {
+        ": p99 rose when throughput fell, as a closed loop's latency does (a request waits behind the same connections for longer); look at what slowed those intervals"
+    } else {
+        ""
+    };
     Some(Finding::new(
         FindingKind::P99Tracks,
         Severity::Info,
         format!(
-            "p99 per interval tracks {} (r = {:.2} over {} intervals, p = {:.3})",
+            "p99 per interval tracks {} (r = {:.2} over {} intervals, p = {:.3}){why}",
             c.series, c.coefficient, c.intervals, c.p_value
         ),
         &[("coefficient", c.coefficient), ("p_value", c.p_value)],
@@ -130,5 +136,19 @@ pub(super) mod tests {
             ("p-value just above", correlated_by_chance(0.9, MAX_P_VALUE + 0.001), nothing()),
         ];
         Table::new(p99_tracks, cases)
+    }
+
+    #[test]
+    fn p99_falling_with_throughput_is_said_to_be_the_closed_loop() {
+        let mut run = correlated(-0.9);
+        run.correlations[0].series = "req/s".into();
+        let f = p99_tracks(&run).expect("a finding");
+        assert!(f.summary.contains("closed loop"), "{}", f.summary);
+        // Any other figure, or throughput rising with p99, is stated as it is.
+        let f = p99_tracks(&correlated(-0.9)).expect("a finding");
+        assert!(!f.summary.contains("closed loop"), "{}", f.summary);
+        run.correlations[0].coefficient = 0.9;
+        let f = p99_tracks(&run).expect("a finding");
+        assert!(!f.summary.contains("closed loop"), "{}", f.summary);
     }
 }
