@@ -53,9 +53,11 @@ pub struct LoadCmdArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+// The server is given one way: a missing one is named as "--pid or --cmd", not as --pid alone.
+#[command(group(clap::ArgGroup::new("server").required(true).args(["pids", "cmd"])))]
 pub struct RunArgs {
     /// The server's process IDs; takes every PID pgrep prints: --pid $(pgrep nginx). Their children are watched too.
-    #[arg(long = "pid", short = 'p', num_args = 1.., required_unless_present = "cmd", conflicts_with = "cmd")]
+    #[arg(long = "pid", short = 'p', num_args = 1..)]
     pub pids: Vec<u32>,
     /// Start the server with this shell command, wait until it listens, profile it, stop it afterwards.
     #[arg(long)]
@@ -204,6 +206,19 @@ mod stacks_args_tests {
         assert!(
             Cli::try_parse_from(["srvprof", "run", "--pid", "1", "--stacks", "maybe"]).is_err()
         );
+    }
+
+    #[test]
+    fn run_names_both_ways_of_giving_the_server_when_none_is_given() {
+        let err = Cli::try_parse_from(["srvprof", "run", "-c", "10"]).unwrap_err();
+        let said = err.to_string();
+        assert!(said.contains("--pid") && said.contains("--cmd"), "{said}");
+        assert!(Cli::try_parse_from(["srvprof", "run", "--pid", "1", "--cmd", "x"]).is_err());
+        let cmd = Cli::try_parse_from(["srvprof", "run", "--cmd", "servers/go/run"]).unwrap();
+        assert!(matches!(
+            cmd.command,
+            Command::Run(RunArgs { cmd: Some(_), .. })
+        ));
     }
 
     #[test]
