@@ -169,7 +169,7 @@ impl UnwindTally {
             .map(|(frame, stop)| {
                 let end = stop.ends.iter().max_by_key(|(_, w)| **w).map(|(e, _)| *e);
                 let why = if stop.method == "frame_pointers" {
-                    "the kernel's frame-pointer walk stopped there (a binary built without frame pointers: the walk reads garbage), and unwinding from CFI did not go further"
+                    "the kernel's frame-pointer walk stopped there (a binary built without frame pointers: the walk reads garbage); these stacks found the user-stack ring full, so none of them was unwound from CFI (server.user_stack_ring_full counts them)"
                 } else if frame.starts_with("[anon]") || frame.starts_with("[unknown]") {
                     "code in anonymous memory with no perf map (JIT code): nothing names it, and nothing says how to step out of it"
                 } else if let Some(end) = end {
