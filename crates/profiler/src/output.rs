@@ -24,8 +24,13 @@ fn head_of(path: &Path) -> Option<String> {
     if !meta.is_file() {
         return None;
     }
-    let bytes = fs::read(path).ok()?;
-    Some(String::from_utf8_lossy(&bytes[..bytes.len().min(4096)]).into_owned())
+    let mut bytes = Vec::with_capacity(4096);
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(fs::File::open(path).ok()?, 4096),
+        &mut bytes,
+    )
+    .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Whether `path` is in a run folder: one whose run.json srvprof wrote. The files srvprof writes

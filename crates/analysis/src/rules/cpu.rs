@@ -2,6 +2,7 @@
 //! threads waiting in the run queue, or a client that could not keep -c connections busy.
 
 use crate::finding::{Finding, FindingKind, Severity};
+use crate::kernel_report::ThreadReport;
 use crate::run_report::RunReport;
 
 /// A thread this busy (user+sys, or on a CPU or waiting for one, over wall time) has saturated a CPU.
@@ -91,9 +92,7 @@ const WORKING_THREAD_SHARE: f64 = 0.05;
 /// The CPUs' worth of time the server's threads used (user + sys over the window), and how many
 /// CPUs they could have used: the fewer of its working threads and the CPUs those ran on.
 fn server_busy_cpus(r: &RunReport) -> (f64, usize) {
-    let secs = r.server.duration_s.max(1e-9);
-    let share =
-        |t: &crate::kernel_report::ThreadReport| (t.user_ns + t.sys_ns) as f64 / (secs * 1e9);
+    let share = |t: &ThreadReport| busy_share(r, t);
     let busy: f64 = r.server.threads.iter().map(share).sum();
     let working: Vec<_> = r
         .server
@@ -110,16 +109,20 @@ fn server_busy_cpus(r: &RunReport) -> (f64, usize) {
     (busy, working.len().min(cpus.len()))
 }
 
+/// A server thread's user + sys time over the window.
+fn busy_share(r: &RunReport, t: &ThreadReport) -> f64 {
+    (t.user_ns + t.sys_ns) as f64 / (r.server.duration_s.max(1e-9) * 1e9)
+}
+
 /// The busiest server thread was at least CPU_SATURATED busy; says where its sys time went.
 pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
-    let secs = r.server.duration_s.max(1e-9);
     let t = r
         .server
         .threads
         .iter()
         .max_by_key(|t| t.user_ns + t.sys_ns)
-        .filter(|t| (t.user_ns + t.sys_ns) as f64 / (secs * 1e9) >= CPU_SATURATED)?;
-    let busy = (t.user_ns + t.sys_ns) as f64 / (secs * 1e9);
+        .filter(|t| busy_share(r, t) >= CPU_SATURATED)?;
+    let busy = busy_share(r, t);
     let sys_share = t.sys_ns as f64 / (t.user_ns + t.sys_ns).max(1) as f64;
     let top: Vec<String> = r
         .server
