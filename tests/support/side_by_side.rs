@@ -1,16 +1,23 @@
 //! One nginx worker under load, watched at once by `srvprof probe` and by libbpf-tools (syscount,
 //! runqlat, softirqs, hardirqs) plus the kernel's own switch counters, over the same seconds.
 //!
-//! Order of events, so that every tool covers at least srvprof's window:
-//! 1. the tools start, and each prints its "Tracing" line (programs attached);
-//! 2. the worker's /proc status switch counts are read; srvprof starts and says "watching";
-//! 3. the load runs (steady or bursty), and ends well before srvprof's duration;
-//! 4. srvprof ends; the switch counts are read again; the tools get SIGINT and print.
+//! Order of events, so that srvprof's window holds every tool's:
+//! 1. the worker's /proc status switch counts are read; srvprof starts and says "watching";
+//! 2. the tools start, and each prints its "Tracing" line (programs attached);
+//! 3. the load runs (steady or bursty);
+//! 4. the tools get SIGINT and print; srvprof ends; the switch counts are read again.
+//!
+//! srvprof attaches first on purpose. Programs on one tracepoint run in the order they were
+//! attached, so each tool's interval holds whatever the other tool's programs do between its two
+//! stamps. With srvprof first, what libbpf-tools do after their stamp (syscount's hash update at
+//! entry, softirqs' atomic adds at exit) lies outside both intervals, and srvprof's time is
+//! compared with theirs net of their bookkeeping (docs/benchmarks.md, "Two tools on one
+//! tracepoint").
 //!
 //! The worker is idle (blocked in epoll_wait) before the load and after it, so the per-process
-//! tools (syscount -p, runqlat -p) and the /proc deltas see nothing outside srvprof's window; the
-//! system-wide ones (softirqs, hardirqs) also count the machine's background in the seconds the
-//! tools ran beyond it, [`Observed::extra_tool_time`].
+//! tools (syscount -p, runqlat -p) and the /proc deltas see nothing outside the tools' window; the
+//! system-wide ones (softirqs, hardirqs) miss the machine's background in the seconds srvprof
+//! watched beyond them, [`Observed::extra_probe_time`].
 
 use std::collections::BTreeMap;
 use std::process::{Child, Stdio};
@@ -26,10 +33,14 @@ use crate::{
     wait_attached,
 };
 
-/// srvprof's window. The load runs for at most [`LOAD_BUDGET`] of it from its start, so the last
-/// responses and the client's closes are handled well inside it.
-pub const PROBE_SECONDS: u64 = 8;
+/// srvprof's window: the tools' start (well under 1 s), at most [`LOAD_BUDGET`] of load,
+/// [`TOOLS_IDLE_TAIL`] and the tools' stop fit in it with room to spare.
+pub const PROBE_SECONDS: u64 = 9;
 pub const LOAD_BUDGET: Duration = Duration::from_millis(5_500);
+
+/// How long after the load the tools keep tracing: the worker's last responses and the client's
+/// closes take well under this.
+pub const TOOLS_IDLE_TAIL: Duration = Duration::from_millis(300);
 
 /// How long before srvprof's last sample is due the kernel's counters are read: more than its
 /// first sample and its "watching" line take (a few ms), less than the idle tail after the load.
@@ -60,25 +71,30 @@ pub struct Observed {
     /// (voluntary, involuntary) switch deltas of the worker from /proc/PID/status.
     pub proc_switches: (u64, u64),
     pub load: LoadDone,
-    /// How much longer the tools traced than srvprof's run lasted: from the first tool's ready line
-    /// to srvprof's start, plus from srvprof's exit to the SIGINT of the last tool.
-    pub extra_tool_time: Duration,
-    /// The kernel's own interrupt counters around the tools' windows (before the first tool
-    /// started, after the last one ended) and srvprof's: its window lies between `probe_spawn` and
-    /// `probe_exit`, and holds all of `probe_watching` to `probe_nearly_done`.
+    /// How much longer srvprof watched than the tools traced: from its "watching" line to the last
+    /// tool's ready line, plus from the first tool's SIGINT to srvprof's last sample.
+    pub extra_probe_time: Duration,
+    /// The kernel's own interrupt counters around srvprof's window and the tools' windows.
+    /// srvprof's lies between `probe_spawn` and `probe_exit`, and holds all of `probe_watching`
+    /// to `probe_nearly_done`; every tool's lies between `before_tools` and `after_tools`, and
+    /// holds all of `tools_ready` to `tools_stopping`.
     pub kernel: KernelSnapshots,
     pub seed: u64,
 }
 
 /// /proc/interrupts and /proc/softirqs at the points of an observation.
 pub struct KernelSnapshots {
-    pub before_tools: IrqCounters,
     pub probe_spawn: IrqCounters,
     pub probe_watching: IrqCounters,
+    pub before_tools: IrqCounters,
+    /// Once the last tool printed its ready line.
+    pub tools_ready: IrqCounters,
+    /// Before the first tool got SIGINT.
+    pub tools_stopping: IrqCounters,
+    pub after_tools: IrqCounters,
     /// [`LAST_SAMPLE_MARGIN`] before srvprof's last sample was due.
     pub probe_nearly_done: IrqCounters,
     pub probe_exit: IrqCounters,
-    pub after_tools: IrqCounters,
 }
 
 /// The kernel's interrupt counts at one moment, summed over CPUs.
@@ -128,22 +144,10 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
         Shape::Steady => 0,
     };
 
-    let before_tools = IrqCounters::now();
-    let mut tools = [
-        Tool::spawn("syscount", &["-L", "-T", "1000", "-p", &w]),
-        Tool::spawn("runqlat", &["-p", &w]),
-        Tool::spawn("softirqs", &["-N"]),
-        Tool::spawn("hardirqs", &["-C"]),
-    ];
-    for tool in &mut tools {
-        tool.wait_ready();
-    }
-    let first_ready = tools.iter().map(|t| t.ready_at).min().unwrap();
-
     let args: &[&str] = if exact { &["--exact"] } else { &[] };
-    let switches0 = proc_ctxt_switches(worker, worker);
+    // A worker just started may still be handling the readiness check's connection.
+    let switches0 = wait_idle(worker);
     let probe_spawn = IrqCounters::now();
-    let probe_spawned = Instant::now();
     // The report comes on stdout, not in a file: srvprof writing a file after its last sample
     // would raise disk interrupts that the kernel's counters at its exit would hold.
     let mut probe = KilledOnDrop(
@@ -157,6 +161,19 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
     let stderr = wait_attached(&mut probe.0, "watching PIDs");
     let probe_watching = IrqCounters::now();
     let watching_at = Instant::now();
+
+    let before_tools = IrqCounters::now();
+    let mut tools = [
+        Tool::spawn("syscount", &["-L", "-T", "1000", "-p", &w]),
+        Tool::spawn("runqlat", &["-p", &w]),
+        Tool::spawn("softirqs", &["-N"]),
+        Tool::spawn("hardirqs", &["-C"]),
+    ];
+    for tool in &mut tools {
+        tool.wait_ready();
+    }
+    let tools_ready = IrqCounters::now();
+    let last_ready = tools.iter().map(|t| t.ready_at).max().unwrap();
 
     let load = match shape {
         Shape::Steady => steady_wrk(&nginx.url(), 50, 5, "0"),
@@ -173,17 +190,28 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
             )
         }
     };
+    // The last responses and the client's closes, handled before the tools stop.
+    std::thread::sleep(TOOLS_IDLE_TAIL);
+
+    let tools_stopping = IrqCounters::now();
+    let first_stop = Instant::now();
+    let outputs: Vec<String> = tools.into_iter().map(Tool::stop).collect();
+    let after_tools = IrqCounters::now();
 
     // Just before srvprof's last sample: it took its first one (its window was open) before it
     // said "watching", so everything the kernel counts from then to here is in its window.
     let last_sample_due = watching_at + Duration::from_secs(PROBE_SECONDS);
+    assert!(
+        Instant::now() + LAST_SAMPLE_MARGIN < last_sample_due,
+        "the tools and the load overran srvprof's window"
+    );
     std::thread::sleep(
         (last_sample_due - LAST_SAMPLE_MARGIN).saturating_duration_since(Instant::now()),
     );
     let probe_nearly_done = IrqCounters::now();
     assert!(
         Instant::now() < last_sample_due,
-        "the load overran srvprof's window"
+        "reading the kernel's counters overran srvprof's window"
     );
     let deadline = Instant::now() + Duration::from_secs(PROBE_SECONDS + 20);
     let status = loop {
@@ -193,7 +221,6 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
         assert!(Instant::now() < deadline, "srvprof probe did not end");
         std::thread::sleep(Duration::from_millis(10));
     };
-    let probe_ended = Instant::now();
     let probe_exit = IrqCounters::now();
     assert!(
         status.success(),
@@ -202,14 +229,8 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
     );
     let switches1 = proc_ctxt_switches(worker, worker);
 
-    let mut outputs = Vec::new();
-    let mut last_stop = probe_ended;
-    for tool in tools {
-        last_stop = Instant::now();
-        outputs.push(tool.stop());
-    }
-    let after_tools = IrqCounters::now();
-    let extra_tool_time = probe_spawned.duration_since(first_ready) + (last_stop - probe_ended);
+    let extra_probe_time =
+        last_ready.duration_since(watching_at) + last_sample_due.duration_since(first_stop);
     let report = report.join().expect("srvprof's stdout");
     let probe = serde_json::from_str(&report)
         .unwrap_or_else(|e| panic!("srvprof probe's report is not JSON ({e}): {report}"));
@@ -222,16 +243,37 @@ pub fn observe(shape: Shape, exact: bool) -> Observed {
         hardirqs: parse_name_totals(&outputs[3]),
         proc_switches: (switches1.0 - switches0.0, switches1.1 - switches0.1),
         load,
-        extra_tool_time,
+        extra_probe_time,
         kernel: KernelSnapshots {
-            before_tools,
             probe_spawn,
             probe_watching,
+            before_tools,
+            tools_ready,
+            tools_stopping,
+            after_tools,
             probe_nearly_done,
             probe_exit,
-            after_tools,
         },
         seed,
+    }
+}
+
+/// Waits (10 s at most) until the thread's switch counts stay the same for 300 ms, and returns
+/// them: the thread is blocked, and /proc's deltas from here count only what srvprof can see.
+fn wait_idle(tid: u32) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = proc_ctxt_switches(tid, tid);
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = proc_ctxt_switches(tid, tid);
+        if now == last {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "thread {tid} was still switching after 10 s: {last:?} then {now:?}"
+        );
+        last = now;
     }
 }
 
