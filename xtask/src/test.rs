@@ -27,32 +27,61 @@ pub fn run(args: &[String]) -> Result<()> {
     // full speed use (the bench below needs it too).
     run_cmd(cargo().args(["build", "-p", "srvprof", "--bins"]))?;
     crate::release_srvprof()?;
+    // From here on every phase runs even when an earlier one failed, and every test binary runs
+    // even when another failed (--no-fail-fast): one run shows every failure, and still fails.
+    let mut failed: Vec<String> = Vec::new();
+    let mut phase = |name: &str, result: Result<()>| {
+        if let Err(e) = result {
+            eprintln!("xtask: FAILED: {name}: {e:#}");
+            failed.push(name.to_string());
+        }
+    };
     // Unit tests of every crate, then the integration tests one at a time: they share 2 CPUs
     // and the kernel, and assert on counts that concurrent tests would disturb.
-    run_cmd(
-        cargo()
-            // crates/ebpf is built for the BPF target by build.rs, never for the host.
-            .args([
-                "test",
-                "--workspace",
-                "--exclude",
-                "srvprof-integration",
-                "--exclude",
-                "srvprof-ebpf",
-            ])
-            .args(args),
-    )?;
-    run_cmd(
-        cargo()
-            .args(["test", "-p", "srvprof-integration"])
-            .args(args)
-            .args(["--", "--test-threads=1"]),
-    )?;
-    crate::dist::from_scratch()?;
+    phase(
+        "unit tests",
+        run_cmd(
+            cargo()
+                // crates/ebpf is built for the BPF target by build.rs, never for the host.
+                .args([
+                    "test",
+                    "--no-fail-fast",
+                    "--workspace",
+                    "--exclude",
+                    "srvprof-integration",
+                    "--exclude",
+                    "srvprof-ebpf",
+                ])
+                .args(args),
+        ),
+    );
+    phase(
+        "integration tests",
+        run_cmd(
+            cargo()
+                .args(["test", "--no-fail-fast", "-p", "srvprof-integration"])
+                .args(args)
+                .args(["--", "--test-threads=1"]),
+        ),
+    );
+    phase(
+        "the dist binary built from scratch",
+        crate::dist::from_scratch(),
+    );
     // The reference servers under the release srvprof: every cell must complete requests.
-    crate::bench::run(&["--quick".to_string()])?;
+    phase("bench --quick", crate::bench::run(&["--quick".to_string()]));
     // The overhead bench, one short round: every watcher still attaches and nginx still serves.
-    crate::bench::overhead::run(true)?;
+    phase(
+        "bench overhead (one round)",
+        crate::bench::overhead::run(true).map(|_| ()),
+    );
+    if !failed.is_empty() {
+        bail!(
+            "{} of 5 test phases failed: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
     Ok(())
 }
 
