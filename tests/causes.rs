@@ -90,7 +90,10 @@ fn assert_no_finding(run: &serde_json::Value, kind: &str) {
 fn assert_within(ours: f64, theirs: f64, tolerance: f64, what: &str) {
     assert!(
         (ours - theirs).abs() <= tolerance * theirs,
-        "{what}: srvprof {ours:.1}, the independent count {theirs:.1}"
+        "{what}: srvprof {ours:.1}, the independent count {theirs:.1} (ratio {:.3}, allowed {:.2}..{:.2})",
+        ours / theirs,
+        1.0 - tolerance,
+        1.0 + tolerance
     );
 }
 

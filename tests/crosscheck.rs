@@ -152,7 +152,7 @@ fn default_mode_against_libbpf_tools_is_measured_on_steady_and_bursty_load() {
         };
         assert!(
             missed || (bound.0..=bound.1).contains(&ratio),
-            "{label}: {total} syscalls against syscount's {tool_total} ({ratio:.3}), scaled by {}",
+            "{label}: {total} syscalls against syscount's {tool_total} ({ratio:.3}, allowed {bound:?}), scaled by {}",
             o.probe["scaled_by"]
         );
     }

@@ -154,11 +154,13 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
     let worker = with_children(nginx.pid());
     let hog = CpuHog::on("1");
     let (_, delay0, _) = proc_schedstat(worker, worker);
+    let hog_preempted0 = preemptions(hog.pid());
     let run = RunArgs::pid(nginx.pid())
         .load(50, "5s", "1s")
         .args(&["--cpus", "0"])
         .run_ok("runq");
     let (_, delay1, _) = proc_schedstat(worker, worker);
+    let hog_preempted = preemptions(hog.pid()) - hog_preempted0;
     // The scheduler's own run_delay says the worker waited for its CPU for a large share of the run.
     let waited_s = (delay1 - delay0) as f64 / 1e9;
     assert!(
@@ -166,15 +168,15 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
         "worker waited {waited_s} s in the run queue"
     );
     let runq = &run["server"]["runq_latency_us"];
-    eprintln!("worker waited {waited_s:.3} s by schedstat; srvprof's run-queue waits: {runq}");
-    // The hog's slices make ~1,000 waits of ~2.6 ms among 30,000-50,000 of 5-10 us (5 runs),
-    // so p99 lands on a slice; with about twice the short waits the slices fall under 1 % and
-    // p99 among the short ones (p99 read under 1 ms once in about ten runs, its figures not
-    // kept). The slices show in max always, in p99 while the short waits are that few.
+    eprintln!(
+        "worker waited {waited_s:.3} s by schedstat; the hog was preempted {hog_preempted} times; srvprof's run-queue waits: {runq}"
+    );
+    // The hog's slices show in max. Whether they reach p99 depends on how the scheduler shares
+    // the CPU (slices of ~2.6 ms among 30,000-50,000 short waits in some runs; wakeup preemption
+    // handing it back every few tens of us in others: ~90,000 waits, as many as the hog's
+    // ~109,000 preemptions), so p99 is not asserted here: its quantiles are checked against
+    // runqlat's, bucket by bucket, in tests/crosscheck.rs.
     assert!(runq["max"].as_f64().unwrap() >= 1000.0, "{runq}");
-    if runq["count"].as_f64().unwrap() < 60_000.0 {
-        assert!(runq["p99"].as_f64().unwrap() >= 1000.0, "{runq}");
-    }
     let worker_thread = run["server"]["threads"]
         .as_array()
         .unwrap()
@@ -182,13 +184,24 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
         .find(|t| t["tid"] == worker)
         .expect("worker reported");
     let probe_wait_s = worker_thread["runq_ns"].as_f64().unwrap() / 1e9;
+    let waits = runq["count"].as_f64().unwrap();
+    eprintln!(
+        "srvprof {probe_wait_s:.3} s in {waits} waits, schedstat {waited_s:.3} s: {:+.0} ns per wait",
+        (probe_wait_s - waited_s) * 1e9 / waits
+    );
+    // schedstat's window holds srvprof's (and the warm-up before it), so srvprof's total can only
+    // be smaller, give or take where each side stamps a wait (the kernel from enqueue to pick,
+    // srvprof from the wakeup or preemption to the switch-in: well under 1 us apart). Measured
+    // -1.1 to -1.2 us per wait in all (4 runs). Below: the measured 5 s are 5 of about 6.5 s of the
+    // same load.
+    let allowed = waited_s + waits * 1e-6;
     assert!(
-        probe_wait_s <= waited_s * 1.05 + 0.05,
-        "probe run-queue {probe_wait_s} s vs schedstat {waited_s} s over a longer window"
+        probe_wait_s <= allowed,
+        "srvprof's run-queue time {probe_wait_s:.3} s over {waits} waits, schedstat's {waited_s:.3} s over a longer window: above {allowed:.3} s"
     );
     assert!(
         probe_wait_s >= waited_s * 0.5,
-        "probe run-queue {probe_wait_s} s vs schedstat {waited_s} s"
+        "srvprof's run-queue time {probe_wait_s:.3} s, schedstat's {waited_s:.3} s: under half"
     );
     assert!(run["per_request"]["involuntary_switches"].as_f64().unwrap() > 0.0);
     // A p99 among the short waits is no run-queue tail; the hog is then named as the neighbour
@@ -454,4 +467,14 @@ fn running_out_of_local_ports_is_named_with_its_fix() {
             && stdout.contains("net.ipv4.ip_local_port_range"),
         "{stdout}"
     );
+}
+
+/// The involuntary switches of every thread of a process, by /proc: each is a slice the
+/// scheduler ended because another task (here the worker) was waiting for the CPU.
+fn preemptions(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process's threads")
+        .filter_map(|t| t.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .map(|tid| proc_ctxt_switches(pid, tid).1)
+        .sum()
 }

@@ -173,10 +173,15 @@ fn measure(
         perf_pid: child.id(),
     };
     let watcher = attach(s, on, srvprof, url, &dir.join("spin"))?;
-    if started.elapsed() > MEASURED_FROM {
+    let attached_after = started.elapsed();
+    if attached_after > MEASURED_FROM {
         detach(watcher);
         let _ = child.kill();
-        bail!("{} took over {MEASURED_FROM:?} to attach", s.name());
+        bail!(
+            "{} took {attached_after:?} to attach, past the {MEASURED_FROM:?} the measured part starts at \
+             (a busy machine; run the bench again when it is quiet)",
+            s.name()
+        );
     }
     std::thread::sleep(MEASURED_FROM.saturating_sub(started.elapsed()));
     let pid = watcher.as_ref().map(Child::id);
