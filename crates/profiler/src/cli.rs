@@ -97,8 +97,9 @@ pub struct SyscallsArg {
     /// short windows per interval, one in each quarter where the server is busy, a twentieth of
     /// the time in all; the figures are scaled up from those windows, while a syscall's sleeps
     /// are counted all along, softirq counts are the kernel's own, and hardirqs are traced all
-    /// along. Exact cost a one-worker nginx 5-13 % of its throughput here, sampled less than the
-    /// run-to-run noise (docs/benchmarks.md).
+    /// along. Exact cost a one-worker nginx 5-13 % of its throughput here. Sampled costs little
+    /// throughput, but each window's opening and closing stalls the CPU srvprof samples on for
+    /// 0.2-1 ms, 8 times a second: wrk's p99 read 1.2-1.6x its bare figure (docs/benchmarks.md).
     #[arg(long)]
     pub exact: bool,
 }
