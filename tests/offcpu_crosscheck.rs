@@ -1,4 +1,4 @@
-//! Off-CPU time of a loaded nginx worker against the scheduler's own accounting (issue 16, item 3).
+//! Off-CPU time of a loaded nginx worker against the scheduler's own accounting.
 //!
 //! The truth is independent of srvprof's programs: over `srvprof probe`'s window the worker was
 //! off-CPU for the window's wall time minus its on-CPU time by the scheduler

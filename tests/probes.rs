@@ -97,7 +97,7 @@ fn sleeps_and_syscalls_are_counted_exactly_and_switches_match_proc() {
     // srvprof (like bcc's runqlat) times each wait from the sched_wakeup tracepoint to the switch-in
     // with bpf_ktime_get_ns, the kernel from its rq_clock stamps; measured here, each wait reads
     // about 30 us longer (a VM leaving idle), so each may differ by up to 50 us.
-    // One CI rehearsal (session 3) read 10.6 ms against the kernel's 2.5 ms, where every other run
+    // One CI rehearsal read 10.6 ms against the kernel's 2.5 ms, where every other run
     // agrees within the allowance: not explained yet. The longest single wait the probe saw is
     // allowed on top, and every figure is in the message, so a recurrence says more.
     let delay = delay1 - delay0;

@@ -312,119 +312,119 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         ".load.config.protocol",
-        "added (issue 20): http/1.1, h2 or h2c",
+        "added: http/1.1, h2 or h2c",
     ),
     (
         ".load.tls",
-        "added (issue 20): the TLS handshakes of an https run (null for http)",
+        "added: the TLS handshakes of an https run (null for http)",
     ),
     (
         ".syn_cookies_sent",
-        "added (issue 18): the host's SYN cookies in the window (TcpExt:SyncookiesSent)",
+        "added: the host's SYN cookies in the window (TcpExt:SyncookiesSent)",
     ),
     (
         ".pauses",
-        "added (issue 18): stop-the-world pauses of each side's Go and Java processes",
+        "added: stop-the-world pauses of each side's Go and Java processes",
     ),
     (
         ".memory",
-        "added (issue 18): major faults, their waits and reclaim of each side's threads",
+        "added: major faults, their waits and reclaim of each side's threads",
     ),
     (
         ".locks",
-        "added (issue 18): the futex words several threads waited on, with their holders",
+        "added: the futex words several threads waited on, with their holders",
     ),
     (
         ".lost_events.lock_waits_map_full",
-        "added (issue 18): lock waits the kernel's map had no room for",
+        "added: lock waits the kernel's map had no room for",
     ),
     (
         ".tail_share",
-        "added (issue 18): the share of p99 each finding's cause explains, which ranks them",
+        "added: the share of p99 each finding's cause explains, which ranks them",
     ),
     (
         ".evidence.tail_ms",
-        "added (issue 18): the time a finding's cause adds to a request in the tail",
+        "added: the time a finding's cause adds to a request in the tail",
     ),
     (
         ".correlations[0].p_value",
-        "added (issue 16): the permutation test's chance that the correlation is a coincidence",
+        "added: the permutation test's chance that the correlation is a coincidence",
     ),
     (
         ".scaled_by",
-        "added (issue 16): what each side's sampled syscall counts were scaled by",
+        "added: what each side's sampled syscall counts were scaled by",
     ),
     (
         ".syscalls_error",
-        "added (issue 16): the sampled syscall totals' 95 % uncertainty",
+        "added: the sampled syscall totals' 95 % uncertainty",
     ),
     (
         ".syscall_time_error",
-        "added (issue 16): the sampled syscall time's 95 % uncertainty",
+        "added: the sampled syscall time's 95 % uncertainty",
     ),
     (
         ".count_error",
-        "added (issue 16): each sampled syscall count's 95 % uncertainty",
+        "added: each sampled syscall count's 95 % uncertainty",
     ),
     (
         ".time_error",
-        "added (issue 16): each sampled syscall's and interrupt row's time's 95 % uncertainty",
+        "added: each sampled syscall's and interrupt row's time's 95 % uncertainty",
     ),
     (
         ".stacks",
-        "added (issue 17): how well the stacks were unwound, per group and kind",
+        "added: how well the stacks were unwound, per group and kind",
     ),
     (
         ".cpu_limits",
-        "added (issue 18): the CPU quotas over each side's processes, and their throttling",
+        "added: the CPU quotas over each side's processes, and their throttling",
     ),
     (
         ".throttled_periods",
-        "added (issue 18): per interval, periods in which a CPU quota ran out",
+        "added: per interval, periods in which a CPU quota ran out",
     ),
     (
         ".throttled_ms",
-        "added (issue 18): per interval, time a CPU quota held the side's tasks back",
+        "added: per interval, time a CPU quota held the side's tasks back",
     ),
     (
         ".runq_holders",
-        "added (issue 18): who held the CPU when each side's waits for one ended",
+        "added: who held the CPU when each side's waits for one ended",
     ),
     (
         ".runq_holders_map_full",
-        "added (issue 18): waits whose CPU holder found the holders' map full",
+        "added: waits whose CPU holder found the holders' map full",
     ),
     (
         ".disk_waits",
-        "added (issue 18): each side's uninterruptible sleeps by syscall and file",
+        "added: each side's uninterruptible sleeps by syscall and file",
     ),
     (
         ".disk_waits_map_full",
-        "added (issue 18): sleeps whose (process, syscall, fd) found the disk waits' map full",
+        "added: sleeps whose (process, syscall, fd) found the disk waits' map full",
     ),
     (
         ".time_wait_at_start",
-        "added (issue 18): sockets in TIME_WAIT when the window opened",
+        "added: sockets in TIME_WAIT when the window opened",
     ),
     (
         ".time_wait_at_end",
-        "added (issue 18): sockets in TIME_WAIT when the window closed",
+        "added: sockets in TIME_WAIT when the window closed",
     ),
     (
         ".outbound",
-        "added (issue 18): the server's connections to its dependencies",
+        "added: the server's connections to its dependencies",
     ),
     (
         ".quiet_threads",
-        "added (issue 18): the threads that did nothing in the window, by name",
+        "added: the threads that did nothing in the window, by name",
     ),
     (
         ".parents",
-        "added (issue 18): each watched process's parent",
+        "added: each watched process's parent",
     ),
     (
         ".syscalls_missed",
-        "added (issue 16): busy, but no window caught it, so its syscalls are unknown",
+        "added: busy, but no window caught it, so its syscalls are unknown",
     ),
 ];
 
@@ -432,16 +432,16 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
 const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         "hardirqs[",
-        "issue 16: the hardirq programs stay attached in sampled mode too, so the inputs' \
+        "the hardirq programs stay attached in sampled mode too, so the inputs' \
          probe counts (25 an interval) are reported rather than /proc/interrupts' (500)",
     ),
     (
         "hardirqs_per_s[",
-        "issue 16: the same, per second of each interval",
+        "the same, per second of each interval",
     ),
     (
         "notes[1]",
-        "issue 16: the sampling note names softirq times as the estimated ones, hardirqs traced \
+        "the sampling note names softirq times as the estimated ones, hardirqs traced \
          all along, and the share of the work the windows saw (they are placed where the server \
          is busy)",
     ),
@@ -451,7 +451,7 @@ const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
 /// purpose, and why; they are taken out of the run before it is compared.
 const FINDINGS_ADDED_ON_PURPOSE: &[(&str, &str)] = &[(
     "worker_imbalance",
-    "added (issue 18): the inputs' two nginx threads split their CPU 79/21 with the busy one at 95 %",
+    "added: the inputs' two nginx threads split their CPU 79/21 with the busy one at 95 %",
 )];
 
 #[test]

@@ -253,7 +253,7 @@ const TASK_DEAD: u64 = 0x80;
 /// runs on the tracepoint: programs run in the order they were attached, so those attached before
 /// this one (another profiler's stack walks, say) run at every switch-out before it reads the
 /// clock, and their time moved from off-CPU to on-CPU (up to 13 % of a loaded nginx worker's
-/// off-CPU time with libbpf-tools' offcputime attached first, issue 16). The time between two
+/// off-CPU time with libbpf-tools' offcputime attached first). The time between two
 /// switch-outs carries that delay at both ends, so it cancels. The thread's last period, still
 /// running or still off-CPU, is added by userspace when it reads the map (probes/sched.rs).
 #[btf_tracepoint(function = "sched_switch")]

@@ -28,7 +28,7 @@ pub(crate) const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 /// or resets connections (nginx closes idle keep-alive connections whenever an accept leaves fewer
 /// than 1/16 of `worker_connections` free) must not see each of them replaced at once: every
 /// replacement is an accept that can close more, which was a storm of ~15,000 connections/s with
-/// no response served (issue 21).
+/// no response served.
 pub(crate) struct Backoff {
     streak: u32,
     rng: u64,

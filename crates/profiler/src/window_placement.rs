@@ -1,7 +1,7 @@
 //! Sampled mode: when in its slot a window of the syscall and softirq programs opens.
 //!
 //! A window at a time drawn blind misses bursts: ten 60 ms bursts in 8 s fill 8 % of the time, and
-//! one run in five had no window catch any of them (issue 16). So the sampler watches the server's
+//! one run in five had no window catch any of them. So the sampler watches the server's
 //! own read/write calls (the kernel's count in /proc/PID/io, a few µs to read) every few ms, and
 //! places each slot's window where they rise:
 //! - while the server is busy, the window opens at a random poll, with a hazard that spreads the

@@ -1,5 +1,5 @@
 //! `cargo xtask bench conns`: holding 10,000 keep-alive connections, srvprof run beside wrk, one
-//! after the other on the same nginx configuration (issue 21): connections opened and resets by
+//! after the other on the same nginx configuration: connections opened and resets by
 //! the kernel's own counters, req/s and its ratio, p99, errors, and the client's RSS over time.
 //!
 //!     cargo xtask bench conns [--connections 10000] [--duration 600s] [--rounds 1]

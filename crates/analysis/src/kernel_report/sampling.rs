@@ -139,7 +139,7 @@ pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64,
         return Some((traced as f64 / all as f64, Basis::IoCalls));
     }
     // Without either, time. Scaling by the CPU time or the switches the windows caught was
-    // measured and rejected (issue 16): the tracing inflates a syscall-heavy server's CPU time
+    // measured and rejected: the tracing inflates a syscall-heavy server's CPU time
     // inside the windows (a paced getppid loop read 0.81 of its rate) and changes how nginx
     // batches its switches (1.12 and 1.55 of syscount's count under steady load). Both are still
     // recorded in each window (WindowUnit) for the estimator work that follows.
