@@ -310,10 +310,7 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// What run.json was changed to say since fixtures/run.json was written, on purpose: keys added
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
-    (
-        ".load.config.protocol",
-        "added: http/1.1, h2 or h2c",
-    ),
+    (".load.config.protocol", "added: http/1.1, h2 or h2c"),
     (
         ".load.tls",
         "added: the TLS handshakes of an https run (null for http)",
@@ -418,10 +415,7 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         ".quiet_threads",
         "added: the threads that did nothing in the window, by name",
     ),
-    (
-        ".parents",
-        "added: each watched process's parent",
-    ),
+    (".parents", "added: each watched process's parent"),
     (
         ".syscalls_missed",
         "added: busy, but no window caught it, so its syscalls are unknown",
@@ -435,10 +429,7 @@ const VALUES_CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "the hardirq programs stay attached in sampled mode too, so the inputs' \
          probe counts (25 an interval) are reported rather than /proc/interrupts' (500)",
     ),
-    (
-        "hardirqs_per_s[",
-        "the same, per second of each interval",
-    ),
+    ("hardirqs_per_s[", "the same, per second of each interval"),
     (
         "notes[1]",
         "the sampling note names softirq times as the estimated ones, hardirqs traced \
