@@ -70,6 +70,7 @@ pub mod maps {
     pub const TARGET_TGIDS: &str = "TARGET_TGIDS";
     pub const TARGET_BITMAP: &str = "TARGET_BITMAP";
     pub const THREADS: &str = "THREADS";
+    pub const GROUP_SWITCHES: &str = "GROUP_SWITCHES";
     pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
     pub const RUNQ_HIST: &str = "RUNQ_HIST";
     pub const SYSCALLS: &str = "SYSCALLS";
@@ -104,7 +105,11 @@ pub mod window {
     pub const START_NS: u32 = 0;
     /// The window's length; 0 in exact mode.
     pub const LEN_NS: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// Non-zero between sampled windows: the softirq programs, attached all along, return at once.
+    /// Attaching a program to a tracepoint with none rewrites kernel text and waits for every CPU
+    /// (0.2-1 ms of the attaching CPU under a VM), so a flag rather than an attach per window.
+    pub const CLOSED: u32 = 2;
+    pub const COUNT: u32 = 3;
 }
 
 /// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,

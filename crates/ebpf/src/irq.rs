@@ -1,7 +1,7 @@
 //! System-wide, per-CPU hardirq and softirq counts and time (per-CPU maps are the per-CPU split).
-//! In sampled mode the softirq programs run only inside windows (userspace then takes the counts
-//! from /proc/softirqs, and the time per event or per packet from here); the hardirq programs
-//! run all along in both modes.
+//! In sampled mode the softirq programs count and time only inside windows (userspace then takes
+//! the counts from /proc/softirqs, and the time per event or per packet from here); the hardirq
+//! programs run all along in both modes.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
@@ -24,6 +24,9 @@ static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// softirq_entry(unsigned int vec_nr). Counted at entry, as /proc/softirqs counts.
 #[btf_tracepoint(function = "softirq_entry")]
 pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
+    if window::is_closed() {
+        return 0;
+    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {
@@ -37,6 +40,9 @@ pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
 /// softirq_exit(unsigned int vec_nr)
 #[btf_tracepoint(function = "softirq_exit")]
 pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
+    if window::is_closed() {
+        return 0;
+    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {

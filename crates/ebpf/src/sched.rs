@@ -24,6 +24,11 @@ use crate::target::{
     watched_thread,
 };
 
+/// [group] -> its watched threads' context switches: a sampled window's edges read them from one
+/// slot, not by walking every bucket of THREADS (a few hundred microseconds of the reading CPU).
+#[map]
+static GROUP_SWITCHES: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
 /// [group].by_nr[nr] -> voluntary off-CPU periods inside syscall nr, and their time.
 #[map]
 static BLOCKED_SYSCALLS: PerCpuArray<BlockedTable> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
@@ -280,6 +285,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.voluntary_switches += 1;
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
+        }
+        if let Some(n) = GROUP_SWITCHES.get_ptr_mut(st.group) {
+            unsafe { *n += 1 };
         }
         // Asleep inside a syscall: its time until the switch-in is that syscall's (a preemption
         // is not: one at a syscall's return happens after the syscall tracepoints saw it end).

@@ -1,16 +1,24 @@
-//! The window the syscall and interrupt programs are attached in (sampled mode): a start recorded
-//! before the window opened belongs to an event whose end the programs missed, so it is not timed.
+//! The window the syscall and softirq programs time in (sampled mode): a start recorded before the
+//! window opened belongs to an event whose end the programs missed, so it is not timed. The
+//! syscall programs are attached for the window; the softirq programs stay attached and check
+//! `is_closed`.
 
 use aya_ebpf::{macros::map, maps::Array};
 use srvprof_common::window;
 
-/// [START_NS, LEN_NS], written by userspace before it attaches the programs for a window.
+/// [START_NS, LEN_NS, CLOSED], written by userspace as it opens and closes a window.
 #[map]
 static TRACE_WINDOW: Array<u64> = Array::with_max_entries(window::COUNT, 0);
 
 #[inline(always)]
 fn get(index: u32) -> u64 {
     TRACE_WINDOW.get(index).copied().unwrap_or(0)
+}
+
+/// Between two sampled windows (never in exact mode).
+#[inline(always)]
+pub fn is_closed() -> bool {
+    get(window::CLOSED) != 0
 }
 
 /// When the current window opened (0 in exact mode: the programs stay attached).

@@ -92,14 +92,14 @@ pub struct SyscallsArg {
     /// this project's VMs (README). Off makes the probes cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
-    /// Trace syscalls and softirqs all the time: exact counts and times. By default their
-    /// programs, which run on every syscall and softirq of the machine, are attached in four
-    /// short windows per interval, one in each quarter where the server is busy, a twentieth of
-    /// the time in all; the figures are scaled up from those windows, while a syscall's sleeps
-    /// are counted all along, softirq counts are the kernel's own, and hardirqs are traced all
-    /// along. Exact cost a one-worker nginx 5-13 % of its throughput here. Sampled costs little
-    /// throughput, but each window's opening and closing stalls the CPU srvprof samples on for
-    /// 0.2-1 ms, 8 times a second: wrk's p99 read 1.2-1.6x its bare figure (docs/benchmarks.md).
+    /// Trace syscalls and softirqs all the time: exact counts and times. By default the softirq
+    /// programs count and time in four short windows per interval, one in each quarter where the
+    /// server is busy, and the syscall programs are attached for one window an interval, a
+    /// twentieth of the time; the figures are scaled up from those windows, while a syscall's
+    /// sleeps are counted all along, softirq counts are the kernel's own, and hardirqs are traced
+    /// all along. Exact cost a one-worker nginx 5-13 % of its throughput here. Sampled costs
+    /// little throughput; each syscall window's attach and detach holds srvprof's CPU 150-200 us
+    /// per program, twice a second (docs/benchmarks.md, "What watching costs the tail").
     #[arg(long)]
     pub exact: bool,
 }

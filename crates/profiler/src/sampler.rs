@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Sample, TimeWait};
+use srvprof_analysis::record::{CpuUse, ExitRecord, KernelCounters, Outbound, Sample, TimeWait};
 use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
@@ -52,6 +52,12 @@ pub struct Sampler {
     draws: SplitMix64,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
+    /// Sampled mode: the interval's syscall window is still to come. The syscall programs are
+    /// attached in one window per interval (each attach and detach stalls srvprof's CPU for a few
+    /// hundred microseconds), the first that opens on a busy server (or the last), which is
+    /// WINDOWS_PER_INTERVAL windows long (the interval's whole traced share, running on into the
+    /// next slots); the softirq flag opens in every window.
+    syscall_window_due: bool,
     /// `run`: the load generator's responses so far.
     responses: Option<Box<dyn Fn() -> u64 + Send>>,
     /// Responses when the open window opened, and the sum over the closed windows.
@@ -86,6 +92,7 @@ impl Sampler {
             exits: Vec::new(),
             window_from_ns: None,
             window_end_ns: None,
+            syscall_window_due: false,
             responses: None,
             responses_at_open: None,
             traced_responses: 0,
@@ -141,6 +148,12 @@ impl Sampler {
                 self.last_mib = mib;
             }
         }
+        // The rest (sock_diag dumps of every TCP socket, a file per thread in /proc) at normal
+        // priority: as the real-time thread it would hold the server's CPU for all of it.
+        crate::realtime::at_normal_priority(|| self.read_the_rest(kernel))
+    }
+
+    fn read_the_rest(&mut self, kernel: KernelCounters) -> Result<Sample, SrvprofError> {
         let listen_socket_drops = if self.listen_ports.is_empty() {
             None
         } else {
@@ -223,20 +236,24 @@ impl Sampler {
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
-        let outbound = self.read_outbound(&watched);
-        let time_wait = self.ephemeral.and_then(|range| {
-            let (sockets, holding_ports) = crate::sockdiag::time_wait(range)?;
-            Some(TimeWait {
+        let connections = (!self.listen_ports.is_empty() || self.ephemeral.is_some())
+            .then(crate::sockdiag::connections)
+            .flatten();
+        let outbound = self.read_outbound(&watched, connections.as_ref());
+        let time_wait = self.ephemeral.zip(connections.as_ref()).map(|(range, c)| {
+            let (sockets, holding_ports) = c.time_wait(range);
+            TimeWait {
                 sockets,
                 holding_ports,
                 ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
                 tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
-            })
+            }
         });
         // The interval's slots count from the end of this reading, srvprof's own CPU burst.
         if self.probes.window().is_some() {
             self.window_from_ns = Some(crate::clock::monotonic_ns());
             self.slots_left = WINDOWS_PER_INTERVAL;
+            self.syscall_window_due = true;
         }
         Ok(Sample {
             monotonic_ns: kernel.monotonic_ns,
@@ -268,17 +285,22 @@ impl Sampler {
     /// The server's connections other than on its listening ports, added to those seen so far:
     /// per remote address, the most at one sample and the samples it was seen in. None when
     /// sock_diag cannot be asked or the listening ports are unknown.
-    fn read_outbound(&mut self, watched: &[(u32, u32)]) -> Option<Vec<Outbound>> {
+    fn read_outbound(
+        &mut self,
+        watched: &[(u32, u32)],
+        connections: Option<&crate::sockdiag::Connections>,
+    ) -> Option<Vec<Outbound>> {
         if self.listen_ports.is_empty() {
             return None;
         }
+        let connections = connections?;
         let inodes: std::collections::HashSet<u32> = watched
             .iter()
             .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
             .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
             .collect();
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
-        for (inode, local_port, remote) in crate::sockdiag::established()? {
+        for &(inode, local_port, remote) in &connections.established {
             if inodes.contains(&inode) && !self.listen_ports.contains(&local_port) {
                 *now.entry(remote.to_string()).or_default() += 1;
             }
@@ -301,13 +323,14 @@ impl Sampler {
     }
 
     /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode the interval is cut
-    /// into WINDOWS_PER_INTERVAL equal slots, each with one window of the syscall and softirq
-    /// programs, placed in it by window_placement: where the server is busy, at random, and away
-    /// from the slot's edges (and so from the reading at each end of the interval, srvprof's own
-    /// CPU burst, which would otherwise slow the server in exactly the time measured). Several
-    /// short windows rather than one long one: a burst of traffic between two readings is caught
-    /// by some window far more often (measured: one 50 ms window a second missed every one of ten
-    /// 70 ms bursts in 3 runs of 11).
+    /// into WINDOWS_PER_INTERVAL equal slots, each with one window of the softirq programs, placed
+    /// in it by window_placement: where the server is busy, at random, and away from the slot's
+    /// edges (and so from the reading at each end of the interval, srvprof's own CPU burst, which
+    /// would otherwise slow the server in exactly the time measured). Several short windows rather
+    /// than one long one: a burst of traffic between two readings is caught by some window far
+    /// more often (measured: one 50 ms window a second missed every one of ten 70 ms bursts in 3
+    /// runs of 11). The syscall programs join the first window that opens on a busy poll, so a
+    /// burst anywhere in the interval gets them as well.
     pub fn wait_until(&mut self, due_ns: u64, stop: impl Fn() -> bool) -> Result<(), SrvprofError> {
         loop {
             let now = crate::clock::monotonic_ns();
@@ -333,7 +356,10 @@ impl Sampler {
                 match slot.decide(now, busy, self.draws.uniform()) {
                     Decision::Open => {
                         self.window_from_ns = None;
-                        self.open_window(len)?;
+                        // An idle slot's window leaves them to a later, busier one, but the last.
+                        let syscalls = self.syscall_window_due
+                            && (busy != Some(false) || self.slots_left <= 1);
+                        self.open_window(len, syscalls)?;
                     }
                     Decision::WaitUntil(t) => wake = wake.min(t),
                 }
@@ -350,17 +376,30 @@ impl Sampler {
         }
     }
 
-    fn open_window(&mut self, len: u64) -> Result<(), SrvprofError> {
-        self.probes.open_window()?;
-        // The work the counts are scaled by first, right after the counting program's attach, as
-        // the syscalls are counted from there (attaching the programs takes ~1 ms, a tenth of a
-        // window).
-        self.responses_at_open = self.responses.as_ref().map(|r| r());
-        self.io_calls.open(self.read(procfs::thread_io_calls));
+    /// Opens a window of the softirq programs, and of the syscall programs with `syscalls` (then
+    /// WINDOWS_PER_INTERVAL times as long).
+    fn open_window(&mut self, len: u64, syscalls: bool) -> Result<(), SrvprofError> {
+        let len = if syscalls {
+            len * u64::from(WINDOWS_PER_INTERVAL)
+        } else {
+            len
+        };
+        // At normal priority, so that the server runs between the programs' attaches (each stalls
+        // this CPU for a few hundred microseconds) rather than after both.
+        let probes = &mut self.probes;
+        crate::realtime::at_normal_priority(|| probes.open_window(syscalls, len))?;
         self.rx_packets.open(procfs::softnet_processed());
+        if syscalls {
+            self.syscall_window_due = false;
+            // The work the counts are scaled by first, right after the counting program's
+            // attach, as the syscalls are counted from there (attaching the programs takes a few
+            // hundred microseconds, a few percent of a window).
+            self.responses_at_open = self.responses.as_ref().map(|r| r());
+            self.io_calls.open(self.read(procfs::thread_io_calls));
+            self.switches_at_open = self.probes.group_switches().ok();
+            self.oncpu.open(self.read(procfs::thread_oncpu_ns));
+        }
         self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
-        self.switches_at_open = self.probes.group_switches().ok();
-        self.oncpu.open(self.read(procfs::thread_oncpu_ns));
         Ok(())
     }
 
@@ -398,16 +437,19 @@ impl Sampler {
                 *traced += now.saturating_sub(open);
             }
         }
+        if self.window_end_ns.is_some() {
+            self.rx_packets.close(procfs::softnet_processed());
+        }
         if self.oncpu.is_open() {
             self.oncpu.close(self.read(procfs::thread_oncpu_ns));
-            self.rx_packets.close(procfs::softnet_processed());
             // Last, right before the counting program's detach.
             self.io_calls.close(self.read(procfs::thread_io_calls));
         }
         if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
             self.traced_responses += r().saturating_sub(at_open);
         }
-        self.probes.close_window();
+        let probes = &mut self.probes;
+        crate::realtime::at_normal_priority(|| probes.close_window());
         self.window_end_ns = None;
         // The next slot's window, if the interval has one left (the next sample starts anew).
         match self.slot.take() {

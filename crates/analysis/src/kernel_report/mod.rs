@@ -519,11 +519,13 @@ impl KernelReport {
                 f * 100.0
             ));
         }
-        let what = if self.syscalls_off {
-            "softirq times are estimates"
-        } else {
-            "syscall counts and times, and softirq times, are estimates"
-        };
+        let softirqs = "softirq times from short windows in each quarter of each interval";
+        if self.syscalls_off {
+            return Some(format!(
+                "{softirqs} are estimates (sampled mode; softirq counts are the kernel's own, \
+                 hardirqs are traced all along); --exact traces them all the time"
+            ));
+        }
         // Windows are placed where the server is busy, so the share of its work they saw, which
         // the counts are scaled by, can be several times their share of the time.
         let work = match (self.scaled_by.as_deref(), self.traced_share) {
@@ -542,9 +544,9 @@ impl KernelReport {
             _ => String::new(),
         };
         Some(format!(
-            "{what} from the {:.0}% of the time their probes were attached{work} (sampled mode; \
-             softirq counts are the kernel's own, hardirqs are traced all along); --exact traces \
-             them all the time",
+            "syscall counts and times are estimates from the {:.0}% of the time their programs \
+             were attached{work}, and {softirqs} (sampled mode; softirq counts are the kernel's \
+             own, hardirqs are traced all along); --exact traces them all the time",
             f * 100.0
         ))
     }

@@ -24,7 +24,7 @@ use srvprof_common::{globals, lost, maps};
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
 use srvprof_analysis::record::KernelCounters;
-use window::{SOFTIRQ_PROGRAMS, Window};
+use window::Window;
 
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
@@ -171,7 +171,16 @@ impl Probes {
             }
         }
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
-        let mut gated = Vec::new();
+        // Sampled mode: closed before the softirq programs attach, which then wait for a window;
+        // the syscall programs (sys_exit, which counts, last) are attached for each window.
+        let syscall_programs = match targets.skip_syscalls {
+            true => Vec::new(),
+            false => SYSCALL_PROGRAMS.to_vec(),
+        };
+        let window = match targets.sampled_window {
+            Some(length) => Some(Window::new(&mut ebpf, syscall_programs, length)?),
+            None => None,
+        };
         for &(program, tracepoint) in PROGRAMS {
             // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
             // sk_rst_reason in its BTF) gets the program that does not read it.
@@ -184,11 +193,9 @@ impl Probes {
             if targets.skip_syscalls && syscall {
                 continue;
             }
-            let windowed = targets.sampled_window.is_some()
-                && (syscall || SOFTIRQ_PROGRAMS.contains(&program));
+            let windowed = window.is_some() && syscall;
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
-                    gated.push(program);
                     Ok(())
                 } else {
                     attach_loaded(prog, program, tracepoint).map(|_| ())
@@ -197,11 +204,6 @@ impl Probes {
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
-        // The syscall programs last (sys_exit counts): the window is timed on the last one.
-        gated.sort_by_key(|p| SYSCALL_PROGRAMS.contains(p));
-        let window = targets
-            .sampled_window
-            .map(|length| Window::new(gated, length));
         // The thread that unwinds the samples, ready (its targets' modules read) before the
         // programs that send them attach.
         let user_stacks = match targets.stack_sample_hz {
@@ -247,10 +249,11 @@ impl Probes {
         })
     }
 
-    /// Sampled mode: attaches the syscall and interrupt programs for a window. No-op in exact mode.
-    pub fn open_window(&mut self) -> Result<(), SrvprofError> {
+    /// Sampled mode: opens a window of `len` ns of the softirq programs, and attaches the syscall
+    /// programs for it with `syscalls`. No-op in exact mode.
+    pub fn open_window(&mut self, syscalls: bool, len: u64) -> Result<(), SrvprofError> {
         match self.window.as_mut() {
-            Some(window) => window.open(&mut self.ebpf),
+            Some(window) => window.open(&mut self.ebpf, syscalls, len),
             None => Ok(()),
         }
     }

@@ -104,15 +104,16 @@ pub(super) fn map_entries<K: aya::Pod, V: aya::Pod, T>(
         .collect())
 }
 
-/// Context switches (voluntary and involuntary) of each group's threads so far: one walk of the
-/// thread map, cheap enough for each window's edges.
+/// Context switches (voluntary and involuntary) of each group's threads so far, counted per group
+/// by the programs: a window's edges read one slot per group and CPU.
 pub fn group_switches(ebpf: &Ebpf) -> Result<[u64; NUM_GROUPS as usize], SrvprofError> {
-    let threads: HashMap<&MapData, u32, ThreadStats> = map_ref(ebpf, maps::THREADS)?;
+    let switches: PerCpuArray<&MapData, u64> = map_ref(ebpf, maps::GROUP_SWITCHES)?;
     let mut out = [0u64; NUM_GROUPS as usize];
-    for (_, st) in threads.iter().filter_map(Result::ok) {
-        if let Some(n) = out.get_mut(st.group as usize) {
-            *n += st.voluntary_switches + st.involuntary_switches;
-        }
+    for (group, n) in (0..NUM_GROUPS).zip(out.iter_mut()) {
+        let per_cpu = switches
+            .get(&group, 0)
+            .map_err(|e| map_error(maps::GROUP_SWITCHES, e))?;
+        *n = per_cpu.iter().sum();
     }
     Ok(out)
 }

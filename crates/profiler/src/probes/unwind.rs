@@ -170,6 +170,8 @@ impl UserStacks {
             std::thread::Builder::new()
                 .name("srvprof-unwind".into())
                 .spawn(move || {
+                    // Unwinding can wait: the ring holds seconds of samples.
+                    let _ = crate::realtime::background_thread();
                     let mut hints = CopyHints::new(copy_hints);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
                     let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();
@@ -182,7 +184,12 @@ impl UserStacks {
                         }
                         let mut out = unwound.lock().unwrap_or_else(|e| e.into_inner());
                         // In ring order: a period's stacks come before its end.
+                        let mut chunk = std::time::Instant::now();
                         for record in batch {
+                            if chunk.elapsed() >= crate::realtime::BACKGROUND_CHUNK {
+                                std::thread::yield_now();
+                                chunk = std::time::Instant::now();
+                            }
                             match record {
                                 Record::Stack(mut s) => {
                                     let p = processes.entry(s.key.tgid).or_insert_with(|| {
