@@ -20,9 +20,9 @@ const CPU: usize = 1;
 const STALL: Duration = Duration::from_micros(500);
 const SLEEP: Duration = Duration::from_micros(100);
 const MEASURE: Duration = Duration::from_secs(5);
-/// Late wake-ups in MEASURE beyond the bare runs' (medians of the pairs): three a second, for
-/// one syscall window's two edges and the interval's reading.
-const EXTRA_STALLS: i64 = 15;
+/// Late wake-ups in MEASURE beyond the bare runs' (medians of the pairs): 0 to 15 measured, from
+/// one syscall window's two edges and the interval's reading a second; the flips made it 45.
+const EXTRA_STALLS: i64 = 25;
 
 #[test]
 fn watching_stalls_the_cpu_it_shares_with_the_server_no_more_than_a_few_times_a_second() {
