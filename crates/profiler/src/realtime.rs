@@ -30,40 +30,19 @@ impl Drop for RealtimeThread {
     }
 }
 
-/// Runs `f` as a normal thread when the caller is the real-time sampler, then makes it real-time
-/// again. For the bulk of a reading: a real-time thread is not preempted by the server between its
-/// system calls, so a reading of a few milliseconds would stall the server's CPU for all of it;
-/// a normal thread yields to a woken server at its next system call's return.
-pub fn at_normal_priority<T>(f: impl FnOnce() -> T) -> T {
-    let fifo = current_policy() == (libc::SCHED_FIFO, SAMPLER_FIFO_PRIORITY);
-    if fifo {
-        let _ = set_policy(libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, 0);
-    }
-    let out = f();
-    if fifo {
-        let _ = set_policy(
-            libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK,
-            SAMPLER_FIFO_PRIORITY,
-        );
-    }
-    out
+/// Lets whatever waits for this CPU (the server, the load) run between two pieces of the
+/// sampler's work: a real-time thread is not preempted by them, so a reading of a millisecond or
+/// two would otherwise hold the CPU for all of it. Woken, the sampler takes the CPU back at once.
+pub fn breathe() {
+    std::thread::sleep(BREATH);
 }
 
-/// Makes the calling thread a background one (SCHED_BATCH, nice 19): its wake-ups do not preempt
-/// the load or the server, and beside a saturated CPU's load it still gets about 1.5 % of the CPU
-/// (SCHED_IDLE would get 0.3 %, less than unwinding needs). For srvprof's background work
-/// (unwinding stacks), which also yields every BACKGROUND_CHUNK: as a normal thread its wake-ups,
-/// fifty a second, took the load's CPU for up to a millisecond each, which showed in the p99.
-pub fn background_thread() -> Result<(), std::io::Error> {
-    set_policy(libc::SCHED_BATCH, 0)?;
-    // SAFETY: `who` 0 is the calling thread (Linux: priorities are per thread).
-    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
+/// A pause of breathe(): long enough for a server to handle a request or two that waited.
+const BREATH: std::time::Duration = std::time::Duration::from_micros(20);
 
-/// How long background work runs before it yields the CPU to whatever waits for it.
+/// How long background work (unwinding stacks) runs before it yields the CPU to whatever waits
+/// for it: as one batch, each of its fifty wake-ups a second took the load's CPU for up to a
+/// millisecond, which showed in the p99.
 pub const BACKGROUND_CHUNK: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// The calling thread's scheduling policy and RT priority, as the kernel reports them.
@@ -124,20 +103,6 @@ mod tests {
                 Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}"),
             }
             assert_eq!(current_policy(), (libc::SCHED_OTHER, 0));
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn a_reading_at_normal_priority_returns_to_fifo() {
-        std::thread::spawn(|| {
-            let Ok(_guard) = realtime_thread() else {
-                return; // without CAP_SYS_NICE there is no real-time sampler to step down
-            };
-            let inside = at_normal_priority(current_policy);
-            assert_eq!(inside, (libc::SCHED_OTHER, 0));
-            assert_eq!(current_policy(), (libc::SCHED_FIFO, SAMPLER_FIFO_PRIORITY));
         })
         .join()
         .unwrap();

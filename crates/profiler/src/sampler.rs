@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use srvprof_analysis::record::{CpuUse, ExitRecord, KernelCounters, Outbound, Sample, TimeWait};
+use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Sample, TimeWait};
 use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
@@ -148,12 +148,9 @@ impl Sampler {
                 self.last_mib = mib;
             }
         }
-        // The rest (sock_diag dumps of every TCP socket, a file per thread in /proc) at normal
-        // priority: as the real-time thread it would hold the server's CPU for all of it.
-        crate::realtime::at_normal_priority(|| self.read_the_rest(kernel))
-    }
-
-    fn read_the_rest(&mut self, kernel: KernelCounters) -> Result<Sample, SrvprofError> {
+        // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
+        // each followed by a breath for the server: together they take 1-2 ms.
+        crate::realtime::breathe();
         let listen_socket_drops = if self.listen_ports.is_empty() {
             None
         } else {
@@ -170,6 +167,7 @@ impl Sampler {
         } else {
             Vec::new()
         };
+        crate::realtime::breathe();
         self.collect_exits();
         let ticks = procfs::clock_ticks_per_sec();
         let watched = self.probes.watched_pids()?;
@@ -235,10 +233,12 @@ impl Sampler {
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
+        crate::realtime::breathe();
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
         let connections = (!self.listen_ports.is_empty() || self.ephemeral.is_some())
             .then(crate::sockdiag::connections)
             .flatten();
+        crate::realtime::breathe();
         let outbound = self.read_outbound(&watched, connections.as_ref());
         let time_wait = self.ephemeral.zip(connections.as_ref()).map(|(range, c)| {
             let (sockets, holding_ports) = c.time_wait(range);
@@ -384,10 +384,7 @@ impl Sampler {
         } else {
             len
         };
-        // At normal priority, so that the server runs between the programs' attaches (each stalls
-        // this CPU for a few hundred microseconds) rather than after both.
-        let probes = &mut self.probes;
-        crate::realtime::at_normal_priority(|| probes.open_window(syscalls, len))?;
+        self.probes.open_window(syscalls, len)?;
         self.rx_packets.open(procfs::softnet_processed());
         if syscalls {
             self.syscall_window_due = false;
@@ -448,8 +445,7 @@ impl Sampler {
         if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
             self.traced_responses += r().saturating_sub(at_open);
         }
-        let probes = &mut self.probes;
-        crate::realtime::at_normal_priority(|| probes.close_window());
+        self.probes.close_window();
         self.window_end_ns = None;
         // The next slot's window, if the interval has one left (the next sample starts anew).
         match self.slot.take() {

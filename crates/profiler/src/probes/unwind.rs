@@ -170,8 +170,6 @@ impl UserStacks {
             std::thread::Builder::new()
                 .name("srvprof-unwind".into())
                 .spawn(move || {
-                    // Unwinding can wait: the ring holds seconds of samples.
-                    let _ = crate::realtime::background_thread();
                     let mut hints = CopyHints::new(copy_hints);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
                     let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();

@@ -86,7 +86,7 @@ impl Window {
         for (i, &name) in self.programs.iter().enumerate() {
             if i > 0 {
                 // One stall at a time: whatever waits for this CPU runs between two attaches.
-                std::thread::yield_now();
+                crate::realtime::breathe();
             }
             let prog = btf_program(ebpf, name)?;
             let before = clock::monotonic_ns();
@@ -107,7 +107,7 @@ impl Window {
         let mut first_detached = None;
         while let Some((name, link)) = self.links.pop() {
             if first_detached.is_some() {
-                std::thread::yield_now();
+                crate::realtime::breathe();
             }
             let before = clock::monotonic_ns();
             if let Ok(prog) = btf_program(ebpf, name) {
