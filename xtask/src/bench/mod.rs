@@ -17,6 +17,7 @@ pub(crate) mod overhead;
 mod sample_cost;
 mod stats;
 mod tables;
+mod tail;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -140,6 +140,7 @@ pub fn run(quick: bool) -> Result<String> {
     let program_time = program_time_table(&setup)?;
     let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
     let interrupt = super::interrupt_time::table(&srvprof, master, worker, &url, &dir, rounds)?;
+    let tail = super::tail::table(&srvprof, worker, &url, &dir, rounds, seconds)?;
     drop(nginx);
     let _ = std::fs::remove_dir_all(&dir);
     report.push_str(&format!(
@@ -196,6 +197,7 @@ pub fn run(quick: bool) -> Result<String> {
     report.push_str(&program_time);
     report.push_str(&sample_cost);
     report.push_str(&interrupt);
+    report.push_str(&tail);
     println!("{report}");
     let out = root.join("target/bench/overhead.md");
     std::fs::create_dir_all(out.parent().expect("has a parent"))?;
@@ -522,7 +524,7 @@ pub(super) fn start_watcher(cmd: &mut Command, name: &str, ready: Option<&str>) 
 }
 
 /// Reads stdout and stderr until a line contains `marker`, then keeps draining both in the background.
-fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
+pub(super) fn wait_for_line(child: &mut Child, marker: &str) -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     for stream in [
         child

@@ -1,0 +1,205 @@
+//! The tail tables of `cargo xtask bench overhead`: what watching costs the p99, mechanism by
+//! mechanism.
+//! - Stalls: a thread pinned to the server's CPU sleeps 100 µs at a time and counts the wake-ups
+//!   later than 0.5 ms, beside nothing and beside `srvprof probe` (pinned there too) in each mode.
+//!   The kernel's clock times each sleep; a stall is anything holding that CPU unpreempted.
+//! - `srvprof run` against the same load alone (`srvprof load`), in each mode. The modes alternate
+//!   in each round and the ratios are taken within a round: this VM drifts between a fast and a
+//!   slow state for minutes, which medians of whole series would mix into the ratio.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow};
+
+use super::host::{CLIENT_CPU, SERVER_CPU};
+use super::stats::{median, spread};
+
+const SLEEP: Duration = Duration::from_micros(100);
+const STALL: Duration = Duration::from_micros(500);
+
+/// `srvprof probe`'s modes in the stall table, by their flags.
+const PROBE_MODES: [(&str, &[&str]); 4] = [
+    ("nothing attached", &[]),
+    ("srvprof probe (sampled windows)", &[]),
+    ("srvprof probe --syscalls off", &["--syscalls", "off"]),
+    ("srvprof probe --exact", &["--exact"]),
+];
+
+/// `srvprof run`'s modes against the load alone (the first row).
+const RUN_MODES: [(&str, &[&str]); 5] = [
+    ("srvprof load (the load alone)", &[]),
+    ("srvprof run", &[]),
+    ("srvprof run --stacks off", &["--stacks", "off"]),
+    ("srvprof run --syscalls off", &["--syscalls", "off"]),
+    ("srvprof run --exact", &["--exact"]),
+];
+
+pub fn table(
+    srvprof: &Path,
+    worker: u32,
+    url: &str,
+    dir: &Path,
+    rounds: usize,
+    seconds: u64,
+) -> Result<String> {
+    let mut out = format!(
+        "\n## What watching costs the tail\n\n\
+         **Stalls.** A thread on CPU {SERVER_CPU} (nginx's) sleeps {SLEEP:?} at a time for \
+         {seconds} s and counts the wake-ups later than {STALL:?}; srvprof probe watches the idle \
+         worker, pinned to CPU {SERVER_CPU} too. {rounds} round(s), the modes in turn.\n\n\
+         | watcher | late wake-ups per round | median | beyond nothing |\n|---|---|---|---|\n"
+    );
+    let mut late: Vec<Vec<f64>> = vec![Vec::new(); PROBE_MODES.len()];
+    for _ in 0..rounds {
+        for (i, (_, flags)) in PROBE_MODES.iter().enumerate() {
+            let n = if i == 0 {
+                late_wakeups(seconds)
+            } else {
+                beside_probe(srvprof, worker, flags, seconds)?
+            };
+            late[i].push(n as f64);
+        }
+    }
+    let bare = median(&late[0]).unwrap_or(0.0);
+    for ((name, _), v) in PROBE_MODES.iter().zip(&late) {
+        let m = median(v).unwrap_or(0.0);
+        let all: Vec<String> = v.iter().map(|x| format!("{x:.0}")).collect();
+        out.push_str(&format!(
+            "| {name} | {} | {m:.0} | {:+.0} |\n",
+            all.join(", "),
+            m - bare
+        ));
+    }
+
+    out.push_str(&format!(
+        "\n**srvprof run against the load alone.** nginx 1 worker on CPU {SERVER_CPU}, \
+         `-c 50 -d {seconds}s --cpus {CLIENT_CPU}`, {rounds} round(s); each mode's p50, p99, \
+         p99.9 and throughput over the load alone's in the same round, the median and range of \
+         those ratios.\n\n\
+         | mode | p50 | p99 (range) | p99.9 | req/s |\n|---|---|---|---|---|\n"
+    ));
+    let mut ratios: Vec<Vec<[f64; 4]>> = vec![Vec::new(); RUN_MODES.len()];
+    for _ in 0..rounds {
+        let mut base = None;
+        for (i, (_, flags)) in RUN_MODES.iter().enumerate() {
+            let q = load_figures(srvprof, worker, url, dir, i == 0, flags, seconds)?;
+            let b = *base.get_or_insert(q);
+            ratios[i].push([q[0] / b[0], q[1] / b[1], q[2] / b[2], q[3] / b[3]]);
+        }
+    }
+    for ((name, _), v) in RUN_MODES.iter().zip(&ratios).skip(1) {
+        let col = |k: usize| -> Vec<f64> { v.iter().map(|r| r[k]).collect() };
+        let m = |k: usize| median(&col(k)).unwrap_or(f64::NAN);
+        let (lo, hi) = spread(&col(1)).unwrap_or((f64::NAN, f64::NAN));
+        out.push_str(&format!(
+            "| {name} | {:.2}× | {:.2}× ({lo:.2}-{hi:.2}) | {:.2}× | {:.3}× |\n",
+            m(0),
+            m(1),
+            m(2),
+            m(3)
+        ));
+    }
+    Ok(out)
+}
+
+/// Late wake-ups while `srvprof probe FLAGS` watches `worker` from the server's CPU.
+fn beside_probe(srvprof: &Path, worker: u32, flags: &[&str], seconds: u64) -> Result<u64> {
+    let mut child = Command::new("taskset")
+        .args(["-c", SERVER_CPU])
+        .arg(srvprof)
+        .args(["probe", "--pid", &worker.to_string()])
+        .args(["-d", &format!("{}s", seconds + 3), "--format", "json"])
+        .args(flags)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting srvprof probe")?;
+    super::overhead::wait_for_line(&mut child, "watching PIDs")?;
+    // Past the first interval's reading of every thread, as in a long run.
+    std::thread::sleep(Duration::from_millis(1200));
+    let late = late_wakeups(seconds);
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(anyhow!("srvprof probe {flags:?} failed: {status}"));
+    }
+    Ok(late)
+}
+
+/// Sleeps SLEEP at a time on the server's CPU for `seconds`; the wake-ups later than STALL.
+fn late_wakeups(seconds: u64) -> u64 {
+    let cpu: usize = SERVER_CPU.parse().expect("a CPU number");
+    std::thread::spawn(move || {
+        // SAFETY: plain calls on this thread's own affinity and timer slack.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            // Without it a sleep ends up to 50 µs late by design.
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
+        }
+        let end = Instant::now() + Duration::from_secs(seconds);
+        let mut late = 0;
+        while Instant::now() < end {
+            let t = Instant::now();
+            std::thread::sleep(SLEEP);
+            if t.elapsed() > SLEEP + STALL {
+                late += 1;
+            }
+        }
+        late
+    })
+    .join()
+    .unwrap_or(0)
+}
+
+/// [p50 µs, p99 µs, p99.9 µs, req/s] of `srvprof load` (alone) or `srvprof run FLAGS`.
+fn load_figures(
+    srvprof: &Path,
+    worker: u32,
+    url: &str,
+    dir: &Path,
+    alone: bool,
+    flags: &[&str],
+    seconds: u64,
+) -> Result<[f64; 4]> {
+    let out = dir.join("tail-run");
+    let common = ["-c", "50", "--cpus", CLIENT_CPU];
+    let duration = format!("{seconds}s");
+    let mut cmd = Command::new(srvprof);
+    if alone {
+        cmd.args(["load", url, "-d", &duration]).args(common);
+        cmd.arg("--out").arg(out.with_extension("json"));
+    } else {
+        cmd.args(["run", "--pid", &worker.to_string(), "--url", url])
+            .args(["-d", &duration, "--warmup", "0s", "--force"])
+            .args(common)
+            .args(flags)
+            .arg("--out")
+            .arg(&out);
+    }
+    let status = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("starting srvprof")?;
+    if !status.success() {
+        return Err(anyhow!("srvprof {flags:?} failed: {status}"));
+    }
+    let json = if alone {
+        out.with_extension("json")
+    } else {
+        out.join("run.json")
+    };
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+    let load = if alone { &v } else { &v["load"] };
+    let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+    let q = &load["latency_us"];
+    Ok([
+        f(&q["p50"]),
+        f(&q["p99"]),
+        f(&q["p999"]),
+        f(&load["throughput_rps"]),
+    ])
+}
