@@ -1,20 +1,20 @@
 //! Sampled mode: the syscall and softirq programs, the ones that run on every syscall and every
 //! softirq of the machine, count and time only in short windows placed where the server is busy
 //! (the Sampler opens and closes them; where is window_placement's): the softirq programs in one
-//! window in each quarter of an interval, the syscall programs in one of those an interval. The hardirq programs count and time all along: hardirqs are rare next to
-//! softirqs (a NIC's interrupts are coalesced, loopback raises none), so they are counted and
-//! timed exactly for next to nothing.
+//! window in each quarter of an interval, the syscall programs in one of those an interval. The
+//! hardirq programs count and time all along: hardirqs are rare next to softirqs (a NIC's
+//! interrupts are coalesced, loopback raises none), so they are counted and timed exactly for
+//! next to nothing.
 //!
 //! While the programs sit on the syscall tracepoints, every syscall of every process takes the
 //! kernel's traced path (65-160 ns more for a process not watched, measured on this project's
-//! VMs), so they are attached for each window only. Each attach and detach rewrites kernel text
+//! VMs), so they are attached for their window only. Each attach and detach rewrites kernel text
 //! and waits for every CPU to see it, which stalls the CPU srvprof runs on for a few hundred
 //! microseconds under a VM; the softirq programs, cheap when they return at once, therefore stay
 //! attached and check the window's CLOSED flag instead, and the syscall programs come and go once
-//! an interval. A window of a twentieth of the time costs
-//! a twentieth of the tracing; the figures are then scaled up from the windows
-//! (srvprof_analysis::kernel_report::sampling), and the softirq counts come from the kernel's
-//! own /proc/softirqs.
+//! an interval. A twentieth of the time traced costs a twentieth of the tracing; the figures are
+//! then scaled up from the windows (srvprof_analysis::kernel_report::sampling), and the softirq
+//! counts come from the kernel's own /proc/softirqs.
 
 use std::time::Duration;
 
