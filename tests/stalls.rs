@@ -12,13 +12,12 @@
 
 use srvprof_integration::*;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The CPU the server, the sleeping thread and srvprof share.
 const CPU: usize = 1;
 /// A wake-up later than this counts as a stall (the bare machine wakes ~10 µs late).
 const STALL: Duration = Duration::from_micros(500);
-const SLEEP: Duration = Duration::from_micros(100);
 const MEASURE: Duration = Duration::from_secs(5);
 /// Late wake-ups in MEASURE beyond the bare runs' (medians of the pairs): 0 to 15 measured, from
 /// one syscall window's two edges and the interval's reading a second; the flips made it 45.
@@ -73,34 +72,9 @@ fn watching_stalls_the_cpu_it_shares_with_the_server_no_more_than_a_few_times_a_
     );
 }
 
-/// Sleeps SLEEP at a time on CPU for MEASURE; the wake-ups later than STALL.
+/// The sleeping thread's late wake-ups over MEASURE.
 fn late_wakeups() -> i64 {
-    std::thread::spawn(|| {
-        // SAFETY: plain calls on this thread's own affinity and timer slack.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(CPU, &mut set);
-            assert_eq!(
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-                0,
-                "pinning to CPU {CPU}"
-            );
-            // Without it a sleep ends up to 50 µs late by design.
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
-        }
-        let end = Instant::now() + MEASURE;
-        let mut late = 0;
-        while Instant::now() < end {
-            let t = Instant::now();
-            std::thread::sleep(SLEEP);
-            if t.elapsed() > SLEEP + STALL {
-                late += 1;
-            }
-        }
-        late
-    })
-    .join()
-    .expect("the sleeping thread")
+    srvprof_integration::late_wakeups(CPU, STALL, MEASURE) as i64
 }
 
 fn median(v: &mut [i64]) -> i64 {

@@ -754,3 +754,37 @@ pub fn srvprof_beside_perf(run: &RunArgs, pid: u32, perf_args: &[&str], data: &P
         .wait();
     stderr
 }
+
+/// A server-like thread on `cpu`: it sleeps 100 µs at a time for `measure`, as a worker waits
+/// for its next request, and counts the wake-ups later than `stall` by the kernel's monotonic
+/// clock. Anything holding that CPU unpreempted (a program attach, a real-time reading) shows as
+/// late wake-ups; the bare machine wakes ~10 µs late. Panics when the CPU cannot be pinned.
+pub fn late_wakeups(cpu: usize, stall: Duration, measure: Duration) -> u64 {
+    const SLEEP: Duration = Duration::from_micros(100);
+    std::thread::spawn(move || {
+        // SAFETY: plain calls on this thread's own affinity and timer slack.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0,
+                "pinning to CPU {cpu}"
+            );
+            // Without it a sleep ends up to 50 µs late by design.
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
+        }
+        let end = Instant::now() + measure;
+        let mut late = 0;
+        while Instant::now() < end {
+            let t = Instant::now();
+            std::thread::sleep(SLEEP);
+            if t.elapsed() > SLEEP + stall {
+                late += 1;
+            }
+        }
+        late
+    })
+    .join()
+    .expect("the sleeping thread")
+}

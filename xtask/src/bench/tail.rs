@@ -9,14 +9,13 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 
 use super::host::{CLIENT_CPU, SERVER_CPU};
 use super::stats::{median, spread};
 
-const SLEEP: Duration = Duration::from_micros(100);
 const STALL: Duration = Duration::from_micros(500);
 
 /// `srvprof probe`'s modes in the stall table, by their flags.
@@ -46,7 +45,7 @@ pub fn table(
 ) -> Result<String> {
     let mut out = format!(
         "\n## What watching costs the tail\n\n\
-         **Stalls.** A thread on CPU {SERVER_CPU} (nginx's) sleeps {SLEEP:?} at a time for \
+         **Stalls.** A thread on CPU {SERVER_CPU} (nginx's) sleeps 100 µs at a time for \
          {seconds} s and counts the wake-ups later than {STALL:?}; srvprof probe watches the idle \
          worker, pinned to CPU {SERVER_CPU} too. {rounds} round(s), the modes in turn.\n\n\
          | watcher | late wake-ups per round | median | beyond nothing |\n|---|---|---|---|\n"
@@ -127,31 +126,10 @@ fn beside_probe(srvprof: &Path, worker: u32, flags: &[&str], seconds: u64) -> Re
     Ok(late)
 }
 
-/// Sleeps SLEEP at a time on the server's CPU for `seconds`; the wake-ups later than STALL.
+/// Late wake-ups of a thread sleeping 100 µs at a time on the server's CPU for `seconds`.
 fn late_wakeups(seconds: u64) -> u64 {
-    let cpu: usize = SERVER_CPU.parse().expect("a CPU number");
-    std::thread::spawn(move || {
-        // SAFETY: plain calls on this thread's own affinity and timer slack.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-            // Without it a sleep ends up to 50 µs late by design.
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1, 0, 0, 0);
-        }
-        let end = Instant::now() + Duration::from_secs(seconds);
-        let mut late = 0;
-        while Instant::now() < end {
-            let t = Instant::now();
-            std::thread::sleep(SLEEP);
-            if t.elapsed() > SLEEP + STALL {
-                late += 1;
-            }
-        }
-        late
-    })
-    .join()
-    .unwrap_or(0)
+    let cpu = SERVER_CPU.parse().expect("a CPU number");
+    srvprof_integration::late_wakeups(cpu, STALL, Duration::from_secs(seconds))
 }
 
 /// [p50 µs, p99 µs, p99.9 µs, req/s] of `srvprof load` (alone) or `srvprof run FLAGS`.
