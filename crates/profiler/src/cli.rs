@@ -103,6 +103,10 @@ pub struct SyscallsArg {
     /// per program, twice a second (docs/benchmarks.md, "What watching costs the tail").
     #[arg(long)]
     pub exact: bool,
+    /// Leave these probe families detached, for measuring what each costs (`cargo xtask bench
+    /// overhead`); their figures read zero.
+    #[arg(long = "skip-probes", value_delimiter = ',', hide = true)]
+    pub skip: Vec<crate::probes::Family>,
 }
 
 /// Sampled mode attaches the syscall and softirq programs for interval / this in all.

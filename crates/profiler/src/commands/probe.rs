@@ -51,6 +51,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         tcp_ports: ports.clone(),
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(args.interval),
+        skip: args.syscalls.skip.clone(),
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;

@@ -90,6 +90,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         stack_sample_hz: args.stacks.then_some(args.freq),
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(config.interval),
+        skip: args.syscalls.skip.clone(),
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     // Scripts and tests bracket the probed window with this line and "reading stacks".

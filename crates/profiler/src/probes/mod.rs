@@ -84,6 +84,44 @@ pub struct ProbeTargets {
     /// of each interval (the Sampler opens and closes the window). None: attached all along,
     /// every syscall and interrupt counted and timed (exact mode).
     pub sampled_window: Option<std::time::Duration>,
+    /// Families left detached, to measure what each costs (their figures read zero).
+    pub skip: Vec<Family>,
+}
+
+/// The families of programs that can be left detached one by one; the scheduler's programs,
+/// which track the targets, always attach, and syscalls and stacks have their own switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Family {
+    /// softirq_* and irq_handler_*
+    Irq,
+    /// tcp_*
+    Tcp,
+    /// sched_process_exit
+    Exits,
+    /// mm_vmscan_*
+    Reclaim,
+    /// the on-CPU stack sampler
+    Oncpu,
+    /// the off-CPU stack copy at each switch
+    Offcpu,
+    /// the stop-the-world uprobes
+    Pauses,
+}
+
+impl Family {
+    /// The family of a program in PROGRAMS, None for the scheduler's and the syscalls'.
+    pub fn of(program: &str) -> Option<Family> {
+        match program {
+            p if p.starts_with("softirq_") || p.starts_with("irq_handler_") => Some(Family::Irq),
+            p if p.starts_with("tcp_") => Some(Family::Tcp),
+            "sched_process_exit" => Some(Family::Exits),
+            p if p.starts_with("mm_vmscan_") => Some(Family::Reclaim),
+            stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
+            stacks::OFFCPU_PROGRAM => Some(Family::Offcpu),
+            pauses::STOP_PROGRAM | pauses::START_PROGRAM => Some(Family::Pauses),
+            _ => None,
+        }
+    }
 }
 
 /// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
@@ -193,6 +231,9 @@ impl Probes {
             if targets.skip_syscalls && syscall {
                 continue;
             }
+            if Family::of(program).is_some_and(|f| targets.skip.contains(&f)) {
+                continue;
+            }
             let windowed = window.is_some() && syscall;
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
@@ -223,14 +264,22 @@ impl Probes {
             None => None,
         };
         if let Some(hz) = targets.stack_sample_hz {
-            let result = stacks::attach_offcpu(&mut ebpf, &btf);
-            on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
-            result?;
-            let result = stacks::attach_sampler(&mut ebpf, hz);
-            on_attach(stacks::ONCPU_PROGRAM, result.as_ref().map(|_| ()));
-            result?;
+            if !targets.skip.contains(&Family::Offcpu) {
+                let result = stacks::attach_offcpu(&mut ebpf, &btf);
+                on_attach(stacks::OFFCPU_PROGRAM, result.as_ref().map(|_| ()));
+                result?;
+            }
+            if !targets.skip.contains(&Family::Oncpu) {
+                let result = stacks::attach_sampler(&mut ebpf, hz);
+                on_attach(stacks::ONCPU_PROGRAM, result.as_ref().map(|_| ()));
+                result?;
+            }
         }
-        let result = pauses::attach(&mut ebpf, &targets.server_pids);
+        let paused_pids = match targets.skip.contains(&Family::Pauses) {
+            true => &[][..],
+            false => &targets.server_pids[..],
+        };
+        let result = pauses::attach(&mut ebpf, paused_pids);
         for program in [pauses::STOP_PROGRAM, pauses::START_PROGRAM] {
             on_attach(program, result.as_ref().map(|_| ()));
         }
