@@ -5,9 +5,10 @@
 //! default), and the same with `--exact` (attached all along); `srvprof run` with stacks at 99 Hz
 //! and with `--stacks off` (their difference is what stacks cost; its own load reduced to 1
 //! request/s, wrk drives); an empty syscall tracepoint (the kernel's floor for anyone who traces
-//! syscalls); bpftrace counting the same events; and `perf record -g -F 99` and `perf record
+//! syscalls); bpftrace counting the same events; `perf record -g -F 99` and `perf record
 //! --call-graph dwarf -F 99` (the stack-sampling peers: frame pointers, and a copy of the stack
-//! per sample as srvprof unwinds from). Throughput and CPU-cost ratios against the bare runs.
+//! per sample as srvprof unwinds from); and libbpf-tools' runqlat, offcputime and syscount on the
+//! worker. Throughput, p99 and CPU-cost ratios against the bare runs.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -36,6 +37,9 @@ pub(super) enum Watcher {
     Bpftrace,
     Perf,
     PerfDwarf,
+    Runqlat,
+    Offcputime,
+    Syscount,
 }
 
 impl Watcher {
@@ -50,6 +54,9 @@ impl Watcher {
             Watcher::Bpftrace => "bpftrace, same counting",
             Watcher::Perf => "perf record -g -F 99",
             Watcher::PerfDwarf => "perf record --call-graph dwarf -F 99",
+            Watcher::Runqlat => "libbpf-tools runqlat -p",
+            Watcher::Offcputime => "libbpf-tools offcputime -p",
+            Watcher::Syscount => "libbpf-tools syscount -p",
         }
     }
 }
@@ -58,7 +65,18 @@ pub fn run(quick: bool) -> Result<String> {
     let root = workspace_root();
     let rounds = if quick { 1 } else { 5 };
     let seconds = if quick { 3 } else { 5 };
-    require_tools(&["wrk", "taskset", "bpftrace", "perf"], "cargo xtask setup")?;
+    require_tools(
+        &[
+            "wrk",
+            "taskset",
+            "bpftrace",
+            "perf",
+            "runqlat",
+            "offcputime",
+            "syscount",
+        ],
+        "cargo xtask setup",
+    )?;
     // bpftrace attaches classic tracepoints, which need tracefs (srvprof does not): mount it if missing.
     if !Path::new("/sys/kernel/tracing/events").exists() {
         eprintln!("xtask: mounting tracefs at /sys/kernel/tracing for bpftrace");
@@ -91,13 +109,17 @@ pub fn run(quick: bool) -> Result<String> {
         Watcher::Bpftrace,
         Watcher::Perf,
         Watcher::PerfDwarf,
+        Watcher::Runqlat,
+        Watcher::Offcputime,
+        Watcher::Syscount,
     ];
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); watchers.len()];
     // The server CPU's busy time per request: what watching costs the server itself, steadier
     // than throughput when the machine drifts between runs (a shared VM does).
     let mut cpu_costs: Vec<Vec<f64>> = vec![Vec::new(); watchers.len()];
-    // Each watcher's run against the bare run right beside it: (throughput ratio, cost ratio).
-    let mut pairs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); watchers.len()];
+    // Each watcher's run against the bare run right beside it: (throughput ratio, cost ratio,
+    // p99 ratio).
+    let mut pairs: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); watchers.len()];
     // The watcher's own CPU (all its threads; and srvprof's unwinding thread) per second of load.
     let mut own_cpu: Vec<Vec<(f64, f64)>> = vec![Vec::new(); watchers.len()];
     let mut report = format!(
@@ -128,12 +150,16 @@ pub fn run(quick: bool) -> Result<String> {
                     us_per_request
                 ));
                 let side = if j == 0 { &mut bare } else { &mut watched };
-                *side = Some((sample.rps, us_per_request));
+                *side = Some((sample.rps, us_per_request, sample.p99_ms));
                 samples[j].push(sample);
                 cpu_costs[j].push(us_per_request);
             }
-            if let (Some((bare_rps, bare_us)), Some((rps, us))) = (bare, watched) {
-                pair_of.push((rps / bare_rps.max(1e-9), bare_us / us.max(1e-9)));
+            if let (Some((bare_rps, bare_us, bare_p99)), Some((rps, us, p99))) = (bare, watched) {
+                pair_of.push((
+                    rps / bare_rps.max(1e-9),
+                    bare_us / us.max(1e-9),
+                    p99 / bare_p99.max(1e-9),
+                ));
             }
         }
     }
@@ -151,10 +177,11 @@ pub fn run(quick: bool) -> Result<String> {
          `own CPU ms/s`: the watcher process's own CPU time (all threads, /proc/PID/task/*/schedstat) \
          per second of load, on top of what it costs the server; `unwinding`: srvprof's \
          srvprof-unwind thread's part of it (perf's post-processing, `perf report`, is not in \
-         perf's figure).\n\n\
-         | watcher | req/s | ratio to bare (spread) | p99 ms | CPU {SERVER_CPU} us/req | cost ratio (spread) | own CPU ms/s | unwinding ms/s |\n|---|---|---|---|---|---|---|---|\n"
+         perf's figure). `p99 ratio`: wrk's p99 with this watcher over the bare run's beside it, \
+         per pair likewise.\n\n\
+         | watcher | req/s | ratio to bare (spread) | p99 ms | p99 ratio (spread) | CPU {SERVER_CPU} us/req | cost ratio (spread) | own CPU ms/s | unwinding ms/s |\n|---|---|---|---|---|---|---|---|---|\n"
     ));
-    let paired = |i: usize, pick: fn(&(f64, f64)) -> f64| -> (f64, String) {
+    let paired = |i: usize, pick: fn(&(f64, f64, f64)) -> f64| -> (f64, String) {
         let v: Vec<f64> = pairs[i].iter().map(pick).collect();
         match (median(&v), spread(&v)) {
             (Some(m), Some((lo, hi))) => (m, format!("{m:.3} ({lo:.3}–{hi:.3})")),
@@ -169,11 +196,12 @@ pub fn run(quick: bool) -> Result<String> {
             median(&v).map_or("–".into(), |x| format!("{x:.1}"))
         };
         report.push_str(&format!(
-            "| {} | {:.0} | {} | {:.2} | {:.2} | {} | {} | {} |\n",
+            "| {} | {:.0} | {} | {:.2} | {} | {:.2} | {} | {} | {} |\n",
             w.name(),
             m.rps,
             paired(i, |p| p.0).1,
             m.p99_ms,
+            paired(i, |p| p.2).1,
             cost,
             paired(i, |p| p.1).1,
             own(|c| c.0),
@@ -487,6 +515,16 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
                 worker,
                 &dir.join("perf.data"),
             );
+            (c, None)
+        }
+        Watcher::Runqlat | Watcher::Offcputime | Watcher::Syscount => {
+            let tool = match w {
+                Watcher::Runqlat => "runqlat",
+                Watcher::Offcputime => "offcputime",
+                _ => "syscount",
+            };
+            let mut c = Command::new(tool);
+            c.args(["-p", &worker.to_string()]);
             (c, None)
         }
     };

@@ -18,20 +18,53 @@ use super::stats::{median, spread};
 
 const STALL: Duration = Duration::from_micros(500);
 
+/// The scheduler's programs alone: every family that can be left detached is.
+const SCHED_ALONE: [&str; 6] = [
+    "--syscalls",
+    "off",
+    "--stacks",
+    "off",
+    "--skip-probes",
+    "irq,tcp,exits,reclaim,pauses",
+];
+
 /// `srvprof probe`'s modes in the stall table, by their flags.
-const PROBE_MODES: [(&str, &[&str]); 4] = [
+const PROBE_MODES: [(&str, &[&str]); 6] = [
     ("nothing attached", &[]),
     ("srvprof probe (sampled windows)", &[]),
     ("srvprof probe --syscalls off", &["--syscalls", "off"]),
+    (
+        "srvprof probe without irq programs",
+        &["--skip-probes", "irq"],
+    ),
+    ("srvprof probe, scheduler programs alone", &SCHED_ALONE),
     ("srvprof probe --exact", &["--exact"]),
 ];
 
-/// `srvprof run`'s modes against the load alone (the first row).
-const RUN_MODES: [(&str, &[&str]); 5] = [
+/// `srvprof run`'s modes against the load alone (the first row): the default, then each family
+/// left out on its own, then the scheduler's programs alone, then exact.
+const RUN_MODES: [(&str, &[&str]); 10] = [
     ("srvprof load (the load alone)", &[]),
     ("srvprof run", &[]),
     ("srvprof run --stacks off", &["--stacks", "off"]),
+    (
+        "srvprof run without on-CPU sampling",
+        &["--skip-probes", "oncpu"],
+    ),
+    (
+        "srvprof run without off-CPU stacks",
+        &["--skip-probes", "offcpu"],
+    ),
     ("srvprof run --syscalls off", &["--syscalls", "off"]),
+    (
+        "srvprof run without irq programs",
+        &["--skip-probes", "irq"],
+    ),
+    (
+        "srvprof run without tcp, exits, reclaim",
+        &["--skip-probes", "tcp,exits,reclaim"],
+    ),
+    ("srvprof run, scheduler programs alone", &SCHED_ALONE),
     ("srvprof run --exact", &["--exact"]),
 ];
 
@@ -76,7 +109,8 @@ pub fn table(
         "\n**srvprof run against the load alone.** nginx 1 worker on CPU {SERVER_CPU}, \
          `-c 50 -d {seconds}s --cpus {CLIENT_CPU}`, {rounds} round(s); each mode's p50, p99, \
          p99.9 and throughput over the load alone's in the same round, the median and range of \
-         those ratios.\n\n\
+         those ratios. `without X`: the hidden switch `--skip-probes X` leaves that family of \
+         programs detached, so each row's difference from `srvprof run` is what the family costs.\n\n\
          | mode | p50 | p99 (range) | p99.9 | req/s |\n|---|---|---|---|---|\n"
     ));
     let mut ratios: Vec<Vec<[f64; 4]>> = vec![Vec::new(); RUN_MODES.len()];
