@@ -43,11 +43,12 @@ pub enum FindingKind {
     ErrorBurst,
     P99Tracks,
     LostEvents,
+    ObserverCost,
     ShallowStacks,
 }
 
 impl FindingKind {
-    pub const ALL: [FindingKind; 26] = [
+    pub const ALL: [FindingKind; 27] = [
         FindingKind::NoSuccess,
         FindingKind::TargetDied,
         FindingKind::ServerResets,
@@ -73,6 +74,7 @@ impl FindingKind {
         FindingKind::ErrorBurst,
         FindingKind::P99Tracks,
         FindingKind::LostEvents,
+        FindingKind::ObserverCost,
         FindingKind::ShallowStacks,
     ];
 
@@ -104,6 +106,7 @@ impl FindingKind {
             FindingKind::ErrorBurst => "error_burst",
             FindingKind::P99Tracks => "p99_tracks",
             FindingKind::LostEvents => "lost_events",
+            FindingKind::ObserverCost => "observer_cost",
             FindingKind::ShallowStacks => "shallow_stacks",
         }
     }

@@ -13,6 +13,7 @@ pub mod finding;
 pub mod interval;
 pub mod kernel_report;
 pub mod names;
+pub mod observer;
 pub mod random;
 pub mod record;
 pub mod rules;

@@ -106,6 +106,10 @@ pub struct RunReport {
     /// https: the on-CPU samples of each group that ran TLS code; empty without stacks or TLS.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tls_cpu: Vec<crate::tls_code::TlsCpu>,
+    /// What watching cost: the probes' run time and srvprof's stalls. None when no interval
+    /// was timed (a run shorter than two intervals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer: Option<crate::observer::ObserverCost>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -248,6 +252,7 @@ pub fn build(
             .collect(),
         stacks: Vec::new(),
         tls_cpu: Vec::new(),
+        observer: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! System-wide, per-CPU hardirq and softirq counts and time (per-CPU maps are the per-CPU split).
-//! In sampled mode the softirq programs count and time only inside windows (userspace then takes
-//! the counts from /proc/softirqs, and the time per event or per packet from here); the hardirq
-//! programs run all along in both modes.
+//! In sampled mode the softirq programs are attached for one window an interval (userspace then
+//! takes the counts from /proc/softirqs, and the time per event or per packet from here); the
+//! hardirq programs run all along in both modes.
 
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,

@@ -1,7 +1,7 @@
 //! The window the syscall and softirq programs time in (sampled mode): a start recorded before the
 //! window opened belongs to an event whose end the programs missed, so it is not timed. The
-//! syscall programs are attached for the window; the softirq programs stay attached and check
-//! `is_closed`.
+//! programs are attached for the window, and `is_closed` covers the moments between the flag's
+//! closing and their detach.
 
 use aya_ebpf::{macros::map, maps::Array};
 use srvprof_common::window;

@@ -93,14 +93,12 @@ pub struct SyscallsArg {
     /// this project's VMs (README). Off makes the probes cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
-    /// Trace syscalls and softirqs all the time: exact counts and times. By default the softirq
-    /// programs count and time in four short windows per interval, one in each quarter where the
-    /// server is busy, and the syscall programs are attached for one window an interval, a
-    /// twentieth of the time; the figures are scaled up from those windows, while a syscall's
-    /// sleeps are counted all along, softirq counts are the kernel's own, and hardirqs are traced
-    /// all along. Exact cost a one-worker nginx 5-13 % of its throughput here. Sampled costs
-    /// little throughput; each syscall window's attach and detach holds srvprof's CPU 150-200 us
-    /// per program, twice a second (docs/benchmarks.md, "What watching costs the tail").
+    /// Trace syscalls and softirqs all the time: exact counts and times. By default their programs
+    /// are attached for one window an interval where the server is busy, a twentieth of the time,
+    /// and the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
+    /// counted all along). Exact cost a one-worker nginx 5-13 % of its throughput here; sampled,
+    /// each window's attach and detach holds a CPU 150-250 us per program (docs/benchmarks.md,
+    /// "What watching costs the tail"; run.json's `observer` has each run's own figures).
     #[arg(long)]
     pub exact: bool,
     /// Leave these probe families detached, for measuring what each costs (`cargo xtask bench

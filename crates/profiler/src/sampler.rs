@@ -8,15 +8,20 @@ use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
-use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
+use crate::probes::{Probes, cost, exits::decode_exit_code, sched::comm_string};
 use crate::procfs::{self, CpuTime};
 use crate::window_placement::{self, Decision, Slot};
+use srvprof_analysis::observer::{ObserverTally, ProgramRuns};
 use srvprof_analysis::random::SplitMix64;
 
 /// How long after its first poll a server that has made no read/write call yet is taken for
 /// idle (its windows wait for the calls) before it is taken for one that makes none (blind
 /// windows): the load usually starts within it.
 const IO_GRACE_NS: u64 = 2_000_000_000;
+
+/// The kernel times the programs in one interval of this many, from the second: while it does,
+/// every program pays two clock reads a call.
+const TIMED_EVERY: u64 = 10;
 
 pub struct Sampler {
     probes: Probes,
@@ -52,11 +57,10 @@ pub struct Sampler {
     draws: SplitMix64,
     /// Sampled mode: when the open window ends.
     window_end_ns: Option<u64>,
-    /// Sampled mode: the interval's syscall window is still to come. The syscall programs are
-    /// attached in one window per interval (each attach and detach stalls srvprof's CPU for a few
-    /// hundred microseconds), the first that opens on a busy server (or the last), which is
-    /// WINDOWS_PER_INTERVAL windows long (the interval's whole traced share, running on into the
-    /// next slots); the softirq flag opens in every window.
+    /// Sampled mode: the interval's window is still to come. The softirq and syscall programs are
+    /// attached in one window per interval (each attach and detach holds srvprof's CPU for a few
+    /// hundred microseconds), in the first slot found busy (or the last), WINDOWS_PER_INTERVAL
+    /// slots' windows long (the interval's whole traced share, running on into the next slots).
     syscall_window_due: bool,
     /// `run`: the load generator's responses so far.
     responses: Option<Box<dyn Fn() -> u64 + Send>>,
@@ -74,6 +78,20 @@ pub struct Sampler {
     io_calls: Traced,
     /// Sampled mode: packets each CPU's NET_RX processed inside the windows (/proc/net/softnet_stat).
     rx_packets: PerCpuTraced,
+    /// Readings so far, and when the first was taken.
+    readings: u64,
+    first_ns: Option<u64>,
+    /// The timed interval under way: the programs' runs, the responses, the server's CPU time
+    /// and the time when it began.
+    timing: Option<Timing>,
+    observer: ObserverTally,
+}
+
+struct Timing {
+    runs: Vec<ProgramRuns>,
+    responses: Option<u64>,
+    server_cpu_ns: u64,
+    start_ns: u64,
 }
 
 impl Sampler {
@@ -107,6 +125,10 @@ impl Sampler {
             oncpu: Traced::default(),
             io_calls: Traced::default(),
             rx_packets: PerCpuTraced::default(),
+            readings: 0,
+            first_ns: None,
+            timing: None,
+            observer: ObserverTally::default(),
         }
     }
 
@@ -249,6 +271,7 @@ impl Sampler {
                 tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
             }
         });
+        self.time_programs(kernel.monotonic_ns, responses);
         // The interval's slots count from the end of this reading, srvprof's own CPU burst.
         if self.probes.window().is_some() {
             self.window_from_ns = Some(crate::clock::monotonic_ns());
@@ -280,6 +303,48 @@ impl Sampler {
             time_wait,
             listen_socket_drops,
         })
+    }
+
+    /// Ends the timed interval under way, and starts one in every TIMED_EVERY intervals.
+    fn time_programs(&mut self, read_ns: u64, responses: Option<u64>) {
+        let server_cpu_ns: u64 = (self.processes.values())
+            .filter(|p| p.group == srvprof_common::GROUP_SERVER)
+            .map(|p| p.user_ns + p.sys_ns)
+            .sum();
+        let first = *self.first_ns.get_or_insert(read_ns);
+        self.observer.watched_ns = read_ns.saturating_sub(first);
+        if let Some(t) = self.timing.take() {
+            let runs = self.probes.program_runs();
+            self.probes.time_programs(false);
+            let o = &mut self.observer;
+            o.timed_ns += crate::clock::monotonic_ns().saturating_sub(t.start_ns);
+            o.add_programs(cost::runs_between(&t.runs, &runs));
+            o.responses = t
+                .responses
+                .zip(responses)
+                .map(|(a, b)| o.responses.unwrap_or(0) + b.saturating_sub(a));
+            o.server_cpu_ns += server_cpu_ns.saturating_sub(t.server_cpu_ns);
+        }
+        if self.readings % TIMED_EVERY == 1 {
+            crate::realtime::breathe();
+            if self.probes.time_programs(true) {
+                self.timing = Some(Timing {
+                    start_ns: crate::clock::monotonic_ns(),
+                    runs: self.probes.program_runs(),
+                    responses,
+                    server_cpu_ns,
+                });
+            }
+        }
+        self.readings += 1;
+    }
+
+    /// What watching has cost so far (the intervals timed, and every flip).
+    pub fn observer(&self) -> ObserverTally {
+        ObserverTally {
+            flips: self.probes.flips(),
+            ..self.observer.clone()
+        }
     }
 
     /// The server's connections other than on its listening ports, added to those seen so far:
@@ -323,14 +388,13 @@ impl Sampler {
     }
 
     /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode the interval is cut
-    /// into WINDOWS_PER_INTERVAL equal slots, each with one window of the softirq programs, placed
-    /// in it by window_placement: where the server is busy, at random, and away from the slot's
+    /// into WINDOWS_PER_INTERVAL equal slots, each of which would open its window where
+    /// window_placement puts it: where the server is busy, at random, and away from the slot's
     /// edges (and so from the reading at each end of the interval, srvprof's own CPU burst, which
-    /// would otherwise slow the server in exactly the time measured). Several short windows rather
-    /// than one long one: a burst of traffic between two readings is caught by some window far
-    /// more often (measured: one 50 ms window a second missed every one of ten 70 ms bursts in 3
-    /// runs of 11). The syscall programs join the first window that opens on a busy poll, so a
-    /// burst anywhere in the interval gets them as well.
+    /// would otherwise slow the server in exactly the time measured). The first slot to open on a
+    /// busy poll (or the last) gets the interval's one window, so a burst anywhere in the
+    /// interval gets it (measured: one blind 50 ms window a second missed every one of ten 70 ms
+    /// bursts in 3 runs of 11).
     pub fn wait_until(&mut self, due_ns: u64, stop: impl Fn() -> bool) -> Result<(), SrvprofError> {
         loop {
             let now = crate::clock::monotonic_ns();
@@ -356,10 +420,13 @@ impl Sampler {
                 match slot.decide(now, busy, self.draws.uniform()) {
                     Decision::Open => {
                         self.window_from_ns = None;
-                        // An idle slot's window leaves them to a later, busier one, but the last.
-                        let syscalls = self.syscall_window_due
-                            && (busy != Some(false) || self.slots_left <= 1);
-                        self.open_window(len, syscalls)?;
+                        // An idle slot leaves the window to a later, busier one, but the last.
+                        if self.syscall_window_due && (busy != Some(false) || self.slots_left <= 1)
+                        {
+                            self.open_window(len)?;
+                        } else {
+                            self.next_slot();
+                        }
                     }
                     Decision::WaitUntil(t) => wake = wake.min(t),
                 }
@@ -376,26 +443,20 @@ impl Sampler {
         }
     }
 
-    /// Opens a window of the softirq programs, and of the syscall programs with `syscalls` (then
-    /// WINDOWS_PER_INTERVAL times as long).
-    fn open_window(&mut self, len: u64, syscalls: bool) -> Result<(), SrvprofError> {
-        let len = if syscalls {
-            len * u64::from(WINDOWS_PER_INTERVAL)
-        } else {
-            len
-        };
-        self.probes.open_window(syscalls, len)?;
+    /// Attaches the softirq and syscall programs for the interval's window, WINDOWS_PER_INTERVAL
+    /// slots' windows long.
+    fn open_window(&mut self, len: u64) -> Result<(), SrvprofError> {
+        let len = len * u64::from(WINDOWS_PER_INTERVAL);
+        self.probes.open_window(len)?;
         self.rx_packets.open(procfs::softnet_processed());
-        if syscalls {
-            self.syscall_window_due = false;
-            // The work the counts are scaled by first, right after the counting program's
-            // attach, as the syscalls are counted from there (attaching the programs takes a few
-            // hundred microseconds, a few percent of a window).
-            self.responses_at_open = self.responses.as_ref().map(|r| r());
-            self.io_calls.open(self.read(procfs::thread_io_calls));
-            self.switches_at_open = self.probes.group_switches().ok();
-            self.oncpu.open(self.read(procfs::thread_oncpu_ns));
-        }
+        self.syscall_window_due = false;
+        // The work the counts are scaled by first, right after the counting program's attach, as
+        // the syscalls are counted from there (attaching the programs takes a few hundred
+        // microseconds, a few percent of a window).
+        self.responses_at_open = self.responses.as_ref().map(|r| r());
+        self.io_calls.open(self.read(procfs::thread_io_calls));
+        self.switches_at_open = self.probes.group_switches().ok();
+        self.oncpu.open(self.read(procfs::thread_oncpu_ns));
         self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
         Ok(())
     }
@@ -447,7 +508,11 @@ impl Sampler {
         }
         self.probes.close_window();
         self.window_end_ns = None;
-        // The next slot's window, if the interval has one left (the next sample starts anew).
+        self.next_slot();
+    }
+
+    /// On to the next slot, if the interval has one left (the next sample starts anew).
+    fn next_slot(&mut self) {
         match self.slot.take() {
             Some((_, slot_end)) if self.slots_left > 1 => {
                 self.slots_left -= 1;

@@ -519,7 +519,7 @@ impl KernelReport {
                 f * 100.0
             ));
         }
-        let softirqs = "softirq times from short windows in each quarter of each interval";
+        let softirqs = "softirq times per event from the same windows";
         if self.syscalls_off {
             return Some(format!(
                 "{softirqs} are estimates (sampled mode; softirq counts are the kernel's own, \

@@ -12,6 +12,7 @@ pub mod io;
 pub mod limits;
 pub mod locks;
 pub mod memory;
+pub mod observer;
 pub mod p99;
 pub mod pauses;
 pub mod stacks;
@@ -94,6 +95,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(failures::error_bursts(r));
     out.extend(p99::p99_tracks(r));
     out.extend(failures::lost_events(r));
+    out.extend(observer::observer_cost(r));
     out.extend(stacks::shallow_stacks(r));
     // Stable: within a severity, the order above.
     out.sort_by_key(|f| f.severity);
@@ -126,6 +128,7 @@ mod tests {
             limits::tests::tables(),
             locks::tests::tables(),
             memory::tests::tables(),
+            observer::tests::tables(),
             p99::tests::tables(),
             pauses::tests::tables(),
             stacks::tests::tables(),

@@ -128,6 +128,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         error: sample_error,
         stacks,
         not_realtime,
+        observer,
     } = sampling.join().expect("sampling thread");
     notes.extend(not_realtime);
     if let Some(s) = server_process.as_mut() {
@@ -156,6 +157,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         cmd: args.cmd.clone(),
     };
     let mut report = build(target, load, &samples, &exits, notes);
+    report.observer = srvprof_analysis::observer::cost(&observer);
     report.stacks = stacks
         .as_ref()
         .map(|s| s.quality.clone())
@@ -206,6 +208,7 @@ struct Sampled {
     stacks: Option<FoldedStacks>,
     /// Why the sampler could not run as a real-time thread, if it could not.
     not_realtime: Option<String>,
+    observer: srvprof_analysis::observer::ObserverTally,
 }
 
 /// Samples on the load generator's interval grid, at measure start + k * interval, until the load
@@ -295,6 +298,7 @@ fn sample_every(
             None
         }
     };
+    let observer = sampler.observer();
     let exits = sampler.finish();
     Sampled {
         samples,
@@ -302,6 +306,7 @@ fn sample_every(
         error,
         stacks,
         not_realtime,
+        observer,
     }
 }
 

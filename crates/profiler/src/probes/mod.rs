@@ -3,6 +3,7 @@
 
 pub mod btf_offsets;
 mod copy_hints;
+pub mod cost;
 pub mod exits;
 pub mod irq;
 pub mod pauses;
@@ -126,6 +127,8 @@ impl Family {
 
 /// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
 pub const SYSCALL_PROGRAMS: [&str; 2] = ["sys_enter", "sys_exit"];
+/// The programs that time softirqs: in sampled mode attached for the syscall programs' window.
+pub const SOFTIRQ_PROGRAMS: [&str; 2] = ["softirq_entry", "softirq_exit"];
 
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
@@ -144,6 +147,8 @@ pub struct Probes {
     /// The file each (process, descriptor) of a disk wait last named: a reading finds the
     /// descriptors a server opens per request closed more often than not.
     disk_paths: std::collections::HashMap<(u32, i32), String>,
+    /// The kernel's accounting of the programs' run time, on for some intervals.
+    accounting: cost::Accounting,
 }
 
 impl Probes {
@@ -209,14 +214,17 @@ impl Probes {
             }
         }
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
-        // Sampled mode: closed before the softirq programs attach, which then wait for a window;
-        // the syscall programs (sys_exit, which counts, last) are attached for each window.
-        let syscall_programs = match targets.skip_syscalls {
-            true => Vec::new(),
-            false => SYSCALL_PROGRAMS.to_vec(),
-        };
+        // Sampled mode: the softirq programs, then the syscall programs (sys_exit, which counts,
+        // last) are attached for one window an interval.
+        let mut windowed_programs = Vec::new();
+        if !targets.skip.contains(&Family::Irq) {
+            windowed_programs.extend(SOFTIRQ_PROGRAMS);
+        }
+        if !targets.skip_syscalls {
+            windowed_programs.extend(SYSCALL_PROGRAMS);
+        }
         let window = match targets.sampled_window {
-            Some(length) => Some(Window::new(&mut ebpf, syscall_programs, length)?),
+            Some(length) => Some(Window::new(&mut ebpf, windowed_programs.clone(), length)?),
             None => None,
         };
         for &(program, tracepoint) in PROGRAMS {
@@ -234,7 +242,7 @@ impl Probes {
             if Family::of(program).is_some_and(|f| targets.skip.contains(&f)) {
                 continue;
             }
-            let windowed = window.is_some() && syscall;
+            let windowed = window.is_some() && windowed_programs.contains(&program);
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())
@@ -295,14 +303,15 @@ impl Probes {
             window,
             tcp_names,
             disk_paths: Default::default(),
+            accounting: Default::default(),
         })
     }
 
-    /// Sampled mode: opens a window of `len` ns of the softirq programs, and attaches the syscall
-    /// programs for it with `syscalls`. No-op in exact mode.
-    pub fn open_window(&mut self, syscalls: bool, len: u64) -> Result<(), SrvprofError> {
+    /// Sampled mode: attaches the softirq and syscall programs for a window of `len` ns. No-op
+    /// in exact mode.
+    pub fn open_window(&mut self, len: u64) -> Result<(), SrvprofError> {
         match self.window.as_mut() {
-            Some(window) => window.open(&mut self.ebpf, syscalls, len),
+            Some(window) => window.open(&mut self.ebpf, len),
             None => Ok(()),
         }
     }

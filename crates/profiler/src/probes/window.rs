@@ -1,20 +1,20 @@
 //! Sampled mode: the syscall and softirq programs, the ones that run on every syscall and every
-//! softirq of the machine, count and time only in short windows placed where the server is busy
-//! (the Sampler opens and closes them; where is window_placement's): the softirq programs in one
-//! window in each quarter of an interval, the syscall programs in one of those an interval. The
-//! hardirq programs count and time all along: hardirqs are rare next to softirqs (a NIC's
-//! interrupts are coalesced, loopback raises none), so they are counted and timed exactly for
-//! next to nothing.
+//! softirq of the machine, count and time only in one window an interval, placed where the server
+//! is busy (the Sampler opens and closes it; where is window_placement's). The hardirq programs
+//! count and time all along: hardirqs are rare next to softirqs (a NIC's interrupts are
+//! coalesced, loopback raises none), so they are counted and timed exactly for next to nothing.
 //!
 //! While the programs sit on the syscall tracepoints, every syscall of every process takes the
 //! kernel's traced path (65-160 ns more for a process not watched, measured on this project's
-//! VMs), so they are attached for their window only. Each attach and detach rewrites kernel text
-//! and waits for every CPU to see it, which stalls the CPU srvprof runs on for a few hundred
-//! microseconds under a VM; the softirq programs, cheap when they return at once, therefore stay
-//! attached and check the window's CLOSED flag instead, and the syscall programs come and go once
-//! an interval. A twentieth of the time traced costs a twentieth of the tracing; the figures are
-//! then scaled up from the windows (srvprof_analysis::kernel_report::sampling), and the softirq
-//! counts come from the kernel's own /proc/softirqs.
+//! VMs), and a softirq program that only checks a flag still costs its dispatch: left attached
+//! behind a flag, the softirq programs took 31 of the probes' 58 ms a second under a one-worker
+//! nginx at 120k requests a second (bpf_stats), 6 % of the server's CPU. So all four are attached
+//! for their window only. Each attach and detach rewrites kernel text and waits for every CPU to
+//! see it, which holds the CPU srvprof runs on for 150-250 µs under a VM, so it happens once an
+//! interval, with a pause between programs. A twentieth of the time traced costs a twentieth of
+//! the tracing; the figures are then scaled up from the window
+//! (srvprof_analysis::kernel_report::sampling), and the softirq counts come from the kernel's own
+//! /proc/softirqs.
 
 use std::time::Duration;
 
@@ -30,24 +30,26 @@ use crate::clock;
 use crate::error::SrvprofError;
 
 pub struct Window {
-    /// The syscall programs, in attach order. The window is the time the last one was attached:
-    /// the counting program (sys_exit, which counts syscalls) goes last, so attaching and
-    /// detaching the other, a few hundred microseconds, does not stretch the time its counts are
-    /// scaled by. Empty with the syscalls off: the window is then the softirq flag's.
+    /// The softirq then the syscall programs, in attach order. The window is the time the last
+    /// one was attached: the counting program (sys_exit, which counts syscalls) goes last, so
+    /// attaching and detaching the others, a few hundred microseconds, does not stretch the time
+    /// its counts are scaled by.
     programs: Vec<&'static str>,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     length: Duration,
-    /// The softirq programs' flag is open.
+    /// The window is open (its flag cleared, its programs attached).
     flag_open: bool,
     /// When the open window's syscall programs began (monotonic ns, the last program's attach),
     /// None when closed or opened without them.
     opened_ns: Option<u64>,
     /// Time the syscall programs were attached in closed windows.
     closed_traced_ns: u64,
+    /// Each attach and detach: how long it held srvprof's CPU.
+    pub flips: srvprof_analysis::observer::Flips,
 }
 
 impl Window {
-    /// `programs` are loaded, not attached. Marks the window closed, before the softirq programs
+    /// `programs` are loaded, not attached. Marks the window closed, before any program
     /// attach.
     pub fn new(
         ebpf: &mut Ebpf,
@@ -62,6 +64,7 @@ impl Window {
             flag_open: false,
             opened_ns: None,
             closed_traced_ns: 0,
+            flips: Default::default(),
         })
     }
 
@@ -69,9 +72,9 @@ impl Window {
         self.length
     }
 
-    /// Opens the softirq programs' flag, then with `syscalls` attaches the syscall programs, for a
-    /// window of `len` ns; the window's start tells them which starts are stale.
-    pub fn open(&mut self, ebpf: &mut Ebpf, syscalls: bool, len: u64) -> Result<(), SrvprofError> {
+    /// Opens the flag, then attaches the programs, for a window of `len` ns; the window's start
+    /// tells them which starts are stale.
+    pub fn open(&mut self, ebpf: &mut Ebpf, len: u64) -> Result<(), SrvprofError> {
         if self.flag_open {
             return Ok(());
         }
@@ -79,9 +82,6 @@ impl Window {
         set(ebpf, window::START_NS, clock::monotonic_ns())?;
         set(ebpf, window::CLOSED, 0)?;
         self.flag_open = true;
-        if !syscalls {
-            return Ok(());
-        }
         let mut last_attached = clock::monotonic_ns();
         for (i, &name) in self.programs.iter().enumerate() {
             if i > 0 {
@@ -91,14 +91,16 @@ impl Window {
             let prog = btf_program(ebpf, name)?;
             let before = clock::monotonic_ns();
             let link = attach_loaded(prog, name, name)?;
-            last_attached = midpoint(before, clock::monotonic_ns());
+            let after = clock::monotonic_ns();
+            self.flips.add(after.saturating_sub(before));
+            last_attached = midpoint(before, after);
             self.links.push((name, link));
         }
         self.opened_ns = Some(last_attached);
         Ok(())
     }
 
-    /// Detaches the programs, last attached first, then closes the softirq flag, adding the window
+    /// Detaches the programs, last attached first, then closes the flag, adding the window
     /// to the traced time.
     pub fn close(&mut self, ebpf: &mut Ebpf) {
         if !std::mem::take(&mut self.flag_open) {
@@ -113,7 +115,9 @@ impl Window {
             if let Ok(prog) = btf_program(ebpf, name) {
                 let _ = prog.detach(link);
             }
-            first_detached.get_or_insert(midpoint(before, clock::monotonic_ns()));
+            let after = clock::monotonic_ns();
+            self.flips.add(after.saturating_sub(before));
+            first_detached.get_or_insert(midpoint(before, after));
         }
         let closed = first_detached.unwrap_or_else(clock::monotonic_ns);
         let _ = set(ebpf, window::CLOSED, 1);

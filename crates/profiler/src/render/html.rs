@@ -84,6 +84,14 @@ Each graph is also a file of its own in the run folder (flamegraph-*.svg).</p>")
     if let Some(line) = crate::render::run_text::ring_full_line(run.server.user_stack_ring_full) {
         let _ = write!(o, "<p class=\"note\">{}.</p>", esc(&line));
     }
+    if let Some(cost) = &run.observer {
+        let line = crate::render::run_text::observer_line(cost);
+        let _ = write!(
+            o,
+            "<p class=\"note\">What watching cost: {}.</p>",
+            esc(&line)
+        );
+    }
     let unwound: Vec<_> = run.stacks.iter().filter(|q| q.with_user > 0).collect();
     if !unwound.is_empty() {
         o.push_str("<p class=\"note\">How far the stacks reach:</p><ul class=\"note\">");

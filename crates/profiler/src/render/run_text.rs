@@ -131,6 +131,9 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
     if let Some(line) = ring_full_line(s.user_stack_ring_full) {
         let _ = writeln!(out, "stacks: {line}");
     }
+    if let Some(o) = &r.observer {
+        let _ = writeln!(out, "watching: {}", observer_line(o));
+    }
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(
         out,
@@ -252,6 +255,23 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
 }
 
 /// The stacks that found the user-stack ring full, if any, in a sentence.
+/// What watching cost, in one line: the probes' run time, and srvprof's own stalls.
+pub fn observer_line(o: &srvprof_analysis::observer::ObserverCost) -> String {
+    let per_request = o
+        .bpf_us_per_request
+        .map_or(String::new(), |us| format!("{us:.2} us per request, "));
+    let share = o.share_of_server_cpu.map_or(String::new(), |s| {
+        format!(", {:.1}% of the server's CPU time", s * 100.0)
+    });
+    format!(
+        "the probes ran {per_request}{:.1} ms a second on all CPUs{share} (the kernel's timing over {:.0} s); srvprof attached or detached programs {:.1} times a second, each holding a CPU up to {:.2} ms",
+        o.bpf_ms_per_s,
+        o.timed_s,
+        o.flips_per_s,
+        o.flip_max_us / 1e3
+    )
+}
+
 pub fn ring_full_line(stacks: u64) -> Option<String> {
     (stacks > 0).then(|| {
         format!(
