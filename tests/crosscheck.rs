@@ -29,8 +29,8 @@ fn exact_mode_agrees_with_libbpf_tools_under_bursty_load() {
 
 /// The default (sampled) mode against the same tools. Without a load generator its syscall
 /// counts are scaled by the server's read/write calls, which the kernel counts exactly per task
-/// (/proc/PID/task/TID/io), in four short windows per interval, each placed where those calls
-/// rise (window_placement). It aims at 10 % bursty and 3 % steady; this asserts, with room for a
+/// (/proc/PID/task/TID/io), in one window per interval, placed where those calls rise
+/// (window_placement). It aims at 10 % bursty and 3 % steady; this asserts, with room for a
 /// busy machine:
 /// - a busy server never reads zero syscalls without saying so: either the windows caught it and
 ///   the total is above zero, or the report marks the figures unknown (`syscalls_missed`);

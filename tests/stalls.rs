@@ -7,8 +7,8 @@
 //! the last, rewrites kernel text and waits for every CPU to acknowledge it, 150-200 µs of the
 //! attaching CPU per program on these VMs, none of it preemptible (preempt=none). Attaching the
 //! syscall and softirq programs for each of four windows a second stalled the CPU 0.3-1 ms eight
-//! times a second (+45 late wakes in 5 s here); the softirq programs now stay attached behind a
-//! flag, and the syscall programs come and go once an interval (+0 to +10).
+//! times a second (+45 late wakes in 5 s here); now the four come and go once an interval, with a
+//! pause between programs (+8 to +14).
 
 use srvprof_integration::*;
 use std::process::Command;
