@@ -163,12 +163,6 @@ pub fn run(quick: bool) -> Result<String> {
             }
         }
     }
-    let program_time = program_time_table(&setup)?;
-    let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
-    let interrupt = super::interrupt_time::table(&srvprof, master, worker, &url, &dir, rounds)?;
-    let tail = super::tail::table(&srvprof, worker, &url, &dir, rounds, seconds)?;
-    drop(nginx);
-    let _ = std::fs::remove_dir_all(&dir);
     report.push_str(&format!(
         "\n## Medians\n\n`ratio to bare`: this watcher's throughput over the bare run's beside it, \
          the median of the {rounds} pairs and their spread. `cost ratio`: the bare run's CPU \
@@ -222,6 +216,14 @@ pub fn run(quick: bool) -> Result<String> {
         of(Watcher::PerfDwarf),
         of(Watcher::Perf),
     ));
+    // The main table first, should a later one fail.
+    eprintln!("{report}");
+    let program_time = program_time_table(&setup)?;
+    let sample_cost = super::sample_cost::table(&srvprof, &url, &dir, rounds, quick)?;
+    let interrupt = super::interrupt_time::table(&srvprof, master, worker, &url, &dir, rounds)?;
+    let tail = super::tail::table(&srvprof, worker, &url, &dir, rounds, seconds)?;
+    drop(nginx);
+    let _ = std::fs::remove_dir_all(&dir);
     report.push_str(&program_time);
     report.push_str(&sample_cost);
     report.push_str(&interrupt);

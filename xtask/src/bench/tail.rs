@@ -18,14 +18,21 @@ use super::stats::{median, spread};
 
 const STALL: Duration = Duration::from_micros(500);
 
-/// The scheduler's programs alone: every family that can be left detached is.
-const SCHED_ALONE: [&str; 6] = [
+/// The scheduler's programs alone: every family that can be left detached is (`probe` records
+/// no stacks).
+const SCHED_ALONE: [&str; 4] = [
     "--syscalls",
-    "off",
-    "--stacks",
     "off",
     "--skip-probes",
     "irq,tcp,exits,reclaim,pauses",
+];
+const SCHED_ALONE_RUN: [&str; 6] = [
+    "--syscalls",
+    "off",
+    "--skip-probes",
+    "irq,tcp,exits,reclaim,pauses",
+    "--stacks",
+    "off",
 ];
 
 /// `srvprof probe`'s modes in the stall table, by their flags.
@@ -64,7 +71,7 @@ const RUN_MODES: [(&str, &[&str]); 10] = [
         "srvprof run without tcp, exits, reclaim",
         &["--skip-probes", "tcp,exits,reclaim"],
     ),
-    ("srvprof run, scheduler programs alone", &SCHED_ALONE),
+    ("srvprof run, scheduler programs alone", &SCHED_ALONE_RUN),
     ("srvprof run --exact", &["--exact"]),
 ];
 

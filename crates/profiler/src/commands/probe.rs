@@ -25,6 +25,9 @@ pub struct ProbeOutput {
     pub intervals: Vec<IntervalRow>,
     /// Things the user should know about this run (PIDs that were gone, early stop, ...).
     pub notes: Vec<String>,
+    /// What watching cost (as in run.json); absent when no interval was timed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observer: Option<srvprof_analysis::observer::ObserverCost>,
 }
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
@@ -128,6 +131,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             started.elapsed().as_secs_f64()
         ));
     }
+    let observer = srvprof_analysis::observer::cost(&sampler.observer());
     let exits = sampler.finish();
     let mut report = kernel_report(&first, &last, GROUP_SERVER, &exits);
     state_errors(&mut report, &windows);
@@ -137,13 +141,20 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         report,
         intervals,
         notes,
+        observer,
     };
     let json = serde_json::to_string_pretty(&out).expect("report serializes");
     match args.format {
         Format::Json => {
             let _ = writeln!(stdout, "{json}");
         }
-        Format::Text => text::kernel_summary(&mut stdout, &out.report, &out.notes),
+        Format::Text => {
+            text::kernel_summary(&mut stdout, &out.report, &out.notes);
+            if let Some(o) = &out.observer {
+                let line = crate::render::run_text::observer_line(o);
+                let _ = writeln!(stdout, "watching: {line}");
+            }
+        }
     }
     if let Some(path) = &args.out {
         output::write_atomic(path, json.as_bytes(), args.force)?;
