@@ -71,10 +71,10 @@ fn every_exit_path_detaches_every_program_and_link() {
         wait_attached(&mut child, "watching PIDs");
         let held = programs_held_by(child.id());
         let (loaded, links) = still_loaded(&held);
-        // Sampled mode: the syscall programs are loaded, and linked only inside their window (a
-        // twentieth of each interval); every other program, the softirq ones included, is linked
-        // all along (attaching one costs a stall of its CPU).
-        let windowed = srvprof::probes::SYSCALL_PROGRAMS.len();
+        // Sampled mode: the syscall and softirq programs are loaded, and linked only inside
+        // their window (a twentieth of each interval); every other program is linked all along.
+        let windowed =
+            srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::SOFTIRQ_PROGRAMS.len();
         assert!(
             held.len() >= srvprof::probes::PROGRAMS.len()
                 && loaded.len() == held.len()

@@ -76,8 +76,8 @@ pub struct RunArgs {
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub freq: u64,
-    /// Record on-CPU and off-CPU stacks (flamegraphs): on or off. `srvprof run`'s p99 read
-    /// 1.12-1.16x the same load's alone on one nginx worker here, with stacks or without.
+    /// Record on-CPU and off-CPU stacks (flamegraphs): on or off. Measured on one nginx worker:
+    /// 47 of the probes' 140 ns per request; p99 1.07-1.15x the load alone's with, 0.98x without.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub stacks: bool,
     #[command(flatten)]
@@ -96,9 +96,9 @@ pub struct SyscallsArg {
     /// Trace syscalls and softirqs all the time: exact counts and times. By default their programs
     /// are attached for one window an interval where the server is busy, a twentieth of the time,
     /// and the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
-    /// counted all along). Exact cost a one-worker nginx 5-13 % of its throughput here; sampled,
-    /// each window's attach and detach holds a CPU 150-250 us per program (docs/benchmarks.md,
-    /// "What watching costs the tail"; run.json's `observer` has each run's own figures).
+    /// counted all along). Measured on one nginx worker: exact, 12-15 % of its throughput and
+    /// p99 1.13-1.26x; sampled, 1-4 % and 1.07-1.15x (docs/benchmarks.md; each run's own cost is
+    /// in run.json's `observer`).
     #[arg(long)]
     pub exact: bool,
     /// Leave these probe families detached, for measuring what each costs (`cargo xtask bench
