@@ -54,15 +54,22 @@ pub struct ObserverTally {
 }
 
 impl ObserverTally {
-    /// Adds one timed interval's runs of each program.
-    pub fn add_programs(&mut self, runs: impl IntoIterator<Item = ProgramRuns>) {
-        for r in runs {
-            match self.programs.iter_mut().find(|p| p.program == r.program) {
+    /// Adds one timed interval: each program's cumulative runs at its start and at its end.
+    pub fn add_programs(&mut self, before: &[ProgramRuns], after: &[ProgramRuns]) {
+        for a in after {
+            let b = before.iter().find(|b| b.program == a.program);
+            let run_ns = a.run_ns.saturating_sub(b.map_or(0, |b| b.run_ns));
+            let calls = a.calls.saturating_sub(b.map_or(0, |b| b.calls));
+            match self.programs.iter_mut().find(|p| p.program == a.program) {
                 Some(p) => {
-                    p.run_ns += r.run_ns;
-                    p.calls += r.calls;
+                    p.run_ns += run_ns;
+                    p.calls += calls;
                 }
-                None => self.programs.push(r),
+                None => self.programs.push(ProgramRuns {
+                    program: a.program.clone(),
+                    run_ns,
+                    calls,
+                }),
             }
         }
     }
@@ -153,13 +160,20 @@ mod tests {
             watched_ns: 10_000_000_000,
             ..Default::default()
         };
-        // Two timed intervals: the second adds to the first's programs.
-        t.add_programs([runs("sched_switch", 10_000_000, 20_000)]);
-        t.add_programs([
-            runs("sched_switch", 10_000_000, 20_000),
-            runs("softirq_entry", 30_000_000, 600_000),
-            runs("never_ran", 0, 0),
-        ]);
+        // Two timed intervals of cumulative readings: the second adds to the first's programs,
+        // and only what ran between its two readings counts.
+        t.add_programs(&[], &[runs("sched_switch", 10_000_000, 20_000)]);
+        t.add_programs(
+            &[
+                runs("sched_switch", 50_000_000, 100_000),
+                runs("softirq_entry", 1_000_000, 1_000),
+            ],
+            &[
+                runs("sched_switch", 60_000_000, 120_000),
+                runs("softirq_entry", 31_000_000, 601_000),
+                runs("never_ran", 0, 0),
+            ],
+        );
         for ns in [150_000, 250_000] {
             t.flips.add(ns);
         }

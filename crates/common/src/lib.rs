@@ -97,7 +97,7 @@ pub mod maps {
     pub const TRACE_WINDOW: &str = "TRACE_WINDOW";
 }
 
-/// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and interrupt
+/// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and softirq
 /// programs for a window (sampled mode; in exact mode both stay 0: attached all along).
 pub mod window {
     /// bpf_ktime_get_ns() when the window opened: a start recorded before it is stale (its end
@@ -105,11 +105,7 @@ pub mod window {
     pub const START_NS: u32 = 0;
     /// The window's length; 0 in exact mode.
     pub const LEN_NS: u32 = 1;
-    /// Non-zero between sampled windows: the softirq programs, attached all along, return at once.
-    /// Attaching a program to a tracepoint with none rewrites kernel text and waits for every CPU
-    /// (0.2-1 ms of the attaching CPU under a VM), so a flag rather than an attach per window.
-    pub const CLOSED: u32 = 2;
-    pub const COUNT: u32 = 3;
+    pub const COUNT: u32 = 2;
 }
 
 /// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,

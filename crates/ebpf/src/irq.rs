@@ -24,9 +24,6 @@ static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// softirq_entry(unsigned int vec_nr). Counted at entry, as /proc/softirqs counts.
 #[btf_tracepoint(function = "softirq_entry")]
 pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
-    if window::is_closed() {
-        return 0;
-    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {
@@ -40,9 +37,6 @@ pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
 /// softirq_exit(unsigned int vec_nr)
 #[btf_tracepoint(function = "softirq_exit")]
 pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
-    if window::is_closed() {
-        return 0;
-    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {

@@ -1,24 +1,17 @@
 //! The window the syscall and softirq programs time in (sampled mode): a start recorded before the
 //! window opened belongs to an event whose end the programs missed, so it is not timed. The
-//! programs are attached for the window, and `is_closed` covers the moments between the flag's
-//! closing and their detach.
+//! programs are attached for the window only.
 
 use aya_ebpf::{macros::map, maps::Array};
 use srvprof_common::window;
 
-/// [START_NS, LEN_NS, CLOSED], written by userspace as it opens and closes a window.
+/// [START_NS, LEN_NS], written by userspace as it opens a window.
 #[map]
 static TRACE_WINDOW: Array<u64> = Array::with_max_entries(window::COUNT, 0);
 
 #[inline(always)]
 fn get(index: u32) -> u64 {
     TRACE_WINDOW.get(index).copied().unwrap_or(0)
-}
-
-/// Between two sampled windows (never in exact mode).
-#[inline(always)]
-pub fn is_closed() -> bool {
-    get(window::CLOSED) != 0
 }
 
 /// When the current window opened (0 in exact mode: the programs stay attached).

@@ -8,7 +8,7 @@ use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
-use crate::probes::{Probes, cost, exits::decode_exit_code, sched::comm_string};
+use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
 use crate::procfs::{self, CpuTime};
 use crate::window_placement::{self, Decision, Slot};
 use srvprof_analysis::observer::{ObserverTally, ProgramRuns};
@@ -315,10 +315,10 @@ impl Sampler {
         self.observer.watched_ns = read_ns.saturating_sub(first);
         if let Some(t) = self.timing.take() {
             let runs = self.probes.program_runs();
-            self.probes.time_programs(false);
+            self.probes.stop_timing();
             let o = &mut self.observer;
             o.timed_ns += crate::clock::monotonic_ns().saturating_sub(t.start_ns);
-            o.add_programs(cost::runs_between(&t.runs, &runs));
+            o.add_programs(&t.runs, &runs);
             o.responses = t
                 .responses
                 .zip(responses)
@@ -327,7 +327,7 @@ impl Sampler {
         }
         if self.readings % TIMED_EVERY == 1 {
             crate::realtime::breathe();
-            if self.probes.time_programs(true) {
+            if self.probes.start_timing() {
                 self.timing = Some(Timing {
                     start_ns: crate::clock::monotonic_ns(),
                     runs: self.probes.program_runs(),

@@ -19,19 +19,16 @@ use super::stats::{median, spread};
 
 const STALL: Duration = Duration::from_micros(500);
 
-/// The scheduler's programs alone: every family that can be left detached is (`probe` records
-/// no stacks).
-const SCHED_ALONE: [&str; 4] = [
-    "--syscalls",
-    "off",
-    "--skip-probes",
-    "irq,tcp,exits,reclaim,pauses",
-];
+/// Every family `--skip-probes` can leave detached but the stacks, which `run` switches off with
+/// `--stacks off` and `probe` does not record.
+const ALL_FAMILIES: &str = "irq,tcp,exits,reclaim,pauses";
+/// The scheduler's programs alone.
+const SCHED_ALONE: [&str; 4] = ["--syscalls", "off", "--skip-probes", ALL_FAMILIES];
 const SCHED_ALONE_RUN: [&str; 6] = [
     "--syscalls",
     "off",
     "--skip-probes",
-    "irq,tcp,exits,reclaim,pauses",
+    ALL_FAMILIES,
     "--stacks",
     "off",
 ];

@@ -15,7 +15,7 @@ use crate::clock;
 #[derive(Default)]
 pub struct Accounting {
     on: Option<OwnedFd>,
-    pub flips: Flips,
+    flips: Flips,
 }
 
 impl Accounting {
@@ -55,16 +55,13 @@ impl Probes {
             .collect()
     }
 
-    /// Switches the kernel's accounting of the programs' run time on or off; false when it
-    /// cannot be switched on.
-    pub fn time_programs(&mut self, on: bool) -> bool {
-        match on {
-            true => self.accounting.start(),
-            false => {
-                self.accounting.stop();
-                true
-            }
-        }
+    /// Switches the kernel's accounting of the programs' run time on; false when it cannot be.
+    pub fn start_timing(&mut self) -> bool {
+        self.accounting.start()
+    }
+
+    pub fn stop_timing(&mut self) {
+        self.accounting.stop();
     }
 
     /// srvprof's flips so far: the syscall programs' attaches and detaches, and the
@@ -73,19 +70,4 @@ impl Probes {
         let window = self.window.as_ref().map(|w| w.flips).unwrap_or_default();
         window.merged(self.accounting.flips)
     }
-}
-
-/// Each program's runs between two readings.
-pub fn runs_between(before: &[ProgramRuns], after: &[ProgramRuns]) -> Vec<ProgramRuns> {
-    after
-        .iter()
-        .map(|a| {
-            let b = before.iter().find(|b| b.program == a.program);
-            ProgramRuns {
-                program: a.program.clone(),
-                run_ns: a.run_ns.saturating_sub(b.map_or(0, |b| b.run_ns)),
-                calls: a.calls.saturating_sub(b.map_or(0, |b| b.calls)),
-            }
-        })
-        .collect()
 }

@@ -223,10 +223,8 @@ impl Probes {
         if !targets.skip_syscalls {
             windowed_programs.extend(SYSCALL_PROGRAMS);
         }
-        let window = match targets.sampled_window {
-            Some(length) => Some(Window::new(&mut ebpf, windowed_programs.clone(), length)?),
-            None => None,
-        };
+        let window =
+            (targets.sampled_window).map(|length| Window::new(windowed_programs.clone(), length));
         for &(program, tracepoint) in PROGRAMS {
             // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
             // sk_rst_reason in its BTF) gets the program that does not read it.

@@ -37,51 +37,44 @@ pub struct Window {
     programs: Vec<&'static str>,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     length: Duration,
-    /// The window is open (its flag cleared, its programs attached).
-    flag_open: bool,
-    /// When the open window's syscall programs began (monotonic ns, the last program's attach),
-    /// None when closed or opened without them.
+    /// The window is open (its programs attached).
+    open: bool,
+    /// When the open window's programs began (monotonic ns, the last program's attach), None
+    /// when closed.
     opened_ns: Option<u64>,
-    /// Time the syscall programs were attached in closed windows.
+    /// Time the programs were attached in closed windows.
     closed_traced_ns: u64,
     /// Each attach and detach: how long it held srvprof's CPU.
     pub flips: srvprof_analysis::observer::Flips,
 }
 
 impl Window {
-    /// `programs` are loaded, not attached. Marks the window closed, before any program
-    /// attach.
-    pub fn new(
-        ebpf: &mut Ebpf,
-        programs: Vec<&'static str>,
-        window: Duration,
-    ) -> Result<Self, SrvprofError> {
-        set(ebpf, window::CLOSED, 1)?;
-        Ok(Self {
+    /// `programs` are loaded, not attached.
+    pub fn new(programs: Vec<&'static str>, window: Duration) -> Self {
+        Self {
             programs,
             links: Vec::new(),
             length: window,
-            flag_open: false,
+            open: false,
             opened_ns: None,
             closed_traced_ns: 0,
             flips: Default::default(),
-        })
+        }
     }
 
     pub fn length(&self) -> Duration {
         self.length
     }
 
-    /// Opens the flag, then attaches the programs, for a window of `len` ns; the window's start
-    /// tells them which starts are stale.
+    /// Attaches the programs for a window of `len` ns; the window's start tells them which
+    /// starts are stale.
     pub fn open(&mut self, ebpf: &mut Ebpf, len: u64) -> Result<(), SrvprofError> {
-        if self.flag_open {
+        if self.open {
             return Ok(());
         }
         set(ebpf, window::LEN_NS, len)?;
         set(ebpf, window::START_NS, clock::monotonic_ns())?;
-        set(ebpf, window::CLOSED, 0)?;
-        self.flag_open = true;
+        self.open = true;
         let mut last_attached = clock::monotonic_ns();
         for (i, &name) in self.programs.iter().enumerate() {
             if i > 0 {
@@ -100,10 +93,9 @@ impl Window {
         Ok(())
     }
 
-    /// Detaches the programs, last attached first, then closes the flag, adding the window
-    /// to the traced time.
+    /// Detaches the programs, last attached first, adding the window to the traced time.
     pub fn close(&mut self, ebpf: &mut Ebpf) {
-        if !std::mem::take(&mut self.flag_open) {
+        if !std::mem::take(&mut self.open) {
             return;
         }
         let mut first_detached = None;
@@ -120,7 +112,6 @@ impl Window {
             first_detached.get_or_insert(midpoint(before, after));
         }
         let closed = first_detached.unwrap_or_else(clock::monotonic_ns);
-        let _ = set(ebpf, window::CLOSED, 1);
         if let Some(opened) = self.opened_ns.take() {
             self.closed_traced_ns += closed.saturating_sub(opened);
         }
