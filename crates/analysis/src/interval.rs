@@ -40,48 +40,102 @@ pub struct IntervalRow {
 /// The row of the interval from `prev` to `cur`. In sampled mode, an interval whose window saw too
 /// little to scale by (a burst outside it) takes the ratio of syscalls to switches or responses
 /// measured in every window since `first`: its syscalls are estimated from its own, exact,
-/// switches or responses, not read as zero.
+/// switches or responses, not read as zero. When no window has seen any yet (a burst in the first
+/// interval, missed by its window), the row is returned with its work, to be estimated once a
+/// later window has (fill_syscalls).
 pub fn interval_row(
     first: &Sample,
     prev: &Sample,
     cur: &Sample,
     group: u32,
     run_start_ns: u64,
-) -> IntervalRow {
+) -> (IntervalRow, Option<IntervalWork>) {
     let r = kernel_report(prev, cur, group, &[]);
     let mut row = row_from_report(
         &r,
         prev.monotonic_ns.saturating_sub(run_start_ns) as f64 / 1e9,
         cur.kernel.softirqs.len(),
     );
-    if !r.syscalls_off
-        && r.scaled_by.as_deref() == Some(Basis::Time.name())
-        && let Some(estimate) = pooled_syscalls(first, prev, cur, group)
-    {
-        // The sleeps were counted, not estimated.
-        let estimate = estimate + r.syscalls_blocked.unwrap_or(0) as f64;
-        row.syscalls_per_s = Some(estimate / r.duration_s.max(1e-9));
+    if r.syscalls_off || r.scaled_by.as_deref() != Some(Basis::Time.name()) {
+        return (row, None);
     }
-    row
+    let work = IntervalWork {
+        // The sleeps were counted, not estimated.
+        blocked: r.syscalls_blocked.unwrap_or(0) as f64,
+        ..IntervalWork::between(prev, cur, group)
+    };
+    if fill_syscalls(&mut row, &work, first, cur, group) {
+        (row, None)
+    } else {
+        (row, Some(work))
+    }
 }
 
-/// The syscalls of the interval from `prev` to `cur`, at the ratio of syscalls to the basis seen
-/// in the windows since `first`, times the interval's own basis. None when the windows since
-/// `first` saw too little of any basis but time.
-fn pooled_syscalls(first: &Sample, prev: &Sample, cur: &Sample, group: u32) -> Option<f64> {
-    let (_, basis) = traced_share_by(first, cur, group)?;
-    let seen = WindowUnit::between(first, cur, group);
-    let (traced, interval) = match basis {
-        Basis::Responses => (
-            seen.responses,
-            cur.responses?.saturating_sub(prev.responses.unwrap_or(0)) as f64,
-        ),
-        Basis::Switches => (seen.switches, group_switches(prev, cur, group) as f64),
-        Basis::IoCalls => (seen.io_calls, group_io_calls(prev, cur, group)?.0 as f64),
-        Basis::OnCpu => (seen.oncpu_ns, group_oncpu(prev, cur, group)?.0 as f64),
-        Basis::Time => return None,
+/// The work of one interval by each basis the windows' ratio can be taken to, for an estimate
+/// made from windows outside it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IntervalWork {
+    responses: Option<f64>,
+    io_calls: Option<f64>,
+    switches: f64,
+    oncpu_ns: Option<f64>,
+    /// Syscalls that blocked, counted in full in every mode.
+    blocked: f64,
+    duration_s: f64,
+}
+
+impl IntervalWork {
+    pub fn between(prev: &Sample, cur: &Sample, group: u32) -> Self {
+        Self {
+            responses: cur
+                .responses
+                .map(|r| r.saturating_sub(prev.responses.unwrap_or(0)) as f64),
+            io_calls: group_io_calls(prev, cur, group).map(|(all, _)| all as f64),
+            switches: group_switches(prev, cur, group) as f64,
+            oncpu_ns: group_oncpu(prev, cur, group).map(|(all, _)| all as f64),
+            blocked: 0.0,
+            duration_s: cur.monotonic_ns.saturating_sub(prev.monotonic_ns) as f64 / 1e9,
+        }
+    }
+
+    fn of(&self, basis: Basis) -> Option<f64> {
+        match basis {
+            Basis::Responses => self.responses,
+            Basis::IoCalls => self.io_calls,
+            Basis::Switches => Some(self.switches),
+            Basis::OnCpu => self.oncpu_ns,
+            Basis::Time => None,
+        }
+    }
+}
+
+/// Sets `row`'s syscalls to those of an interval doing `work`, at the ratio of syscalls to the
+/// basis seen in the windows between `from` and `to`. False (and `row` unchanged) when those
+/// windows saw too little of any basis but time.
+pub fn fill_syscalls(
+    row: &mut IntervalRow,
+    work: &IntervalWork,
+    from: &Sample,
+    to: &Sample,
+    group: u32,
+) -> bool {
+    let Some((_, basis)) = traced_share_by(from, to, group) else {
+        return false;
     };
-    (traced > 0.0).then(|| seen.syscalls / traced * interval)
+    let seen = WindowUnit::between(from, to, group);
+    let traced = match basis {
+        Basis::Responses => seen.responses,
+        Basis::Switches => seen.switches,
+        Basis::IoCalls => seen.io_calls,
+        Basis::OnCpu => seen.oncpu_ns,
+        Basis::Time => return false,
+    };
+    let Some(interval) = work.of(basis).filter(|_| traced > 0.0) else {
+        return false;
+    };
+    let estimate = seen.syscalls / traced * interval + work.blocked;
+    row.syscalls_per_s = Some(estimate / work.duration_s.max(1e-9));
+    true
 }
 
 pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow {

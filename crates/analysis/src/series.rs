@@ -3,7 +3,7 @@
 
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
-use crate::interval::{IntervalRow, interval_row};
+use crate::interval::{IntervalRow, IntervalWork, fill_syscalls, interval_row};
 use crate::kernel_report::KernelReport;
 use crate::kernel_report::sampling::WindowUnit;
 use crate::kernel_report::uncertainty::state_errors;
@@ -33,6 +33,8 @@ pub struct SampleSeries {
     pub windows: [Vec<WindowUnit>; 2],
     /// One per row: the load intervals it lines up with.
     pub spans: Vec<GridSpan>,
+    /// Rows whose syscalls wait for a window to see any (interval_row): group, row, its work.
+    pending: Vec<(u32, usize, IntervalWork)>,
     count: usize,
 }
 
@@ -49,6 +51,7 @@ impl SampleSeries {
             client_rows: Vec::new(),
             windows: [Vec::new(), Vec::new()],
             spans: Vec::new(),
+            pending: Vec::new(),
             count: 0,
         }
     }
@@ -56,20 +59,24 @@ impl SampleSeries {
     pub fn push(&mut self, sample: Sample) {
         match (&self.first, self.recent.last()) {
             (Some(first), Some(prev)) => {
-                self.server_rows.push(interval_row(
-                    first,
-                    prev,
-                    &sample,
-                    GROUP_SERVER,
-                    self.start_ns,
-                ));
-                self.client_rows.push(interval_row(
-                    first,
-                    prev,
-                    &sample,
-                    GROUP_CLIENT,
-                    self.start_ns,
-                ));
+                for group in [GROUP_SERVER, GROUP_CLIENT] {
+                    let (row, work) = interval_row(first, prev, &sample, group, self.start_ns);
+                    let rows = if group == GROUP_SERVER {
+                        &mut self.server_rows
+                    } else {
+                        &mut self.client_rows
+                    };
+                    rows.push(row);
+                    // Rows waiting for a window to see any syscalls, estimated from every window
+                    // so far once one has.
+                    self.pending.retain(|(g, index, work)| {
+                        *g != group
+                            || !fill_syscalls(&mut rows[*index], work, first, &sample, group)
+                    });
+                    if let Some(work) = work {
+                        self.pending.push((group, rows.len() - 1, work));
+                    }
+                }
                 if sample.kernel.traced_ns.is_some() {
                     for group in [GROUP_SERVER, GROUP_CLIENT] {
                         self.windows[group as usize]
@@ -230,5 +237,40 @@ mod tests {
         );
         assert!((series.server_rows[0].duration_s - 3.04).abs() < 1e-9);
         assert!((series.server_rows[0].voluntary_switches_per_s - 1000.0).abs() < 1e-6);
+    }
+
+    /// Sampled mode, at `t_s`: a server that has made `io` read/write calls so far, `io_seen` and
+    /// `syscalls_seen` of them inside its windows, which have been open 50 ms a second.
+    fn sampled(t_s: u64, io: u64, io_seen: u64, syscalls_seen: u64) -> Sample {
+        let mut s = sample(t_s, t_s * SEC);
+        s.kernel.traced_ns = Some(t_s * SEC / 20);
+        s.kernel.syscalls = vec![(
+            GROUP_SERVER,
+            0,
+            crate::record::CountNs {
+                count: syscalls_seen,
+                total_ns: syscalls_seen * 1_000,
+            },
+        )];
+        s.kernel.threads[0].syscalls = syscalls_seen;
+        s.kernel.threads[0].syscall_ns = syscalls_seen * 1_000;
+        s.io_calls = Some(vec![io, 0]);
+        s.traced_io_calls = Some(vec![io_seen, 0]);
+        s
+    }
+
+    #[test]
+    fn a_first_interval_its_window_missed_is_estimated_once_a_later_window_sees_the_work() {
+        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        series.push(sampled(0, 0, 0, 0));
+        // A burst of 1,000 read/write calls the first window missed.
+        series.push(sampled(1, 1_000, 0, 0));
+        assert_eq!(series.server_rows[0].syscalls_per_s, None);
+        // The next window catches 100 of the next 1,000, with 5 syscalls each.
+        series.push(sampled(2, 2_000, 100, 500));
+        let per_s = |row: usize| series.server_rows[row].syscalls_per_s.unwrap_or(0.0);
+        assert!((per_s(1) - 5_000.0).abs() < 1.0, "{}", per_s(1));
+        // The first interval made as many read/write calls, at the ratio the windows saw.
+        assert!((per_s(0) - 5_000.0).abs() < 1.0, "{}", per_s(0));
     }
 }

@@ -13,9 +13,9 @@ use crate::probes::{ProbeTargets, Probes};
 use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
-use srvprof_analysis::interval::{IntervalRow, interval_row};
+use srvprof_analysis::interval::IntervalRow;
 use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
-use srvprof_analysis::kernel_report::{sampling::WindowUnit, uncertainty::state_errors};
+use srvprof_analysis::series::SampleSeries;
 
 #[derive(Serialize)]
 pub struct ProbeOutput {
@@ -61,12 +61,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let start_ns = clock::monotonic_ns();
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
-    let first = sampler.sample()?;
-    let mut prev = first.clone();
-    let mut last = first.clone();
-    let mut intervals = Vec::new();
-    // Sampled mode: each interval's window, for the estimate's uncertainty.
-    let mut windows = Vec::new();
+    let mut series = SampleSeries::on_grid(start_ns, args.interval);
+    series.push(sampler.sample()?);
     let mut stdout = std::io::stdout().lock();
     for note in &notes {
         eprintln!("srvprof: {note}");
@@ -78,7 +74,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         args.duration
     );
     if args.format == Format::Text {
-        text::interval_header(&mut stdout, first.kernel.softirqs.len());
+        let cpus = series.first().map_or(0, |s| s.kernel.softirqs.len());
+        text::interval_header(&mut stdout, cpus);
     }
     let started = Instant::now();
     // As in `run`: a real-time sampler on a grid of absolute deadlines, so intervals neither start
@@ -95,17 +92,12 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     while !stop.load(Ordering::Relaxed) {
         let due = (start_ns + k * interval_ns).min(end_ns);
         sampler.wait_until(due, || stop.load(Ordering::Relaxed))?;
-        let cur = sampler.sample()?;
-        let row = interval_row(&first, &prev, &cur, GROUP_SERVER, start_ns);
-        if cur.kernel.traced_ns.is_some() {
-            windows.push(WindowUnit::between(&prev, &cur, GROUP_SERVER));
+        series.push(sampler.sample()?);
+        if args.format == Format::Text
+            && let Some(row) = series.server_rows.last()
+        {
+            text::interval_line(&mut stdout, row);
         }
-        if args.format == Format::Text {
-            text::interval_line(&mut stdout, &row);
-        }
-        intervals.push(row);
-        prev = cur.clone();
-        last = cur;
         if sampler
             .probes_mut()
             .watched_pids()?
@@ -133,13 +125,16 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     }
     let observer = srvprof_analysis::observer::cost(&sampler.observer());
     let exits = sampler.finish();
-    let mut report = kernel_report(&first, &last, GROUP_SERVER, &exits);
-    state_errors(&mut report, &windows);
+    let (Some(first), Some(last)) = (series.first(), series.last()) else {
+        unreachable!("the series holds the first sample")
+    };
+    let mut report = kernel_report(first, last, GROUP_SERVER, &exits);
+    series.state_errors(&mut report, GROUP_SERVER, series.server_rows.len());
     notes.extend(report.sampling_note());
     let out = ProbeOutput {
         tool: "srvprof",
         report,
-        intervals,
+        intervals: series.server_rows,
         notes,
         observer,
     };
