@@ -580,3 +580,57 @@ fn beam_jit_frames_carry_erlang_names() {
         assert!(q["why"].as_str().unwrap().contains("another stack"), "{q}");
     }
 }
+
+/// In `run` the load generator is srvprof's own, on the CPU it keeps busy: its stacks are taken
+/// only with `--stacks all`, then at the sampling rate of its time on a CPU (the scheduler's
+/// count), and a default run into the same folder leaves none of its files behind.
+#[test]
+fn the_load_generators_stacks_are_taken_only_when_asked() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let dir = fresh_run_dir("client-stacks");
+    let run = |stacks: &str| {
+        let out = RunArgs::pid(nginx.pid())
+            .args(&["--url", &nginx.url(), "--cpus", "0", "--stacks", stacks])
+            .load(20, "3s", "0s")
+            .out(&dir)
+            .command()
+            .output()
+            .expect("srvprof run");
+        assert_success(&out);
+        read_json(&dir.join("run.json"))
+    };
+    let all = run("all");
+    let samples = quality(&all, "client", "oncpu")["weight"].as_f64().unwrap();
+    let oncpu_s = all["client"]["totals"]["oncpu_ns"].as_f64().unwrap() / 1e9;
+    eprintln!("--stacks all: {samples} client samples, {oncpu_s:.2} s on a CPU");
+    assert!(
+        oncpu_s > 1.0 && (0.7..=1.4).contains(&(samples / (99.0 * oncpu_s))),
+        "{samples} client samples at 99 Hz for {oncpu_s:.2} s on a CPU"
+    );
+    assert!(dir.join("flamegraph-oncpu-client.svg").exists());
+    let on = run("on");
+    assert_eq!(
+        quality(&on, "client", "oncpu")["weight"],
+        0,
+        "{}",
+        on["stacks"]
+    );
+    assert_eq!(
+        quality(&on, "client", "offcpu")["weight"],
+        0,
+        "{}",
+        on["stacks"]
+    );
+    assert!(quality(&on, "server", "oncpu")["weight"].as_f64() > Some(100.0));
+    for file in [
+        "oncpu-client.folded",
+        "flamegraph-oncpu-client.svg",
+        "profile-client.pb.gz",
+    ] {
+        assert!(
+            !dir.join(file).exists(),
+            "{file} left from the --stacks all run"
+        );
+    }
+}

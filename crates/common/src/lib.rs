@@ -63,6 +63,8 @@ pub mod globals {
     pub const SKB_DATA_OFFSET: &str = "SKB_DATA_OFFSET";
     /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
     pub const TCP_STATE_SYN_SENT: &str = "TCP_STATE_SYN_SENT";
+    /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
+    pub const STACK_GROUPS: &str = "STACK_GROUPS";
 }
 
 /// Names of the maps, used by userspace to find them.

@@ -28,7 +28,7 @@ use srvprof_common::{
     USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
-use crate::target::{THREADS, count_lost, current_comm, group_of, task_exec_runtime};
+use crate::target::{THREADS, count_lost, current_comm, stacks_group_of, task_exec_runtime};
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
 const EEXIST: i32 = 17;
@@ -158,7 +158,7 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     if ctx.pid() == 0 {
         return 0;
     }
-    if let Some(group) = group_of(tgid) {
+    if let Some(group) = stacks_group_of(tgid) {
         // The sample carries its kernel stack's frames. Only a sample the ring has no room for
         // is counted here, under stack ids: the kernel's frame-pointer walk of the user stack
         // (through a binary without frame pointers it faults and costs microseconds).
@@ -312,7 +312,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     if prev_tid == 0 {
         return 0;
     }
-    let Some(group) = group_of(prev_tgid) else {
+    let Some(group) = stacks_group_of(prev_tgid) else {
         return 0;
     };
     let prev: *const u8 = ctx.arg(1);

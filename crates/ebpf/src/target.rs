@@ -39,6 +39,9 @@ static TASK_COMM_OFFSET: u64 = 0;
 static TASK_EXIT_CODE_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_EXEC_RUNTIME_OFFSET: u64 = 0;
+/// The groups whose stacks are taken (srvprof_common::globals::STACK_GROUPS).
+#[unsafe(no_mangle)]
+static STACK_GROUPS: u64 = 0;
 
 /// Reads a global set at load time; volatile so the compiler does not fold the zero default.
 #[inline(always)]
@@ -102,6 +105,12 @@ pub fn group_of(tgid: u32) -> Option<u32> {
         return None;
     }
     unsafe { TARGET_TGIDS.get(&tgid).copied() }
+}
+
+/// The group of a watched process whose stacks are taken, or None.
+#[inline(always)]
+pub fn stacks_group_of(tgid: u32) -> Option<u32> {
+    group_of(tgid).filter(|&g| global(&STACK_GROUPS) & 1u64.wrapping_shl(g) != 0)
 }
 
 /// The stats of a thread of a watched process, or None when it is not watched. The hot path is

@@ -132,6 +132,30 @@ pub fn create_dir(path: &Path) -> Result<(), SrvprofError> {
     Ok(())
 }
 
+/// Whether `name` is one of the files a run writes beside its run.json.
+fn is_run_output(name: &str) -> bool {
+    name == "timeline.csv"
+        || name == "report.html"
+        || name.ends_with(".folded")
+        || (name.starts_with("flamegraph-") && name.ends_with(".svg"))
+        || (name.starts_with("profile-") && name.ends_with(".pb.gz"))
+}
+
+/// In a run folder about to get a new run, removes the previous run's outputs, so none it wrote
+/// and this one does not (another group's stacks, a window's flamegraph) is read as this run's.
+/// Only files srvprof names so, and only in a folder whose run.json srvprof wrote.
+pub fn clear_run_folder(dir: &Path) {
+    if !in_run_folder(&dir.join("timeline.csv")) {
+        return;
+    }
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if is_file && entry.file_name().to_str().is_some_and(is_run_output) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Under sudo, files belong to the user who ran sudo (SUDO_UID/SUDO_GID), not to root.
 pub fn give_to_invoking_user(path: &Path) {
     let id = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());

@@ -48,9 +48,13 @@ const PROBE_MODES: [(&str, &[&str]); 6] = [
 
 /// `srvprof run`'s modes against the load alone (the first row): the default, then each family
 /// left out on its own, then the scheduler's programs alone, then exact.
-const RUN_MODES: [(&str, &[&str]); 10] = [
+const RUN_MODES: [(&str, &[&str]); 11] = [
     ("srvprof load (the load alone)", &[]),
     ("srvprof run", &[]),
+    (
+        "srvprof run --stacks all (the load generator's too)",
+        &["--stacks", "all"],
+    ),
     ("srvprof run --stacks off", &["--stacks", "off"]),
     (
         "srvprof run without on-CPU sampling",

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::cli::RunArgs;
+use crate::cli::{RunArgs, Stacks};
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
@@ -49,7 +49,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     let pids = discover::with_descendants(&given);
     // The JVMs' perf maps as they are now, and a sentence for each JIT runtime whose code will
     // stay unnamed (with stacks only: naming is for them).
-    let jit_maps = if args.stacks {
+    let jit_maps = if args.stacks.on() {
         StartMaps::take(&pids)
     } else {
         StartMaps::default()
@@ -87,7 +87,8 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         server_pids: pids.clone(),
         client_pids: vec![std::process::id()],
         tcp_ports: vec![port],
-        stack_sample_hz: args.stacks.then_some(args.freq),
+        stack_sample_hz: args.stacks.on().then_some(args.freq),
+        client_stacks: args.stacks == Stacks::All,
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(config.interval),
         skip: args.syscalls.skip.clone(),
@@ -324,6 +325,7 @@ pub fn write_run(
     force: bool,
 ) -> Result<(), SrvprofError> {
     output::create_dir(dir)?;
+    output::clear_run_folder(dir);
     let json = serde_json::to_string_pretty(report).expect("run report serializes");
     output::write_atomic(&dir.join("run.json"), json.as_bytes(), force)?;
     output::write_atomic(

@@ -77,6 +77,9 @@ pub struct ProbeTargets {
     pub tcp_ports: Vec<u16>,
     /// Sample on-CPU stacks at this frequency (Hz) and record off-CPU stacks; None: no stacks.
     pub stack_sample_hz: Option<u64>,
+    /// The clients' stacks too, not only the server's. In `run` the client is srvprof's own load
+    /// generator, on a CPU it keeps busy: taking its stacks costs its requests' latency.
+    pub client_stacks: bool,
     /// Leave the syscall tracepoints alone. While any program is attached to them, every syscall
     /// of every process on the machine takes the kernel's slower traced path (65-160 ns on this
     /// project's VMs, 65 for an empty program), so this is the cheapest setting for a busy server.
@@ -87,6 +90,18 @@ pub struct ProbeTargets {
     pub sampled_window: Option<std::time::Duration>,
     /// Families left detached, to measure what each costs (their figures read zero).
     pub skip: Vec<Family>,
+}
+
+impl ProbeTargets {
+    /// The groups whose stacks the programs take, a bit per group.
+    fn stack_groups(&self) -> u64 {
+        let client = if self.client_stacks {
+            1 << srvprof_common::GROUP_CLIENT
+        } else {
+            0
+        };
+        (1 << srvprof_common::GROUP_SERVER) | client
+    }
 }
 
 /// The families of programs that can be left detached one by one; the scheduler's programs,
@@ -191,6 +206,7 @@ impl Probes {
             .override_global(globals::INET_SPORT_OFFSET, &offsets.inet_sport, true)
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
+            .override_global(globals::STACK_GROUPS, &targets.stack_groups(), true)
             .load(BPF_OBJECT)
             .map_err(classify_load_error)?;
 

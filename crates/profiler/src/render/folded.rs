@@ -154,6 +154,10 @@ impl FoldedStacks {
             )?;
             for (group, name) in GROUPS {
                 let of_group = || lines.iter().filter(move |l| l.group == group);
+                if of_group().next().is_none() {
+                    // A group with none (the client's, unless `--stacks all`) gets no files.
+                    continue;
+                }
                 output::write_atomic(
                     &dir.join(format!("{stem}-{name}.folded")),
                     to_text(of_group()).as_bytes(),
