@@ -46,9 +46,10 @@ const PROBE_MODES: [(&str, &[&str]); 6] = [
     ("srvprof probe --exact", &["--exact"]),
 ];
 
-/// `srvprof run`'s modes against the load alone (the first row): the default, then each family
-/// left out on its own, then the scheduler's programs alone, then exact.
-const RUN_MODES: [(&str, &[&str]); 11] = [
+/// `srvprof run`'s modes against the load alone (the first row): the default, with the load
+/// generator's stacks too, without stacks, with the windows at half the rate, each family left
+/// out on its own, the scheduler's programs alone, then exact.
+const RUN_MODES: [(&str, &[&str]); 12] = [
     ("srvprof load (the load alone)", &[]),
     ("srvprof run", &[]),
     (
@@ -56,6 +57,10 @@ const RUN_MODES: [(&str, &[&str]); 11] = [
         &["--stacks", "all"],
     ),
     ("srvprof run --stacks off", &["--stacks", "off"]),
+    (
+        "srvprof run --interval 2s (half the window flips and readings)",
+        &["--interval", "2s"],
+    ),
     (
         "srvprof run without on-CPU sampling",
         &["--skip-probes", "oncpu"],
