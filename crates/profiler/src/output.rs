@@ -136,7 +136,10 @@ pub fn create_dir(path: &Path) -> Result<(), SrvprofError> {
 fn is_run_output(name: &str) -> bool {
     name == "timeline.csv"
         || name == "report.html"
-        || name.ends_with(".folded")
+        || (["oncpu", "offcpu", "slowest-"]
+            .iter()
+            .any(|p| name.starts_with(p))
+            && name.ends_with(".folded"))
         || (name.starts_with("flamegraph-") && name.ends_with(".svg"))
         || (name.starts_with("profile-") && name.ends_with(".pb.gz"))
 }
@@ -219,6 +222,33 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().contains("srvprof-tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn a_new_run_clears_the_previous_run_s_outputs_and_nothing_else() {
+        let d = tmpdir("clear");
+        let outputs = [
+            "timeline.csv",
+            "oncpu-client.timed.folded",
+            "slowest-oncpu-server.diff.folded",
+            "flamegraph-oncpu-server-3s-5s.svg",
+            "profile-client.pb.gz",
+        ];
+        let theirs = ["notes.folded", "plot.svg", "run-2.json"];
+        for name in outputs.iter().chain(&theirs) {
+            fs::write(d.join(name), "x").unwrap();
+        }
+        // No srvprof run.json: nobody's run folder, nothing goes.
+        clear_run_folder(&d);
+        assert!(outputs.iter().all(|n| d.join(n).exists()));
+        fs::write(d.join("run.json"), format!("{{{TOOL_MARKER}}}")).unwrap();
+        clear_run_folder(&d);
+        for name in outputs {
+            assert!(!d.join(name).exists(), "{name} kept");
+        }
+        for name in theirs.iter().chain(&["run.json"]) {
+            assert!(d.join(name).exists(), "{name} removed");
+        }
     }
 
     #[test]
