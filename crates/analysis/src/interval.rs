@@ -42,7 +42,7 @@ pub struct IntervalRow {
 /// measured in every window since `first`: its syscalls are estimated from its own, exact,
 /// switches or responses, not read as zero. When no window has seen any yet (a burst in the first
 /// interval, missed by its window), the row is returned with its work, to be estimated once a
-/// later window has (fill_syscalls).
+/// later window has (Pool::fill).
 pub fn interval_row(
     first: &Sample,
     prev: &Sample,
@@ -64,7 +64,8 @@ pub fn interval_row(
         blocked: r.syscalls_blocked.unwrap_or(0) as f64,
         ..IntervalWork::between(prev, cur, group)
     };
-    if fill_syscalls(&mut row, &work, first, cur, group) {
+    let filled = Pool::between(first, cur, group).is_some_and(|pool| pool.fill(&mut row, &work));
+    if filled || work.is_idle() {
         (row, None)
     } else {
         (row, Some(work))
@@ -98,6 +99,19 @@ impl IntervalWork {
         }
     }
 
+    /// Nothing done by any basis: no syscalls to estimate (an idle server, an empty group), so
+    /// the row need not wait.
+    fn is_idle(&self) -> bool {
+        [
+            self.responses,
+            self.io_calls,
+            Some(self.switches),
+            self.oncpu_ns,
+        ]
+        .iter()
+        .all(|w| w.unwrap_or(0.0) == 0.0)
+    }
+
     fn of(&self, basis: Basis) -> Option<f64> {
         match basis {
             Basis::Responses => self.responses,
@@ -109,33 +123,37 @@ impl IntervalWork {
     }
 }
 
-/// Sets `row`'s syscalls to those of an interval doing `work`, at the ratio of syscalls to the
-/// basis seen in the windows between `from` and `to`. False (and `row` unchanged) when those
-/// windows saw too little of any basis but time.
-pub fn fill_syscalls(
-    row: &mut IntervalRow,
-    work: &IntervalWork,
-    from: &Sample,
-    to: &Sample,
-    group: u32,
-) -> bool {
-    let Some((_, basis)) = traced_share_by(from, to, group) else {
-        return false;
-    };
-    let seen = WindowUnit::between(from, to, group);
-    let traced = match basis {
-        Basis::Responses => seen.responses,
-        Basis::Switches => seen.switches,
-        Basis::IoCalls => seen.io_calls,
-        Basis::OnCpu => seen.oncpu_ns,
-        Basis::Time => return false,
-    };
-    let Some(interval) = work.of(basis).filter(|_| traced > 0.0) else {
-        return false;
-    };
-    let estimate = seen.syscalls / traced * interval + work.blocked;
-    row.syscalls_per_s = Some(estimate / work.duration_s.max(1e-9));
-    true
+/// The ratio of syscalls to a basis of work, as the windows between two samples saw it.
+pub struct Pool {
+    basis: Basis,
+    syscalls_per_unit: f64,
+}
+
+impl Pool {
+    /// The windows between `from` and `to`; None when they saw too little of any basis but time.
+    pub fn between(from: &Sample, to: &Sample, group: u32) -> Option<Pool> {
+        let (_, basis) = traced_share_by(from, to, group)?;
+        if basis == Basis::Time {
+            return None;
+        }
+        let seen = WindowUnit::between(from, to, group);
+        let traced = seen.basis(basis);
+        (traced > 0.0).then(|| Pool {
+            basis,
+            syscalls_per_unit: seen.syscalls / traced,
+        })
+    }
+
+    /// Sets `row`'s syscalls to those of an interval doing `work` at this ratio; false (and
+    /// `row` unchanged) when the interval's work by this basis is unknown.
+    pub fn fill(&self, row: &mut IntervalRow, work: &IntervalWork) -> bool {
+        let Some(units) = work.of(self.basis) else {
+            return false;
+        };
+        let estimate = self.syscalls_per_unit * units + work.blocked;
+        row.syscalls_per_s = Some(estimate / work.duration_s.max(1e-9));
+        true
+    }
 }
 
 pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow {

@@ -3,7 +3,7 @@
 
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
-use crate::interval::{IntervalRow, IntervalWork, fill_syscalls, interval_row};
+use crate::interval::{IntervalRow, IntervalWork, Pool, interval_row};
 use crate::kernel_report::KernelReport;
 use crate::kernel_report::sampling::WindowUnit;
 use crate::kernel_report::uncertainty::state_errors;
@@ -16,6 +16,10 @@ pub struct GridSpan {
     pub first: usize,
     pub count: usize,
 }
+
+/// Rows kept waiting at most: a group whose windows never see its work (a server that makes no
+/// read/write calls, scaled by time) leaves later rows as read, in bounded memory.
+const MAX_PENDING: usize = 64;
 
 pub struct SampleSeries {
     /// The origin of every row's t_s and of the grid (CLOCK_MONOTONIC ns): in `run`, when the load
@@ -69,11 +73,16 @@ impl SampleSeries {
                     rows.push(row);
                     // Rows waiting for a window to see any syscalls, estimated from every window
                     // so far once one has.
-                    self.pending.retain(|(g, index, work)| {
-                        *g != group
-                            || !fill_syscalls(&mut rows[*index], work, first, &sample, group)
-                    });
-                    if let Some(work) = work {
+                    if self.pending.iter().any(|(g, ..)| *g == group)
+                        && let Some(pool) = Pool::between(first, &sample, group)
+                    {
+                        self.pending.retain(|(g, index, work)| {
+                            *g != group || !pool.fill(&mut rows[*index], work)
+                        });
+                    }
+                    if let Some(work) = work
+                        && self.pending.len() < MAX_PENDING
+                    {
                         self.pending.push((group, rows.len() - 1, work));
                     }
                 }
@@ -272,5 +281,17 @@ mod tests {
         assert!((per_s(1) - 5_000.0).abs() < 1.0, "{}", per_s(1));
         // The first interval made as many read/write calls, at the ratio the windows saw.
         assert!((per_s(0) - 5_000.0).abs() < 1.0, "{}", per_s(0));
+    }
+
+    #[test]
+    fn rows_of_work_no_window_ever_sees_wait_in_bounded_memory() {
+        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        // A server that switches but makes no read/write calls: scaled by time, never pooled.
+        for t in 0..200 {
+            series.push(sampled(t, 0, 0, 0));
+        }
+        assert_eq!(series.server_rows.len(), 199);
+        // The first MAX_PENDING wait; the rest are left as read.
+        assert_eq!(series.pending.len(), MAX_PENDING);
     }
 }

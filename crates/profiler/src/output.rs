@@ -45,8 +45,12 @@ fn in_run_folder(path: &Path) -> bool {
     } else {
         dir
     };
-    let run_json = dir.join("run.json");
-    run_json.as_path() != path && head_of(&run_json).is_some_and(|h| h.contains(TOOL_MARKER))
+    dir.join("run.json").as_path() != path && is_run_folder(dir)
+}
+
+/// Whether srvprof wrote `dir`'s run.json.
+fn is_run_folder(dir: &Path) -> bool {
+    head_of(&dir.join("run.json")).is_some_and(|h| h.contains(TOOL_MARKER))
 }
 
 /// Whether `path` may be (over)written: absent, or a regular file srvprof wrote (by its marker,
@@ -148,7 +152,7 @@ fn is_run_output(name: &str) -> bool {
 /// and this one does not (another group's stacks, a window's flamegraph) is read as this run's.
 /// Only files srvprof names so, and only in a folder whose run.json srvprof wrote.
 pub fn clear_run_folder(dir: &Path) {
-    if !in_run_folder(&dir.join("timeline.csv")) {
+    if !is_run_folder(dir) {
         return;
     }
     for entry in fs::read_dir(dir).into_iter().flatten().flatten() {

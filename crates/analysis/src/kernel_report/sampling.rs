@@ -237,7 +237,7 @@ impl WindowUnit {
         }
     }
 
-    pub(super) fn basis(&self, basis: Basis) -> f64 {
+    pub(crate) fn basis(&self, basis: Basis) -> f64 {
         match basis {
             Basis::Responses => self.responses,
             Basis::IoCalls => self.io_calls,

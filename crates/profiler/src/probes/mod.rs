@@ -95,12 +95,8 @@ pub struct ProbeTargets {
 impl ProbeTargets {
     /// The groups whose stacks the programs take, a bit per group.
     fn stack_groups(&self) -> u64 {
-        let client = if self.client_stacks {
-            1 << srvprof_common::GROUP_CLIENT
-        } else {
-            0
-        };
-        (1 << srvprof_common::GROUP_SERVER) | client
+        (1 << srvprof_common::GROUP_SERVER)
+            | (u64::from(self.client_stacks) << srvprof_common::GROUP_CLIENT)
     }
 }
 
