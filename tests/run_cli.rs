@@ -1,6 +1,7 @@
 //! `srvprof run` on real servers, each with a known cause by construction; every test asserts
 //! on the numbers, against the kernel's own counters where one exists.
 
+use std::path::Path;
 use std::process::Command;
 
 use srvprof_integration::*;
@@ -251,21 +252,14 @@ fn a_starved_load_generator_is_called_client_bound() {
     );
 }
 
-/// The demo's layout and binary: servers/rust-hyper alone on CPU 1, the release load generator's
-/// one thread on CPU 0. Both saturate, so client_bound must not say the run measured only the client: it is a
-/// warning that names the server's share of its CPU, checked against /proc/PID/stat over the
-/// measured window (from the end of the warmup to "load done").
-#[test]
-fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
-    require_root();
-    let server = Server::start("rust-hyper", &["--cpus", "1"]);
-    let pid = server.pid();
-    let dir = fresh_run_dir("both-saturated");
+/// One `srvprof run` of the demo's layout into `dir`: the share of a CPU the server used over the
+/// measured window, by /proc/PID/stat (from the end of the warmup to "load done").
+fn saturated_run(pid: u32, dir: &Path) -> f64 {
     // The release binary, as the demo runs: the debug build's client saturates first.
     let args = RunArgs::pid(pid)
         .load(100, "5s", "1s")
         .args(&["--threads", "1", "--cpus", "0"])
-        .out(&dir);
+        .out(dir);
     let mut child = spawn_piped(
         Command::new(srvprof_release_bin())
             .arg("run")
@@ -287,7 +281,29 @@ fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
         }
     });
     let ((a, at), (b, bt)) = (from.expect(&stderr), to.expect(&stderr));
-    let busy = (b - a) as f64 / 1e9 / bt.duration_since(at).as_secs_f64();
+    (b - a) as f64 / 1e9 / bt.duration_since(at).as_secs_f64()
+}
+
+/// The demo's layout and binary: servers/rust-hyper alone on CPU 1, the release load generator's
+/// one thread on CPU 0. Both saturate, so client_bound must not say the run measured only the client: it is a
+/// warning that names the server's share of its CPU, checked against /proc/PID/stat over the
+/// measured window (from the end of the warmup to "load done").
+#[test]
+fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
+    require_root();
+    let server = Server::start("rust-hyper", &["--cpus", "1"]);
+    let pid = server.pid();
+    let dir = fresh_run_dir("both-saturated");
+    // The premise depends on the host: a neighbour's burst can starve the client for a run. A
+    // run that did not saturate the server is repeated, twice at most.
+    let mut busy = 0.0;
+    for _ in 0..3 {
+        busy = saturated_run(pid, &dir);
+        if busy >= 0.9 {
+            break;
+        }
+        eprintln!("the server was {busy:.3} busy: again");
+    }
     assert!(
         busy >= 0.9,
         "premise: the server is saturated, {busy:.3} of its CPU"
