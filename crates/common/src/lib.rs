@@ -107,7 +107,12 @@ pub mod window {
     pub const START_NS: u32 = 0;
     /// The window's length; 0 in exact mode.
     pub const LEN_NS: u32 = 1;
-    pub const COUNT: u32 = 2;
+    /// The softirqs timed are those that begin in [SOFTIRQ_FROM_NS, SOFTIRQ_UNTIL_NS) (0: no
+    /// end), the span over which userspace counts the packets they are divided by: the programs
+    /// are attached a few hundred microseconds before it and detached after it.
+    pub const SOFTIRQ_FROM_NS: u32 = 2;
+    pub const SOFTIRQ_UNTIL_NS: u32 = 3;
+    pub const COUNT: u32 = 4;
 }
 
 /// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,

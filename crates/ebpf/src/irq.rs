@@ -21,14 +21,18 @@ static HARDIRQS: PerCpuHashMap<u32, CountTime> = PerCpuHashMap::with_max_entries
 #[map]
 static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
-/// softirq_entry(unsigned int vec_nr). Counted at entry, as /proc/softirqs counts.
+/// softirq_entry(unsigned int vec_nr). Counted at entry, as /proc/softirqs counts; in sampled
+/// mode only inside the span the softirqs are timed in, so the count is the timed events'.
 #[btf_tracepoint(function = "softirq_entry")]
 pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
+        let now = unsafe { bpf_ktime_get_ns() };
         unsafe {
-            (*slot).count += 1;
-            (*slot).start_ns = bpf_ktime_get_ns();
+            if window::softirq_timed(now) {
+                (*slot).count += 1;
+            }
+            (*slot).start_ns = now;
         }
     }
     0
@@ -41,7 +45,7 @@ pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {
             // A start from before the window opened is stale: that softirq's exit was missed.
-            if (*slot).start_ns != 0 && (*slot).start_ns >= window::start_ns() {
+            if (*slot).start_ns != 0 && window::softirq_timed((*slot).start_ns) {
                 (*slot).total_ns += bpf_ktime_get_ns().saturating_sub((*slot).start_ns);
                 (*slot).start_ns = 0;
             }

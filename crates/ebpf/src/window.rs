@@ -20,6 +20,14 @@ pub fn start_ns() -> u64 {
     get(window::START_NS)
 }
 
+/// Whether a softirq that began at `start` is timed: it began inside the span userspace counts
+/// packets over (window::SOFTIRQ_FROM_NS).
+#[inline(always)]
+pub fn softirq_timed(start: u64) -> bool {
+    let until = get(window::SOFTIRQ_UNTIL_NS);
+    start >= start_ns() && start >= get(window::SOFTIRQ_FROM_NS) && (until == 0 || start < until)
+}
+
 /// A timed duration weighted for the chance it had to be timed at all. In sampled mode a period of
 /// length d that ends inside a window of length W was timed only if it also began inside it, which
 /// happens with probability (W - d) / W; weighting it by W / (W - d) keeps the estimated total

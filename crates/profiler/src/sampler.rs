@@ -449,6 +449,7 @@ impl Sampler {
         let len = len * u64::from(WINDOWS_PER_INTERVAL);
         self.probes.open_window(len)?;
         self.rx_packets.open(procfs::softnet_processed());
+        self.probes.softirq_span_edge(true)?;
         self.syscall_window_due = false;
         // The work the counts are scaled by first, right after the counting program's attach, as
         // the syscalls are counted from there (attaching the programs takes a few hundred
@@ -496,6 +497,9 @@ impl Sampler {
             }
         }
         if self.window_end_ns.is_some() {
+            // A failed write leaves softirqs timed a little past the packets' span: no reason
+            // to lose the window.
+            let _ = self.probes.softirq_span_edge(false);
             self.rx_packets.close(procfs::softnet_processed());
         }
         if self.oncpu.is_open() {
@@ -511,10 +515,11 @@ impl Sampler {
         self.next_slot();
     }
 
-    /// On to the next slot, if the interval has one left (the next sample starts anew).
+    /// On to the next slot, if the interval has one left and its window is still to come (the
+    /// next sample starts anew): once it has been, the server is not polled until then.
     fn next_slot(&mut self) {
         match self.slot.take() {
-            Some((_, slot_end)) if self.slots_left > 1 => {
+            Some((_, slot_end)) if self.slots_left > 1 && self.syscall_window_due => {
                 self.slots_left -= 1;
                 self.window_from_ns = Some(slot_end);
             }

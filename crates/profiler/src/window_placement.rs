@@ -51,8 +51,9 @@ impl Slot {
         let earliest = from + margin;
         let latest = end.saturating_sub(margin + len).max(earliest);
         let at = earliest + ((latest - earliest) as f64 * draw.clamp(0.0, 1.0)) as u64;
-        // A poll every half window, between 1 and 5 ms: a 60 ms burst is seen within a few ms.
-        let poll = (len / 2).clamp(1_000_000, 5_000_000);
+        // A poll every half window, between 2 and 5 ms: a 60 ms burst is seen within a few ms,
+        // and srvprof's real-time thread wakes at most 500 times a second for it.
+        let poll = (len / 2).clamp(2_000_000, 5_000_000);
         let polls_per = |ns: u64| ns as f64 / poll as f64;
         // Early: see EARLY_OPENINGS_PER_SLOT. Late: the slot's random time has passed, so open
         // within about a window's length of the burst.

@@ -326,6 +326,16 @@ impl Probes {
         }
     }
 
+    /// Sampled mode: the softirqs are timed from now on (after the packets were read), or no
+    /// longer (before they are read); see Window.
+    pub fn softirq_span_edge(&mut self, from_now: bool) -> Result<(), SrvprofError> {
+        match self.window.as_mut() {
+            Some(w) if from_now => w.softirq_span_from_now(&mut self.ebpf),
+            Some(w) => w.softirq_span_until_now(&mut self.ebpf),
+            None => Ok(()),
+        }
+    }
+
     /// Sampled mode: detaches them until the next window.
     pub fn close_window(&mut self) {
         if let Some(window) = self.window.as_mut() {
