@@ -44,22 +44,29 @@ fn the_probes_cost_is_counted_per_switch_and_softirqs_only_in_the_window() {
         .args(&["--cpus", "0"])
         .out(&dir)
         .spawn();
-    // The machine's rates in the middle of the measured window, steady load.
+    // The machine's rates in the middle of the measured window, steady load, and srvprof's
+    // sampling thread's, read from outside it.
+    let srvprof = child.id();
     let mut rates = None;
     follow_stderr(&mut child, |line| {
         if line.contains("probes attached") {
-            std::thread::sleep(Duration::from_millis(1500));
+            // Past the 1 s warm-up, in which the sampler only waits for the load to start.
+            std::thread::sleep(Duration::from_millis(2000));
             let (t0, before) = (Instant::now(), machine_counts());
+            let sampler_before = thread_oncpu_ns(srvprof, "srvprof-sampler");
             std::thread::sleep(Duration::from_secs(3));
             let after = machine_counts();
+            let sampler_after = thread_oncpu_ns(srvprof, "srvprof-sampler");
             let secs = t0.elapsed().as_secs_f64();
             rates = Some((
                 (after.0 - before.0) as f64 / secs,
                 (after.1 - before.1) as f64 / secs,
+                (sampler_after - sampler_before) as f64 / 1e6 / secs,
             ));
         }
     });
-    let (ctxt_per_s, softirqs_per_s) = rates.expect("srvprof said its probes attached");
+    let (ctxt_per_s, softirqs_per_s, sampler_ms_per_s) =
+        rates.expect("srvprof said its probes attached");
     let run = read_json(&dir.join("run.json"));
     let o = &run["observer"];
     eprintln!(
@@ -107,4 +114,44 @@ fn the_probes_cost_is_counted_per_switch_and_softirqs_only_in_the_window() {
     let flips = o["flips_per_s"].as_f64().unwrap();
     assert!((6.0..=10.0).contains(&flips), "{flips} flips a second");
     assert!(o["flip_max_us"].as_f64().unwrap() > 1.0, "{o}");
+
+    // srvprof's own threads, by the kernel's account of each: the sampler's time on a CPU as
+    // the test read it from /proc over 3 s of the window, the unwinding thread's (stacks are on
+    // by default) and the load generator's pool.
+    let own = |name: &str| {
+        o["own_threads"]
+            .as_array()
+            .expect("observer.own_threads[]")
+            .iter()
+            .find(|t| t["thread"] == name)
+            .and_then(|t| t["cpu_ms_per_s"].as_f64())
+            .unwrap_or_else(|| panic!("no {name} in observer.own_threads: {o}"))
+    };
+    let sampler = own("srvprof-sampler");
+    eprintln!("sampler {sampler:.2} ms/s in run.json, {sampler_ms_per_s:.2} ms/s read from /proc");
+    assert!(
+        sampler > 0.0 && (sampler / sampler_ms_per_s - 1.0).abs() <= 0.5,
+        "the sampler ran {sampler:.2} ms/s by run.json, {sampler_ms_per_s:.2} ms/s by /proc"
+    );
+    assert!(own("srvprof-unwind") > 0.0, "{o}");
+    // The load generator keeps its CPU busy.
+    assert!(own("loadgen") > 300.0, "{o}");
+}
+
+/// A thread's time on a CPU so far (ns), by name: /proc/PID/task/TID/schedstat's first field.
+fn thread_oncpu_ns(pid: u32, name: &str) -> u64 {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).expect("srvprof's threads") {
+        let dir = task.unwrap().path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() == name {
+            let schedstat = std::fs::read_to_string(dir.join("schedstat")).unwrap();
+            return schedstat
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+        }
+    }
+    panic!("srvprof has no thread named {name}")
 }

@@ -51,6 +51,50 @@ pub struct ObserverTally {
     pub flips: Flips,
     /// The whole watched time, for the flips' rate.
     pub watched_ns: u64,
+    /// srvprof's own threads' time on a CPU over `own_span_ns` (own_threads()).
+    pub own: Vec<OwnThreads>,
+    pub own_span_ns: u64,
+}
+
+/// One of srvprof's threads, or several of one name (a pool's `name-N` threads, summed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnThreads {
+    pub name: String,
+    pub threads: u32,
+    pub cpu_ns: u64,
+}
+
+/// srvprof's threads' time on a CPU between two readings of (tid, name, ns so far): a thread
+/// first seen in the second counts from zero; a pool's `name-N` threads are one row. The
+/// costliest first.
+pub fn own_threads(first: &[(u32, String, u64)], last: &[(u32, String, u64)]) -> Vec<OwnThreads> {
+    let mut out: Vec<OwnThreads> = Vec::new();
+    for (tid, name, ns) in last {
+        let before = first.iter().find(|(t, ..)| t == tid).map_or(0, |f| f.2);
+        let name = pool_name(name);
+        let cpu_ns = ns.saturating_sub(before);
+        match out.iter_mut().find(|o| o.name == name) {
+            Some(o) => {
+                o.threads += 1;
+                o.cpu_ns += cpu_ns;
+            }
+            None => out.push(OwnThreads {
+                name: name.to_string(),
+                threads: 1,
+                cpu_ns,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// `loadgen-3` -> `loadgen`; a name without a numbered suffix is its own.
+fn pool_name(name: &str) -> &str {
+    match name.rsplit_once('-') {
+        Some((pool, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => pool,
+        _ => name,
+    }
 }
 
 impl ObserverTally {
@@ -96,6 +140,18 @@ pub struct ObserverCost {
     pub flips_per_s: f64,
     pub flip_max_us: f64,
     pub flip_mean_us: f64,
+    /// srvprof's own threads' time on a CPU over the measured window (the kernel's
+    /// /proc/self/task/TID/schedstat): the sampler's readings and windows, the unwinding
+    /// thread, the load generator's pool. Empty in run.json written before it was recorded.
+    #[serde(default)]
+    pub own_threads: Vec<OwnThreadCost>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OwnThreadCost {
+    pub thread: String,
+    pub threads: u32,
+    pub cpu_ms_per_s: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -136,6 +192,14 @@ pub fn cost(t: &ObserverTally) -> Option<ObserverCost> {
         flips_per_s: t.flips.count as f64 / watched_s,
         flip_max_us: t.flips.max_ns as f64 / 1e3,
         flip_mean_us: t.flips.total_ns as f64 / 1e3 / t.flips.count.max(1) as f64,
+        own_threads: (t.own.iter())
+            .filter(|_| t.own_span_ns > 0)
+            .map(|o| OwnThreadCost {
+                thread: o.name.clone(),
+                threads: o.threads,
+                cpu_ms_per_s: o.cpu_ns as f64 / 1e6 / (t.own_span_ns as f64 / 1e9),
+            })
+            .collect(),
     })
 }
 
@@ -188,6 +252,47 @@ mod tests {
         assert_eq!(c.programs[0].calls_per_s, 300_000.0);
         assert!((c.flips_per_s - 0.2).abs() < 1e-12);
         assert_eq!((c.flip_max_us, c.flip_mean_us), (250.0, 200.0));
+    }
+
+    #[test]
+    fn own_threads_are_their_time_between_two_readings_with_a_pool_as_one_row() {
+        let t = |tid, name: &str, ns| (tid, name.to_string(), ns);
+        let first = [
+            t(1, "srvprof", 500),
+            t(2, "loadgen-0", 1_000),
+            t(3, "srvprof-sampler", 10),
+        ];
+        let last = [
+            t(1, "srvprof", 600),
+            t(2, "loadgen-0", 9_000),
+            // Started after the first reading: all its time is in the span.
+            t(4, "loadgen-1", 7_000),
+            t(3, "srvprof-sampler", 2_010),
+            t(5, "srvprof-unwind", 300),
+        ];
+        let own = own_threads(&first, &last);
+        let rows: Vec<_> = own
+            .iter()
+            .map(|o| (o.name.as_str(), o.threads, o.cpu_ns))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("loadgen", 2, 15_000),
+                ("srvprof-sampler", 1, 2_000),
+                ("srvprof-unwind", 1, 300),
+                ("srvprof", 1, 100),
+            ]
+        );
+        let tally = ObserverTally {
+            timed_ns: 1,
+            own,
+            own_span_ns: 2_000_000_000,
+            ..Default::default()
+        };
+        let c = cost(&tally).unwrap();
+        assert_eq!(c.own_threads[0].thread, "loadgen");
+        assert!((c.own_threads[1].cpu_ms_per_s - 0.001).abs() < 1e-12);
     }
 
     #[test]

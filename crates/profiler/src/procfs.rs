@@ -104,6 +104,14 @@ pub fn thread_ids(pid: u32) -> Vec<u32> {
     tids
 }
 
+/// Each live thread of a process: (tid, name, time on a CPU so far in ns).
+pub fn threads_oncpu(pid: u32) -> Vec<(u32, String, u64)> {
+    thread_ids(pid)
+        .into_iter()
+        .filter_map(|tid| Some((tid, comm(pid, tid)?, thread_oncpu_ns(pid, tid)?)))
+        .collect()
+}
+
 pub fn process_exists(pid: u32) -> bool {
     fs::metadata(format!("/proc/{pid}")).is_ok()
 }

@@ -85,7 +85,13 @@ pub struct Sampler {
     /// and the time when it began.
     timing: Option<Timing>,
     observer: ObserverTally,
+    /// srvprof's threads (tid, name, ns on a CPU) at the first reading and the latest, and when.
+    own_first: Option<OwnReading>,
+    own_last: Option<OwnReading>,
 }
+
+/// When, and srvprof's threads then: (tid, name, ns on a CPU so far).
+type OwnReading = (u64, Vec<(u32, String, u64)>);
 
 struct Timing {
     runs: Vec<ProgramRuns>,
@@ -129,6 +135,8 @@ impl Sampler {
             first_ns: None,
             timing: None,
             observer: ObserverTally::default(),
+            own_first: None,
+            own_last: None,
         }
     }
 
@@ -313,6 +321,13 @@ impl Sampler {
             .sum();
         let first = *self.first_ns.get_or_insert(read_ns);
         self.observer.watched_ns = read_ns.saturating_sub(first);
+        // At every reading, not only the last: a thread that has ended is gone from /proc.
+        let own = (read_ns, procfs::threads_oncpu(std::process::id()));
+        if self.own_first.is_none() {
+            self.own_first = Some(own);
+        } else {
+            self.own_last = Some(own);
+        }
         if let Some(t) = self.timing.take() {
             let runs = self.probes.program_runs();
             self.probes.stop_timing();
@@ -341,8 +356,17 @@ impl Sampler {
 
     /// What watching has cost so far (the intervals timed, and every flip).
     pub fn observer(&self) -> ObserverTally {
+        let (own, own_span_ns) = match (&self.own_first, &self.own_last) {
+            (Some((t0, first)), Some((t1, last))) => (
+                srvprof_analysis::observer::own_threads(first, last),
+                t1.saturating_sub(*t0),
+            ),
+            _ => (Vec::new(), 0),
+        };
         ObserverTally {
             flips: self.probes.flips(),
+            own,
+            own_span_ns,
             ..self.observer.clone()
         }
     }

@@ -129,11 +129,17 @@ pub fn table(
          | mode | p50 | p99 (range) | p99.9 | req/s |\n|---|---|---|---|---|\n"
     ));
     let mut ratios: Vec<Vec<[f64; 4]>> = vec![Vec::new(); RUN_MODES.len()];
+    // The default run's own work, each round: [flips/s, µs a flip, sampler ms/s, unwinder ms/s].
+    let mut own: Vec<[f64; 4]> = Vec::new();
     for round in 0..rounds {
         let mut figures = vec![[f64::NAN; 4]; RUN_MODES.len()];
         for i in rotated(RUN_MODES.len(), round) {
             let flags = RUN_MODES[i].1;
-            figures[i] = load_figures(srvprof, worker, url, dir, i == 0, flags, seconds)?;
+            let (f, o) = load_figures(srvprof, worker, url, dir, i == 0, flags, seconds)?;
+            figures[i] = f;
+            if i == 1 {
+                own.push(o);
+            }
         }
         let b = figures[0];
         for (i, q) in figures.iter().enumerate() {
@@ -152,7 +158,31 @@ pub fn table(
             m(3)
         ));
     }
+    out.push_str(&own_work_table(&own));
     Ok(out)
+}
+
+/// srvprof's own work in the default run, each mechanism by the kernel's timing (run.json's
+/// observer): what the p99 rows above cannot split, as their CPU time.
+fn own_work_table(own: &[[f64; 4]]) -> String {
+    let col = |k: usize| -> Vec<f64> { own.iter().map(|r| r[k]).collect() };
+    let m = |k: usize| median(&col(k)).unwrap_or(f64::NAN);
+    let (flips, flip_us) = (m(0), m(1));
+    format!(
+        "
+**srvprof run's own work**, the default mode, medians of {} round(s), by the kernel's          timing (run.json `observer`):
+
+         | mechanism | rate | CPU held |
+|---|---|---|
+         | window attach/detach (and the accounting's switches) | {flips:.1} a second × {flip_us:.0} µs | {:.2} ms/s |
+         | the sampler's readings, polls and windows (srvprof-sampler) | | {:.2} ms/s |
+         | the unwinding thread (srvprof-unwind) | | {:.2} ms/s |
+",
+        own.len(),
+        flips * flip_us / 1e3,
+        m(2),
+        m(3)
+    )
 }
 
 /// The modes' order in round `round`: rotated by one each round, so that no mode always runs
@@ -190,7 +220,8 @@ fn late_wakeups(seconds: u64) -> u64 {
     srvprof_integration::late_wakeups(cpu, STALL, Duration::from_secs(seconds))
 }
 
-/// [p50 µs, p99 µs, p99.9 µs, req/s] of `srvprof load` (alone) or `srvprof run FLAGS`.
+/// [p50 µs, p99 µs, p99.9 µs, req/s] of `srvprof load` (alone) or `srvprof run FLAGS`, and
+/// the run's own work (own_work_table; NaN alone).
 fn load_figures(
     srvprof: &Path,
     worker: u32,
@@ -199,7 +230,7 @@ fn load_figures(
     alone: bool,
     flags: &[&str],
     seconds: u64,
-) -> Result<[f64; 4]> {
+) -> Result<([f64; 4], [f64; 4])> {
     let out = dir.join("tail-run");
     let common = ["-c", "50", "--cpus", CLIENT_CPU];
     let duration = format!("{seconds}s");
@@ -232,10 +263,24 @@ fn load_figures(
     let load = if alone { &v } else { &v["load"] };
     let f = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
     let q = &load["latency_us"];
-    Ok([
-        f(&q["p50"]),
-        f(&q["p99"]),
-        f(&q["p999"]),
-        f(&load["throughput_rps"]),
-    ])
+    let o = &v["observer"];
+    let thread = |name: &str| {
+        (o["own_threads"].as_array().into_iter().flatten())
+            .find(|t| t["thread"] == name)
+            .map_or(f64::NAN, |t| f(&t["cpu_ms_per_s"]))
+    };
+    Ok((
+        [
+            f(&q["p50"]),
+            f(&q["p99"]),
+            f(&q["p999"]),
+            f(&load["throughput_rps"]),
+        ],
+        [
+            f(&o["flips_per_s"]),
+            f(&o["flip_mean_us"]),
+            thread("srvprof-sampler"),
+            thread("srvprof-unwind"),
+        ],
+    ))
 }

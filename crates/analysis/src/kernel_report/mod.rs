@@ -515,8 +515,8 @@ impl KernelReport {
         let f = self.traced_fraction?;
         if self.syscalls_missed && !self.syscalls_off {
             return Some(format!(
-                "no sampled window caught the server busy ({:.0}% of the time was traced), so its syscall figures are unknown, not zero; run longer or use --exact",
-                f * 100.0
+                "no sampled window caught the server busy ({}% of the time was traced), so its syscall figures are unknown, not zero; run longer or use --exact",
+                percent(f)
             ));
         }
         let softirqs = "softirq times per event from the same windows";
@@ -531,24 +531,34 @@ impl KernelReport {
         let work = match (self.scaled_by.as_deref(), self.traced_share) {
             (Some("responses"), Some(share)) => {
                 format!(
-                    ", which saw {:.0}% of the responses to the load",
-                    share * 100.0
+                    ", which saw {}% of the responses to the load",
+                    percent(share)
                 )
             }
             (Some("io_calls"), Some(share)) => {
                 format!(
-                    ", which saw {:.0}% of the server's read/write calls",
-                    share * 100.0
+                    ", which saw {}% of the server's read/write calls",
+                    percent(share)
                 )
             }
             _ => String::new(),
         };
         Some(format!(
-            "syscall counts and times are estimates from the {:.0}% of the time their programs \
+            "syscall counts and times are estimates from the {}% of the time their programs \
              were attached{work}, and {softirqs} (sampled mode; softirq counts are the kernel's \
              own, hardirqs are traced all along); --exact traces them all the time",
-            f * 100.0
+            percent(f)
         ))
+    }
+}
+
+/// A share as a percentage a reader can tell from zero: one decimal below 10 %.
+fn percent(share: f64) -> String {
+    let p = share * 100.0;
+    if p < 10.0 {
+        format!("{p:.1}")
+    } else {
+        format!("{p:.0}")
     }
 }
 
@@ -655,14 +665,14 @@ mod tests {
     #[test]
     fn the_sampling_note_says_what_share_of_the_work_the_windows_saw() {
         let placed = KernelReport {
-            traced_fraction: Some(0.05),
+            traced_fraction: Some(0.005),
             traced_share: Some(0.14),
             scaled_by: Some("io_calls".into()),
             ..Default::default()
         };
         let note = placed.sampling_note().unwrap();
         assert!(
-            note.contains("5% of the time")
+            note.contains("0.5% of the time")
                 && note.contains("saw 14% of the server's read/write calls"),
             "{note}"
         );

@@ -114,11 +114,17 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         let load_done = Arc::clone(&load_done);
         let progress = Arc::clone(&progress);
         let duration = config.duration;
-        std::thread::spawn(move || {
-            sample_every(
-                sampler, &progress, interval, duration, &load_done, &jit_maps,
+        // Named, so that run.json's observer and a user's `top -H` tell its time from the load's.
+        std::thread::Builder::new()
+            .name("srvprof-sampler".into())
+            .spawn(move || {
+                sample_every(
+                    sampler, &progress, interval, duration, &load_done, &jit_maps,
+                )
+            })
+            .expect(
+                "the system would not start srvprof's sampling thread (out of threads or memory)",
             )
-        })
     };
 
     let load = srvprof_loadgen::run_with_progress(&config, Arc::clone(&stop), progress);

@@ -263,8 +263,17 @@ pub fn observer_line(o: &srvprof_analysis::observer::ObserverCost) -> String {
     let share = o.share_of_server_cpu.map_or(String::new(), |s| {
         format!(", {:.1}% of the server's CPU time", s * 100.0)
     });
+    let own: Vec<String> = (o.own_threads.iter())
+        .filter(|t| t.thread.starts_with("srvprof"))
+        .map(|t| format!("{} {:.1} ms/s", t.thread, t.cpu_ms_per_s))
+        .collect();
+    let own = if own.is_empty() {
+        String::new()
+    } else {
+        format!("; its threads ran {}", own.join(", "))
+    };
     format!(
-        "the probes ran {per_request}{:.1} ms a second on all CPUs{share} (the kernel's timing over {:.0} s); srvprof attached or detached programs {:.1} times a second, each holding a CPU up to {:.2} ms",
+        "the probes ran {per_request}{:.1} ms a second on all CPUs{share} (the kernel's timing over {:.0} s); srvprof attached or detached programs {:.1} times a second, each holding a CPU up to {:.2} ms{own}",
         o.bpf_ms_per_s,
         o.timed_s,
         o.flips_per_s,
