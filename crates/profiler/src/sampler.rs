@@ -473,7 +473,7 @@ impl Sampler {
         let len = len * u64::from(WINDOWS_PER_INTERVAL);
         self.probes.open_window(len)?;
         self.rx_packets.open(procfs::softnet_processed());
-        self.probes.softirq_span_edge(true)?;
+        self.probes.time_softirqs_from_now()?;
         self.syscall_window_due = false;
         // The work the counts are scaled by first, right after the counting program's attach, as
         // the syscalls are counted from there (attaching the programs takes a few hundred
@@ -523,7 +523,7 @@ impl Sampler {
         if self.window_end_ns.is_some() {
             // A failed write leaves softirqs timed a little past the packets' span: no reason
             // to lose the window.
-            let _ = self.probes.softirq_span_edge(false);
+            let _ = self.probes.time_softirqs_until_now();
             self.rx_packets.close(procfs::softnet_processed());
         }
         if self.oncpu.is_open() {

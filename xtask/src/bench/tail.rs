@@ -169,15 +169,12 @@ fn own_work_table(own: &[[f64; 4]]) -> String {
     let m = |k: usize| median(&col(k)).unwrap_or(f64::NAN);
     let (flips, flip_us) = (m(0), m(1));
     format!(
-        "
-**srvprof run's own work**, the default mode, medians of {} round(s), by the kernel's          timing (run.json `observer`):
-
-         | mechanism | rate | CPU held |
-|---|---|---|
-         | window attach/detach (and the accounting's switches) | {flips:.1} a second × {flip_us:.0} µs | {:.2} ms/s |
-         | the sampler's readings, polls and windows (srvprof-sampler) | | {:.2} ms/s |
-         | the unwinding thread (srvprof-unwind) | | {:.2} ms/s |
-",
+        "\n**srvprof run's own work**, the default mode, medians of {} round(s), by the kernel's \
+         timing (run.json `observer`):\n\n\
+         | mechanism | rate | CPU held |\n|---|---|---|\n\
+         | window attach/detach (and the accounting's switches) | {flips:.1} a second × {flip_us:.0} µs | {:.2} ms/s |\n\
+         | the sampler's readings, polls and windows (srvprof-sampler) | | {:.2} ms/s |\n\
+         | the unwinding thread (srvprof-unwind) | | {:.2} ms/s |\n",
         own.len(),
         flips * flip_us / 1e3,
         m(2),

@@ -326,11 +326,19 @@ impl Probes {
         }
     }
 
-    /// Sampled mode: the softirqs are timed from now on (after the packets were read), or no
-    /// longer (before they are read); see Window.
-    pub fn softirq_span_edge(&mut self, from_now: bool) -> Result<(), SrvprofError> {
+    /// Sampled mode: the softirqs are timed from now on (call after reading the packets at the
+    /// window's start); see Window.
+    pub fn time_softirqs_from_now(&mut self) -> Result<(), SrvprofError> {
         match self.window.as_mut() {
-            Some(w) if from_now => w.softirq_span_from_now(&mut self.ebpf),
+            Some(w) => w.softirq_span_from_now(&mut self.ebpf),
+            None => Ok(()),
+        }
+    }
+
+    /// Sampled mode: the softirqs are no longer timed (call before reading the packets at the
+    /// window's end).
+    pub fn time_softirqs_until_now(&mut self) -> Result<(), SrvprofError> {
+        match self.window.as_mut() {
             Some(w) => w.softirq_span_until_now(&mut self.ebpf),
             None => Ok(()),
         }
