@@ -296,7 +296,9 @@ fn sampled_syscall_counts_estimate_a_paced_rate() {
     assert!(probe.wait().unwrap().success());
     let j = read_json(&path);
     let fraction = j["traced_fraction"].as_f64().expect("sampled by default");
-    assert!((0.004..=0.008).contains(&fraction), "traced {fraction}");
+    // 0.5 %, and the readings at its edges: 0.0054-0.0058 measured, 0.0089 once in 8 runs (a
+    // window closed late); a window of 5 % of the time, the tail's cause, reads ten times that.
+    assert!((0.004..=0.010).contains(&fraction), "traced {fraction}");
     let duration_s = j["duration_s"].as_f64().unwrap();
     let count = |name: &str| {
         j["syscalls"]

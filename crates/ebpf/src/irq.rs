@@ -28,11 +28,10 @@ pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         let now = unsafe { bpf_ktime_get_ns() };
+        let held = window::softirq_span_holds(now);
         unsafe {
-            if window::softirq_timed(now) {
-                (*slot).count += 1;
-            }
-            (*slot).start_ns = now;
+            (*slot).count += held as u64;
+            (*slot).start_ns = if held { now } else { 0 };
         }
     }
     0
@@ -44,8 +43,8 @@ pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {
-            // A start from before the window opened is stale: that softirq's exit was missed.
-            if (*slot).start_ns != 0 && window::softirq_timed((*slot).start_ns) {
+            // A start from before the span began is stale: that softirq's exit was missed.
+            if (*slot).start_ns != 0 && (*slot).start_ns >= window::softirq_span_start() {
                 (*slot).total_ns += bpf_ktime_get_ns().saturating_sub((*slot).start_ns);
                 (*slot).start_ns = 0;
             }

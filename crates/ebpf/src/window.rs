@@ -20,12 +20,19 @@ pub fn start_ns() -> u64 {
     get(window::START_NS)
 }
 
-/// Whether a softirq that began at `start` is timed: it began inside the span userspace counts
-/// packets over (window::SOFTIRQ_FROM_NS).
+/// Whether a softirq beginning `now` is counted and timed: inside the span userspace counts
+/// packets over (window::SOFTIRQ_FROM_NS; all along in exact mode, where both edges are 0).
 #[inline(always)]
-pub fn softirq_timed(start: u64) -> bool {
+pub fn softirq_span_holds(now: u64) -> bool {
     let until = get(window::SOFTIRQ_UNTIL_NS);
-    start >= start_ns() && start >= get(window::SOFTIRQ_FROM_NS) && (until == 0 || start < until)
+    now >= softirq_span_start() && (until == 0 || now < until)
+}
+
+/// When the current span began: a start recorded before it belongs to an earlier window, whose
+/// exit the programs missed.
+#[inline(always)]
+pub fn softirq_span_start() -> u64 {
+    get(window::SOFTIRQ_FROM_NS)
 }
 
 /// A timed duration weighted for the chance it had to be timed at all. In sampled mode a period of
