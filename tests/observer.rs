@@ -87,14 +87,14 @@ fn the_probes_cost_is_counted_per_switch_and_softirqs_only_in_the_window() {
         "sched_switch ran {switches:.0} times a second, the machine switched {ctxt_per_s:.0} times ({ratio:.2})"
     );
 
-    // A two-hundredth of the time, placed where the server is busy: under steady load about
-    // 0.5 % of the softirqs; attached all along it would be all of them.
+    // A twentieth of the time, placed where the server is busy: under steady load about 5 % of
+    // the softirqs; attached all along it would be all of them.
     let softirq = program(&run, "softirq_entry")["calls_per_s"]
         .as_f64()
         .unwrap();
     let share = softirq / softirqs_per_s;
     assert!(
-        (0.002..=0.02).contains(&share),
+        (0.02..=0.15).contains(&share),
         "softirq_entry ran for {:.1}% of the machine's softirqs ({softirq:.0}/s of {softirqs_per_s:.0}/s)",
         share * 100.0
     );

@@ -281,10 +281,10 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
     }
 }
 
-/// The default, sampled mode: the syscall programs are attached a two-hundredth of the time and
-/// the counts scaled up. Against a syscall rate fixed by construction (K getppid every millisecond),
+/// The default, sampled mode: the syscall programs are attached a twentieth of the time and the
+/// counts scaled up. Against a syscall rate fixed by construction (K getppid every millisecond),
 /// the estimate must land near the true count; were the programs attached all along, or never,
-/// it would be two hundred times too high, or zero.
+/// it would be twenty times too high, or zero.
 #[test]
 fn sampled_syscall_counts_estimate_a_paced_rate() {
     require_root();
@@ -296,9 +296,7 @@ fn sampled_syscall_counts_estimate_a_paced_rate() {
     assert!(probe.wait().unwrap().success());
     let j = read_json(&path);
     let fraction = j["traced_fraction"].as_f64().expect("sampled by default");
-    // 0.5 %, and the readings at its edges: 0.0054-0.0058 measured, 0.0089 once in 8 runs (a
-    // window closed late); a window of 5 % of the time, the tail's cause, reads ten times that.
-    assert!((0.004..=0.010).contains(&fraction), "traced {fraction}");
+    assert!((0.04..=0.06).contains(&fraction), "traced {fraction}");
     let duration_s = j["duration_s"].as_f64().unwrap();
     let count = |name: &str| {
         j["syscalls"]

@@ -393,8 +393,7 @@ fn sampled_syscalls_come_to_one_writev_and_one_recvfrom_per_request() {
     let fraction = server["traced_fraction"]
         .as_f64()
         .expect("sampled by default");
-    // 0.5 % and the readings at its edges: 0.0054-0.0058 measured.
-    assert!((0.004..=0.007).contains(&fraction), "traced {fraction}");
+    assert!((0.04..=0.06).contains(&fraction), "traced {fraction}");
     let share = server["traced_share"].as_f64().unwrap();
     for name in ["writev", "recvfrom"] {
         let per_request = run["per_request"]["top_syscalls"]

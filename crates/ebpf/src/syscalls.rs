@@ -53,9 +53,14 @@ pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
     };
     let start = st.syscall_start_ns;
     st.syscall_start_ns = 0;
+    let now = unsafe { bpf_ktime_get_ns() };
+    let from = window::start_ns();
+    if now < from {
+        return 0;
+    }
     // (number, weighted time, did not block, weighted time outside its blocked periods)
-    let (nr, elapsed, unblocked, rest) = if start != 0 && start >= window::start_ns() {
-        let d = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    let (nr, elapsed, unblocked, rest) = if start != 0 && start >= from {
+        let d = now.saturating_sub(start);
         let blocked = st.syscall_blocked_ns.saturating_sub(st.blocked_ns_at_enter);
         let (elapsed, rest) = window::weighted_with_part(d, d.saturating_sub(blocked));
         (st.syscall_nr, elapsed, (blocked == 0) as u64, rest)

@@ -112,11 +112,11 @@ pub struct SyscallsArg {
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
     /// Trace syscalls and softirqs all the time: exact counts and times. By default their programs
-    /// are attached for one window an interval where the server is busy, 0.5 % of the time,
-    /// and the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
+    /// are attached for one window an interval where the server is busy, 5 % of the time, and
+    /// the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
     /// counted all along). Measured on one nginx worker beside wrk: exact, 12-14 % of its
-    /// throughput and p99 1.10-1.25x; sampled, 1-2 % and 1.00-1.10x (docs/benchmarks.md; each
-    /// run's own cost is in run.json's `observer`).
+    /// throughput and p99 1.10-1.25x; sampled, p99 1.18x (docs/benchmarks.md; each run's own
+    /// cost is in run.json's `observer`).
     #[arg(long)]
     pub exact: bool,
     /// Leave these probe families detached, for measuring what each costs (`cargo xtask bench
@@ -126,10 +126,11 @@ pub struct SyscallsArg {
 }
 
 /// Sampled mode attaches the syscall and softirq programs for interval / this in all. The
-/// requests served in the window are slowed by the tracing (a fifth on a one-worker nginx), so
-/// the window stays well below the 1 % of requests a p99 is made of: at a twentieth of the time
-/// it raised wrk's p99 by 1.18x, at a two-hundredth 1.00-1.10x (docs/benchmarks.md).
-pub const SAMPLED_WINDOW_DIVISOR: u32 = 200;
+/// requests served in the window are slowed by the tracing (a fifth on a one-worker nginx): at a
+/// twentieth of the time that raised wrk's p99 1.18x. A two-hundredth raised it 1.00-1.10x, but
+/// each 5 ms window caught one of a closed loop's batching modes, and nginx's epoll_wait calls
+/// scaled from them read 0.2-1.8x syscount's (docs/benchmarks.md).
+pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
 /// Sampled mode: in that many windows per interval, one in each equal slot of it.
 pub const WINDOWS_PER_INTERVAL: u32 = 4;
 

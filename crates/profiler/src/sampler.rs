@@ -475,9 +475,8 @@ impl Sampler {
         self.rx_packets.open(procfs::softnet_processed());
         self.probes.time_softirqs_from_now()?;
         self.syscall_window_due = false;
-        // The work the counts are scaled by first, right after the counting program's attach, as
-        // the syscalls are counted from there (attaching the programs takes a few hundred
-        // microseconds, a few percent of a window).
+        // The syscalls are counted from right before the work they are scaled by is read.
+        self.probes.count_syscalls_from_now()?;
         self.responses_at_open = self.responses.as_ref().map(|r| r());
         self.io_calls.open(self.read(procfs::thread_io_calls));
         self.switches_at_open = self.probes.group_switches().ok();

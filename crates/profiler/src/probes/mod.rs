@@ -326,6 +326,15 @@ impl Probes {
         }
     }
 
+    /// Sampled mode: the syscalls are counted from now on (call right before reading what they
+    /// are scaled by); see Window.
+    pub fn count_syscalls_from_now(&mut self) -> Result<(), SrvprofError> {
+        match self.window.as_mut() {
+            Some(w) => w.count_syscalls_from_now(&mut self.ebpf),
+            None => Ok(()),
+        }
+    }
+
     /// Sampled mode: the softirqs are timed from now on (call after reading the packets at the
     /// window's start); see Window.
     pub fn time_softirqs_from_now(&mut self) -> Result<(), SrvprofError> {

@@ -11,9 +11,9 @@
 //! nginx at 120k requests a second (bpf_stats), 6 % of the server's CPU. So all four are attached
 //! for their window only. Each attach and detach rewrites kernel text and waits for every CPU to
 //! see it, which holds the CPU srvprof runs on for 150-250 µs under a VM, so it happens once an
-//! interval, with a pause between programs. A two-hundredth of the time traced costs a
-//! two-hundredth of the tracing, and slows fewer requests than a p99 is made of (cli.rs,
-//! SAMPLED_WINDOW_DIVISOR); the figures are then scaled up from the window
+//! interval, with a pause between programs. A twentieth of the time traced costs a twentieth of
+//! the tracing (cli.rs, SAMPLED_WINDOW_DIVISOR, says why not less); the figures are then scaled
+//! up from the window
 //! (srvprof_analysis::kernel_report::sampling), and the softirq counts come from the kernel's own
 //! /proc/softirqs.
 
@@ -31,17 +31,16 @@ use crate::clock;
 use crate::error::SrvprofError;
 
 pub struct Window {
-    /// The softirq then the syscall programs, in attach order. The window is the time the last
-    /// one was attached: the counting program (sys_exit, which counts syscalls) goes last, so
-    /// attaching and detaching the others, a few hundred microseconds, does not stretch the time
-    /// its counts are scaled by.
+    /// The softirq then the syscall programs, in attach order. The window is the time syscalls
+    /// were counted: from count_syscalls_from_now to the counting program's detach (sys_exit goes
+    /// last, so it is detached first).
     programs: Vec<&'static str>,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     length: Duration,
     /// The window is open (its programs attached).
     open: bool,
-    /// When the open window's programs began (monotonic ns, the last program's attach), None
-    /// when closed.
+    /// When the open window's count began (monotonic ns), None when closed or not yet
+    /// counting.
     opened_ns: Option<u64>,
     /// Time the programs were attached in closed windows.
     closed_traced_ns: u64,
@@ -74,12 +73,12 @@ impl Window {
             return Ok(());
         }
         set(ebpf, window::LEN_NS, len)?;
-        set(ebpf, window::START_NS, clock::monotonic_ns())?;
+        // No syscall is counted until the caller says (count_syscalls_from_now).
+        set(ebpf, window::START_NS, u64::MAX)?;
         // No softirq is timed until the caller has read the packets (softirq_span_from_now).
         set(ebpf, window::SOFTIRQ_FROM_NS, u64::MAX)?;
         set(ebpf, window::SOFTIRQ_UNTIL_NS, 0)?;
         self.open = true;
-        let mut last_attached = clock::monotonic_ns();
         for (i, &name) in self.programs.iter().enumerate() {
             if i > 0 {
                 // One stall at a time: whatever waits for this CPU runs between two attaches.
@@ -90,10 +89,21 @@ impl Window {
             let link = attach_loaded(prog, name, name)?;
             let after = clock::monotonic_ns();
             self.flips.add(after.saturating_sub(before));
-            last_attached = midpoint(before, after);
             self.links.push((name, link));
         }
-        self.opened_ns = Some(last_attached);
+        Ok(())
+    }
+
+    /// The syscalls that return from now on are counted: call right before reading what the
+    /// counts are scaled by, so both cover the same span (the attaches and the packets' reading
+    /// before it take a few hundred microseconds).
+    pub fn count_syscalls_from_now(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if !self.open || self.opened_ns.is_some() {
+            return Ok(());
+        }
+        let from = clock::monotonic_ns();
+        set(ebpf, window::START_NS, from)?;
+        self.opened_ns = Some(from);
         Ok(())
     }
 
