@@ -14,7 +14,7 @@ use aya::{
 use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{StackKey, maps};
 
-use super::unwind::{StackIds, UnwoundStacks, UserStack};
+use super::unwind::{KERNEL_ID_BASE, UnwoundStacks};
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
 
@@ -135,18 +135,13 @@ pub fn read(
     };
     let mut frames = std::mem::take(&mut unwound.kernel_frames);
     let mut ends = StdHashMap::new();
-    let mut unwound_ids: StackIds<UserStack> = StackIds::from(UNWOUND_ID_BASE);
-    // The key with its unwound user stack, under an id of its own (the kernel took none: its
-    // user_stack_id is -1). An empty one, a sample of a process gone before it was unwound,
-    // keeps -1 and shows the kernel frames alone.
-    let mut with_unwound = |mut key: StackKey, user: UserStack| -> StackKey {
-        if !user.frames.is_empty() {
-            let (id, new) = unwound_ids.id(&user);
-            if new {
-                ends.insert(id, user.end);
-                frames.insert(id, user.frames);
-            }
-            key.user_stack_id = id;
+    let mut user_stacks = unwound.take_user_stacks();
+    // The key with its unwound user stack's id (the kernel took none: its user_stack_id is -1).
+    // None unwound, a sample of a process gone before it was, keeps -1 and shows the kernel
+    // frames alone.
+    let with_unwound = |mut key: StackKey, user: i32| -> StackKey {
+        if user >= 0 {
+            key.user_stack_id = user;
         }
         key
     };
@@ -200,6 +195,13 @@ pub fn read(
     for (key, _, _) in oncpu.iter().chain(offcpu.iter()) {
         for id in [key.user_stack_id, key.kernel_stack_id] {
             if id < 0 || frames.contains_key(&id) {
+                continue;
+            }
+            if (UNWOUND_ID_BASE..KERNEL_ID_BASE).contains(&id) {
+                if let Some(user) = user_stacks.remove(&id) {
+                    ends.insert(id, user.end);
+                    frames.insert(id, user.frames);
+                }
                 continue;
             }
             frames.insert(id, kernel_frames(id)?);

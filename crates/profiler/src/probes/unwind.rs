@@ -36,12 +36,14 @@ const RELOAD_AFTER: Duration = Duration::from_secs(1);
 /// Samples and off-CPU periods are timed to this: the start of the bucket they fell in.
 pub const TIME_BUCKET_NS: u64 = 10_000_000;
 
-/// Per (stack key, user stack unwound in user space, time bucket), a value. The key's kernel
-/// stack id is the kernel's, or one given here to the frames an on-CPU sample carried
-/// (KERNEL_ID_BASE); its user_stack_id is -1 (the reader gives the unwound frames an id).
-/// The bucket is the start (CLOCK_MONOTONIC ns, a multiple of TIME_BUCKET_NS) of the 10 ms a
-/// sample was taken in, or an off-CPU period ended in.
-pub type UnwoundCounts = HashMap<(StackKey, UserStack, u64), u64>;
+/// Per (stack key, id of the user stack unwound in user space, time bucket), a value. The key's
+/// kernel stack id is the kernel's, or one given here to the frames an on-CPU sample carried
+/// (KERNEL_ID_BASE); its user_stack_id is -1. The user stack's id is one given here to its
+/// frames (UnwoundStacks::user_stacks, from stacks::UNWOUND_ID_BASE), -1 when none were
+/// unwound: a stack seen in many buckets is kept once, not once a bucket. The bucket is the
+/// start (CLOCK_MONOTONIC ns, a multiple of TIME_BUCKET_NS) of the 10 ms a sample was taken
+/// in, or an off-CPU period ended in.
+pub type UnwoundCounts = HashMap<(StackKey, i32, u64), u64>;
 
 /// The start of the time bucket `ns` falls in.
 pub fn bucket(ns: u64) -> u64 {
@@ -74,6 +76,7 @@ pub struct UnwoundStacks {
     /// Per (group, off-CPU) the stacks unwound here, and the bytes of user stack they copied.
     pub copied: HashMap<(u32, bool), (u64, u64)>,
     kernel_ids: StackIds<Vec<u64>>,
+    user_ids: StackIds<UserStack>,
 }
 
 /// Ids given to kernel stacks that samples carried start here, above the kernel's ids and the
@@ -105,11 +108,25 @@ impl<K: std::hash::Hash + Eq + Clone> StackIds<K> {
         self.ids.insert(stack.clone(), id);
         (id, true)
     }
+
+    /// Every stack given an id, by id.
+    pub fn into_stacks(self) -> HashMap<i32, K> {
+        self.ids
+            .into_iter()
+            .map(|(stack, id)| (id, stack))
+            .collect()
+    }
 }
 
 impl Default for StackIds<Vec<u64>> {
     fn default() -> Self {
         Self::from(KERNEL_ID_BASE)
+    }
+}
+
+impl Default for StackIds<UserStack> {
+    fn default() -> Self {
+        Self::from(super::stacks::UNWOUND_ID_BASE)
     }
 }
 
@@ -128,8 +145,21 @@ impl UnwoundStacks {
         key
     }
 
+    /// The user stack's id (UnwoundCounts), -1 when nothing was unwound.
+    fn user_id(&mut self, stack: &UserStack) -> i32 {
+        if stack.frames.is_empty() {
+            return -1;
+        }
+        self.user_ids.id(stack).0
+    }
+
+    /// The user stacks the counts' ids stand for, by id.
+    pub fn take_user_stacks(&mut self) -> HashMap<i32, UserStack> {
+        std::mem::take(&mut self.user_ids).into_stacks()
+    }
+
     /// An off-CPU period ended: charge its stacks, unwound when it began.
-    fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, UserStack)>, t: &OffcpuTime) {
+    fn period_ended(&mut self, pending: &mut HashMap<u64, (StackKey, i32)>, t: &OffcpuTime) {
         if let Some((key, stack)) = pending.remove(&t.seq) {
             *self.offcpu_periods.entry(key.tgid).or_default() += 1;
             *self
@@ -172,7 +202,7 @@ impl UserStacks {
                 .spawn(move || {
                     let mut hints = CopyHints::new(copy_hints);
                     // Off-CPU periods unwound, by id, until their end says how long they were.
-                    let mut pending: HashMap<u64, (StackKey, UserStack)> = HashMap::new();
+                    let mut pending: HashMap<u64, (StackKey, i32)> = HashMap::new();
                     let mut open_period: HashMap<u32, u64> = HashMap::new();
                     loop {
                         let last = stop.load(Ordering::Acquire);
@@ -200,9 +230,10 @@ impl UserStacks {
                                     *copied = (copied.0 + 1, copied.1 + u.copy.copied);
                                     let kernel = std::mem::take(&mut s.kernel);
                                     let key = out.with_kernel_frames(s.key, kernel);
+                                    let user = out.user_id(&u.stack);
                                     if s.seq == 0 {
                                         *out.oncpu
-                                            .entry((key, u.stack, bucket(s.time_ns)))
+                                            .entry((key, user, bucket(s.time_ns)))
                                             .or_default() += 1;
                                     } else {
                                         // A thread's earlier period still pending never ended
@@ -210,7 +241,7 @@ impl UserStacks {
                                         if let Some(old) = open_period.insert(s.tid, s.seq) {
                                             pending.remove(&old);
                                         }
-                                        pending.insert(s.seq, (key, u.stack));
+                                        pending.insert(s.seq, (key, user));
                                     }
                                 }
                                 Record::PeriodEnd(t) => out.period_ended(&mut pending, &t),
