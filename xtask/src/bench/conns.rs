@@ -253,10 +253,15 @@ fn wait_sampling_rss(mut child: Child) -> Result<(String, Vec<(f64, u64)>)> {
 }
 
 fn rss_kb(pid: u32) -> Option<u64> {
+    status_kb(pid, "VmRSS:")
+}
+
+/// A kB field of /proc/PID/status (`field` with its colon, as "VmRSS:").
+pub(super) fn status_kb(pid: u32, field: &str) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()?
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()

@@ -4,7 +4,7 @@
 //!
 //! `cargo xtask bench loadgen` is the load generator's own comparison (loadgen.rs), `bench
 //! overhead` what watching costs nginx (overhead.rs), `bench conns` 10,000 held connections
-//! (conns.rs).
+//! (conns.rs), `bench soak` srvprof's memory and output over long runs (soak.rs).
 
 mod cells;
 mod charts;
@@ -15,6 +15,7 @@ mod interrupt_time;
 mod loadgen;
 pub(crate) mod overhead;
 mod sample_cost;
+mod soak;
 mod stats;
 mod tables;
 mod tail;
@@ -97,7 +98,8 @@ pub const SERVERS: &[ServerSpec] = &[
     },
 ];
 
-const USAGE: &str = "usage: cargo xtask bench [loadgen [--quick]] [overhead [--quick]] [--servers a,b] \
+const USAGE: &str = "usage: cargo xtask bench [loadgen [--quick]] [overhead [--quick]] \
+[conns [--connections N] [--duration 600s]] [soak [--durations 600s,3600s]] [--servers a,b] \
 [--concurrency 30,100,1000,5000] [--keepalive on,off] [--duration 10s] [--warmup 2s] [--quick] \
 [--render] [--srvprof BIN] [--out DIR]\n  --render: rebuild tables, charts and index from the run folders already in --out\n  \
 --srvprof BIN: use this srvprof binary instead of building the release one\n  \
@@ -259,6 +261,9 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if args.first().map(String::as_str) == Some("conns") {
         return conns::run(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("soak") {
+        return soak::run(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("loadgen") {
         let quick = args[1..].iter().any(|a| a == "--quick");
