@@ -102,9 +102,10 @@ pub mod maps {
 /// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and softirq
 /// programs for a window (sampled mode; in exact mode both stay 0: attached all along).
 pub mod window {
-    /// bpf_ktime_get_ns() when the window's count began, after its programs' attach settled: a
-    /// syscall that returns before it is not counted, one that began before it is counted but
-    /// not timed (its start was not seen). u64::MAX while the programs are being attached.
+    /// bpf_ktime_get_ns() when the window's syscall count began, right before userspace read
+    /// what the counts are scaled by: a syscall that returns before it is not counted, one that
+    /// began before it is counted but not timed (its start was not seen). u64::MAX while the
+    /// programs are being attached.
     pub const START_NS: u32 = 0;
     /// The window's length; 0 in exact mode.
     pub const LEN_NS: u32 = 1;

@@ -74,13 +74,7 @@ pub fn run(args: &[String]) -> Result<()> {
         }
     }
     let table = render(&args, &outcomes);
-    std::fs::write(args.out.join("results.md"), &table)?;
-    println!("{table}");
-    eprintln!(
-        "bench conns: wrote {}",
-        args.out.join("results.md").display()
-    );
-    Ok(())
+    super::write_results(&args.out, "conns", &table)
 }
 
 fn parse(args: &[String]) -> Result<Args> {

@@ -249,6 +249,15 @@ pub(crate) fn parse_secs(text: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Writes a bench's table to DIR/results.md and prints it.
+fn write_results(dir: &Path, bench: &str, table: &str) -> Result<()> {
+    let path = dir.join("results.md");
+    std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
+    println!("{table}");
+    eprintln!("bench {bench}: wrote {}", path.display());
+    Ok(())
+}
+
 /// `cargo xtask bench ...`
 pub fn run(args: &[String]) -> Result<()> {
     if args.first().map(String::as_str) == Some("overhead") {

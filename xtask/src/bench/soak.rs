@@ -49,13 +49,7 @@ pub fn run(args: &[String]) -> Result<()> {
         outcomes.push(one_run(&args, &srvprof, duration)?);
     }
     let table = render(&args, &outcomes);
-    std::fs::write(args.out.join("results.md"), &table)?;
-    println!("{table}");
-    eprintln!(
-        "bench soak: wrote {}",
-        args.out.join("results.md").display()
-    );
-    Ok(())
+    super::write_results(&args.out, "soak", &table)
 }
 
 fn parse(args: &[String]) -> Result<Args> {
