@@ -431,16 +431,15 @@ fn the_slowest_intervals_differential_shows_the_function_that_ran_only_in_them()
 
     // Every sample was timed; `srvprof report --from --to` draws any window.
     let total = |file: &str| -> u64 { folded(&dir, file).iter().map(|(_, v)| v).sum() };
-    let timed = folded(&dir, "oncpu-server.timed.folded");
+    let timed = srvprof_integration::timed(&dir, "oncpu-server");
     assert!(
-        timed.iter().map(|(_, v)| v).sum::<u64>() as f64
+        timed.iter().map(|(_, _, v)| v).sum::<u64>() as f64
             >= 0.95 * total("oncpu-server.folded") as f64
     );
     let share_in = |from: i64, to: i64| -> f64 {
         let (mut all, mut slow_path) = (0u64, 0u64);
-        for (frames, v) in &timed {
-            let at: i64 = frames[0].trim_start_matches('@').parse().unwrap();
-            if at >= from && at < to {
+        for (at, frames, v) in &timed {
+            if *at >= from && *at < to {
                 all += v;
                 if frames.iter().any(|f| f == "slow_path") {
                     slow_path += v;

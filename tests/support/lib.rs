@@ -415,6 +415,26 @@ pub fn fresh_run_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A run's timed stacks of one kind and group (`stem`: `oncpu-server`): each row's interval start
+/// (ms since the measured window started), the stack of its line in `{stem}.folded`, its value.
+pub fn timed(dir: &Path, stem: &str) -> Vec<(i64, Vec<String>, u64)> {
+    let lines = folded(dir, &format!("{stem}.folded"));
+    let file = format!("{stem}.timed");
+    let text = std::fs::read_to_string(dir.join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    (text.lines())
+        .filter(|l| !l.starts_with('#') && !l.starts_with("interval_ms "))
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let n: usize = f[1].parse().unwrap();
+            (
+                f[0].parse().unwrap(),
+                lines[n - 1].0.clone(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A folded-stacks file srvprof wrote (oncpu-server.folded...): each line's frames (thread name
 /// first, leaf last) and value.
 pub fn folded(dir: &Path, file: &str) -> Vec<(Vec<String>, u64)> {

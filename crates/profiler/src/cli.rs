@@ -157,6 +157,8 @@ pub struct ReportArgs {
     pub dir: PathBuf,
     /// Only flamegraphs of the stacks from this time on (since the measured window started,
     /// e.g. 3s); written as flamegraph-KIND-GROUP-FROM-TO.svg, report.html left as it is.
+    /// Stacks are timed per timeline interval (the run's --interval): a window holds the
+    /// intervals that start in it.
     #[arg(long, value_parser = parse_duration)]
     pub from: Option<Duration>,
     /// ...up to this time (default: the end of the run).

@@ -143,7 +143,7 @@ fn is_run_output(name: &str) -> bool {
         || (["oncpu", "offcpu", "slowest-"]
             .iter()
             .any(|p| name.starts_with(p))
-            && name.ends_with(".folded"))
+            && (name.ends_with(".folded") || name.ends_with(".timed")))
         || (name.starts_with("flamegraph-") && name.ends_with(".svg"))
         || (name.starts_with("profile-") && name.ends_with(".pb.gz"))
 }
@@ -233,7 +233,8 @@ mod tests {
         let d = tmpdir("clear");
         let outputs = [
             "timeline.csv",
-            "oncpu-client.timed.folded",
+            "oncpu-client.timed",
+            "offcpu-server.folded",
             "slowest-oncpu-server.diff.folded",
             "flamegraph-oncpu-server-3s-5s.svg",
             "profile-client.pb.gz",

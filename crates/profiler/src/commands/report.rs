@@ -43,12 +43,7 @@ fn window(args: &ReportArgs, run: &RunReport, stacks: &FoldedStacks) -> Result<(
     }
     let within = stacks.window(from, to);
     if within.oncpu.is_empty() && within.offcpu.is_empty() {
-        let timed = stacks
-            .oncpu
-            .iter()
-            .chain(&stacks.offcpu)
-            .any(|l| l.at_ms.is_some());
-        return Err(SrvprofError::Usage(if timed {
+        return Err(SrvprofError::Usage(if stacks.is_timed() {
             format!(
                 "no stacks fell between {} and {} of {} ({:.1} s measured); pick a window inside the run",
                 label(from),
@@ -58,7 +53,7 @@ fn window(args: &ReportArgs, run: &RunReport, stacks: &FoldedStacks) -> Result<(
             )
         } else {
             format!(
-                "{} has no timed stacks (*.timed.folded): it was written by an older srvprof or with --stacks off; run again to get them",
+                "{} has no timed stacks (*.timed): it was written by an older srvprof or with --stacks off; run again to get them",
                 args.dir.display()
             )
         }));

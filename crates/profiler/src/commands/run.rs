@@ -255,6 +255,9 @@ fn sample_every(
     let mut samples = SampleSeries::on_grid(measure_start.unwrap_or(0), interval);
     if let Some(measure_start) = measure_start {
         sampler.set_start_ns(measure_start);
+        sampler
+            .probes_mut()
+            .set_stack_grid(measure_start, interval_ns);
         // The kernel figures cover the load's window: the last sample is at its end, before the
         // load generator lets requests in flight finish and closes its connections.
         let measure_end = duration.map_or(u64::MAX, |d| measure_start + d.as_nanos() as u64);
@@ -291,14 +294,12 @@ fn sample_every(
     let stacks = match sampler.probes_mut().read_stacks() {
         Ok(raw) => raw.map(|raw| {
             // The JVMs write their maps again, with the code compiled during the run.
-            let tgids: std::collections::BTreeSet<u32> = raw
-                .oncpu
-                .iter()
-                .chain(&raw.offcpu)
-                .map(|(k, ..)| k.tgid)
+            let tgids: std::collections::BTreeSet<u32> = (raw.oncpu.stacks.iter())
+                .chain(&raw.offcpu.stacks)
+                .map(|(k, _)| k.tgid)
                 .collect();
             let _ = perf_map::refresh(&tgids.into_iter().collect::<Vec<_>>());
-            symbolize::fold(&raw, jit_maps, measure_start)
+            symbolize::fold(&raw, jit_maps)
         }),
         Err(e) => {
             eprintln!("srvprof: no stacks: {e}");

@@ -12,6 +12,7 @@ pub mod stacks;
 pub mod syscalls;
 pub mod target;
 pub mod tcp;
+pub mod timed;
 pub mod unwind;
 pub mod window;
 
@@ -429,14 +430,22 @@ impl Probes {
     /// The on- and off-CPU stack counts so far; None when stacks were not attached.
     /// Call once, at the end: the unwinding thread is stopped by it.
     pub fn read_stacks(&mut self) -> Result<Option<stacks::RawStacks>, SrvprofError> {
-        let unwound = self
+        let (unwound, grid) = self
             .user_stacks
             .as_mut()
             .map(unwind::UserStacks::finish)
             .unwrap_or_default();
         self.stack_sample_hz
-            .map(|hz| stacks::read(&self.ebpf, hz, unwound))
+            .map(|hz| stacks::read(&self.ebpf, hz, unwound, grid))
             .transpose()
+    }
+
+    /// The run's interval grid, which stacks are timed on: interval 0 starts at `origin_ns`
+    /// (CLOCK_MONOTONIC).
+    pub fn set_stack_grid(&self, origin_ns: u64, interval_ns: u64) {
+        if let Some(u) = &self.user_stacks {
+            u.set_grid(origin_ns, interval_ns);
+        }
     }
 
     /// Exits recorded since the last call.

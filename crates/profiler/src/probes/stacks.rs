@@ -14,6 +14,7 @@ use aya::{
 use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{StackKey, maps};
 
+use super::timed::{Row, StackRef};
 use super::unwind::{KERNEL_ID_BASE, UnwoundStacks};
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
@@ -24,16 +25,18 @@ pub const OFFCPU_PROGRAM: &str = "offcpu_switch";
 /// Stack counts as the kernel aggregated them, with the frames of every stack id they use.
 #[derive(Clone, Debug, Default)]
 pub struct RawStacks {
-    /// cpu-clock samples per key and time bucket.
-    pub oncpu: Vec<Counted>,
-    /// Off-CPU nanoseconds per key and time bucket.
-    pub offcpu: Vec<Counted>,
+    /// cpu-clock samples.
+    pub oncpu: Counts,
+    /// Off-CPU nanoseconds.
+    pub offcpu: Counts,
     /// stack id -> instruction pointers, leaf first.
     pub frames: StdHashMap<i32, Vec<u64>>,
     /// User stack id (unwound in user space) -> how its unwinding ended.
     pub ends: StdHashMap<i32, UnwindEnd>,
     /// Sampling frequency, Hz.
     pub sample_hz: u64,
+    /// The length of the intervals the rows are in (ns), when the run's grid became known.
+    pub interval_ns: Option<u64>,
     /// Per process, its executable mappings as last read while it ran (lines of
     /// /proc/PID/maps): what names the frames of a process gone by the end.
     pub maps: StdHashMap<u32, String>,
@@ -42,10 +45,45 @@ pub struct RawStacks {
     pub copied: StdHashMap<(u32, bool), (u64, u64)>,
 }
 
-/// A value counted under a stack key, in the time bucket it fell in (unwind::TIME_BUCKET_NS,
-/// CLOCK_MONOTONIC): None for the kernel's counts, which carry no time (on-CPU samples the ring
-/// had no room for; off-CPU time of processes shown by the kernel's keys).
-pub type Counted = (StackKey, Option<u64>, u64);
+/// Values per stack over the whole run, and per interval of the run's grid.
+#[derive(Clone, Debug, Default)]
+pub struct Counts {
+    /// Each stack once, with its whole-run total.
+    pub stacks: Vec<(StackKey, u64)>,
+    /// What of a stack's total (`stack`: its index in `stacks`) fell in each interval (k: the
+    /// interval starting k intervals after the measured window's start). The rest of a total
+    /// was counted without a time: on-CPU samples the ring had no room for, off-CPU time of
+    /// processes shown by the kernel's keys.
+    pub rows: Vec<Row>,
+}
+
+impl Counts {
+    /// Adds to a stack's total; its index.
+    fn add(&mut self, index: &mut StdHashMap<StackKey, u32>, key: StackKey, value: u64) -> u32 {
+        let i = *index.entry(key).or_insert_with(|| {
+            self.stacks.push((key, 0));
+            (self.stacks.len() - 1) as u32
+        });
+        self.stacks[i as usize].1 += value;
+        i
+    }
+
+    /// Adds to a stack's total, in an interval.
+    fn add_timed(
+        &mut self,
+        index: &mut StdHashMap<StackKey, u32>,
+        key: StackKey,
+        interval: i64,
+        value: u64,
+    ) {
+        let stack = self.add(index, key, value);
+        self.rows.push(Row {
+            interval,
+            stack,
+            value,
+        });
+    }
+}
 
 /// The off-CPU program, on sched_switch.
 pub fn attach_offcpu(ebpf: &mut Ebpf, btf: &Btf) -> Result<(), SrvprofError> {
@@ -121,6 +159,7 @@ pub fn read(
     ebpf: &Ebpf,
     sample_hz: u64,
     mut unwound: UnwoundStacks,
+    grid: Option<(u64, u64)>,
 ) -> Result<RawStacks, SrvprofError> {
     let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
         let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
@@ -139,60 +178,71 @@ pub fn read(
     // The key with its unwound user stack's id (the kernel took none: its user_stack_id is -1).
     // None unwound, a sample of a process gone before it was, keeps -1 and shows the kernel
     // frames alone.
-    let with_unwound = |mut key: StackKey, user: i32| -> StackKey {
+    let with_unwound = |(mut key, user): StackRef| -> StackKey {
         if user >= 0 {
             key.user_stack_id = user;
         }
         key
     };
 
-    let mut oncpu: StdHashMap<(StackKey, Option<u64>), u64> = StdHashMap::new();
-    for ((key, user, at), n) in unwound.oncpu {
-        *oncpu
-            .entry((with_unwound(key, user), Some(at)))
-            .or_default() += n;
+    let on = std::mem::take(&mut unwound.oncpu).finish(grid);
+    let (mut oncpu, mut index) = (Counts::default(), StdHashMap::new());
+    for r in &on.rows {
+        let key = with_unwound(on.stacks[r.stack as usize]);
+        oncpu.add_timed(&mut index, key, r.interval, r.value);
+    }
+    for &(id, n) in &on.untimed {
+        oncpu.add(&mut index, with_unwound(on.stacks[id as usize]), n);
     }
     for (key, n) in counts(maps::ONCPU_STACKS)? {
-        *oncpu.entry((key, None)).or_default() += n;
+        oncpu.add(&mut index, key, n);
     }
 
     // Off-CPU time is shared out per thread name of a process (tgid, comm): a busy thread's
     // sampled periods, each standing for many, vary more than a quiet thread's, and one total
     // for the process would let that noise move time between them.
+    let off = std::mem::take(&mut unwound.offcpu).finish(grid);
     let exact = counts(maps::OFFCPU_STACKS)?;
     let who = |k: &StackKey| (k.tgid, k.comm);
     let mut exact_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
     for (key, ns) in &exact {
         *exact_total.entry(who(key)).or_default() += ns;
     }
+    let sampled = (off.rows.iter().map(|r| (r.stack, r.value))).chain(off.untimed.iter().copied());
     let mut sampled_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
-    for ((key, _, _), w) in &unwound.offcpu {
-        *sampled_total.entry(who(key)).or_default() += w;
+    for (id, w) in sampled {
+        *sampled_total
+            .entry(who(&off.stacks[id as usize].0))
+            .or_default() += w;
     }
     let from_cfi = |k: &StackKey| {
         unwound.offcpu_periods.get(&k.tgid).copied().unwrap_or(0) >= MIN_OFFCPU_UNWOUND_PERIODS
             && sampled_total.get(&who(k)).copied().unwrap_or(0) > 0
     };
-    let mut offcpu: StdHashMap<(StackKey, Option<u64>), u64> = StdHashMap::new();
+    let scaled = |key: &StackKey, w: u64| -> u64 {
+        let scale = exact_total.get(&who(key)).copied().unwrap_or(0) as f64
+            / sampled_total[&who(key)] as f64;
+        (w as f64 * scale).round() as u64
+    };
+    let (mut offcpu, mut index) = (Counts::default(), StdHashMap::new());
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
-        *offcpu.entry((*key, None)).or_default() += ns;
+        offcpu.add(&mut index, *key, *ns);
     }
-    for ((key, user, at), w) in unwound.offcpu {
-        if !from_cfi(&key) {
-            continue;
+    for r in &off.rows {
+        let stack = off.stacks[r.stack as usize];
+        if from_cfi(&stack.0) {
+            let ns = scaled(&stack.0, r.value);
+            offcpu.add_timed(&mut index, with_unwound(stack), r.interval, ns);
         }
-        let scale = exact_total.get(&who(&key)).copied().unwrap_or(0) as f64
-            / sampled_total[&who(&key)] as f64;
-        *offcpu
-            .entry((with_unwound(key, user), Some(at)))
-            .or_default() += (w as f64 * scale).round() as u64;
+    }
+    for &(id, w) in &off.untimed {
+        let stack = off.stacks[id as usize];
+        if from_cfi(&stack.0) {
+            offcpu.add(&mut index, with_unwound(stack), scaled(&stack.0, w));
+        }
     }
 
-    let flat = |m: StdHashMap<(StackKey, Option<u64>), u64>| -> Vec<Counted> {
-        m.into_iter().map(|((k, at), v)| (k, at, v)).collect()
-    };
-    let (oncpu, offcpu) = (flat(oncpu), flat(offcpu));
-    for (key, _, _) in oncpu.iter().chain(offcpu.iter()) {
+    for (key, _) in oncpu.stacks.iter().chain(offcpu.stacks.iter()) {
         for id in [key.user_stack_id, key.kernel_stack_id] {
             if id < 0 || frames.contains_key(&id) {
                 continue;
@@ -213,6 +263,7 @@ pub fn read(
         frames,
         ends,
         sample_hz,
+        interval_ns: grid.map(|(_, interval)| interval),
         maps: std::mem::take(&mut unwound.maps),
         copied: std::mem::take(&mut unwound.copied),
     })

@@ -58,7 +58,6 @@ mod tests {
             group: 0,
             frames: frames.iter().map(|f| f.to_string()).collect(),
             value,
-            at_ms: None,
         }
     }
 

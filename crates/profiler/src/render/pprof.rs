@@ -405,7 +405,6 @@ mod tests {
             group,
             frames: frames.iter().map(|s| s.to_string()).collect(),
             value,
-            ..Default::default()
         }
     }
 

@@ -43,23 +43,41 @@ pub fn slowest(run: &RunReport, stacks: &FoldedStacks) -> Result<Slowest, String
             srvprof_analysis::slow_intervals::SLOW_P99_MARGIN_US
         ));
     };
+    // An interval's stacks are on the side of the timeline row they fall in the middle of: the
+    // rows start when the sampler read them, a little after their grid point.
+    let half = stacks.interval_ms.unwrap_or(0) / 2;
     let mut splits = Vec::new();
     for kind in StackKind::ALL {
-        let (mut slow, mut rest): (Vec<FoldedLine>, Vec<FoldedLine>) = (Vec::new(), Vec::new());
-        let mut untimed = 0;
-        for l in stacks
-            .lines(kind)
-            .iter()
-            .filter(|l| l.group == GROUP_SERVER)
-        {
-            match l.at_ms.map(|t| intervals.side(t)) {
-                Some(Some(true)) => slow.push(l.clone()),
-                Some(Some(false)) => rest.push(l.clone()),
+        let lines = stacks.lines(kind);
+        let (mut slow, mut rest) = (vec![0u64; lines.len()], vec![0u64; lines.len()]);
+        for a in stacks.at(kind) {
+            match intervals.side(a.at_ms + half) {
+                Some(true) => slow[a.line as usize] += a.value,
+                Some(false) => rest[a.line as usize] += a.value,
                 // In the warm-up or the drain: outside every interval.
-                Some(None) => {}
-                None => untimed += l.value,
+                None => {}
             }
         }
+        let mut untimed = 0;
+        let mut timed = vec![0u64; lines.len()];
+        for a in stacks.at(kind) {
+            timed[a.line as usize] += a.value;
+        }
+        let side = |values: &[u64]| -> Vec<FoldedLine> {
+            (lines.iter().zip(values))
+                .filter(|(l, v)| l.group == GROUP_SERVER && **v > 0)
+                .map(|(l, v)| FoldedLine {
+                    value: *v,
+                    ..l.clone()
+                })
+                .collect()
+        };
+        for (l, t) in lines.iter().zip(&timed) {
+            if l.group == GROUP_SERVER {
+                untimed += l.value.saturating_sub(*t);
+            }
+        }
+        let (slow, rest) = (side(&slow), side(&rest));
         let total = |v: &[FoldedLine]| v.iter().map(|l| l.value).sum::<u64>();
         if slow.is_empty() || rest.is_empty() {
             continue;

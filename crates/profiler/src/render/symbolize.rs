@@ -10,9 +10,9 @@ use blazesym::symbolize::{
 };
 use blazesym::{MaybeDefault, Pid};
 
-use srvprof_analysis::unwind_quality::{UnwindEnd, UnwindTally};
+use srvprof_analysis::unwind_quality::UnwindTally;
 
-use super::folded::{FoldedLine, FoldedStacks, GROUPS, Module};
+use super::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
@@ -30,11 +30,13 @@ pub const COLLIDED_USER_FRAME: &str = "[user stack lost: stack table bucket take
 /// (`raw.maps`) and the files they name, where the file on disk is still the one that was mapped
 /// (same device and inode); other frames keep `module+0xoffset`.
 /// JIT code is named from perf maps (`maps`: the JVMs' maps from the run's start, merged with
-/// each process's map now). Each line keeps the time bucket it was counted in, as milliseconds
-/// since `origin_ns` (the measured window's start; CLOCK_MONOTONIC).
-pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> FoldedStacks {
+/// each process's map now). Each stack is named once, with its values per interval of the run
+/// (their starts in ms since the measured window's start).
+pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     let symbolizer = Symbolizer::builder().enable_code_info(false).build();
-    let keys = raw.oncpu.iter().chain(raw.offcpu.iter()).map(|(k, ..)| k);
+    let keys = (raw.oncpu.stacks.iter())
+        .chain(&raw.offcpu.stacks)
+        .map(|(k, _)| k);
 
     // Kernel addresses of all stacks at once; user addresses per process.
     let mut kernel_addrs: Vec<u64> = Vec::new();
@@ -110,13 +112,8 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
         user_names.insert(tgid, named);
     }
 
-    // Each line with its user frames apart (outermost first) and how they were unwound.
-    type Line = (FoldedLine, Vec<String>, &'static str, Option<UnwindEnd>);
-    let at_ms = |at: Option<u64>| -> Option<i64> {
-        let (at, origin) = (at?, origin_ns?);
-        Some(at.div_euclid(1_000_000) as i64 - origin.div_euclid(1_000_000) as i64)
-    };
-    let line = |key: &StackKey, at: Option<u64>, value: u64| -> Line {
+    // A stack's frames, and its user frames apart (outermost first).
+    let frames_of = |key: &StackKey| -> (Vec<String>, Vec<String>) {
         let mut frames = vec![clean(&comm_string(&key.comm))];
         let mut user = Vec::new();
         if let (Some(f), Some(named), true) = (
@@ -144,34 +141,67 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
         if frames.len() == 1 {
             frames.push("[no stack]".into());
         }
-        let method = if key.user_stack_id >= UNWOUND_ID_BASE {
+        (frames, user)
+    };
+    let method = |key: &StackKey| {
+        if key.user_stack_id >= UNWOUND_ID_BASE {
             "cfi"
         } else if key.user_stack_id >= 0 {
             "frame_pointers"
         } else {
             "none"
-        };
-        let line = FoldedLine {
-            group: key.group,
-            frames,
-            value,
-            at_ms: at_ms(at),
-        };
-        (
-            line,
-            user,
-            method,
-            raw.ends.get(&key.user_stack_id).copied(),
-        )
+        }
     };
+    let interval_ns = raw.interval_ns.unwrap_or(0) as i128;
+    let at_ms = |interval: i64| (interval as i128 * interval_ns / 1_000_000) as i64;
     let mut quality = Vec::new();
-    let mut tally = |kind: &str, lines: &[Line]| {
+    let mut stacks = FoldedStacks {
+        interval_ms: raw.interval_ns.map(|ns| (ns / 1_000_000) as i64),
+        modules: frame_modules,
+        ..Default::default()
+    };
+    for kind in StackKind::ALL {
+        let counts = match kind {
+            StackKind::OnCpu => &raw.oncpu,
+            StackKind::OffCpu => &raw.offcpu,
+        };
+        // Off-CPU time in microseconds, each interval's rounded: a stack's whole-run value is
+        // its intervals' and the rounded rest.
+        let unit = |v: u64| match kind {
+            StackKind::OnCpu => v,
+            StackKind::OffCpu => (v + 500) / 1000,
+        };
+        let mut timed = vec![(0u64, 0u64); counts.stacks.len()];
+        for r in &counts.rows {
+            let t = &mut timed[r.stack as usize];
+            *t = (t.0 + r.value, t.1 + unit(r.value));
+        }
+        let mut set = LineSet::default();
+        let mut tallies: HashMap<u32, UnwindTally> = HashMap::new();
+        let lines: Vec<u32> = (counts.stacks.iter().zip(&timed))
+            .map(|((key, total), (raw_timed, timed))| {
+                let value = timed + unit(total.saturating_sub(*raw_timed));
+                let (frames, user) = frames_of(key);
+                let end = raw.ends.get(&key.user_stack_id).copied();
+                let tally = tallies.entry(key.group).or_default();
+                tally.add(&user, method(key), end, value);
+                let frames = match kind {
+                    StackKind::OnCpu => frames,
+                    StackKind::OffCpu => without_tracing_frames(frames),
+                };
+                set.add(key.group, frames, value)
+            })
+            .collect();
+        for r in &counts.rows {
+            set.add_at(lines[r.stack as usize], at_ms(r.interval), unit(r.value));
+        }
+        stacks.set(kind, set.finish());
         for (group, name) in GROUPS {
-            let mut t = UnwindTally::default();
-            for (l, user, method, end) in lines.iter().filter(|(l, ..)| l.group == group) {
-                t.add(user, method, *end, l.value);
-            }
-            let mut q = t.finish(name, kind);
+            let kind = kind.file_stem();
+            let mut q = tallies
+                .remove(&group)
+                .unwrap_or_default()
+                .finish(name, kind);
             q.mean_copy_bytes = raw
                 .copied
                 .get(&(group, kind == "offcpu"))
@@ -179,40 +209,21 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps, origin_ns: Option<u64>) -> Folded
                 .map(|(n, bytes)| *bytes as f64 / *n as f64);
             quality.push(q);
         }
-    };
-    let oncpu: Vec<_> = raw
-        .oncpu
-        .iter()
-        .map(|(k, at, v)| line(k, *at, *v))
-        .collect();
-    // Off-CPU time in microseconds: whole-run totals stay readable.
-    let offcpu: Vec<_> = (raw.offcpu.iter())
-        .map(|(k, at, v)| line(k, *at, (v + 500) / 1000))
-        .collect();
-    tally("oncpu", &oncpu);
-    tally("offcpu", &offcpu);
-    FoldedStacks {
-        oncpu: oncpu.into_iter().map(|(l, ..)| l).collect(),
-        offcpu: offcpu
-            .into_iter()
-            .map(|(l, ..)| without_tracing_frames(l))
-            .collect(),
-        quality,
-        modules: frame_modules,
     }
+    stacks.quality = quality;
+    stacks
 }
 
 /// Off-CPU stacks are taken inside the sched_switch tracepoint: the frames from the tracepoint
 /// down (the tracepoint iterator, the BPF trampoline, srvprof's own program) say nothing.
-fn without_tracing_frames(mut line: FoldedLine) -> FoldedLine {
-    if let Some(i) = line
-        .frames
+fn without_tracing_frames(mut frames: Vec<String>) -> Vec<String> {
+    if let Some(i) = frames
         .iter()
         .position(|f| f.starts_with("__traceiter_") || f.starts_with("__bpf_trace_"))
     {
-        line.frames.truncate(i.max(2));
+        frames.truncate(i.max(2));
     }
-    line
+    frames
 }
 
 /// address -> name for every distinct address; unresolved ones named by `fallback`.
@@ -402,6 +413,8 @@ fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probes::stacks::Counts;
+    use crate::probes::timed::Row;
 
     #[test]
     fn a_stack_lost_to_a_collision_is_a_frame_saying_so() {
@@ -415,14 +428,13 @@ mod tests {
         let mut user_lost = key(-1);
         user_lost.user_stack_id = STACK_ID_COLLIDED;
         let raw = RawStacks {
-            oncpu: vec![
-                (key(STACK_ID_COLLIDED), None, 3),
-                (key(-1), None, 2),
-                (user_lost, None, 1),
-            ],
+            oncpu: Counts {
+                stacks: vec![(key(STACK_ID_COLLIDED), 3), (key(-1), 2), (user_lost, 1)],
+                rows: vec![],
+            },
             ..RawStacks::default()
         };
-        let folded = fold(&raw, &StartMaps::default(), None);
+        let folded = fold(&raw, &StartMaps::default());
         let mut lines: Vec<(Vec<String>, u64)> = (folded.oncpu.iter())
             .map(|l| (l.frames.clone(), l.value))
             .collect();
@@ -438,6 +450,54 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn each_stack_keeps_its_values_per_interval_and_its_untimed_rest() {
+        let key = |tgid, comm: &[u8; 16]| StackKey {
+            tgid,
+            group: 0,
+            user_stack_id: -1,
+            kernel_stack_id: -1,
+            comm: *comm,
+        };
+        let (a, b) = (
+            *b"a\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            *b"b\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+        );
+        let row = |interval, stack, value| Row {
+            interval,
+            stack,
+            value,
+        };
+        let raw = RawStacks {
+            // Two processes whose stacks name alike merge into one line; 4 of a's samples have
+            // no time.
+            oncpu: Counts {
+                stacks: vec![(key(1, &a), 10), (key(2, &a), 3), (key(1, &b), 1)],
+                rows: vec![row(0, 0, 5), row(2, 0, 1), row(2, 1, 3), row(-1, 2, 1)],
+            },
+            // Nanoseconds, written in µs: each interval's rounded, and the rounded rest.
+            offcpu: Counts {
+                stacks: vec![(key(1, &a), 4_400)],
+                rows: vec![row(0, 0, 1_400), row(1, 0, 1_600)],
+            },
+            interval_ns: Some(1_000_000_000),
+            ..RawStacks::default()
+        };
+        let f = fold(&raw, &StartMaps::default());
+        let names = |s: &[crate::render::folded::FoldedLine]| -> Vec<(String, u64)> {
+            s.iter().map(|l| (l.frames[0].clone(), l.value)).collect()
+        };
+        assert_eq!(
+            names(&f.oncpu),
+            [("a".to_string(), 13), ("b".to_string(), 1)]
+        );
+        let at = |at_ms, line, value| crate::render::folded::At { at_ms, line, value };
+        assert_eq!(f.oncpu_at, [at(-1000, 1, 1), at(0, 0, 5), at(2000, 0, 4)]);
+        assert_eq!(names(&f.offcpu), [("a".to_string(), 4)]);
+        assert_eq!(f.offcpu_at, [at(0, 0, 1), at(1000, 0, 2)]);
+        assert_eq!(f.interval_ms, Some(1000));
     }
 
     #[test]
