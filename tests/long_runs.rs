@@ -12,13 +12,11 @@ const MAX_GROWTH_PER_MIN: f64 = 0.10 / 9.0;
 /// The peak, the end's processing included, at most this many times the running RSS.
 const MAX_PEAK_RATIO: f64 = 2.0;
 
-/// (seconds since srvprof started, VmRSS kB, VmHWM kB), read every 200 ms until it exits.
-fn watch_memory(
-    pid: u32,
-) -> (
-    Arc<Mutex<Vec<(f64, u64, u64)>>>,
-    std::thread::JoinHandle<()>,
-) {
+/// (seconds since srvprof started, VmRSS kB, VmHWM kB) readings.
+type Readings = Arc<Mutex<Vec<(f64, u64, u64)>>>;
+
+/// srvprof's memory, read every 200 ms until it exits.
+fn watch_memory(pid: u32) -> (Readings, std::thread::JoinHandle<()>) {
     let readings = Arc::new(Mutex::new(Vec::new()));
     let out = Arc::clone(&readings);
     let start = Instant::now();

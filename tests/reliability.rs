@@ -455,7 +455,7 @@ fn srvprof_without_btf(args: &[&str]) -> (Option<i32>, String, String) {
 /// Ids of the loaded BPF programs that carry one of srvprof's program names.
 fn srvprof_named_programs() -> Vec<u64> {
     let progs = bpftool_list("prog");
-    let names: Vec<&str> = srvprof::probes::PROGRAMS.iter().map(|(p, _)| *p).collect();
+    let names: Vec<&str> = srvprof::probes::PROGRAMS.to_vec();
     progs
         .as_array()
         .map(|a| {

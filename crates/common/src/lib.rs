@@ -45,58 +45,75 @@ pub const SOFTIRQ_NAMES: [&str; NR_SOFTIRQS as usize] = [
     "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU",
 ];
 
+/// Declares each name as a `&str` equal to its identifier, the name of the BPF side's static it
+/// stands for, and ALL, every one of them: a name is written once, and a unit test in the
+/// profiler checks ALL against the built object.
+macro_rules! names {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        $($(#[$doc])* pub const $name: &str = stringify!($name);)*
+        /// Every name of this module.
+        pub const ALL: &[&str] = &[$($name),*];
+    };
+}
+
 /// Names of the globals userspace sets before loading: field offsets read from the kernel's BTF,
 /// because these programs have no CO-RE relocation support.
 pub mod globals {
-    pub const TASK_PID_OFFSET: &str = "TASK_PID_OFFSET";
-    pub const TASK_TGID_OFFSET: &str = "TASK_TGID_OFFSET";
-    pub const TASK_COMM_OFFSET: &str = "TASK_COMM_OFFSET";
-    pub const TASK_EXIT_CODE_OFFSET: &str = "TASK_EXIT_CODE_OFFSET";
-    pub const TASK_EXEC_RUNTIME_OFFSET: &str = "TASK_EXEC_RUNTIME_OFFSET";
-    pub const REGS_ORIG_AX_OFFSET: &str = "REGS_ORIG_AX_OFFSET";
-    pub const SOCK_STATE_OFFSET: &str = "SOCK_STATE_OFFSET";
-    pub const SOCK_NUM_OFFSET: &str = "SOCK_NUM_OFFSET";
-    pub const SOCK_DPORT_OFFSET: &str = "SOCK_DPORT_OFFSET";
-    /// inet_sock.inet_sport: a full socket's own port, kept after close zeroes skc_num.
-    pub const INET_SPORT_OFFSET: &str = "INET_SPORT_OFFSET";
-    /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no socket.
-    pub const SKB_DATA_OFFSET: &str = "SKB_DATA_OFFSET";
-    /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
-    pub const TCP_STATE_SYN_SENT: &str = "TCP_STATE_SYN_SENT";
-    /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
-    pub const STACK_GROUPS: &str = "STACK_GROUPS";
+    names!(
+        TASK_PID_OFFSET,
+        TASK_TGID_OFFSET,
+        TASK_COMM_OFFSET,
+        TASK_EXIT_CODE_OFFSET,
+        TASK_EXEC_RUNTIME_OFFSET,
+        REGS_ORIG_AX_OFFSET,
+        SOCK_STATE_OFFSET,
+        SOCK_NUM_OFFSET,
+        SOCK_DPORT_OFFSET,
+        /// inet_sock.inet_sport: a full socket's own port, kept after close zeroes skc_num.
+        INET_SPORT_OFFSET,
+        /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no
+        /// socket.
+        SKB_DATA_OFFSET,
+        /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
+        TCP_STATE_SYN_SENT,
+        /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
+        STACK_GROUPS,
+    );
 }
 
-/// Names of the maps, used by userspace to find them.
+/// Names of the maps: userspace finds the ones it reads by them; the rest are the programs' own.
 pub mod maps {
-    pub const TARGET_TGIDS: &str = "TARGET_TGIDS";
-    pub const TARGET_BITMAP: &str = "TARGET_BITMAP";
-    pub const THREADS: &str = "THREADS";
-    pub const GROUP_SWITCHES: &str = "GROUP_SWITCHES";
-    pub const OFFCPU_HIST: &str = "OFFCPU_HIST";
-    pub const RUNQ_HIST: &str = "RUNQ_HIST";
-    pub const SYSCALLS: &str = "SYSCALLS";
-    pub const BLOCKED_SYSCALLS: &str = "BLOCKED_SYSCALLS";
-    pub const WAKEUPS: &str = "WAKEUPS";
-    pub const RUNQ_HOLDERS: &str = "RUNQ_HOLDERS";
-    pub const DISK_WAITS: &str = "DISK_WAITS";
-    pub const LOCK_WAITS: &str = "LOCK_WAITS";
-    pub const PAUSES: &str = "PAUSES";
-    pub const SOFTIRQS: &str = "SOFTIRQS";
-    pub const HARDIRQS: &str = "HARDIRQS";
-    pub const HARDIRQ_START: &str = "HARDIRQ_START";
-    pub const TCP_COUNTERS: &str = "TCP_COUNTERS";
-    pub const TCP_PORTS: &str = "TCP_PORTS";
-    pub const TCP_RESETS: &str = "TCP_RESETS";
-    pub const EXITS: &str = "EXITS";
-    pub const LOST_EVENTS: &str = "LOST_EVENTS";
-    pub const STACK_TRACES: &str = "STACK_TRACES";
-    pub const ONCPU_STACKS: &str = "ONCPU_STACKS";
-    pub const OFFCPU_STACKS: &str = "OFFCPU_STACKS";
-    pub const OFFCPU_START: &str = "OFFCPU_START";
-    pub const USER_STACK_SAMPLES: &str = "USER_STACK_SAMPLES";
-    pub const STACK_COPY_HINTS: &str = "STACK_COPY_HINTS";
-    pub const TRACE_WINDOW: &str = "TRACE_WINDOW";
+    names!(
+        TARGET_TGIDS,
+        TARGET_BITMAP,
+        THREADS,
+        GROUP_SWITCHES,
+        OFFCPU_HIST,
+        RUNQ_HIST,
+        SYSCALLS,
+        BLOCKED_SYSCALLS,
+        WAKEUPS,
+        RUNQ_HOLDERS,
+        DISK_WAITS,
+        LOCK_WAITS,
+        PAUSES,
+        PAUSE_START,
+        SOFTIRQS,
+        HARDIRQS,
+        HARDIRQ_START,
+        TCP_COUNTERS,
+        TCP_PORTS,
+        TCP_RESETS,
+        EXITS,
+        LOST_EVENTS,
+        STACK_TRACES,
+        ONCPU_STACKS,
+        OFFCPU_STACKS,
+        OFFCPU_START,
+        USER_STACK_SAMPLES,
+        STACK_COPY_HINTS,
+        TRACE_WINDOW,
+    );
 }
 
 /// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and softirq

@@ -6,6 +6,8 @@ mod copy_hints;
 pub mod cost;
 pub mod exits;
 pub mod irq;
+#[cfg(test)]
+mod object_names;
 pub mod pauses;
 pub mod sched;
 pub mod stacks;
@@ -31,39 +33,30 @@ use window::Window;
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
 
-/// Every program and the BTF tracepoint it attaches to, by measurement.
-pub const PROGRAMS: &[(&str, &str)] = &[
-    ("sched_switch", "sched_switch"),
-    ("sched_wakeup", "sched_wakeup"),
-    ("sched_wakeup_new", "sched_wakeup_new"),
-    ("sched_waking", "sched_waking"),
-    ("task_rename", "task_rename"),
-    ("sched_migrate_task", "sched_migrate_task"),
-    ("sched_process_fork", "sched_process_fork"),
-    ("sched_process_exit", "sched_process_exit"),
-    ("sys_enter", "sys_enter"),
-    ("sys_exit", "sys_exit"),
-    ("softirq_entry", "softirq_entry"),
-    ("softirq_exit", "softirq_exit"),
-    ("irq_handler_entry", "irq_handler_entry"),
-    ("irq_handler_exit", "irq_handler_exit"),
-    (
-        "mm_vmscan_direct_reclaim_begin",
-        "mm_vmscan_direct_reclaim_begin",
-    ),
-    (
-        "mm_vmscan_direct_reclaim_end",
-        "mm_vmscan_direct_reclaim_end",
-    ),
-    (
-        "mm_vmscan_memcg_reclaim_begin",
-        "mm_vmscan_memcg_reclaim_begin",
-    ),
-    ("mm_vmscan_memcg_reclaim_end", "mm_vmscan_memcg_reclaim_end"),
-    ("tcp_retransmit_skb", "tcp_retransmit_skb"),
-    ("tcp_retransmit_synack", "tcp_retransmit_synack"),
-    ("tcp_send_reset", "tcp_send_reset"),
-    ("tcp_receive_reset", "tcp_receive_reset"),
+/// Every program attached by the loop below, each to the BTF tracepoint of its own name.
+pub const PROGRAMS: &[&str] = &[
+    "sched_switch",
+    "sched_wakeup",
+    "sched_wakeup_new",
+    "sched_waking",
+    "task_rename",
+    "sched_migrate_task",
+    "sched_process_fork",
+    "sched_process_exit",
+    "sys_enter",
+    "sys_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "irq_handler_entry",
+    "irq_handler_exit",
+    "mm_vmscan_direct_reclaim_begin",
+    "mm_vmscan_direct_reclaim_end",
+    "mm_vmscan_memcg_reclaim_begin",
+    "mm_vmscan_memcg_reclaim_end",
+    "tcp_retransmit_skb",
+    "tcp_retransmit_synack",
+    "tcp_send_reset",
+    "tcp_receive_reset",
 ];
 
 /// What to watch.
@@ -238,13 +231,13 @@ impl Probes {
         }
         let window =
             (targets.sampled_window).map(|length| Window::new(windowed_programs.clone(), length));
-        for &(program, tracepoint) in PROGRAMS {
+        for &tracepoint in PROGRAMS {
             // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
             // sk_rst_reason in its BTF) gets the program that does not read it.
-            let program = if program == "tcp_send_reset" && tcp_names.reasons.is_empty() {
+            let program = if tracepoint == "tcp_send_reset" && tcp_names.reasons.is_empty() {
                 "tcp_send_reset_without_reason"
             } else {
-                program
+                tracepoint
             };
             let syscall = SYSCALL_PROGRAMS.contains(&program);
             if targets.skip_syscalls && syscall {
