@@ -13,103 +13,57 @@ pub enum Severity {
     Info,
 }
 
-/// What a finding is about; in run.json as its snake_case name ("syn_retransmit_tail"), a stable
-/// key scripts may match on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FindingKind {
-    NoSuccess,
-    TargetDied,
-    ServerResets,
-    ClientResets,
-    ClientBound,
-    CpuThrottled,
-    BlockingIo,
-    MemoryPressure,
-    SlowDependency,
-    LockContention,
-    StopTheWorld,
-    WorkerImbalance,
-    ServerCpuSaturated,
-    SynRetransmitTail,
-    ListenOverflows,
-    NoisyNeighbour,
-    RunqTail,
-    NetIrqConcentrated,
-    ClientConcurrencyShort,
-    ServerClosedIdle,
-    ConnectionChurn,
-    TlsCost,
-    ErrorBurst,
-    P99Tracks,
-    LostEvents,
-    ObserverCost,
-    ShallowStacks,
+/// Declares FindingKind from one list of kinds and their names: the enum, ALL and name().
+macro_rules! finding_kinds {
+    ($($kind:ident => $name:literal),* $(,)?) => {
+        /// What a finding is about; in run.json as its name ("syn_retransmit_tail"), a stable
+        /// key scripts may match on.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum FindingKind {
+            $(#[serde(rename = $name)] $kind),*
+        }
+
+        impl FindingKind {
+            pub const ALL: &[FindingKind] = &[$(FindingKind::$kind),*];
+
+            /// The name run.json and the report show.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(FindingKind::$kind => $name),*
+                }
+            }
+        }
+    };
 }
 
-impl FindingKind {
-    pub const ALL: [FindingKind; 27] = [
-        FindingKind::NoSuccess,
-        FindingKind::TargetDied,
-        FindingKind::ServerResets,
-        FindingKind::ClientResets,
-        FindingKind::ClientBound,
-        FindingKind::CpuThrottled,
-        FindingKind::BlockingIo,
-        FindingKind::MemoryPressure,
-        FindingKind::SlowDependency,
-        FindingKind::LockContention,
-        FindingKind::StopTheWorld,
-        FindingKind::WorkerImbalance,
-        FindingKind::ServerCpuSaturated,
-        FindingKind::SynRetransmitTail,
-        FindingKind::ListenOverflows,
-        FindingKind::NoisyNeighbour,
-        FindingKind::RunqTail,
-        FindingKind::NetIrqConcentrated,
-        FindingKind::ClientConcurrencyShort,
-        FindingKind::ServerClosedIdle,
-        FindingKind::ConnectionChurn,
-        FindingKind::TlsCost,
-        FindingKind::ErrorBurst,
-        FindingKind::P99Tracks,
-        FindingKind::LostEvents,
-        FindingKind::ObserverCost,
-        FindingKind::ShallowStacks,
-    ];
-
-    /// The name run.json and the report show.
-    pub fn name(self) -> &'static str {
-        match self {
-            FindingKind::NoSuccess => "no_success",
-            FindingKind::TargetDied => "target_died",
-            FindingKind::ServerResets => "server_resets",
-            FindingKind::ClientResets => "client_resets",
-            FindingKind::ClientBound => "client_bound",
-            FindingKind::CpuThrottled => "cpu_throttled",
-            FindingKind::BlockingIo => "blocking_io",
-            FindingKind::MemoryPressure => "memory_pressure",
-            FindingKind::SlowDependency => "slow_dependency",
-            FindingKind::LockContention => "lock_contention",
-            FindingKind::StopTheWorld => "stop_the_world",
-            FindingKind::WorkerImbalance => "worker_imbalance",
-            FindingKind::ServerCpuSaturated => "server_cpu_saturated",
-            FindingKind::SynRetransmitTail => "syn_retransmit_tail",
-            FindingKind::ListenOverflows => "listen_overflows",
-            FindingKind::NoisyNeighbour => "noisy_neighbour",
-            FindingKind::RunqTail => "runq_tail",
-            FindingKind::NetIrqConcentrated => "net_irq_concentrated",
-            FindingKind::ClientConcurrencyShort => "client_concurrency_short",
-            FindingKind::ServerClosedIdle => "server_closed_idle",
-            FindingKind::ConnectionChurn => "connection_churn",
-            FindingKind::TlsCost => "tls_cost",
-            FindingKind::ErrorBurst => "error_burst",
-            FindingKind::P99Tracks => "p99_tracks",
-            FindingKind::LostEvents => "lost_events",
-            FindingKind::ObserverCost => "observer_cost",
-            FindingKind::ShallowStacks => "shallow_stacks",
-        }
-    }
+finding_kinds! {
+    NoSuccess => "no_success",
+    TargetDied => "target_died",
+    ServerResets => "server_resets",
+    ClientResets => "client_resets",
+    ClientBound => "client_bound",
+    CpuThrottled => "cpu_throttled",
+    BlockingIo => "blocking_io",
+    MemoryPressure => "memory_pressure",
+    SlowDependency => "slow_dependency",
+    LockContention => "lock_contention",
+    StopTheWorld => "stop_the_world",
+    WorkerImbalance => "worker_imbalance",
+    ServerCpuSaturated => "server_cpu_saturated",
+    SynRetransmitTail => "syn_retransmit_tail",
+    ListenOverflows => "listen_overflows",
+    NoisyNeighbour => "noisy_neighbour",
+    RunqTail => "runq_tail",
+    NetIrqConcentrated => "net_irq_concentrated",
+    ClientConcurrencyShort => "client_concurrency_short",
+    ServerClosedIdle => "server_closed_idle",
+    ConnectionChurn => "connection_churn",
+    TlsCost => "tls_cost",
+    ErrorBurst => "error_burst",
+    P99Tracks => "p99_tracks",
+    LostEvents => "lost_events",
+    ObserverCost => "observer_cost",
+    ShallowStacks => "shallow_stacks",
 }
 
 impl std::fmt::Display for FindingKind {
@@ -176,7 +130,7 @@ mod tests {
 
     #[test]
     fn kinds_serialize_to_their_stable_names() {
-        for kind in FindingKind::ALL {
+        for &kind in FindingKind::ALL {
             let json = serde_json::to_string(&kind).unwrap();
             assert_eq!(json, format!("\"{}\"", kind.name()));
             let back: FindingKind = serde_json::from_str(&json).unwrap();

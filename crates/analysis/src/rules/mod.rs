@@ -135,8 +135,7 @@ mod tests {
             tcp::tests::tables(),
         ];
         let made: BTreeSet<FindingKind> = tables.iter().flatten().flat_map(|t| t.check()).collect();
-        let untested: Vec<FindingKind> = FindingKind::ALL
-            .into_iter()
+        let untested: Vec<FindingKind> = (FindingKind::ALL.iter().copied())
             .filter(|kind| !made.contains(kind))
             .collect();
         assert!(
