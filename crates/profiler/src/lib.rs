@@ -14,6 +14,7 @@ pub mod discover;
 pub mod error;
 pub mod output;
 pub mod probes;
+pub mod proc_maps;
 pub mod procfs;
 pub mod realtime;
 pub mod render;

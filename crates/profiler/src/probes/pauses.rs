@@ -46,12 +46,9 @@ fn executable(pid: u32) -> Option<PathBuf> {
 
 /// The libjvm.so the process has mapped, through its own root (a container's path).
 fn libjvm(pid: u32) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    let path = maps
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| p.ends_with("/libjvm.so"))?;
-    Some(PathBuf::from(format!("/proc/{pid}/root{path}")))
+    let maps = crate::proc_maps::parse(&crate::proc_maps::read(pid));
+    let jvm = maps.iter().find(|m| m.path.ends_with("/libjvm.so"))?;
+    Some(PathBuf::from(format!("/proc/{pid}/root{}", jvm.path)))
 }
 
 /// Loads both programs and attaches them to each of `pids` whose runtime has the functions.

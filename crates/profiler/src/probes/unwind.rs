@@ -28,6 +28,7 @@ use srvprof_common::{
 
 use super::copy_hints::{CopyHints, Outcome};
 use super::timed::{Grid, TimedCounts};
+use crate::proc_maps::{self, Mapping};
 
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
@@ -423,7 +424,7 @@ impl ProcessUnwinder {
         }
         self.maps = lines;
         self.known = mappings.iter().map(|m| (m.start, m.end)).collect();
-        for m in mappings.iter().filter(|m| m.is_module()) {
+        for m in mappings.iter().filter(|m| is_module(m)) {
             if self.loaded.contains(&(m.start, m.end)) {
                 continue;
             }
@@ -519,58 +520,25 @@ impl ProcessUnwinder {
     }
 }
 
-/// An executable mapping of /proc/PID/maps: a file's, the vDSO, or anonymous (JIT code).
-#[derive(Debug, PartialEq)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    offset: u64,
-    /// The file's device and inode (0 for memory that is no file's).
-    file_id: (String, u64),
-    /// Empty when anonymous.
-    path: String,
-}
-
-impl Mapping {
-    /// A file's or the vDSO's: something with CFI to read.
-    fn is_module(&self) -> bool {
-        self.path.starts_with('/') || self.path == VDSO
-    }
+/// A file's mapping or the vDSO's: something with CFI to read (a file removed since is read
+/// through /proc/PID/map_files).
+fn is_module(m: &Mapping) -> bool {
+    m.path.starts_with('/') || m.path == VDSO
 }
 
 /// The executable mappings of /proc/PID/maps, as its lines and parsed (none when the process
-/// is gone).
+/// is gone): files', the vDSO, and anonymous ones (JIT code).
 fn executable_mappings(pid: u32) -> (String, Vec<Mapping>) {
-    let text = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    let text = proc_maps::read(pid);
     let (mut lines, mut mappings) = (String::new(), Vec::new());
     for line in text.lines() {
-        if let Some(m) = parse_mapping(line) {
+        if let Some(m) = Mapping::parse(line).filter(|m| m.executable() && m.path != "[vsyscall]") {
             mappings.push(m);
             lines.push_str(line);
             lines.push('\n');
         }
     }
     (lines, mappings)
-}
-
-fn parse_mapping(line: &str) -> Option<Mapping> {
-    let mut parts = line.split_whitespace();
-    let (start, end) = parts.next()?.split_once('-')?;
-    let perms = parts.next()?;
-    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let dev = parts.next()?;
-    let inode: u64 = parts.next()?.parse().ok()?;
-    let path = parts.next().unwrap_or("");
-    if !perms.contains('x') || path == "[vsyscall]" {
-        return None;
-    }
-    Some(Mapping {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        offset,
-        file_id: (dev.to_string(), inode),
-        path: path.to_string(),
-    })
 }
 
 /// What unwinding needs of one ELF file, read once however many processes and mappings use
@@ -597,7 +565,7 @@ impl FileCache {
             read_memory(pid, m.start, m.end).and_then(|d| ModuleFile::parse(d.as_slice()))
         } else {
             self.files
-                .entry(m.file_id.clone())
+                .entry((m.dev.clone(), m.inode))
                 .or_insert_with(|| {
                     // Only the headers and the sections unwinding needs are read, not the whole
                     // file: a debug build's DWARF is most of it (srvprof's own: 20 of 158 MB).
@@ -684,34 +652,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn executable_mappings_are_read_and_files_and_the_vdso_are_modules() {
-        let nginx =
-            parse_mapping("55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx")
-                .unwrap();
-        assert_eq!(
-            nginx,
-            Mapping {
-                start: 0x55d0c0a00000,
-                end: 0x55d0c0a10000,
-                offset: 0x2000,
-                file_id: ("08:01".into(), 1234),
-                path: "/usr/sbin/nginx".into()
-            }
-        );
-        assert!(nginx.is_module());
-        assert_eq!(
-            parse_mapping("55d0c0a00000-55d0c0a10000 r--p 00000000 08:01 1234 /usr/sbin/nginx"),
-            None
-        );
-        let vdso = parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]").unwrap();
-        assert!(vdso.is_module());
-        assert_eq!(
-            parse_mapping("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vsyscall]"),
-            None
-        );
+    fn files_and_the_vdso_are_modules_and_jit_code_is_not() {
+        let module = |line: &str| is_module(&Mapping::parse(line).unwrap());
+        assert!(module(
+            "55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx"
+        ));
+        assert!(module("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]"));
         // JIT code: known, so a sample in it does not send srvprof back to /proc, but no module.
-        let jit = parse_mapping("7f0000-7f1000 rwxp 00000000 00:00 0").unwrap();
-        assert!(!jit.is_module());
+        assert!(!module("7f0000-7f1000 rwxp 00000000 00:00 0"));
     }
 
     #[test]

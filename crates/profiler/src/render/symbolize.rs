@@ -16,6 +16,7 @@ use super::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
+use crate::proc_maps::{self, Mapping};
 use srvprof_common::{STACK_ID_COLLIDED, StackKey};
 
 /// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the
@@ -68,7 +69,7 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     let mut frame_modules: BTreeMap<String, Module> = BTreeMap::new();
     let mut build_ids: HashMap<(u32, String), Option<String>> = HashMap::new();
     for (tgid, addrs) in user_addrs {
-        let live = std::fs::read_to_string(format!("/proc/{tgid}/maps")).unwrap_or_default();
+        let live = proc_maps::read(tgid);
         let gone = live.is_empty();
         let modules = match raw.maps.get(&tgid) {
             Some(last) if gone => ProcessMaps::parse(last),
@@ -253,7 +254,7 @@ fn names_from_files(
     addrs.dedup();
     let mut named: HashMap<u64, String> = addrs.iter().map(|&a| (a, fallback(a))).collect();
     // file -> (addresses, their offsets in the file)
-    let mut by_file: BTreeMap<&str, (&MappedFile, Vec<u64>, Vec<u64>)> = BTreeMap::new();
+    let mut by_file: BTreeMap<&str, (&Mapping, Vec<u64>, Vec<u64>)> = BTreeMap::new();
     for &a in &addrs {
         if let Some(f) = maps.file(a) {
             let (_, in_file, offsets) =
@@ -316,98 +317,26 @@ fn clean(name: &str) -> String {
     name.replace(';', ":").replace('\n', " ")
 }
 
-/// Mappings of a process (lines of /proc/PID/maps), to name an unresolved address
-/// `module+0xoffset` and to find the file an address lies in.
-struct ProcessMaps {
-    /// (start, end, file offset, module base name)
-    ranges: Vec<(u64, u64, u64, String)>,
-    /// The mappings backed by a file.
-    files: Vec<MappedFile>,
-}
-
-/// A mapping a file backs.
-#[derive(Debug, PartialEq)]
-struct MappedFile {
-    start: u64,
-    end: u64,
-    offset: u64,
-    /// The file's device (major:minor, hex, as maps has it) and inode.
-    dev: String,
-    inode: u64,
-    path: String,
-}
-
-impl MappedFile {
-    /// Whether the file at `path` is still the one mapped: same device and inode.
-    fn still_on_disk(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = std::fs::metadata(&self.path) else {
-            return false;
-        };
-        let dev = meta.dev();
-        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-        meta.ino() == self.inode && format!("{major:02x}:{minor:02x}") == self.dev
-    }
-}
+/// A process's mappings (/proc/PID/maps), to name an unresolved address `module+0xoffset` and
+/// to find the file an address lies in.
+struct ProcessMaps(Vec<Mapping>);
 
 impl ProcessMaps {
     fn parse(text: &str) -> Self {
-        Self {
-            ranges: text.lines().filter_map(parse_maps_line).collect(),
-            files: text.lines().filter_map(file_of_maps_line).collect(),
-        }
+        Self(proc_maps::parse(text))
     }
 
-    /// The mapped file `addr` lies in, if a file backs it.
-    fn file(&self, addr: u64) -> Option<&MappedFile> {
-        (self.files.iter()).find(|f| f.start <= addr && addr < f.end)
+    /// The mapped file `addr` lies in, if a file still at its path backs it.
+    fn file(&self, addr: u64) -> Option<&Mapping> {
+        (self.0.iter()).find(|m| m.is_file() && m.contains(addr))
     }
 
     fn module_offset(&self, addr: u64) -> String {
-        match self.ranges.iter().find(|r| r.0 <= addr && addr < r.1) {
-            Some((start, _, offset, module)) => format!("{module}+{:#x}", addr - start + offset),
+        match self.0.iter().find(|m| m.contains(addr)) {
+            Some(m) => format!("{}+{:#x}", m.module_name(), addr - m.start + m.offset),
             None => format!("[unknown]+{addr:#x}"),
         }
     }
-}
-
-/// The mapping a maps line describes, when a file backs it (a path, not [vdso] or a deleted
-/// file).
-fn file_of_maps_line(line: &str) -> Option<MappedFile> {
-    let mut parts = line.split_whitespace();
-    let (start, end) = parts.next()?.split_once('-')?;
-    let _perms = parts.next()?;
-    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let dev = parts.next()?.to_string();
-    let inode = parts.next()?.parse().ok()?;
-    let path = parts.next()?;
-    if !path.starts_with('/') || line.ends_with("(deleted)") {
-        return None;
-    }
-    Some(MappedFile {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        offset,
-        dev,
-        inode,
-        path: path.to_string(),
-    })
-}
-
-fn parse_maps_line(line: &str) -> Option<(u64, u64, u64, String)> {
-    let mut parts = line.split_whitespace();
-    let (start, end) = parts.next()?.split_once('-')?;
-    let _perms = parts.next()?;
-    let offset = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let path = parts.nth(2).unwrap_or("[anon]");
-    let module = path.rsplit('/').next().unwrap_or(path).to_string();
-    Some((
-        u64::from_str_radix(start, 16).ok()?,
-        u64::from_str_radix(end, 16).ok()?,
-        offset,
-        module,
-    ))
 }
 
 #[cfg(test)]
@@ -527,39 +456,29 @@ mod tests {
 
     #[test]
     fn unresolved_addresses_become_module_plus_file_offset() {
-        let maps = ProcessMaps {
-            ranges: vec![
-                parse_maps_line(
-                    "55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx",
-                )
-                .unwrap(),
-            ],
-            files: Vec::new(),
-        };
+        let maps = ProcessMaps::parse(
+            "55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx\n",
+        );
         assert_eq!(maps.module_offset(0x55d0c0a00010), "nginx+0x2010");
         assert_eq!(maps.module_offset(0x10), "[unknown]+0x10");
     }
 
     #[test]
-    fn only_mappings_a_file_backs_have_a_path() {
-        let f = file_of_maps_line;
-        assert_eq!(
-            f("7f00-7f10 r-xp 00028000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6"),
-            Some(MappedFile {
-                start: 0x7f00,
-                end: 0x7f10,
-                offset: 0x28000,
-                dev: "08:01".into(),
-                inode: 1234,
-                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into()
-            })
+    fn only_mappings_a_file_still_backs_are_files() {
+        let maps = ProcessMaps::parse(
+            "7f00-7f10 r-xp 00028000 08:01 1234 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f10-7f20 r-xp 00000000 00:00 0 [vdso]
+7f20-7f30 rwxp 00000000 00:00 0
+7f30-7f40 r-xp 00000000 00:05 77 /memfd:doublemapper (deleted)
+",
         );
-        for line in [
-            "7f00-7f10 r-xp 00000000 00:00 0 [vdso]",
-            "7f00-7f10 rwxp 00000000 00:00 0",
-            "7f00-7f10 r-xp 00000000 00:05 77 /memfd:doublemapper (deleted)",
-        ] {
-            assert_eq!(f(line), None, "{line}");
+        let libc = maps.file(0x7f08).unwrap();
+        assert_eq!(
+            (libc.path.as_str(), libc.offset, libc.inode),
+            ("/usr/lib/x86_64-linux-gnu/libc.so.6", 0x28000, 1234)
+        );
+        for addr in [0x7f18, 0x7f28, 0x7f38] {
+            assert_eq!(maps.file(addr), None, "{addr:#x}");
         }
     }
 }
