@@ -2,7 +2,6 @@
 //! server started from `--cmd` and stopped afterwards.
 
 use std::collections::BTreeSet;
-use std::fs;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -42,20 +41,7 @@ pub fn live_targets(pids: &[u32], notes: &mut Vec<String>) -> Result<Vec<u32>, S
 /// The given processes and every descendant alive now (nginx master -> workers).
 pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
     let mut set: BTreeSet<u32> = pids.iter().copied().collect();
-    let parents: Vec<(u32, u32)> = fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|pid| {
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid = stat[stat.rfind(')')? + 2..]
-                .split_whitespace()
-                .nth(1)?
-                .parse()
-                .ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
+    let parents = crate::procfs::parents();
     loop {
         let before = set.len();
         for (pid, ppid) in &parents {
@@ -68,19 +54,6 @@ pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
         }
     }
     set.into_iter().collect()
-}
-
-/// Socket inodes a process holds.
-fn socket_inodes(pid: u32) -> BTreeSet<u64> {
-    fs::read_dir(format!("/proc/{pid}/fd"))
-        .into_iter()
-        .flatten()
-        .filter_map(|e| {
-            let link = fs::read_link(e.ok()?.path()).ok()?;
-            let s = link.to_str()?;
-            s.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
-        })
-        .collect()
 }
 
 /// Listening sockets in /proc/net/tcp or tcp6 text: (address, inode).
@@ -128,12 +101,12 @@ pub fn parse_listeners(text: &str, v6: bool) -> Vec<(SocketAddr, u64)> {
 pub fn listening_addrs(pids: &[u32]) -> Vec<SocketAddr> {
     let mut addrs = BTreeSet::new();
     for &pid in pids {
-        let inodes = socket_inodes(pid);
+        let inodes: BTreeSet<u64> = crate::procfs::socket_inodes(pid).into_iter().collect();
         if inodes.is_empty() {
             continue;
         }
         for (file, v6) in [("tcp", false), ("tcp6", true)] {
-            let text = fs::read_to_string(format!("/proc/{pid}/net/{file}")).unwrap_or_default();
+            let text = crate::procfs::net_file(pid, file);
             for (addr, inode) in parse_listeners(&text, v6) {
                 if inodes.contains(&inode) {
                     addrs.insert((addr.port(), addr));

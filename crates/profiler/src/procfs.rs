@@ -23,7 +23,6 @@ pub struct CpuTime {
     pub sys_ns: u64,
 }
 
-/// Parses utime and stime out of /proc/PID/stat text (fields 14 and 15, after the "(comm)").
 /// The parent's pid from the text of /proc/PID/stat (field 4).
 pub fn parse_stat_ppid(stat: &str) -> Option<u32> {
     stat_field(stat, 4)?.parse().ok()
@@ -42,6 +41,7 @@ pub fn parse_stat_major_faults(stat: &str) -> Option<u64> {
     stat_field(stat, 12)?.parse().ok()
 }
 
+/// utime and stime from /proc/PID/stat text (fields 14 and 15, after the "(comm)").
 pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
     let after_comm = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
@@ -53,6 +53,36 @@ pub fn parse_stat_cpu_time(stat: &str, ticks_per_sec: u64) -> Option<CpuTime> {
         user_ns: utime * ns_per_tick,
         sys_ns: stime * ns_per_tick,
     })
+}
+
+/// A process's /proc/PID/stat text, empty when it is gone.
+pub fn stat_text(pid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default()
+}
+
+/// A thread's /proc/PID/task/TID/stat text, empty when it is gone.
+pub fn thread_stat_text(pid: u32, tid: u32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap_or_default()
+}
+
+/// Every process now and its parent: (pid, ppid).
+pub fn parents() -> Vec<(u32, u32)> {
+    (fs::read_dir("/proc").into_iter().flatten())
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| Some((pid, parse_stat_ppid(&stat_text(pid))?)))
+        .collect()
+}
+
+/// What a process's descriptor refers to now (a path, `socket:[N]`...); None once closed.
+pub fn fd_target(pid: u32, fd: i32) -> Option<String> {
+    let link = fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
+    Some(link.to_string_lossy().into_owned())
+}
+
+/// A file of /proc/PID/net (`tcp`, `tcp6`...): the process's network namespace's; empty when
+/// the process is gone.
+pub fn net_file(pid: u32, file: &str) -> String {
+    fs::read_to_string(format!("/proc/{pid}/net/{file}")).unwrap_or_default()
 }
 
 /// A process's CPU time (all its threads, live and exited).
@@ -298,7 +328,7 @@ pub fn ephemeral_port_range() -> Option<(u16, u16)> {
 }
 
 /// The inodes of the sockets a process holds open (/proc/PID/fd links `socket:[N]`).
-pub fn socket_inodes(pid: u32) -> Vec<u32> {
+pub fn socket_inodes(pid: u32) -> Vec<u64> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .into_iter()
         .flatten()

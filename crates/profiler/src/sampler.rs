@@ -9,7 +9,7 @@ use srvprof_common::NUM_GROUPS;
 use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
 use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
-use crate::procfs::{self, CpuTime};
+use crate::procfs;
 use crate::window_placement::{self, Decision, Slot};
 use srvprof_analysis::observer::{ObserverTally, ProgramRuns};
 use srvprof_analysis::random::SplitMix64;
@@ -205,7 +205,7 @@ impl Sampler {
         let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
         let mut major_faults: BTreeMap<u32, u64> = BTreeMap::new();
         for &(pid, group) in &watched {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let stat = procfs::stat_text(pid);
             if let Some(ppid) = procfs::parse_stat_ppid(&stat) {
                 parents.insert(pid, ppid);
             }
@@ -224,7 +224,8 @@ impl Sampler {
                 };
             }
             for tid in procfs::thread_ids(pid) {
-                if let Some(cpu) = read_cpu(&format!("/proc/{pid}/task/{tid}/stat"), ticks) {
+                let stat = procfs::thread_stat_text(pid, tid);
+                if let Some(cpu) = procfs::parse_stat_cpu_time(&stat, ticks) {
                     let comm = procfs::comm(pid, tid).unwrap_or_default();
                     self.threads.insert(
                         tid,
@@ -383,14 +384,14 @@ impl Sampler {
             return None;
         }
         let connections = connections?;
-        let inodes: std::collections::HashSet<u32> = watched
+        let inodes: std::collections::HashSet<u64> = watched
             .iter()
             .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
             .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
             .collect();
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
         for &(inode, local_port, remote) in &connections.established {
-            if inodes.contains(&inode) && !self.listen_ports.contains(&local_port) {
+            if inodes.contains(&u64::from(inode)) && !self.listen_ports.contains(&local_port) {
                 *now.entry(remote.to_string()).or_default() += 1;
             }
         }
@@ -584,11 +585,6 @@ impl Sampler {
         drop(self.probes);
         self.exits
     }
-}
-
-fn read_cpu(path: &str, ticks: u64) -> Option<CpuTime> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    procfs::parse_stat_cpu_time(&stat, ticks)
 }
 
 /// A per-thread counter's readings: tid -> (group, value).

@@ -64,9 +64,8 @@ pub fn read(ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
             // Named while the descriptor is open; Probes::read names one closed by now by the file it
             // named at an earlier reading.
             path: (k.fd >= 0)
-                .then(|| std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.fd)).ok())
+                .then(|| crate::procfs::fd_target(k.tgid, k.fd))
                 .flatten()
-                .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             count: v.count,
             total_ns: v.total_ns,
