@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+pub use crate::duration::parse_duration;
+
 use crate::{LoadConfig, LoadError, LoadReport};
 
 #[derive(clap::Args, Clone, Debug, PartialEq)]
@@ -278,34 +280,6 @@ impl LoadArgs {
     }
 }
 
-/// Parse "10s", "500ms", "2m", "1h", "250us", "1.5s"; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration like 10s, 500ms or 2m"))?;
-    let seconds = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "ns" => value / 1e9,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "unknown unit `{other}` in `{text}`; use ns, us, ms, s, m or h"
-            ));
-        }
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("`{text}` is not a duration like 10s, 500ms or 2m"));
-    }
-    Ok(Duration::from_secs_f64(seconds))
-}
 
 /// Parse "0,1" or "0-3,6".
 pub fn parse_cpu_list(text: &str) -> Result<CpuList, String> {
@@ -432,17 +406,6 @@ fn spawn_ctrl_c_watcher(stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
-        assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("5 parsecs").is_err());
-    }
 
     #[test]
     fn cpu_lists() {

@@ -123,7 +123,7 @@ fn write_log(
     let mut log = IntervalLogWriterBuilder::new().begin_log_with(out, &mut serializer)?;
 
     let intervals = (intervals as u64).max(latency.kept.last().map_or(0, |(i, _)| i + 1));
-    let empty = crate::stats::new_histogram();
+    let empty = crate::histogram::new_histogram();
     let mut deserializer = Deserializer::new();
     let mut kept = latency.kept.iter().peekable();
     for index in 0..intervals {
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn an_interval_without_answers_is_empty_and_the_last_ends_with_the_window() {
         let mut latency = IntervalLatency::default();
-        let mut h = crate::stats::new_histogram();
+        let mut h = crate::histogram::new_histogram();
         h.record(1_500).unwrap();
         latency.keep(0, &h);
         h.record(90_000).unwrap();

@@ -33,8 +33,10 @@ macro_rules! engine {
 engine! {
     mod classify;
     pub mod cli;
+    mod duration;
     mod error;
     mod hdr_log;
+    mod histogram;
     mod http2;
     mod http1;
     mod hyper_client;
@@ -65,6 +67,6 @@ engine! {
     pub mod bench_api {
         pub use crate::http1::parse_response_head;
         pub use crate::hyper_client::exchange;
-        pub use crate::stats::new_histogram;
+        pub use crate::histogram::new_histogram;
     }
 }

@@ -176,7 +176,7 @@ fn parse_ramp_end(text: &str) -> Result<f64, String> {
 }
 
 fn parse_stage_duration(text: &str) -> Result<Duration, String> {
-    let d = crate::cli::parse_duration(text)?;
+    let d = crate::duration::parse_duration(text)?;
     if d.is_zero() {
         return Err("lasts 0s".into());
     }

@@ -505,8 +505,8 @@ fn build_report(
     for kind in ErrorKind::ALL {
         errors_by_kind.insert(kind.name().to_string(), 0);
     }
-    let mut connect = stats::new_histogram();
-    let mut tls_latency = stats::new_histogram();
+    let mut connect = crate::histogram::new_histogram();
+    let mut tls_latency = crate::histogram::new_histogram();
     let mut user_ns = 0u64;
     let mut sys_ns = 0u64;
     let mut max_thread_utilization = 0.0f64;
@@ -567,7 +567,7 @@ fn build_report(
             retried_after_refused_stream: sum(|t| t.h2_refused_stream),
         }),
         open_loop: config.rate.is_some().then(|| {
-            let mut uncorrected = stats::new_histogram();
+            let mut uncorrected = crate::histogram::new_histogram();
             for t in totals {
                 uncorrected
                     .add(&t.service_latency)

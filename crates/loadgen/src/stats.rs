@@ -8,21 +8,15 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::histogram::{new_histogram, target_histogram};
 use crate::report::{ErrorKind, LatencySummary, TimelineEntry, round3};
 use crate::sys::CpuTime;
 
-/// Latencies are recorded in microseconds, 3 significant digits, up to one hour.
-const HIST_MAX_US: u64 = 3_600_000_000;
-const HIST_SIGFIG: u8 = 3;
 const STATUS_SLOTS: usize = 1000;
 /// Open loop: a request sent later than this after its intended time fell behind the schedule.
 /// The schedule's own wakeups are at most ~0.3 ms late (pacer.rs); anything later means the
 /// request's slot was busy.
 pub const LATE: Duration = Duration::from_millis(1);
-
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG).expect("valid histogram bounds")
-}
 
 #[inline]
 fn micros(d: Duration) -> u64 {
@@ -40,11 +34,6 @@ pub struct Times {
 
 /// Distinct targets of a `--targets` list whose latency is kept apart (the rest are counted).
 pub const TARGET_LATENCIES: usize = 100;
-
-/// A target's latency histogram: 2 significant digits, 32-bit counts (12 KB, not 190).
-fn target_histogram() -> Histogram<u32> {
-    Histogram::new_with_bounds(1, HIST_MAX_US, 2).expect("valid histogram bounds")
-}
 
 /// One distinct request of a `--targets` list, on one thread.
 pub(crate) struct TargetTally {
