@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::random::SplitMix64;
-use crate::run_report::TimelineRow;
+use crate::timeline::TimelineRow;
 
 /// Intervals needed before any kernel figure is said to track p99.
 pub const MIN_INTERVALS: usize = 10;

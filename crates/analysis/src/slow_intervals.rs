@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::run_report::TimelineRow;
+use crate::timeline::TimelineRow;
 
 /// An interval is slow when its p99 is at least this many times the median interval's...
 pub const SLOW_P99_RATIO: f64 = 1.5;

@@ -4,42 +4,15 @@ use std::collections::BTreeMap;
 
 use srvprof_common::lost;
 
+use super::deltas::{scaled, syscall_deltas};
 use super::interrupts::{hardirq_deltas, softirq_deltas};
 use super::sampling::{
-    Basis, MIN_TRACED_SWITCHES, group_switches, scaled, traced_fraction, traced_share_by,
-    traced_syscalls,
+    Basis, MIN_TRACED_SWITCHES, group_switches, traced_fraction, traced_share_by, traced_syscalls,
 };
 use super::tcp::{host_tcp_report, tcp_report};
 use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
 use crate::names::syscall_name;
-use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Sample, ThreadCounters};
-
-/// (group, syscall number, count and time): a syscall table as KernelCounters holds it.
-type SyscallRows = Vec<(u32, u32, CountNs)>;
-
-/// One group's rows of a syscall table from `start` to `end` (the table `pick` names), per
-/// syscall number, the numbers with something counted.
-pub(super) fn syscall_deltas(
-    start: &Sample,
-    end: &Sample,
-    group: u32,
-    pick: fn(&KernelCounters) -> Option<&SyscallRows>,
-) -> BTreeMap<u32, CountNs> {
-    let table = |s: &Sample| -> BTreeMap<u32, CountNs> {
-        pick(&s.kernel)
-            .into_iter()
-            .flatten()
-            .filter(|(g, _, _)| *g == group)
-            .map(|(_, nr, c)| (*nr, *c))
-            .collect()
-    };
-    let before = table(start);
-    table(end)
-        .into_iter()
-        .map(|(nr, c)| (nr, c.minus(before.get(&nr).copied().unwrap_or_default())))
-        .filter(|(_, d)| d.count > 0 || d.total_ns > 0)
-        .collect()
-}
+use crate::record::{CpuUse, ExitRecord, Sample, ThreadCounters};
 
 fn wakeup_deltas(
     start: &Sample,

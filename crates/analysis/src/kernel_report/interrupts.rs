@@ -6,7 +6,7 @@
 
 use srvprof_common::SOFTIRQ_NAMES;
 
-use super::sampling::at_probe_mean;
+use super::deltas::at_probe_mean;
 use super::{HardirqReport, SoftirqReport};
 use crate::record::{CountNs, Sample};
 

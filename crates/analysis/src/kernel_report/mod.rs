@@ -8,6 +8,7 @@
 
 mod compose;
 mod cpu_limits;
+mod deltas;
 mod disk_waits;
 mod interrupts;
 mod locks;

@@ -4,6 +4,7 @@
 //! time), and softirq times are the kernel's own counts at the windows' mean time per event
 //! (NET_RX: per packet). The hardirq programs stay attached all along.
 
+use super::deltas::sum;
 use std::collections::BTreeMap;
 
 use crate::record::{CountNs, Sample};
@@ -192,7 +193,7 @@ impl WindowUnit {
     /// The window(s) between two samples, for `group`.
     pub fn between(start: &Sample, end: &Sample, group: u32) -> WindowUnit {
         let by_name: BTreeMap<u32, (f64, f64)> =
-            super::compose::syscall_deltas(start, end, group, |k| Some(k.scaled_syscalls()))
+            super::deltas::syscall_deltas(start, end, group, |k| Some(k.scaled_syscalls()))
                 .into_iter()
                 .map(|(nr, d)| (nr, (d.count as f64, d.total_ns as f64)))
                 .collect();
@@ -255,33 +256,6 @@ impl WindowUnit {
             None => self.softirqs.iter().map(at).fold(CountNs::default(), sum),
         }
     }
-}
-
-pub(super) fn sum(a: CountNs, b: CountNs) -> CountNs {
-    CountNs {
-        count: a.count + b.count,
-        total_ns: a.total_ns + b.total_ns,
-    }
-}
-
-/// Scales a count seen while the programs were attached up to the whole window.
-pub(super) fn scaled(n: u64, fraction: Option<f64>) -> u64 {
-    match fraction {
-        None => n,
-        Some(f) if f > 0.0 => (n as f64 / f).round() as u64,
-        Some(_) => 0,
-    }
-}
-
-/// Sampled mode: `count` events (the kernel's own count) at the mean time per event the probes
-/// measured in their windows.
-pub(super) fn at_probe_mean(probe: CountNs, count: u64) -> CountNs {
-    let total_ns = if probe.count == 0 {
-        0
-    } else {
-        (u128::from(probe.total_ns) * u128::from(count) / u128::from(probe.count)) as u64
-    };
-    CountNs { count, total_ns }
 }
 
 #[cfg(test)]

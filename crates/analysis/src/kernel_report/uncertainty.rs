@@ -147,7 +147,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::kernel_report::sampling::{at_probe_mean, scaled, sum};
+    use crate::kernel_report::deltas::{at_probe_mean, scaled, sum};
     use crate::random::SplitMix64;
 
     /// One synthetic minute of bursty traffic in 1 ms steps, with a window of `window_ms` at a
