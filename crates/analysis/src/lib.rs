@@ -14,7 +14,7 @@ pub mod interval;
 pub mod kernel_report;
 pub mod names;
 pub mod observer;
-pub mod random;
+pub use srvprof_loadgen::random;
 pub mod record;
 pub mod rules;
 pub mod run_report;

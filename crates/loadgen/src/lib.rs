@@ -17,6 +17,7 @@
 //! Without its default feature `engine`, the crate is only the report's types (serde data, no
 //! tokio, no sockets): what srvprof-analysis reads.
 
+pub mod random;
 mod report;
 
 pub use report::{

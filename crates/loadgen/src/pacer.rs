@@ -33,7 +33,7 @@ pub(crate) struct Pacer {
     next: Option<(Instant, u64, Instant)>,
     schedule: Option<(Rc<Schedule>, usize)>,
     /// The slot's generator for `--targets-order random`.
-    rng: u64,
+    rng: crate::random::SplitMix64,
 }
 
 impl Pacer {

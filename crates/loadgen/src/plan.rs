@@ -2,6 +2,7 @@
 //! budget), and the policies the request loop applies to each connection slot: when a request may
 //! begin, how long a failed slot waits before it connects again.
 
+use crate::random::SplitMix64;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,16 +32,15 @@ pub(crate) const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 /// no response served.
 pub(crate) struct Backoff {
     streak: u32,
-    rng: u64,
+    rng: SplitMix64,
 }
 
 impl Backoff {
     pub(crate) fn new(index: usize) -> Backoff {
-        // A nonzero seed per slot, so slots draw different jitter.
-        let seed = (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        // A seed per slot, so slots draw different jitter.
         Backoff {
             streak: 0,
-            rng: seed,
+            rng: SplitMix64(index as u64),
         }
     }
 
@@ -56,12 +56,8 @@ impl Backoff {
         if ceiling < RECONNECT_BACKOFF_MAX {
             self.streak += 1;
         }
-        // xorshift64: no allocation, no shared state.
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
         let half = ceiling / 2;
-        half + half.mul_f64((self.rng >> 11) as f64 / (1u64 << 53) as f64)
+        half + half.mul_f64(self.rng.uniform())
     }
 
     /// Failures in a row of this slot (for tests).

@@ -6,6 +6,7 @@
 //! ignored. A request listed twice is taken twice as often. Every URL must be on the run's
 //! server (one scheme, host and port): connections go to one address.
 
+use crate::random::SplitMix64;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -199,7 +200,7 @@ impl Targets {
 
     /// The next request for a slot whose generator is `rng`: its template's index.
     #[inline]
-    pub(crate) fn pick(&self, rng: &mut u64) -> usize {
+    pub(crate) fn pick(&self, rng: &mut SplitMix64) -> usize {
         let n = self.templates.len();
         if n == 1 {
             return 0;
@@ -207,19 +208,15 @@ impl Targets {
         match self.order {
             Order::RoundRobin => (self.next.fetch_add(1, Ordering::Relaxed) % n as u64) as usize,
             Order::Random => {
-                // xorshift64*: no allocation, no shared state.
-                *rng ^= *rng >> 12;
-                *rng ^= *rng << 25;
-                *rng ^= *rng >> 27;
-                let x = rng.wrapping_mul(0x2545_F491_4F6C_DD1D);
+                let x = rng.next_u64();
                 (((x >> 32) * n as u64) >> 32) as usize
             }
         }
     }
 
-    /// A slot's generator: from the seed and the slot's number, never 0.
-    pub(crate) fn rng_for(&self, slot: usize) -> u64 {
-        (self.seed ^ (slot as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1
+    /// A slot's generator: from the seed and the slot's number.
+    pub(crate) fn rng_for(&self, slot: usize) -> SplitMix64 {
+        SplitMix64(self.seed ^ (slot as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 }
 

@@ -1,9 +1,13 @@
-//! A small, fast generator (Steele, Lea and Flood's SplitMix64): the correlation test's shuffles,
-//! the sampler's window placement, and the synthetic traffic of the estimator tests.
+//! srvprof's one random-number generator, small and fast (Steele, Lea and Flood's SplitMix64):
+//! the load generator's reconnect jitter and random target order, the correlation test's
+//! shuffles, the sampler's window placement, and the synthetic traffic of the estimator tests.
+//! No allocation, no shared state: each user keeps its own.
 
+#[derive(Clone, Debug)]
 pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -13,6 +17,7 @@ impl SplitMix64 {
     }
 
     /// Uniform in [0, 1).
+    #[inline]
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
