@@ -16,9 +16,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use super::host::SERVER_CPU;
-use super::overhead::{Watcher, detach};
 use super::sample_cost::{HZ, Sampled, attach};
 use super::stats::{median, spread};
+use super::watchers::{Watcher, detach};
 
 /// Seconds the callbacks are timed for, after the watcher attached and settled for SETTLE.
 const TIMED_S: u64 = 4;

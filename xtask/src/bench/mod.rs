@@ -19,6 +19,7 @@ mod soak;
 mod stats;
 mod tables;
 mod tail;
+mod watchers;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 
 use super::host::SERVER_CPU;
-use super::overhead::{Watcher, detach, own_cpu_ns, perf_record, srvprof_run_rest, start_watcher};
 use super::stats::{median, spread};
+use super::watchers::{Watcher, detach, own_cpu_ns, perf_record, srvprof_run_rest, start_watcher};
 
 /// The watchers' own CPU.
 const WATCHER_CPU: &str = "0";

@@ -200,7 +200,7 @@ fn beside_probe(srvprof: &Path, worker: u32, flags: &[&str], seconds: u64) -> Re
         .stderr(Stdio::piped())
         .spawn()
         .context("starting srvprof probe")?;
-    super::overhead::wait_for_line(&mut child, "watching PIDs")?;
+    super::watchers::wait_for_line(&mut child, "watching PIDs")?;
     // Past the first interval's reading of every thread, as in a long run.
     std::thread::sleep(Duration::from_millis(1200));
     let late = late_wakeups(seconds);
