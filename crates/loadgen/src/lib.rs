@@ -34,6 +34,7 @@ macro_rules! engine {
 engine! {
     mod classify;
     pub mod cli;
+    mod connection;
     mod duration;
     mod error;
     mod hdr_log;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::{Duration, Instant};
 
-use crate::{plan, request_loop};
+use crate::{connection, plan};
 use crate::error::LoadError;
 use crate::progress::Progress;
 use crate::report::{self, ClientCpu, ConfigEcho, Engine, ErrorKind, LatencySummary, LoadReport};
@@ -477,7 +477,7 @@ fn worker_thread(
     let local = tokio::task::LocalSet::new();
     local.block_on(
         &runtime,
-        request_loop::run_thread_connections(plan.clone(), recorder.clone(), connection_indices),
+        connection::run_thread_connections(plan.clone(), recorder.clone(), connection_indices),
     );
     drop(local);
     let mut recorder = std::rc::Rc::try_unwrap(recorder)
