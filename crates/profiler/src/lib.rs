@@ -20,4 +20,5 @@ pub mod realtime;
 pub mod render;
 pub mod sampler;
 pub mod sockdiag;
+pub mod stacks;
 pub mod window_placement;

@@ -11,14 +11,13 @@ use crate::cli::{RunArgs, Stacks};
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
-use crate::render::{
-    self,
-    folded::FoldedStacks,
+use crate::render::{self, folded::FoldedStacks};
+use crate::render::{lock_stacks, run_text};
+use crate::sampler::Sampler;
+use crate::stacks::{
     perf_map::{self, StartMaps},
     symbolize,
 };
-use crate::render::{lock_stacks, run_text};
-use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::run_report::{RunReport, TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;

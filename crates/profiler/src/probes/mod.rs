@@ -2,7 +2,6 @@
 //! the twin of the module of the same name in crates/ebpf.
 
 pub mod btf_offsets;
-mod copy_hints;
 pub mod cost;
 pub mod exits;
 pub mod irq;
@@ -14,8 +13,6 @@ pub mod stacks;
 pub mod syscalls;
 pub mod target;
 pub mod tcp;
-pub mod timed;
-pub mod unwind;
 pub mod window;
 
 use aya::{
@@ -143,7 +140,7 @@ pub struct Probes {
     exits: exits::ExitReader,
     stack_sample_hz: Option<u64>,
     /// On-CPU samples unwound from CFI in user space, when stacks are recorded.
-    user_stacks: Option<unwind::UserStacks>,
+    user_stacks: Option<crate::stacks::unwind::UserStacks>,
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
     window: Option<Window>,
@@ -271,7 +268,7 @@ impl Probes {
                     .chain(&targets.client_pids)
                     .copied()
                     .collect();
-                Some(unwind::UserStacks::start(ring, hints, &pids))
+                Some(crate::stacks::unwind::UserStacks::start(ring, hints, &pids))
             }
             None => None,
         };
@@ -426,7 +423,7 @@ impl Probes {
         let (unwound, grid) = self
             .user_stacks
             .as_mut()
-            .map(unwind::UserStacks::finish)
+            .map(crate::stacks::unwind::UserStacks::finish)
             .unwrap_or_default();
         self.stack_sample_hz
             .map(|hz| stacks::read(&self.ebpf, hz, unwound, grid))

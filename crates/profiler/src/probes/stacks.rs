@@ -14,10 +14,10 @@ use aya::{
 use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{StackKey, maps};
 
-use super::timed::{Row, StackRef};
-use super::unwind::{KERNEL_ID_BASE, UnwoundStacks};
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
+use crate::stacks::timed::{Row, StackRef};
+use crate::stacks::unwind::{KERNEL_ID_BASE, UnwoundStacks};
 
 pub const ONCPU_PROGRAM: &str = "oncpu_sample";
 pub const OFFCPU_PROGRAM: &str = "offcpu_switch";

@@ -8,12 +8,10 @@ pub mod flamegraph;
 pub mod folded;
 pub mod html;
 pub mod lock_stacks;
-pub mod perf_map;
 pub mod plots;
 pub mod pprof;
 pub mod run_text;
 pub mod slowest;
-pub mod symbolize;
 pub mod text;
 
 use std::path::Path;

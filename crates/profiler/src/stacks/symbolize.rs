@@ -12,11 +12,11 @@ use blazesym::{MaybeDefault, Pid};
 
 use srvprof_analysis::unwind_quality::UnwindTally;
 
-use super::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
 use crate::proc_maps::{self, Mapping};
+use crate::render::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use srvprof_common::{STACK_ID_COLLIDED, StackKey};
 
 /// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the
@@ -98,10 +98,12 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             // a process gone, the file on disk if it is still the one mapped.
             let build_id = (build_ids.entry((tgid, path.to_string())))
                 .or_insert_with(|| match gone {
-                    false => {
-                        super::pprof::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
+                    false => crate::render::pprof::build_id_of(Path::new(&format!(
+                        "/proc/{tgid}/root{path}"
+                    ))),
+                    true if file.still_on_disk() => {
+                        crate::render::pprof::build_id_of(Path::new(path))
                     }
-                    true if file.still_on_disk() => super::pprof::build_id_of(Path::new(path)),
                     true => None,
                 })
                 .clone();
@@ -343,7 +345,7 @@ impl ProcessMaps {
 mod tests {
     use super::*;
     use crate::probes::stacks::Counts;
-    use crate::probes::timed::Row;
+    use crate::stacks::timed::Row;
 
     #[test]
     fn a_stack_lost_to_a_collision_is_a_frame_saying_so() {

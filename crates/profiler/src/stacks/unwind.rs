@@ -120,7 +120,7 @@ impl Default for StackIds<Vec<u64>> {
 
 impl Default for StackIds<UserStack> {
     fn default() -> Self {
-        Self::from(super::stacks::UNWOUND_ID_BASE)
+        Self::from(crate::probes::stacks::UNWOUND_ID_BASE)
     }
 }
 
