@@ -1,0 +1,209 @@
+//! The scheduler's programs (ebpf/src/sched.rs): per-thread figures, wakeups, run-queue holders,
+//! uninterruptible waits and lock waits.
+
+/// Distinct (waker thread, woken thread) pairs kept per run.
+pub const MAX_WAKE_PAIRS: u32 = 16384;
+
+/// Per-thread scheduler and syscall figures, cumulative since the thread was first seen,
+/// plus the timestamps the programs need between events.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    pub tgid: u32,
+    pub group: u32,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+    pub oncpu_ns: u64,
+    pub offcpu_ns: u64,
+    pub runq_ns: u64,
+    pub runq_count: u64,
+    pub migrations: u64,
+    pub syscalls: u64,
+    pub syscall_ns: u64,
+    /// Bit n set: the thread ran on CPU n (CPUs 0..63).
+    pub cpu_mask: u64,
+    pub last_switch_in_ns: u64,
+    pub last_switch_out_ns: u64,
+    /// When the thread became runnable and started waiting for a CPU; 0 when not waiting.
+    pub runnable_since_ns: u64,
+    /// The task's sum_exec_runtime at its last switch-out (0: not yet read).
+    pub exec_at_switch_out_ns: u64,
+    /// The syscall in flight: when it was entered (0: none) and its number.
+    pub syscall_start_ns: u64,
+    pub syscall_nr: u64,
+    /// Always counted (sched_switch): the thread's voluntary off-CPU periods inside a syscall
+    /// (switched out asleep with a syscall's number in its user registers), and their time from
+    /// switch-out to switch-in. Counted at the switch-in, so with the syscall's return, as a
+    /// syscall tracer would count it.
+    pub syscalls_blocked: u64,
+    pub syscall_blocked_ns: u64,
+    /// The syscall the thread went to sleep in at its last switch-out, plus one (0: it was not
+    /// asleep in a syscall).
+    pub blocked_nr: u64,
+    /// Sampled windows: syscall_blocked_ns when the syscall in flight was entered.
+    pub blocked_ns_at_enter: u64,
+    /// Sampled windows: the timed syscalls that did not block, and every timed syscall's time
+    /// outside its blocked periods (weighted as window::weighted weights the whole call).
+    pub syscalls_unblocked: u64,
+    pub syscall_rest_ns: u64,
+    /// Off-CPU stacks: user stack walks in a row that failed, finding no frame or a stack that
+    /// collided in the map (a binary built without frame pointers, like Debian's nginx, gives
+    /// either). Past USER_STACK_MISS_LIMIT only one walk in USER_STACK_RETRY_EVERY is tried:
+    /// each failed walk costs ~2 us at every switch-out.
+    pub user_stack_misses: u64,
+    /// Set when the thread last switched out in uninterruptible sleep (TASK_UNINTERRUPTIBLE: disk
+    /// I/O, a page fault's read, a kernel lock), with the file descriptor its syscall was given
+    /// (-1: none, or not in a syscall): its time until the switch-in goes to DISK_WAITS.
+    pub uninterruptible: u32,
+    pub blocked_fd: i32,
+    /// Set when the thread last switched out asleep in futex(2): the futex word's address (the
+    /// syscall's first argument; 0: not in a futex wait). The thread charged with the wait is
+    /// set when it is woken (futex_holder, 0: not yet), and its wait goes to LOCK_WAITS at the
+    /// switch-in.
+    pub futex_uaddr: u64,
+    pub futex_holder: u32,
+    pub futex_holder_tgid: u32,
+    /// 1 when that wait followed a lock's protocol (futex_lock_protocol), else 0.
+    pub futex_lock: u32,
+    pub _pad_futex: u32,
+    /// The thread its last futex wait was charged to (0: it has slept otherwise since; a
+    /// preemption keeps it), when that wait ended and the thread's run-queue total then. A
+    /// thread that passes a lock on within LOCK_CONVOY_NS of running after getting it passes
+    /// this on, so a queue of waiters behind one long holder is charged to that holder.
+    pub lock_root: u32,
+    pub lock_root_tgid: u32,
+    pub lock_root_since_ns: u64,
+    pub lock_root_runq_ns: u64,
+    /// Memory reclaimed by the thread itself (direct or memcg reclaim): how often, for how long,
+    /// and when the one in progress began (0: none).
+    pub reclaims: u64,
+    pub reclaim_ns: u64,
+    pub reclaim_start_ns: u64,
+    pub comm: [u8; 16],
+}
+
+/// A thread woken from a futex wait that wakes another waiter within this long of running since
+/// (the wall time less its run-queue waits) only passed the lock on (took it, did a little, let
+/// it go): the new waiter's wait is charged to whoever the first one's wait was.
+pub const LOCK_CONVOY_NS: u64 = 50_000;
+
+/// futex(2)'s number on x86-64, plus one (ThreadStats.blocked_nr's encoding).
+pub const FUTEX_SLOT: u64 = 202 + 1;
+
+/// Whether a futex(2) call with operation `op` (its second argument) and value `val` (its third)
+/// waits the way a lock's waiters do: FUTEX_WAIT or FUTEX_WAIT_BITSET on the value 2 ("locked,
+/// with waiters", the contended state of glibc's pthread mutexes, Rust's std Mutex and Go's
+/// runtime locks alike), or FUTEX_LOCK_PI / FUTEX_LOCK_PI2 (priority-inheritance mutexes).
+/// A condition variable's, a parked thread's or an event's wait uses other values.
+pub fn futex_lock_protocol(op: u64, val: u64) -> bool {
+    const CMD_MASK: u64 = 0x7f;
+    const FUTEX_WAIT: u64 = 0;
+    const FUTEX_LOCK_PI: u64 = 6;
+    const FUTEX_WAIT_BITSET: u64 = 9;
+    const FUTEX_LOCK_PI2: u64 = 13;
+    match op & CMD_MASK {
+        FUTEX_WAIT | FUTEX_WAIT_BITSET => val as u32 == 2,
+        FUTEX_LOCK_PI | FUTEX_LOCK_PI2 => true,
+        _ => false,
+    }
+}
+
+/// Who woke a watched thread: the task running when the wakeup was issued (sched_waking fires in
+/// the waker's context; an interrupt's wakeup names the task it interrupted, often the idle task).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct WakeKey {
+    pub waker_tid: u32,
+    pub wakee_tid: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WakeCount {
+    pub count: u64,
+    pub waker_tgid: u32,
+    /// The woken thread's group (server or client).
+    pub wakee_group: u32,
+    pub waker_comm: [u8; 16],
+}
+
+/// Who held a CPU when a watched thread's wait for it ended: the task switched out as the thread
+/// switched in (sched_switch's prev), keyed with the waiting thread's group.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct HolderKey {
+    pub holder_tid: u32,
+    pub group: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HolderWait {
+    /// Waits that ended with this task giving up the CPU, and their summed length (ns).
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub holder_tgid: u32,
+    pub _pad: u32,
+    pub holder_comm: [u8; 16],
+}
+
+pub const MAX_RUNQ_HOLDERS: u32 = 4096;
+
+/// A watched process's uninterruptible sleeps: in which syscall (its number plus one; 0 when not
+/// in a syscall, as in a page fault) on which file descriptor (-1 when the syscall takes none).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DiskWaitKey {
+    pub tgid: u32,
+    pub group: u32,
+    pub nr_slot: u32,
+    pub fd: i32,
+}
+
+pub const MAX_DISK_WAITS: u32 = 4096;
+
+/// A watched thread's futex waits: on which futex word, charged to which thread (the one that
+/// woke it, or the holder at the head of the queue it waited in: ThreadStats.lock_root).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LockWaitKey {
+    pub tgid: u32,
+    pub group: u32,
+    pub uaddr: u64,
+    pub waiter_tid: u32,
+    pub holder_tid: u32,
+    /// 1: the waits followed a lock's protocol (futex_lock_protocol).
+    pub lock_protocol: u32,
+    pub _pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockWait {
+    /// Waits and their summed length (ns, switch-out to switch-in).
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub holder_tgid: u32,
+    pub _pad: u32,
+}
+
+pub const MAX_LOCK_WAITS: u32 = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::futex_lock_protocol;
+
+    #[test]
+    fn a_lock_waits_on_its_contended_value_a_condvar_on_others() {
+        const PRIVATE: u64 = 128;
+        // glibc's __lll_lock_wait: FUTEX_WAIT_PRIVATE on 2; Rust's std Mutex: FUTEX_WAIT_BITSET.
+        assert!(futex_lock_protocol(PRIVATE, 2));
+        assert!(futex_lock_protocol(9 | PRIVATE, 2));
+        // FUTEX_LOCK_PI takes no value.
+        assert!(futex_lock_protocol(6 | PRIVATE, 0));
+        // Go's notesleep waits on 0; a condvar on its sequence number; FUTEX_WAKE is no wait.
+        assert!(!futex_lock_protocol(PRIVATE, 0));
+        assert!(!futex_lock_protocol(9 | PRIVATE, 7));
+        assert!(!futex_lock_protocol(1 | PRIVATE, 2));
+    }
+}

@@ -1,0 +1,49 @@
+//! The TCP programs (ebpf/src/tcp.rs).
+//!
+//! TCP counters by side. A socket's side comes from the watched ports (TCP_PORTS, the server's
+//! listening ports): its own (local) port watched is the server's side, its peer's (remote) port
+//! watched is a client's (the load generator's in `srvprof run`), neither is OTHER.
+
+use super::{GROUP_CLIENT, GROUP_SERVER};
+
+pub const SIDE_SERVER: u32 = GROUP_SERVER;
+pub const SIDE_CLIENT: u32 = GROUP_CLIENT;
+/// Neither port watched (every socket when no port is), or a reset with no socket.
+pub const SIDE_OTHER: u32 = 2;
+pub const SIDES: u32 = 3;
+
+/// Counters of one side; TCP_COUNTERS holds them at `index(side, counter)`.
+pub const RETRANSMITS: u32 = 0;
+pub const SYN_RETRANSMITS: u32 = 1;
+pub const SYNACK_RETRANSMITS: u32 = 2;
+pub const RESETS_SENT: u32 = 3;
+pub const RESETS_RECEIVED: u32 = 4;
+pub const COUNT: u32 = 5;
+
+pub const fn index(side: u32, counter: u32) -> u32 {
+    side * COUNT + counter
+}
+
+/// TcpResetKey::direction.
+pub const SENT: u8 = 0;
+pub const RECEIVED: u8 = 1;
+/// TcpResetKey::state of a reset sent with no socket (the kernel's states start at 1).
+pub const STATE_NO_SOCKET: u8 = 0;
+/// TcpResetKey::reason of a received reset (the kernel gives no reason for those).
+pub const REASON_NONE: u32 = u32::MAX;
+/// Distinct (side, direction, state, reason) keys TCP_RESETS holds (server and client sides).
+pub const MAX_RESET_KEYS: u32 = 1024;
+
+pub const MAX_PORTS: u32 = 64;
+
+/// A TCP_RESETS key: resets a side sent or received, by the socket's TCP state (the kernel's
+/// numbers) and, for sent ones, the kernel's enum sk_rst_reason (numbers named from BTF).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TcpResetKey {
+    pub side: u8,
+    pub direction: u8,
+    pub state: u8,
+    pub pad: u8,
+    pub reason: u32,
+}
