@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use srvprof_common::lost;
 
 use super::deltas::{scaled, syscall_deltas};
-use super::interrupts::{hardirq_deltas, softirq_deltas};
+use super::irq::{hardirq_deltas, softirq_deltas};
 use super::sampling::{
     Basis, MIN_TRACED_SWITCHES, group_switches, traced_fraction, traced_share_by, traced_syscalls,
 };

@@ -1,16 +1,15 @@
 //! What the probes saw over a window, for one group (server or client): the `srvprof probe`
 //! JSON contract, also the `server` and `client` parts of run.json.
-
 //!
 //! This file holds the report's types; compose.rs builds one from two samples, sampling.rs scales
-//! the sampled-mode figures and uncertainty.rs states how closely they are known, interrupts.rs
+//! the sampled-mode figures and uncertainty.rs states how closely they are known, irq.rs
 //! and tcp.rs compute those parts.
 
 mod compose;
 mod cpu_limits;
 mod deltas;
 mod disk_waits;
-mod interrupts;
+mod irq;
 mod locks;
 mod memory;
 mod pauses;
@@ -26,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::record::{ExitRecord, NsHistogram, Outbound, TimeWait};
 
 pub use compose::kernel_report;
-pub use interrupts::{hardirq_deltas, softirq_deltas};
+pub use irq::{hardirq_deltas, softirq_deltas};
 pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
 
 /// How often one thread woke a watched thread in the window.

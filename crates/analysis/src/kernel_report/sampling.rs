@@ -226,8 +226,7 @@ impl WindowUnit {
             softirqs,
             rx_packets: (0..end.traced_rx_packets.as_ref().map_or(0, Vec::len))
                 .map(|cpu| {
-                    super::interrupts::rx_packets(start, end, cpu).map_or(0, |(_, traced)| traced)
-                        as f64
+                    super::irq::rx_packets(start, end, cpu).map_or(0, |(_, traced)| traced) as f64
                 })
                 .collect(),
             responses: delta(end.traced_responses, start.traced_responses).unwrap_or(0) as f64,

@@ -105,7 +105,7 @@ pub fn state_errors(report: &mut super::KernelReport, windows: &[WindowUnit]) {
         );
     }
     // An interrupt row's time is its count times the mean per event the windows saw on its CPU,
-    // or on every CPU when that CPU's windows saw none (interrupts.rs): the error of that mean.
+    // or on every CPU when that CPU's windows saw none (irq.rs): the error of that mean.
     let mean_error = |event: &dyn Fn(&WindowUnit, Option<usize>) -> CountNs, cpu: usize| {
         let seen_here = windows.iter().any(|u| event(u, Some(cpu)).count > 0);
         let at = seen_here.then_some(cpu);

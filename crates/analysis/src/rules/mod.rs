@@ -7,8 +7,8 @@ pub mod churn;
 pub mod cpu;
 pub mod dependency;
 pub mod failures;
-pub mod interrupts;
 pub mod io;
+pub mod irq;
 pub mod limits;
 pub mod locks;
 pub mod memory;
@@ -89,7 +89,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     // Who took the CPU, ranked above the waits it caused.
     out.extend(cpu::noisy_neighbour(r));
     out.extend(cpu::runq_tail(r));
-    out.extend(interrupts::net_irq_concentrated(r));
+    out.extend(irq::net_irq_concentrated(r));
     out.extend(cpu::client_concurrency_short(r));
     out.extend(tcp::server_closed_idle(r));
     out.extend(failures::error_bursts(r));
@@ -123,7 +123,7 @@ mod tests {
             dependency::tests::tables(),
             cpu::tests::tables(),
             failures::tests::tables(),
-            interrupts::tests::tables(),
+            irq::tests::tables(),
             io::tests::tables(),
             limits::tests::tables(),
             locks::tests::tables(),
