@@ -14,6 +14,7 @@ pub mod interval;
 pub mod kernel_report;
 pub mod names;
 pub mod observer;
+pub mod probe_output;
 pub use srvprof_loadgen::random;
 pub mod record;
 pub mod rules;

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use serde::Serialize;
 use srvprof_common::GROUP_SERVER;
 
 use crate::cli::{Format, ProbeArgs};
@@ -13,22 +12,9 @@ use crate::probes::{ProbeTargets, Probes};
 use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
-use srvprof_analysis::interval::IntervalRow;
-use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
+use srvprof_analysis::kernel_report::kernel_report;
+use srvprof_analysis::probe_output::ProbeOutput;
 use srvprof_analysis::series::SampleSeries;
-
-#[derive(Serialize)]
-pub struct ProbeOutput {
-    pub tool: &'static str,
-    #[serde(flatten)]
-    pub report: KernelReport,
-    pub intervals: Vec<IntervalRow>,
-    /// Things the user should know about this run (PIDs that were gone, early stop, ...).
-    pub notes: Vec<String>,
-    /// What watching cost (as in run.json); absent when no interval was timed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub observer: Option<srvprof_analysis::observer::ObserverCost>,
-}
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
