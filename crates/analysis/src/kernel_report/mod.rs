@@ -1,4 +1,4 @@
-//! What the probes saw over a window, for one group (server or client): the `srvprof probe`
+//! What the probes saw over a span between two readings, for one group (server or client): the `srvprof probe`
 //! JSON contract, also the `server` and `client` parts of run.json.
 //!
 //! This file holds the report's types; compose.rs builds one from two samples, sampling.rs scales
@@ -28,7 +28,7 @@ pub use compose::kernel_report;
 pub use irq::{hardirq_deltas, softirq_deltas};
 pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
 
-/// How often one thread woke a watched thread in the window.
+/// How often one thread woke a watched thread in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WakeupReport {
     pub waker_pid: u32,
@@ -40,7 +40,7 @@ pub struct WakeupReport {
     pub count: u64,
 }
 
-/// A thread of the group that did nothing in the window.
+/// A thread of the group that did nothing in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuietThread {
     pub tid: u32,
@@ -57,11 +57,11 @@ pub struct RunqHolderReport {
     pub comm: String,
     pub waits: u64,
     pub wait_ns: u64,
-    /// Share of all the group's waits' time in the window.
+    /// Share of all the group's waits' time in the span.
     pub share: f64,
 }
 
-/// One process's uninterruptible sleeps in one syscall on one file, in a window.
+/// One process's uninterruptible sleeps in one syscall on one file, in a span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DiskWaitReport {
     pub pid: u32,
@@ -75,7 +75,7 @@ pub struct DiskWaitReport {
 }
 
 /// A lock of a watched process: a futex word several of its threads waited on and its own
-/// threads released (kernel_report/locks.rs), in a window.
+/// threads released (kernel_report/locks.rs), in a span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LockReport {
     pub pid: u32,
@@ -108,7 +108,7 @@ pub struct LockHolder {
     pub share: f64,
 }
 
-/// Memory pressure on a group's threads in a window: pages they had to read back in, and memory
+/// Memory pressure on a group's threads in a span: pages they had to read back in, and memory
 /// they had to reclaim themselves before they could allocate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryReport {
@@ -124,7 +124,7 @@ pub struct MemoryReport {
     pub reclaim_ns: u64,
 }
 
-/// One process's stop-the-world pauses in a window: its runtime stopped every thread ("go":
+/// One process's stop-the-world pauses in a span: its runtime stopped every thread ("go":
 /// runtime.stopTheWorldWithSema to startTheWorldWithSema; "hotspot": a safepoint).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PauseReport {
@@ -214,11 +214,11 @@ pub struct SyscallReport {
     pub count: u64,
     pub total_ns: u64,
     /// Sampled mode: the 95 % uncertainty of count, as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the windows were too few to tell.
+    /// Absent in exact mode, or when the trace windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count_error: Option<f64>,
     /// Sampled mode: the 95 % uncertainty of total_ns, as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the windows were too few to tell.
+    /// Absent in exact mode, or when the trace windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
     /// Sampled mode: the part of count and total_ns counted exactly, not scaled: the calls'
@@ -239,7 +239,7 @@ pub struct SoftirqReport {
     pub count: u64,
     pub total_ns: u64,
     /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the windows were too few to tell.
+    /// Absent in exact mode, or when the trace windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
     /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
@@ -261,7 +261,7 @@ pub struct HardirqReport {
     pub count: u64,
     pub total_ns: u64,
     /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the windows were too few to tell.
+    /// Absent in exact mode, or when the trace windows were too few to tell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_error: Option<f64>,
     /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
@@ -345,7 +345,7 @@ pub struct HostTcpReport {
     /// (net.ipv4.tcp_syncookies), the connection kept in no queue until the client's ACK.
     #[serde(default)]
     pub syn_cookies_sent: u64,
-    /// Sockets in TIME_WAIT when the window opened and when it closed; None when not read.
+    /// Sockets in TIME_WAIT at the span's first reading and at its last; None when not read.
     #[serde(default)]
     pub time_wait_at_start: Option<TimeWait>,
     #[serde(default)]
@@ -371,7 +371,7 @@ pub struct KernelReport {
     #[serde(default)]
     pub syscalls_off: bool,
     /// None: syscalls and softirqs were traced all the time (--exact), every figure counted.
-    /// Otherwise the share of the window their programs were attached (sampled mode, the
+    /// Otherwise the share of the span their programs were attached (sampled mode, the
     /// default): syscall counts and times are scaled up from those windows, softirq counts are
     /// the kernel's own (/proc/softirqs) and their times the windows' mean per event (NET_RX's:
     /// per packet) times those counts. Hardirqs are counted and timed all along in both modes.
@@ -416,7 +416,7 @@ pub struct KernelReport {
     /// Who held the CPU when this group's threads' waits for one ended, longest first.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolderReport>,
-    /// The group's threads that did nothing in the window (not one switch, syscall or tick):
+    /// The group's threads that did nothing in the span (not one switch, syscall or tick):
     /// not in `threads`, but still there (an idle worker).
     #[serde(default)]
     pub quiet_threads: Vec<QuietThread>,
@@ -424,7 +424,7 @@ pub struct KernelReport {
     #[serde(default)]
     pub parents: BTreeMap<u32, u32>,
     /// The server's connections to remote addresses other than its clients (its dependencies),
-    /// as seen in the samples up to the window's end; empty for the load generator's side.
+    /// as seen in the samples up to the span's end; empty for the load generator's side.
     #[serde(default)]
     pub outbound: Vec<Outbound>,
     /// This group's uninterruptible sleeps (disk I/O, page faults' reads, kernel locks) by
@@ -456,12 +456,12 @@ pub struct KernelReport {
     /// window). Not a loss: its on/off-CPU split came from the scheduler's sum_exec_runtime.
     #[serde(default)]
     pub switch_ins_unseen: u64,
-    /// Stacks (machine-wide, in the window) whose bucket in the fixed-size stack map held another
+    /// Stacks (machine-wide, in the span) whose bucket in the fixed-size stack map held another
     /// stack: the sample or off-CPU time is kept, under a frame saying its stack was lost. Only
     /// off-CPU stacks and on-CPU samples the ring had no room for use that map; not a lost record.
     #[serde(default)]
     pub stack_ids_collided: u64,
-    /// Stacks (machine-wide, in the window) the user-stack ring had no room for, because the
+    /// Stacks (machine-wide, in the span) the user-stack ring had no room for, because the
     /// unwinding thread fell behind: they carry the kernel's frame-pointer walk instead of an
     /// unwinding from CFI (shallow through code without frame pointers; the unwind quality's
     /// `frame_pointers` share). Not a lost record: the sample or off-CPU time is kept.
@@ -469,7 +469,7 @@ pub struct KernelReport {
     pub user_stack_ring_full: u64,
 }
 
-/// A CPU quota over some of the group's processes, and its throttling in the window.
+/// A CPU quota over some of the group's processes, and its throttling in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CpuLimitReport {
     /// The control group's path in its hierarchy, and the hierarchy (1 or 2).
