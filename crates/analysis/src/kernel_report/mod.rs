@@ -453,7 +453,7 @@ pub struct KernelReport {
     /// Records the kernel side could not keep, by reason; all must be 0 for a complete run.
     pub lost_events: BTreeMap<String, u64>,
     /// Times a watched thread ran with no sched_switch naming it as next (machine-wide, in the
-    /// window). Not a loss: its on/off-CPU split came from the scheduler's sum_exec_runtime.
+    /// span). Not a loss: its on/off-CPU split came from the scheduler's sum_exec_runtime.
     #[serde(default)]
     pub switch_ins_unseen: u64,
     /// Stacks (machine-wide, in the span) whose bucket in the fixed-size stack map held another
