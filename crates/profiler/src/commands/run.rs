@@ -185,14 +185,8 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
         if let Some(s) = &stacks {
             let client = [std::process::id()];
-            crate::render::pprof::write(
-                dir,
-                s,
-                args.freq,
-                &report.target.pids,
-                &client,
-                args.force,
-            )?;
+            let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
+            crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
         }
         eprintln!("srvprof: wrote {}", dir.display());
     }

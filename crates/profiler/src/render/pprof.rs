@@ -19,13 +19,12 @@ use std::io::Write;
 use std::path::Path;
 
 use flate2::{Compression, GzBuilder};
-use object::{NativeEndian, Object};
 use prost::Message;
 
 use super::folded::{FoldedStacks, GROUPS, StackKind};
 use crate::error::SrvprofError;
 use crate::output;
-use srvprof_common::GROUP_SERVER;
+use crate::stacks::build_id::{Binaries, Executable};
 
 /// profile.proto's messages as prost-build emits them, field numbers as in the .proto.
 pub mod proto {
@@ -140,56 +139,19 @@ pub mod proto {
     }
 }
 
-/// A target process's executable: its path and GNU build-id (lowercase hex).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Executable {
-    pub path: String,
-    pub build_id: Option<String>,
-}
-
-impl Executable {
-    /// Read through /proc/PID/exe while the process runs (none once it is gone).
-    pub fn of_pid(pid: u32) -> Option<Executable> {
-        let exe = format!("/proc/{pid}/exe");
-        let path = std::fs::read_link(&exe).ok()?.display().to_string();
-        let build_id = build_id_of(Path::new(&exe));
-        Some(Executable { path, build_id })
-    }
-}
-
-/// The GNU build-id (lowercase hex) of the ELF file at `path`, if it has one.
-pub fn build_id_of(path: &Path) -> Option<String> {
-    let file = std::fs::File::open(path).ok()?;
-    let cache = object::ReadCache::new(file);
-    let elf = object::File::parse(&cache).ok()?;
-    elf.build_id().ok().flatten().map(hex)
-}
-
 /// Writes DIR/profile-{server,client}.pb.gz (none for a group without stacks). `sample_hz` is the
-/// on-CPU sampling frequency; the executables of the PIDs still running become the mappings.
+/// on-CPU sampling frequency; the executables read while the processes ran become the mappings.
 pub fn write(
     dir: &Path,
     stacks: &FoldedStacks,
     sample_hz: u64,
-    server_pids: &[u32],
-    client_pids: &[u32],
+    binaries: &Binaries,
     force: bool,
 ) -> Result<(), SrvprofError> {
-    let kernel = kernel_build_id();
+    let kernel = binaries.kernel_build_id.as_deref();
     for (group, name) in GROUPS {
-        let pids = if group == GROUP_SERVER {
-            server_pids
-        } else {
-            client_pids
-        };
-        let mut executables: Vec<Executable> = Vec::new();
-        for pid in pids {
-            match Executable::of_pid(*pid) {
-                Some(e) if !executables.contains(&e) => executables.push(e),
-                _ => {}
-            }
-        }
-        if let Some(p) = profile(stacks, group, sample_hz, &executables, kernel.as_deref()) {
+        let executables = binaries.of_group(group);
+        if let Some(p) = profile(stacks, group, sample_hz, executables, kernel) {
             let file = format!("profile-{name}.pb.gz");
             output::write_atomic(&dir.join(&file), &gzip(&p.encode_to_vec(), &file), force)?;
         }
@@ -370,34 +332,11 @@ fn gzip(bytes: &[u8], file: &str) -> Vec<u8> {
     gz.finish().expect("gzip into memory")
 }
 
-/// The running kernel's GNU build-id, from its ELF notes in /sys/kernel/notes.
-fn kernel_build_id() -> Option<String> {
-    let notes = std::fs::read("/sys/kernel/notes").ok()?;
-    gnu_build_id(&notes)
-}
-
-fn gnu_build_id(notes: &[u8]) -> Option<String> {
-    type Elf = object::elf::FileHeader64<NativeEndian>;
-    let mut iter = object::read::elf::NoteIterator::<Elf>::new(NativeEndian, 4, notes).ok()?;
-    while let Ok(Some(note)) = iter.next() {
-        if note.name() == object::elf::ELF_NOTE_GNU
-            && note.n_type(NativeEndian) == object::elf::NT_GNU_BUILD_ID
-        {
-            return Some(hex(note.desc()));
-        }
-    }
-    None
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::render::folded::FoldedLine;
-    use srvprof_common::GROUP_CLIENT;
+    use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
     use std::io::Read;
 
     fn line(group: u32, frames: &[&str], value: u64) -> FoldedLine {
@@ -448,9 +387,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let server = [std::process::id()];
-        write(&dir, &stacks(), 100, &server, &[], false).unwrap();
+        write(&dir, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
         // A second run replaces srvprof's own files without --force.
-        write(&dir, &stacks(), 100, &server, &[], false).unwrap();
+        write(&dir, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
 
         let p = read(&dir.join("profile-server.pb.gz"));
         assert_eq!(p.string_table[0], "");
@@ -559,23 +498,5 @@ mod tests {
         };
         assert!(profile(&only_server, GROUP_CLIENT, 99, &[], None).is_none());
         assert!(profile(&only_server, GROUP_SERVER, 99, &[], None).is_some());
-    }
-
-    #[test]
-    fn finds_the_gnu_build_id_among_notes() {
-        let mut notes = Vec::new();
-        // A Xen note first, then the build-id: namesz, descsz, type, name and desc padded to 4.
-        for (name, kind, desc) in [
-            (&b"Xen\0"[..], 1u32, &[1u8, 2, 3][..]),
-            (&b"GNU\0"[..], 3, &[0xab, 0xcd, 0x01, 0x23][..]),
-        ] {
-            notes.extend((name.len() as u32).to_ne_bytes());
-            notes.extend((desc.len() as u32).to_ne_bytes());
-            notes.extend(kind.to_ne_bytes());
-            notes.extend(name);
-            notes.extend(desc);
-            notes.resize(notes.len().next_multiple_of(4), 0);
-        }
-        assert_eq!(gnu_build_id(&notes).as_deref(), Some("abcd0123"));
     }
 }

@@ -98,12 +98,10 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             // a process gone, the file on disk if it is still the one mapped.
             let build_id = (build_ids.entry((tgid, path.to_string())))
                 .or_insert_with(|| match gone {
-                    false => crate::render::pprof::build_id_of(Path::new(&format!(
-                        "/proc/{tgid}/root{path}"
-                    ))),
-                    true if file.still_on_disk() => {
-                        crate::render::pprof::build_id_of(Path::new(path))
+                    false => {
+                        super::build_id::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
                     }
+                    true if file.still_on_disk() => super::build_id::build_id_of(Path::new(path)),
                     true => None,
                 })
                 .clone();
