@@ -42,6 +42,7 @@ pub mod rules;
 pub mod run_report;
 pub mod series;
 pub mod slow_intervals;
+pub mod stacks;
 pub mod timeline;
 pub mod tls_code;
 pub mod unwind_quality;

@@ -121,8 +121,8 @@ pub fn run(a: &Path, b: &Path, out: Option<&Path>) -> Result<(), SrvprofError> {
         }
     };
     let (sa, sb) = (
-        FoldedStacks::read_dir(&folder(a)),
-        FoldedStacks::read_dir(&folder(b)),
+        crate::render::folded::read_dir(&folder(a)),
+        crate::render::folded::read_dir(&folder(b)),
     );
     let out = out.map_or_else(|| folder(b), Path::to_path_buf);
     for d in differentials(&sa, &sb) {

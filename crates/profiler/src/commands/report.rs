@@ -16,7 +16,7 @@ pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let run: RunReport = serde_json::from_str(&text).map_err(|e| {
         SrvprofError::Usage(format!("{} is not a srvprof run.json: {e}", path.display()))
     })?;
-    let stacks = FoldedStacks::read_dir(&args.dir);
+    let stacks = render::folded::read_dir(&args.dir);
     if args.from.is_some() || args.to.is_some() {
         return window(args, &run, &stacks);
     }

@@ -334,12 +334,12 @@ pub fn write_run(
         force,
     )?;
     if let Some(stacks) = stacks {
-        stacks.write_dir(dir, force)?;
+        render::folded::write_dir(stacks, dir, force)?;
         if let Ok(slowest) = render::slowest::slowest(report, stacks) {
             render::slowest::write_diffs(dir, &slowest, force)?;
         }
     }
-    let stacks = FoldedStacks::read_dir(dir);
+    let stacks = render::folded::read_dir(dir);
     render::write_flamegraphs(dir, report, &stacks, force)?;
     render::write_html(dir, report, &stacks, force)
 }
