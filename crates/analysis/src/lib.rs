@@ -33,6 +33,7 @@ pub mod correlation;
 pub mod finding;
 pub mod interval;
 pub mod kernel_report;
+mod lock_stacks;
 pub mod names;
 pub mod observer;
 pub mod probe_output;

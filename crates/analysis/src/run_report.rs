@@ -8,8 +8,10 @@ use srvprof_loadgen::LoadReport;
 use crate::correlation::{Correlation, correlations};
 use crate::finding::Finding;
 use crate::kernel_report::{HostTcpReport, KernelReport, kernel_report};
+use crate::observer::ObserverCost;
 use crate::record::{ExitRecord, NsHistogram};
 use crate::series::SampleSeries;
+use crate::stacks::FoldedStacks;
 pub use crate::timeline::TimelineRow;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -135,6 +137,7 @@ pub fn build(
     series: &SampleSeries,
     exits: &[ExitRecord],
     notes: Vec<String>,
+    observed: Observed,
 ) -> RunReport {
     // Kernel intervals join the load's by the grid point each sample was due at. A last partial
     // interval after the load's end (teardown) is left out.
@@ -195,7 +198,7 @@ pub fn build(
             .streams
             .map(|_| load.completed as f64 / load.connections_opened.max(1) as f64),
     };
-    RunReport {
+    let mut report = RunReport {
         tool: "srvprof".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         target,
@@ -227,8 +230,24 @@ pub fn build(
             .collect(),
         stacks: Vec::new(),
         tls_cpu: Vec::new(),
-        observer: None,
+        observer: observed.observer,
+    };
+    if let Some(s) = observed.stacks {
+        report.stacks = s.quality.clone();
+        if report.load.tls.is_some() {
+            report.tls_cpu = s.tls_cpu();
+        }
+        crate::lock_stacks::attach(&mut report.server.locks, &s.offcpu, GROUP_SERVER);
     }
+    report
+}
+
+/// What the run saw besides the readings: its stacks (None: `--stacks off`) and what watching
+/// cost.
+#[derive(Clone, Debug, Default)]
+pub struct Observed<'a> {
+    pub stacks: Option<&'a FoldedStacks>,
+    pub observer: Option<ObserverCost>,
 }
 
 #[cfg(test)]
@@ -268,7 +287,14 @@ mod tests {
             ],
             ..Default::default()
         };
-        let r = build(TargetInfo::default(), load, &series, &[], Vec::new());
+        let r = build(
+            TargetInfo::default(),
+            load,
+            &series,
+            &[],
+            Vec::new(),
+            Observed::default(),
+        );
         let rows: Vec<_> = r
             .timeline
             .iter()

@@ -457,7 +457,14 @@ fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
         url: "http://127.0.0.1:8080/".into(),
         cmd: None,
     };
-    let run = with_findings(build(target, load, &series, &exits, vec!["a note".into()]));
+    let run = with_findings(build(
+        target,
+        load,
+        &series,
+        &exits,
+        vec!["a note".into()],
+        Default::default(),
+    ));
     let mut got = serde_json::to_value(&run).unwrap();
     if let Some(findings) = got["findings"].as_array_mut() {
         findings.retain(|f| {

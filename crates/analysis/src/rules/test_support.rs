@@ -136,6 +136,7 @@ impl Recording {
             &series,
             &self.exits,
             Vec::new(),
+            run_report::Observed::default(),
         )
     }
 }

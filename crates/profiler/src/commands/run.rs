@@ -11,15 +11,15 @@ use crate::cli::{RunArgs, Stacks};
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
+use crate::render::run_text;
 use crate::render::{self, folded::FoldedStacks};
-use crate::render::{lock_stacks, run_text};
 use crate::sampler::Sampler;
 use crate::stacks::{
     perf_map::{self, StartMaps},
     symbolize,
 };
 use crate::{clock, output, procfs};
-use srvprof_analysis::run_report::{RunReport, TargetInfo, build};
+use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;
 use srvprof_analysis::with_findings;
 
@@ -162,23 +162,11 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
         url,
         cmd: args.cmd.clone(),
     };
-    let mut report = build(target, load, &samples, &exits, notes);
-    report.observer = srvprof_analysis::observer::cost(&observer);
-    report.stacks = stacks
-        .as_ref()
-        .map(|s| s.quality.clone())
-        .unwrap_or_default();
-    if report.load.tls.is_some() {
-        report.tls_cpu = stacks.as_ref().map(|s| s.tls_cpu()).unwrap_or_default();
-    }
-    if let Some(s) = &stacks {
-        lock_stacks::attach(
-            &mut report.server.locks,
-            &s.offcpu,
-            srvprof_common::GROUP_SERVER,
-        );
-    }
-    let report = with_findings(report);
+    let observed = Observed {
+        stacks: stacks.as_ref(),
+        observer: srvprof_analysis::observer::cost(&observer),
+    };
+    let report = with_findings(build(target, load, &samples, &exits, notes, observed));
     run_text::print(&mut std::io::stdout().lock(), &report);
     if let Some(dir) = &args.out {
         write_run(dir, &report, stacks.as_ref(), args.force)?;

@@ -7,7 +7,6 @@ pub mod ctxsw;
 pub mod flamegraph;
 pub mod folded;
 pub mod html;
-pub mod lock_stacks;
 pub mod plots;
 pub mod pprof;
 pub mod run_text;

@@ -3,9 +3,8 @@
 //! innermost user frames name a lock call (pthread_mutex_lock, Mutex::lock_contended,
 //! runtime.lock2) come before the others: the same threads also sleep on condition variables.
 
-use srvprof_analysis::kernel_report::LockReport;
-
-use super::folded::FoldedLine;
+use crate::kernel_report::LockReport;
+use crate::stacks::FoldedLine;
 
 /// User frames kept per lock, the innermost ones (the lock call and its callers).
 const LOCK_STACK_FRAMES: usize = 8;
@@ -28,7 +27,7 @@ fn waits_in_a_lock_call(user: &[&String]) -> bool {
 
 /// Fills each lock's `stack` from `group`'s off-CPU lines (thread name first, then frames from
 /// the outermost; kernel frames end in `_[k]`).
-pub fn attach(locks: &mut [LockReport], offcpu: &[FoldedLine], group: u32) {
+pub(crate) fn attach(locks: &mut [LockReport], offcpu: &[FoldedLine], group: u32) {
     for lock in locks {
         let heaviest = offcpu
             .iter()
