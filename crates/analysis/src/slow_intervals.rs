@@ -7,6 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use srvprof_common::GROUP_SERVER;
+
+use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 use crate::timeline::TimelineRow;
 
 /// An interval is slow when its p99 is at least this many times the median interval's...
@@ -148,6 +151,78 @@ pub fn frame_changes<'a>(
     out
 }
 
+/// Each function's share of `lines` against its share of `base` (frame_changes), largest gain
+/// first.
+pub fn changes_between(lines: &[FoldedLine], base: &[FoldedLine]) -> Vec<FrameChange> {
+    frame_changes(
+        lines.iter().map(|l| (l.frames.as_slice(), l.value)),
+        base.iter().map(|l| (l.frames.as_slice(), l.value)),
+    )
+}
+
+/// One kind of the server's stacks, split by the slow intervals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackSplit {
+    pub kind: StackKind,
+    /// The server's stacks with their values in the slow intervals, and in the rest.
+    pub slow: Vec<FoldedLine>,
+    pub rest: Vec<FoldedLine>,
+    /// The server's value the kernel counted without a time (samples the ring had no room for;
+    /// processes whose off-CPU stacks are the kernel's keys): on neither side.
+    pub untimed: u64,
+    /// Functions by share gained in the slow intervals, largest first.
+    pub changes: Vec<FrameChange>,
+}
+
+/// The server's stacks of each kind split by the slow intervals; a kind without stacks on both
+/// sides is left out. An interval's stacks go to the side of the timeline row their interval's
+/// middle falls in: the rows start when the sampler read them, a little after their grid point.
+pub fn split_stacks(intervals: &SlowIntervals, stacks: &FoldedStacks) -> Vec<StackSplit> {
+    let half = stacks.interval_ms.unwrap_or(0) / 2;
+    let mut out = Vec::new();
+    for kind in StackKind::ALL {
+        let lines = stacks.lines(kind);
+        let (mut slow, mut rest) = (vec![0u64; lines.len()], vec![0u64; lines.len()]);
+        let mut timed = vec![0u64; lines.len()];
+        for a in stacks.at(kind) {
+            timed[a.line as usize] += a.value;
+            match intervals.side(a.at_ms + half) {
+                Some(true) => slow[a.line as usize] += a.value,
+                Some(false) => rest[a.line as usize] += a.value,
+                // In the warm-up or the drain: outside every interval.
+                None => {}
+            }
+        }
+        let server = |l: &&FoldedLine| l.group == GROUP_SERVER;
+        let untimed = (lines.iter().zip(&timed))
+            .filter(|(l, _)| server(l))
+            .map(|(l, t)| l.value.saturating_sub(*t))
+            .sum();
+        let side = |values: &[u64]| -> Vec<FoldedLine> {
+            (lines.iter().zip(values))
+                .filter(|(l, v)| server(l) && **v > 0)
+                .map(|(l, v)| FoldedLine {
+                    value: *v,
+                    ..l.clone()
+                })
+                .collect()
+        };
+        let (slow, rest) = (side(&slow), side(&rest));
+        if slow.is_empty() || rest.is_empty() {
+            continue;
+        }
+        let changes = changes_between(&slow, &rest);
+        out.push(StackSplit {
+            kind,
+            slow,
+            rest,
+            untimed,
+            changes,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +311,48 @@ mod tests {
         assert!((last.gain() + 0.59).abs() < 1e-9);
         // Frames on every stack gain nothing.
         assert!(c.iter().any(|f| f.name == "main" && f.gain().abs() < 1e-9));
+    }
+
+    #[test]
+    fn stacks_split_by_the_middle_of_their_interval_and_the_untimed_rest_is_on_neither_side() {
+        use crate::stacks::LineSet;
+        let mut set = LineSet::default();
+        let mut add = |group, frames: &[&str], value, at: &[(i64, u64)]| {
+            let l = set.add(group, frames.iter().map(|s| s.to_string()).collect(), value);
+            for &(at_ms, v) in at {
+                set.add_at(l, at_ms, v);
+            }
+        };
+        // The slow row started 2 ms after its grid point: its interval's stacks still go to it.
+        add(0, &["w", "slow_path"], 7, &[(3000, 6)]);
+        add(0, &["w", "fast"], 12, &[(1000, 5), (2000, 5), (3000, 1)]);
+        add(1, &["client", "send"], 4, &[(3000, 4)]);
+        let mut stacks = FoldedStacks {
+            interval_ms: Some(1000),
+            ..Default::default()
+        };
+        stacks.set(StackKind::OnCpu, set.finish());
+        let intervals = SlowIntervals {
+            slow: vec![(3002, 4002)],
+            rest: vec![(1001, 2001), (2001, 3002)],
+            ..Default::default()
+        };
+        let splits = split_stacks(&intervals, &stacks);
+        assert_eq!(splits.len(), 1, "no off-CPU stacks: one kind");
+        let s = &splits[0];
+        let side = |lines: &[FoldedLine]| -> Vec<(String, u64)> {
+            lines
+                .iter()
+                .map(|l| (l.frames.join(";"), l.value))
+                .collect()
+        };
+        assert_eq!(
+            side(&s.slow),
+            [("w;fast".into(), 1), ("w;slow_path".into(), 6)]
+        );
+        assert_eq!(side(&s.rest), [("w;fast".into(), 10)]);
+        // 1 of slow_path's and 1 of fast's samples had no time; the client's are not the server's.
+        assert_eq!(s.untimed, 2);
+        assert_eq!(s.changes[0].name, "slow_path");
     }
 }

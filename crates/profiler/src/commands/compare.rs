@@ -11,8 +11,8 @@ use crate::error::SrvprofError;
 use crate::output;
 use crate::render::flamegraph;
 use crate::render::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind};
-use crate::render::slowest::changes_between;
 use srvprof_analysis::slow_intervals::FrameChange;
+use srvprof_analysis::slow_intervals::changes_between;
 
 /// (label, JSON pointer into run.json, unit).
 const ROWS: &[(&str, &str)] = &[

@@ -6,8 +6,9 @@ use std::fmt::Write;
 use std::path::Path;
 
 use srvprof_analysis::run_report::RunReport;
-use srvprof_analysis::slow_intervals::{FrameChange, SlowIntervals, frame_changes, slow_intervals};
-use srvprof_common::GROUP_SERVER;
+use srvprof_analysis::slow_intervals::{
+    FrameChange, SlowIntervals, StackSplit, slow_intervals, split_stacks,
+};
 
 use super::flamegraph;
 use super::folded::{FoldedLine, FoldedStacks, StackKind};
@@ -43,46 +44,16 @@ pub fn slowest(run: &RunReport, stacks: &FoldedStacks) -> Result<Slowest, String
             srvprof_analysis::slow_intervals::SLOW_P99_MARGIN_US
         ));
     };
-    // An interval's stacks are on the side of the timeline row they fall in the middle of: the
-    // rows start when the sampler read them, a little after their grid point.
-    let half = stacks.interval_ms.unwrap_or(0) / 2;
     let mut splits = Vec::new();
-    for kind in StackKind::ALL {
-        let lines = stacks.lines(kind);
-        let (mut slow, mut rest) = (vec![0u64; lines.len()], vec![0u64; lines.len()]);
-        for a in stacks.at(kind) {
-            match intervals.side(a.at_ms + half) {
-                Some(true) => slow[a.line as usize] += a.value,
-                Some(false) => rest[a.line as usize] += a.value,
-                // In the warm-up or the drain: outside every interval.
-                None => {}
-            }
-        }
-        let mut untimed = 0;
-        let mut timed = vec![0u64; lines.len()];
-        for a in stacks.at(kind) {
-            timed[a.line as usize] += a.value;
-        }
-        let side = |values: &[u64]| -> Vec<FoldedLine> {
-            (lines.iter().zip(values))
-                .filter(|(l, v)| l.group == GROUP_SERVER && **v > 0)
-                .map(|(l, v)| FoldedLine {
-                    value: *v,
-                    ..l.clone()
-                })
-                .collect()
-        };
-        for (l, t) in lines.iter().zip(&timed) {
-            if l.group == GROUP_SERVER {
-                untimed += l.value.saturating_sub(*t);
-            }
-        }
-        let (slow, rest) = (side(&slow), side(&rest));
+    for split in split_stacks(&intervals, stacks) {
+        let StackSplit {
+            kind,
+            slow,
+            rest,
+            untimed,
+            changes,
+        } = split;
         let total = |v: &[FoldedLine]| v.iter().map(|l| l.value).sum::<u64>();
-        if slow.is_empty() || rest.is_empty() {
-            continue;
-        }
-        let changes = changes_between(&slow, &rest);
         let what = match kind {
             StackKind::OnCpu => "on-CPU samples",
             StackKind::OffCpu => "off-CPU time",
@@ -109,15 +80,6 @@ pub fn slowest(run: &RunReport, stacks: &FoldedStacks) -> Result<Slowest, String
         });
     }
     Ok(Slowest { intervals, splits })
-}
-
-/// Each function's share of `lines` against its share of `base` (frame_changes), largest gain
-/// first.
-pub fn changes_between(lines: &[FoldedLine], base: &[FoldedLine]) -> Vec<FrameChange> {
-    frame_changes(
-        lines.iter().map(|l| (l.frames.as_slice(), l.value)),
-        base.iter().map(|l| (l.frames.as_slice(), l.value)),
-    )
 }
 
 /// DIR/flamegraph-slowest-{oncpu,offcpu}-server.svg (srvprof's own files: `srvprof report`
