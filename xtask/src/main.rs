@@ -3,6 +3,8 @@
 mod bench;
 mod demo;
 mod dist;
+#[cfg(test)]
+mod imports;
 mod llvm;
 mod prog_time;
 mod setup;

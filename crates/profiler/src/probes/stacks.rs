@@ -16,8 +16,9 @@ use srvprof_common::{StackKey, maps};
 
 use super::{attach_one, map_error, map_ref};
 use crate::error::{Cause, SrvprofError};
+use crate::stacks::ids::{KERNEL_ID_BASE, UNWOUND_ID_BASE};
 use crate::stacks::timed::{Row, StackRef};
-use crate::stacks::unwind::{KERNEL_ID_BASE, UnwoundStacks};
+use crate::stacks::unwind::UnwoundStacks;
 
 pub const ONCPU_PROGRAM: &str = "oncpu_sample";
 pub const OFFCPU_PROGRAM: &str = "offcpu_switch";
@@ -139,9 +140,6 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     }
     Ok(())
 }
-
-/// Stack ids given to user stacks unwound in user space start here, above the kernel's.
-pub const UNWOUND_ID_BASE: i32 = 1 << 24;
 
 /// A process's off-CPU stacks are the ones unwound in user space once this many of its periods
 /// were (a sample of them, scaled to the kernel's exact total); below, the kernel's walk.

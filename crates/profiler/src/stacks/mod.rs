@@ -6,6 +6,7 @@
 
 pub mod build_id;
 pub mod copy_hints;
+pub mod ids;
 pub mod perf_map;
 pub mod symbolize;
 pub mod timed;

@@ -14,9 +14,10 @@ use srvprof_analysis::unwind_quality::UnwindTally;
 
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
-use crate::probes::stacks::{RawStacks, UNWOUND_ID_BASE};
+use crate::probes::stacks::RawStacks;
 use crate::proc_maps::{self, Mapping};
 use crate::render::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
+use crate::stacks::ids::UNWOUND_ID_BASE;
 use srvprof_common::{STACK_ID_COLLIDED, StackKey};
 
 /// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use srvprof_common::StackKey;
 
-use super::unwind::StackIds;
+use super::ids::StackIds;
 
 /// The run's interval grid, set once the load generator knows when it measures from.
 #[derive(Debug, Default)]

@@ -27,6 +27,7 @@ use srvprof_common::{
 };
 
 use super::copy_hints::{CopyHints, Outcome};
+use super::ids::{KERNEL_ID_BASE, StackIds, UNWOUND_ID_BASE};
 use super::timed::{Grid, TimedCounts};
 use crate::proc_maps::{self, Mapping};
 
@@ -47,7 +48,7 @@ pub struct UserStack {
 pub struct UnwoundStacks {
     /// On-CPU samples, per stack (its key, its kernel stack id the kernel's or one given here
     /// to the frames the sample carried, from KERNEL_ID_BASE; and the id of the user stack
-    /// unwound here, from stacks::UNWOUND_ID_BASE, -1 when none was) and interval of the run's
+    /// unwound here, from UNWOUND_ID_BASE, -1 when none was) and interval of the run's
     /// grid. A stack is kept once, however many intervals it is seen in.
     pub oncpu: TimedCounts,
     /// Off-CPU periods sent for unwinding, in the interval they ended in: their time off the CPU
@@ -68,50 +69,6 @@ pub struct UnwoundStacks {
     user_ids: StackIds<UserStack>,
 }
 
-/// Ids given to kernel stacks that samples carried start here, above the kernel's ids and the
-/// user stacks unwound here (stacks::UNWOUND_ID_BASE).
-pub const KERNEL_ID_BASE: i32 = 1 << 25;
-
-/// Stack ids of srvprof's own, for stacks the kernel gave none: one per distinct stack, counted
-/// up from a base above the kernel's ids.
-#[derive(Debug)]
-pub struct StackIds<K> {
-    base: i32,
-    ids: HashMap<K, i32>,
-}
-
-impl<K: std::hash::Hash + Eq + Clone> StackIds<K> {
-    pub fn from(base: i32) -> Self {
-        Self {
-            base,
-            ids: HashMap::new(),
-        }
-    }
-
-    /// The stack's id, and whether it is new (its frames not stored under it yet). Only a new
-    /// stack is copied.
-    pub fn id<Q>(&mut self, stack: &Q) -> (i32, bool)
-    where
-        K: std::borrow::Borrow<Q>,
-        Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,
-    {
-        if let Some(&id) = self.ids.get(stack) {
-            return (id, false);
-        }
-        let id = self.base + self.ids.len() as i32;
-        self.ids.insert(stack.to_owned(), id);
-        (id, true)
-    }
-
-    /// Every stack given an id, by id.
-    pub fn into_stacks(self) -> HashMap<i32, K> {
-        self.ids
-            .into_iter()
-            .map(|(stack, id)| (id, stack))
-            .collect()
-    }
-}
-
 impl Default for StackIds<Vec<u64>> {
     fn default() -> Self {
         Self::from(KERNEL_ID_BASE)
@@ -120,7 +77,7 @@ impl Default for StackIds<Vec<u64>> {
 
 impl Default for StackIds<UserStack> {
     fn default() -> Self {
-        Self::from(crate::probes::stacks::UNWOUND_ID_BASE)
+        Self::from(UNWOUND_ID_BASE)
     }
 }
 
