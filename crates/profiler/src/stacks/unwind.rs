@@ -483,13 +483,18 @@ fn is_module(m: &Mapping) -> bool {
     m.path.starts_with('/') || m.path == VDSO
 }
 
+/// Code a sample can be in: an executable mapping, but the vsyscall page (no CFI, no frames).
+fn unwindable(m: &Mapping) -> bool {
+    m.executable() && m.path != "[vsyscall]"
+}
+
 /// The executable mappings of /proc/PID/maps, as its lines and parsed (none when the process
 /// is gone): files', the vDSO, and anonymous ones (JIT code).
 fn executable_mappings(pid: u32) -> (String, Vec<Mapping>) {
     let text = proc_maps::read(pid);
     let (mut lines, mut mappings) = (String::new(), Vec::new());
     for line in text.lines() {
-        if let Some(m) = Mapping::parse(line).filter(|m| m.executable() && m.path != "[vsyscall]") {
+        if let Some(m) = Mapping::parse(line).filter(unwindable) {
             mappings.push(m);
             lines.push_str(line);
             lines.push('\n');
