@@ -614,14 +614,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn files_and_the_vdso_are_modules_and_jit_code_is_not() {
-        let module = |line: &str| is_module(&Mapping::parse(line).unwrap());
-        assert!(module(
-            "55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx"
-        ));
-        assert!(module("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]"));
+    fn executable_mappings_are_read_and_files_and_the_vdso_are_modules() {
+        let parse = |line: &str| Mapping::parse(line).unwrap();
+        let nginx = parse("55d0c0a00000-55d0c0a10000 r-xp 00002000 08:01 1234 /usr/sbin/nginx");
+        assert!(unwindable(&nginx) && is_module(&nginx));
+        let data = parse("55d0c0a00000-55d0c0a10000 r--p 00000000 08:01 1234 /usr/sbin/nginx");
+        assert!(!unwindable(&data));
+        let vdso = parse("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vdso]");
+        assert!(unwindable(&vdso) && is_module(&vdso));
+        let vsyscall = parse("7ffc1000-7ffc3000 r-xp 00000000 00:00 0 [vsyscall]");
+        assert!(!unwindable(&vsyscall));
         // JIT code: known, so a sample in it does not send srvprof back to /proc, but no module.
-        assert!(!module("7f0000-7f1000 rwxp 00000000 00:00 0"));
+        let jit = parse("7f0000-7f1000 rwxp 00000000 00:00 0");
+        assert!(unwindable(&jit) && !is_module(&jit));
     }
 
     #[test]
