@@ -1,0 +1,38 @@
+//! srvprof's integration tests, one binary: real probes against real processes and servers, each
+//! assertion checked against the kernel's own counters, a server whose behaviour is known by
+//! construction, or a peer tool. One module per capability; a new test goes in the module of what
+//! it checks, a new capability gets a module here. Helpers shared by modules are in support/.
+//! tls_alloc.rs stays a binary of its own: its counting allocator is process-wide.
+//!
+//! What each module checks:
+//! - probes, probe_cli, sampler_timing: the probes' counts against /proc, `srvprof probe` and
+//!   `check` as users run them, the sampler's clock;
+//! - crosscheck, offcpu_crosscheck: the same figures as libbpf-tools and the scheduler's own;
+//! - run_cli, faults, resets, causes: `srvprof run` on servers with a known cause, and the
+//!   finding that names it;
+//! - stacks, report, plots, pprof: stacks, flamegraphs, report.html and the pprof export;
+//! - observer, stalls, long_runs: what watching costs: CPU, stalls, memory over time;
+//! - reliability: every exit path detaches and keeps what was measured;
+//! - hdr_log, http2, targets, tls: the load generator's outputs and protocols.
+
+mod causes;
+mod crosscheck;
+mod faults;
+mod hdr_log;
+mod http2;
+mod long_runs;
+mod observer;
+mod offcpu_crosscheck;
+mod plots;
+mod pprof;
+mod probe_cli;
+mod probes;
+mod reliability;
+mod report;
+mod resets;
+mod run_cli;
+mod sampler_timing;
+mod stacks;
+mod stalls;
+mod targets;
+mod tls;
