@@ -4,7 +4,19 @@
 //! Text: plotters' SVG backend cannot measure a string; it guesses 0.56 of the font size per
 //! byte, less than DejaVu Sans (Debian's sans-serif) takes for a digit (0.64) or most capitals.
 //! So legends and labels are drawn here, in boxes sized by [`text_width`], a bound no common
-//! sans-serif exceeds, and tests/plots.rs measures the real text in Chromium.
+//! sans-serif exceeds, and tests/plots.rs measures the real text in Chromium. Text and fonts are
+//! in text.rs, numbers as ticks print them in numbers.rs, the highest-p99 interval in spike.rs.
+
+mod numbers;
+mod spike;
+mod text;
+
+pub use numbers::si;
+pub use spike::{interval_label, p99_spike};
+
+use numbers::{seconds, trim};
+use spike::spike_label;
+use text::{bold, fit, font, pin_fonts, text_width};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -50,50 +62,6 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn font(px: f64) -> FontDesc<'static> {
-    FontDesc::new(
-        FontFamily::SansSerif,
-        px * PLOTTERS_FONT_SCALE,
-        FontStyle::Normal,
-    )
-}
-
-fn bold(px: f64) -> FontDesc<'static> {
-    FontDesc::new(
-        FontFamily::SansSerif,
-        px * PLOTTERS_FONT_SCALE,
-        FontStyle::Bold,
-    )
-}
-
-/// An upper bound of `text`'s width in px at `px` (DejaVu Sans, the widest common sans-serif;
-/// bold adds 10 %).
-fn text_width(text: &str, px: f64) -> f64 {
-    let em: f64 = text
-        .chars()
-        .map(|c| match c {
-            'i' | 'j' | 'l' | 'I' | '.' | ',' | ':' | ';' | '\'' | '|' | '!' => 0.32,
-            ' ' | 'f' | 't' | 'r' | '(' | ')' | '[' | ']' | '/' | '-' => 0.45,
-            'm' | 'w' | 'M' | 'W' | '%' | '@' | '—' | '…' => 1.0,
-            'A'..='Z' | '_' | '–' => 0.8,
-            _ => 0.66,
-        })
-        .sum();
-    em * px
-}
-
-/// `text`, cut with an ellipsis if it could be wider than `room` px at `px`.
-fn fit(text: &str, px: f64, room: f64) -> String {
-    if text_width(text, px) <= room {
-        return text.to_string();
-    }
-    let mut cut: String = text.to_string();
-    while !cut.is_empty() && text_width(&format!("{cut}…"), px) > room {
-        cut.pop();
-    }
-    format!("{cut}…")
-}
-
 /// Draws into a fresh SVG of `w` x `h` pixels; None if plotters fails.
 fn render(w: u32, h: u32, draw: impl FnOnce(&Area) -> Drawn) -> Option<String> {
     let mut svg = String::new();
@@ -104,151 +72,6 @@ fn render(w: u32, h: u32, draw: impl FnOnce(&Area) -> Drawn) -> Option<String> {
         root.present().ok()?;
     }
     Some(pin_fonts(&svg).replacen("<svg ", "<svg class=\"plot\" ", 1))
-}
-
-/// In an HTML page a stylesheet beats an SVG's presentation attributes, and the flamegraphs
-/// inlined beside the plots bring a global `text { font-family: monospace; font-size: 12px }`:
-/// moved into a style attribute, which no stylesheet beats, each text keeps the font its box was
-/// sized for.
-fn pin_fonts(svg: &str) -> String {
-    const FAMILY: &str = " font-family=\"";
-    const SIZE: &str = "\" font-size=\"";
-    let mut out = String::with_capacity(svg.len() + svg.len() / 8);
-    let mut rest = svg;
-    while let Some(at) = rest.find(FAMILY) {
-        let after = &rest[at + FAMILY.len()..];
-        let pinned = after.find(SIZE).and_then(|f| {
-            let family = &after[..f];
-            if family.contains('"') {
-                return None;
-            }
-            let size_and_rest = &after[f + SIZE.len()..];
-            let end = size_and_rest.find('"')?;
-            let px: f64 = size_and_rest[..end].parse().ok()?;
-            let style = format!(" style=\"font-family:{family};font-size:{}px\"", trim(px));
-            Some((style, &size_and_rest[end + 1..]))
-        });
-        match pinned {
-            Some((style, tail)) => {
-                out.push_str(&rest[..at]);
-                out.push_str(&style);
-                rest = tail;
-            }
-            None => {
-                out.push_str(&rest[..at + FAMILY.len()]);
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `v` in `unit` with an SI prefix and at most three significant digits: 140000 "req/s" is
-/// "140k req/s", 2500 "/s" is "2.5k/s", 0.0017 "s" is "1.7 ms" (seconds take the prefix, and
-/// none above 1). Percent takes no prefix: "12 %".
-pub fn si(v: f64, unit: &str) -> String {
-    let sep = if unit.is_empty() || unit.starts_with('/') {
-        ""
-    } else {
-        " "
-    };
-    if unit == "%" || v == 0.0 || !v.is_finite() {
-        return format!("{}{sep}{unit}", significant(v));
-    }
-    // Rounded first, so 999.7 reads "1k", not "1000".
-    let rounded = round_significant(v, 3);
-    let seconds = unit == "s";
-    let prefixes = [
-        (1e12, "T"),
-        (1e9, "G"),
-        (1e6, "M"),
-        (1e3, "k"),
-        (1.0, ""),
-        (1e-3, "m"),
-        (1e-6, "µ"),
-        (1e-9, "n"),
-    ];
-    let (scale, prefix) = prefixes
-        .iter()
-        .copied()
-        .filter(|(scale, _)| !seconds || *scale <= 1.0)
-        .find(|(scale, _)| rounded.abs() >= *scale)
-        .unwrap_or((1e-9, "n"));
-    let number = significant(rounded / scale);
-    if seconds {
-        format!("{number} {prefix}s")
-    } else {
-        format!("{number}{prefix}{sep}{unit}")
-    }
-}
-
-fn round_significant(v: f64, digits: i32) -> f64 {
-    if v == 0.0 {
-        return 0.0;
-    }
-    let magnitude = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
-    (v * magnitude).round() / magnitude
-}
-
-/// At most three significant digits, no trailing zeros: 140, 12.5, 1.7, 0.25.
-fn significant(v: f64) -> String {
-    let a = v.abs();
-    let decimals = if a >= 100.0 || a == 0.0 {
-        0
-    } else if a >= 10.0 {
-        1
-    } else if a >= 1.0 {
-        2
-    } else {
-        (2 - a.log10().floor() as i32).clamp(2, 9) as usize
-    };
-    let s = format!("{:.*}", decimals, v);
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
-
-fn trim(v: f64) -> String {
-    let s = format!("{v:.4}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// A time axis tick: whole seconds, or tenths on a short run.
-fn seconds(t: f64) -> String {
-    format!("{} s", trim((t * 10.0).round() / 10.0))
-}
-
-/// The interval with the highest p99, the first of equals; None if no request completed.
-pub fn p99_spike(run: &RunReport) -> Option<usize> {
-    let (i, row) = run
-        .timeline
-        .iter()
-        .enumerate()
-        .rev()
-        .max_by_key(|(_, r)| r.p99_us)?;
-    (row.p99_us > 0).then_some(i)
-}
-
-/// Where an interval starts and ends on the time axis, as the timeline table prints it.
-pub fn interval_label(row: &TimelineRow) -> String {
-    format!("{:.1}–{:.1}", row.t_s, row.t_s + row.duration_s)
-}
-
-/// The lines of the box that marks the highest-p99 interval: its p99 and the top finding.
-fn spike_label(run: &RunReport) -> Option<Vec<String>> {
-    let row = &run.timeline[p99_spike(run)?];
-    let mut lines = vec![format!(
-        "highest p99: {} ({} s)",
-        si(row.p99_us as f64 / 1e6, "s"),
-        interval_label(row)
-    )];
-    if let Some(f) = run.findings.first() {
-        lines.push(format!("top finding: {}", f.kind.name()));
-    }
-    Some(lines)
 }
 
 /// A named series, one value per timeline row.
@@ -689,24 +512,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ticks_read_with_si_prefixes_and_units() {
-        assert_eq!(si(140_000.0, "req/s"), "140k req/s");
-        assert_eq!(si(0.0017, "s"), "1.7 ms");
-        assert_eq!(si(12.0, "%"), "12 %");
-        assert_eq!(si(2500.0, "/s"), "2.5k/s");
-        assert_eq!(si(0.0, "s"), "0 s");
-        assert_eq!(si(1.108991, "s"), "1.11 s");
-        assert_eq!(si(0.000688, "s"), "688 µs");
-        assert_eq!(si(999.7, ""), "1k");
-        assert_eq!(si(1_500_000.0, "/s"), "1.5M/s");
-        assert_eq!(si(35.5, "%"), "35.5 %");
-        assert_eq!(si(0.25, "%"), "0.25 %");
-        assert_eq!(si(12_000.0, ""), "12k");
-        assert_eq!(si(1500.0, "s"), "1500 s");
-        assert_eq!(si(10_000.0, "req/s"), "10k req/s");
-    }
-
-    #[test]
     fn each_interval_is_drawn_from_its_start_and_the_spike_is_the_first_highest_p99() {
         let row = |t_s: f64, p99_us: u64| TimelineRow {
             t_s,
@@ -733,24 +538,5 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(p99_spike(&quiet), None);
-    }
-
-    #[test]
-    fn a_name_too_wide_for_its_box_is_cut() {
-        assert_eq!(fit("CPU 0", 12.0, 100.0), "CPU 0");
-        let cut = fit("a very long series name indeed", 12.0, 100.0);
-        assert!(
-            cut.ends_with('…') && text_width(&cut, 12.0) <= 100.0,
-            "{cut}"
-        );
-    }
-
-    #[test]
-    fn fonts_move_into_a_style_attribute_no_stylesheet_overrides() {
-        let svg = r#"<text x="1" y="2" text-anchor="end" font-family="sans-serif" font-size="12.000000000000002" opacity="1">a</text>"#;
-        assert_eq!(
-            pin_fonts(svg),
-            r#"<text x="1" y="2" text-anchor="end" style="font-family:sans-serif;font-size:12px" opacity="1">a</text>"#
-        );
     }
 }
