@@ -14,7 +14,7 @@ pub struct Mapping {
     pub dev: String,
     pub inode: u64,
     /// The file's path (" (deleted)" after it when the file was removed since), a name such as
-    /// [vdso], [heap] or [vsyscall], or empty for anonymous memory.
+    /// `[vdso]`, `[heap]` or `[vsyscall]`, or empty for anonymous memory.
     pub path: String,
 }
 
@@ -52,7 +52,7 @@ impl Mapping {
         self.path.starts_with('/') && !self.path.ends_with(" (deleted)")
     }
 
-    /// The file's name without its directories, or the mapping's name ([vdso]), or [anon].
+    /// The file's name without its directories, or the mapping's name (`[vdso]`), or `[anon]`.
     pub fn module_name(&self) -> &str {
         match self.path.as_str() {
             "" => "[anon]",
