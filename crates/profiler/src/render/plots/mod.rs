@@ -3,7 +3,7 @@
 //!
 //! Text: plotters' SVG backend cannot measure a string; it guesses 0.56 of the font size per
 //! byte, less than DejaVu Sans (Debian's sans-serif) takes for a digit (0.64) or most capitals.
-//! So legends and labels are drawn here, in boxes sized by [`text_width`], a bound no common
+//! So legends and labels are drawn here, in boxes sized by `text_width`, a bound no common
 //! sans-serif exceeds, and tests/plots.rs measures the real text in Chromium. Text and fonts are
 //! in text.rs, numbers as ticks print them in numbers.rs, the highest-p99 interval in spike.rs.
 
