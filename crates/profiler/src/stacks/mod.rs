@@ -1,5 +1,5 @@
 //! The collecting side of stacks: the samples unwound in user space as the run goes (unwind.rs,
-//! with the copy sizes it learns, copy_hints.rs), their values kept per stack and interval
+//! unwinder.rs and modules.rs, with the copy sizes it learns, copy_hints.rs), their values kept per stack and interval
 //! (timed.rs), and, at the end, every frame named (symbolize.rs; JIT code from perf maps,
 //! perf_map.rs) and the build-ids of the files they came from (build_id.rs). The BPF side is
 //! probes/stacks.rs; the files written from them, render/.
@@ -7,7 +7,9 @@
 pub mod build_id;
 pub mod copy_hints;
 pub mod ids;
+mod modules;
 pub mod perf_map;
 pub mod symbolize;
 pub mod timed;
 pub mod unwind;
+mod unwinder;
