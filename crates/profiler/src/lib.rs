@@ -12,6 +12,7 @@ pub mod clock;
 pub mod commands;
 pub mod discover;
 pub mod error;
+pub mod grid;
 pub mod output;
 pub mod probes;
 pub mod proc_maps;

@@ -48,7 +48,9 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
     let mut series = SampleSeries::on_grid(start_ns, args.interval);
-    series.push(sampler.sample()?);
+    let mut first = sampler.sample()?;
+    first.due_ns = Some(start_ns);
+    series.push(first);
     let mut stdout = std::io::stdout().lock();
     for note in &notes {
         eprintln!("srvprof: {note}");
@@ -72,36 +74,29 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             "the sampler ran at normal priority ({e}): on a saturated CPU its intervals may start late"
         ));
     }
-    let interval_ns = (args.interval.as_nanos() as u64).max(1);
-    let end_ns = start_ns + args.duration.as_nanos() as u64;
-    let mut k = 1u64;
-    while !stop.load(Ordering::Relaxed) {
-        let due = (start_ns + k * interval_ns).min(end_ns);
-        sampler.wait_until(due, || stop.load(Ordering::Relaxed))?;
-        series.push(sampler.sample()?);
+    let grid = (
+        start_ns,
+        args.interval.as_nanos() as u64,
+        start_ns + args.duration.as_nanos() as u64,
+    );
+    let stopped = || stop.load(Ordering::Relaxed);
+    crate::grid::readings(&mut sampler, grid, 1, stopped, |sampler, reading| {
+        series.push(reading);
         if args.format == Format::Text
             && let Some(row) = series.server_rows.last()
         {
             text::interval_line(&mut stdout, row);
         }
-        if sampler
-            .probes_mut()
-            .watched_pids()?
-            .iter()
-            .all(|(p, _)| !procfs::process_alive(*p))
-        {
+        let watched = sampler.probes_mut().watched_pids()?;
+        if watched.iter().all(|(p, _)| !procfs::process_alive(*p)) {
             notes.push(format!(
                 "every watched process exited {:.1} s into the run; stopped early",
                 started.elapsed().as_secs_f64()
             ));
-            break;
+            return Ok(false);
         }
-        if due >= end_ns {
-            break;
-        }
-        let passed = clock::monotonic_ns().saturating_sub(start_ns) / interval_ns;
-        k = (k + 1).max(passed + 1);
-    }
+        Ok(true)
+    })?;
     drop(realtime);
     if stop.load(Ordering::Relaxed) {
         notes.push(format!(

@@ -242,32 +242,14 @@ fn sample_every(
         // The kernel figures cover the load's window: the last sample is at its end, before the
         // load generator lets requests in flight finish and closes its connections.
         let measure_end = duration.map_or(u64::MAX, |d| measure_start + d.as_nanos() as u64);
-        let mut k = 0u64;
-        loop {
-            let due = (measure_start + k * interval_ns).min(measure_end);
-            if let Err(e) = sampler.wait_until(due, || load_done.load(Ordering::Relaxed)) {
-                error = Some(e);
-                break;
-            }
-            let done = load_done.load(Ordering::Relaxed);
-            if done && k == 0 {
-                break; // stopped during warmup: nothing was measured
-            }
-            match sampler.sample() {
-                Ok(mut s) => {
-                    s.due_ns = Some(due);
-                    samples.push(s);
-                }
-                Err(e) => {
-                    error = Some(e);
-                    break;
-                }
-            }
-            if done || due >= measure_end {
-                break;
-            }
-            let passed = clock::monotonic_ns().saturating_sub(measure_start) / interval_ns;
-            k = (k + 1).max(passed + 1);
+        let grid = (measure_start, interval_ns, measure_end);
+        let done = || load_done.load(Ordering::Relaxed);
+        let result = crate::grid::readings(&mut sampler, grid, 0, done, |_, reading| {
+            samples.push(reading);
+            Ok(true)
+        });
+        if let Err(e) = result {
+            error = Some(e);
         }
     }
     drop(realtime);
