@@ -17,3 +17,14 @@ pub fn stop_flag() -> Arc<AtomicBool> {
     }
     stop
 }
+
+/// What `probe` and `run` do first: from here on a Ctrl-C or SIGTERM ends the run cleanly (the
+/// flag returned), and the privileges and the kernel BTF the probes need are there.
+pub fn prepare_to_probe() -> Result<Arc<AtomicBool>, crate::error::SrvprofError> {
+    let stop = stop_flag();
+    if !crate::procfs::has_bpf_privileges() {
+        return Err(crate::error::SrvprofError::NotRoot);
+    }
+    crate::probes::btf_offsets::require_kernel_btf()?;
+    Ok(stop)
+}

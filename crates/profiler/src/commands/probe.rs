@@ -18,11 +18,7 @@ use srvprof_analysis::series::SampleSeries;
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
-    let stop = super::stop_flag();
-    if !procfs::has_bpf_privileges() {
-        return Err(SrvprofError::NotRoot);
-    }
-    crate::probes::btf_offsets::require_kernel_btf()?;
+    let stop = super::prepare_to_probe()?;
     let mut notes = Vec::new();
     let pids = crate::discover::live_targets(&args.pids, &mut notes)?;
     if let Some(out) = &args.out {

@@ -18,7 +18,7 @@ use crate::stacks::{
     perf_map::{self, StartMaps},
     symbolize,
 };
-use crate::{clock, output, procfs};
+use crate::{clock, output};
 use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;
 use srvprof_analysis::with_findings;
@@ -28,11 +28,7 @@ pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
 
 pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
-    let stop = super::stop_flag();
-    if !procfs::has_bpf_privileges() {
-        return Err(SrvprofError::NotRoot);
-    }
-    crate::probes::btf_offsets::require_kernel_btf()?;
+    let stop = super::prepare_to_probe()?;
     if let Some(dir) = &args.out {
         check_out_dir(dir, args.force)?;
     }
