@@ -5,7 +5,7 @@
 use srvprof::probes::{ProbeTargets, Probes};
 use srvprof::sampler::Sampler;
 use srvprof_analysis::kernel_report::{KernelReport, kernel_report};
-use srvprof_analysis::record::Sample;
+use srvprof_analysis::record::Reading;
 use srvprof_common::GROUP_SERVER;
 use srvprof_integration::*;
 
@@ -25,7 +25,7 @@ fn attach(pids: Vec<u32>) -> Sampler {
     )
 }
 
-fn report(s0: &Sample, s1: &Sample, sampler: Sampler) -> KernelReport {
+fn report(s0: &Reading, s1: &Reading, sampler: Sampler) -> KernelReport {
     let exits = sampler.finish();
     kernel_report(s0, s1, GROUP_SERVER, &exits)
 }

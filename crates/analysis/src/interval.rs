@@ -6,7 +6,7 @@ use crate::kernel_report::sampling::{
     Basis, WindowUnit, group_io_calls, group_oncpu, group_switches, traced_share_by,
 };
 use crate::kernel_report::{KernelReport, kernel_report};
-use crate::record::Sample;
+use crate::record::Reading;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IntervalRow {
@@ -44,9 +44,9 @@ pub struct IntervalRow {
 /// interval, missed by its window), the row is returned with its work, to be estimated once a
 /// later window has (Pool::fill).
 pub fn interval_row(
-    first: &Sample,
-    prev: &Sample,
-    cur: &Sample,
+    first: &Reading,
+    prev: &Reading,
+    cur: &Reading,
     group: u32,
     run_start_ns: u64,
 ) -> (IntervalRow, Option<IntervalWork>) {
@@ -86,7 +86,7 @@ pub struct IntervalWork {
 }
 
 impl IntervalWork {
-    pub fn between(prev: &Sample, cur: &Sample, group: u32) -> Self {
+    pub fn between(prev: &Reading, cur: &Reading, group: u32) -> Self {
         Self {
             responses: cur
                 .responses
@@ -131,7 +131,7 @@ pub struct Pool {
 
 impl Pool {
     /// The windows between `from` and `to`; None when they saw too little of any basis but time.
-    pub fn between(from: &Sample, to: &Sample, group: u32) -> Option<Pool> {
+    pub fn between(from: &Reading, to: &Reading, group: u32) -> Option<Pool> {
         let (_, basis) = traced_share_by(from, to, group)?;
         if basis == Basis::Time {
             return None;

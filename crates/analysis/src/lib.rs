@@ -11,7 +11,7 @@
 //!
 //! ## One word for each thing
 //! - **reading**: every counter of the probes and /proc, taken at one instant at an interval's
-//!   boundary ([`record::Sample`], the type's older name).
+//!   boundary ([`record::Reading`]).
 //! - **interval**: the span between two readings on the load's grid (`--interval`, 1 s). A
 //!   **timeline row** is one interval's figures: [`timeline::TimelineRow`] in run.json, whose
 //!   kernel half is [`interval::IntervalRow`] (the load generator's half, its `TimelineEntry`).

@@ -256,11 +256,11 @@ mod tests {
 
     #[test]
     fn the_timeline_joins_load_intervals_by_grid_point_not_by_position() {
-        use crate::record::Sample;
+        use crate::record::Reading;
         use srvprof_loadgen::TimelineEntry;
         let sec = 1_000_000_000;
         let start = 50 * sec;
-        let at = |due_s: u64, late_ns: u64| Sample {
+        let at = |due_s: u64, late_ns: u64| Reading {
             monotonic_ns: start + due_s * sec + late_ns,
             due_ns: Some(start + due_s * sec),
             ..Default::default()

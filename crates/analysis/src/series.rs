@@ -7,7 +7,7 @@ use crate::interval::{IntervalRow, IntervalWork, Pool, interval_row};
 use crate::kernel_report::KernelReport;
 use crate::kernel_report::sampling::WindowUnit;
 use crate::kernel_report::uncertainty::state_errors;
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// Where a kernel interval sits on the load's interval grid: the first load interval it joins
 /// and how many (more than one only when the sampler missed a grid point altogether).
@@ -26,10 +26,10 @@ pub struct SampleSeries {
     /// generator starts measuring.
     start_ns: u64,
     interval_ns: u64,
-    first: Option<Sample>,
+    first: Option<Reading>,
     /// The last two samples: the end of the run, and the one before in case the last interval
     /// (teardown after the load ended) is dropped.
-    recent: Vec<Sample>,
+    recent: Vec<Reading>,
     pub server_rows: Vec<IntervalRow>,
     pub client_rows: Vec<IntervalRow>,
     /// Sampled mode: each interval's window, per group (server, client), for the estimate's
@@ -60,7 +60,7 @@ impl SampleSeries {
         }
     }
 
-    pub fn push(&mut self, sample: Sample) {
+    pub fn push(&mut self, sample: Reading) {
         match (&self.first, self.recent.last()) {
             (Some(first), Some(prev)) => {
                 for group in [GROUP_SERVER, GROUP_CLIENT] {
@@ -106,7 +106,7 @@ impl SampleSeries {
 
     /// By the grid points the two samples were due at, not by when they were taken: a late
     /// sample still ends the interval it was due for.
-    fn span(&self, prev: &Sample, cur: &Sample) -> GridSpan {
+    fn span(&self, prev: &Reading, cur: &Reading) -> GridSpan {
         let index = |due: u64| {
             (due.saturating_sub(self.start_ns) + self.interval_ns / 2) / self.interval_ns
         };
@@ -131,12 +131,12 @@ impl SampleSeries {
         self.count == 0
     }
 
-    pub fn first(&self) -> Option<&Sample> {
+    pub fn first(&self) -> Option<&Reading> {
         self.first.as_ref()
     }
 
     /// The newest sample.
-    pub fn last(&self) -> Option<&Sample> {
+    pub fn last(&self) -> Option<&Reading> {
         self.recent.last()
     }
 
@@ -150,7 +150,7 @@ impl SampleSeries {
     }
 
     /// The sample ending interval `intervals` (counted from 1): the last one, or the one before it.
-    pub fn end_of(&self, intervals: usize) -> Option<&Sample> {
+    pub fn end_of(&self, intervals: usize) -> Option<&Reading> {
         let last_rows = self.server_rows.len();
         if intervals >= last_rows {
             self.recent.last()
@@ -172,7 +172,7 @@ mod tests {
     /// A server thread switching 1,000 times a second and on CPU half of the time, read at `at_ns`
     /// (seconds since START) for the grid point `due_s`: what the sampler records when it reads at
     /// `at_ns` however late it is.
-    fn sample(due_s: u64, at_ns: u64) -> Sample {
+    fn sample(due_s: u64, at_ns: u64) -> Reading {
         let cpu = CpuUse {
             pid: 10,
             comm: "server".into(),
@@ -188,7 +188,7 @@ mod tests {
             voluntary_switches: at_ns / 1_000_000,
             ..Default::default()
         });
-        Sample {
+        Reading {
             monotonic_ns: START + at_ns,
             due_ns: Some(START + due_s * SEC),
             thread_cpu: vec![CpuUse {
@@ -250,7 +250,7 @@ mod tests {
 
     /// Sampled mode, at `t_s`: a server that has made `io` read/write calls so far, `io_seen` and
     /// `syscalls_seen` of them inside its windows, which have been open 50 ms a second.
-    fn sampled(t_s: u64, io: u64, io_seen: u64, syscalls_seen: u64) -> Sample {
+    fn sampled(t_s: u64, io: u64, io_seen: u64, syscalls_seen: u64) -> Reading {
         let mut s = sample(t_s, t_s * SEC);
         s.kernel.traced_ns = Some(t_s * SEC / 20);
         s.kernel.syscalls = vec![(

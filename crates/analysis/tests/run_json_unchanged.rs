@@ -7,7 +7,7 @@
 //! thread, overflows its accept queue, resets connections, takes its NET_RX on one CPU and loses a
 //! worker to SIGSEGV, in sampled mode, and a load report with a 1 s tail and an error burst.
 //! fixtures/samples.json, load.json and exits.json hold them as the old code read them: at 72e78fa a
-//! test deserialized them into `srvprof::sampler::Sample`s, pushed them into
+//! test deserialized them into `srvprof::sampler::Sample`s (now `Reading`), pushed them into
 //! `SampleSeries::on_grid(100 s, 1 s)` and wrote `build(..)` as fixtures/run.json
 //! (`SRVPROF_WRITE_FIXTURE_INPUTS=1` rewrites the inputs from `inputs()`).
 
@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use srvprof_analysis::record::{
-    CountNs, CpuUse, ExitRecord, KernelCounters, Sample, TcpResetCount, ThreadCounters, WakePair,
+    CountNs, CpuUse, ExitRecord, KernelCounters, Reading, TcpResetCount, ThreadCounters, WakePair,
 };
 use srvprof_analysis::run_report::{TargetInfo, build};
 use srvprof_analysis::series::SampleSeries;
@@ -32,8 +32,8 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Sample k of 6 (k = 0..=5), due at START + k s, read 3 ms late.
-fn sample(k: u64) -> Sample {
+/// Reading k of 6 (k = 0..=5), due at START + k s, read 3 ms late.
+fn sample(k: u64) -> Reading {
     let mut kernel = KernelCounters::empty(2);
     let t = START + k * SEC + 3_000_000;
     kernel.monotonic_ns = t;
@@ -170,7 +170,7 @@ fn sample(k: u64) -> Sample {
     .into_iter()
     .map(|(name, per_s)| (name.to_string(), k * per_s))
     .collect();
-    Sample {
+    Reading {
         monotonic_ns: t,
         due_ns: Some(START + k * SEC),
         kernel,
@@ -279,7 +279,7 @@ fn exits() -> Vec<ExitRecord> {
 }
 
 /// The samples, load report and exits as fixtures/ holds them (what the old code read).
-fn inputs() -> (Vec<Sample>, LoadReport, Vec<ExitRecord>) {
+fn inputs() -> (Vec<Reading>, LoadReport, Vec<ExitRecord>) {
     ((0..=5).map(sample).collect(), load(), exits())
 }
 
@@ -299,7 +299,7 @@ fn the_fixture_inputs_are_what_inputs_makes() {
         write("load.json", serde_json::to_value(&load).unwrap());
         write("exits.json", serde_json::to_value(&exits).unwrap());
     }
-    assert_eq!(read::<Vec<Sample>>("samples.json"), samples);
+    assert_eq!(read::<Vec<Reading>>("samples.json"), samples);
     assert_eq!(
         serde_json::to_value(read::<LoadReport>("load.json")).unwrap(),
         serde_json::to_value(&load).unwrap()

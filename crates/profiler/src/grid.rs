@@ -1,7 +1,7 @@
 //! Readings on the interval grid, the loop `srvprof probe` and `srvprof run` share: a reading at
 //! start + k * interval for each k, the last one at the end.
 
-use srvprof_analysis::record::Sample;
+use srvprof_analysis::record::Reading;
 
 use crate::clock;
 use crate::error::SrvprofError;
@@ -21,7 +21,7 @@ pub fn readings(
     (start_ns, interval_ns, end_ns): (u64, u64, u64),
     first: u64,
     stopped: impl Fn() -> bool,
-    mut each: impl FnMut(&mut Sampler, Sample) -> Result<bool, SrvprofError>,
+    mut each: impl FnMut(&mut Sampler, Reading) -> Result<bool, SrvprofError>,
 ) -> Result<(), SrvprofError> {
     let interval_ns = interval_ns.max(1);
     let mut k = first;

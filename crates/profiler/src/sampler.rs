@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Sample, TimeWait};
+use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Reading, TimeWait};
 use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
@@ -167,7 +167,7 @@ impl Sampler {
 
     /// Reads everything once; in sampled mode, the interval that starts now gets its window of
     /// the syscall and interrupt programs (opened by wait_until).
-    pub fn sample(&mut self) -> Result<Sample, SrvprofError> {
+    pub fn sample(&mut self) -> Result<Reading, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
         // The kernel's own TCP counters right after the probes' (tests compare the two): the
@@ -287,7 +287,7 @@ impl Sampler {
             self.slots_left = WINDOWS_PER_INTERVAL;
             self.syscall_window_due = true;
         }
-        Ok(Sample {
+        Ok(Reading {
             monotonic_ns: kernel.monotonic_ns,
             due_ns: None,
             kernel,

@@ -12,11 +12,11 @@ use super::sampling::{
 use super::tcp::{host_tcp_report, tcp_report};
 use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
 use crate::names::syscall_name;
-use crate::record::{CpuUse, ExitRecord, Sample, ThreadCounters};
+use crate::record::{CpuUse, ExitRecord, Reading, ThreadCounters};
 
 fn wakeup_deltas(
-    start: &Sample,
-    end: &Sample,
+    start: &Reading,
+    end: &Reading,
     group: u32,
     threads: &[ThreadReport],
 ) -> Vec<WakeupReport> {
@@ -117,8 +117,8 @@ fn cpu_delta(
 /// The report for `group` between two samples. Threads and processes first seen after `start`
 /// count from zero (they were born in the window).
 pub fn kernel_report(
-    start: &Sample,
-    end: &Sample,
+    start: &Reading,
+    end: &Reading,
     group: u32,
     exits: &[ExitRecord],
 ) -> KernelReport {
@@ -321,7 +321,7 @@ pub fn kernel_report(
     }
     // Counted in the same per-CPU array, but not losses: reported for the window.
     let in_window = |i: u32| {
-        let at = |s: &Sample| s.kernel.lost.get(i as usize).copied().unwrap_or(0);
+        let at = |s: &Reading| s.kernel.lost.get(i as usize).copied().unwrap_or(0);
         at(end).saturating_sub(at(start))
     };
     r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);

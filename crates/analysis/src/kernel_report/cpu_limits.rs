@@ -2,11 +2,11 @@
 //! window, from the kernel's own counters (cpu.stat) read at each end.
 
 use super::CpuLimitReport;
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// Each control group limiting `group`'s processes at `end`, with its throttling since `start`
 /// (all of its counters when `start` did not see it: it was found, or limited, in between).
-pub fn cpu_limit_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<CpuLimitReport> {
+pub fn cpu_limit_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<CpuLimitReport> {
     end.cgroups
         .iter()
         .filter(|c| c.group == group)
@@ -35,8 +35,8 @@ mod tests {
     use super::*;
     use crate::record::CgroupCpu;
 
-    fn at(nr_periods: u64, nr_throttled: u64, throttled_ns: u64) -> Sample {
-        Sample {
+    fn at(nr_periods: u64, nr_throttled: u64, throttled_ns: u64) -> Reading {
+        Reading {
             cgroups: vec![CgroupCpu {
                 path: "/web".into(),
                 version: 1,
@@ -48,7 +48,7 @@ mod tests {
                 nr_throttled,
                 throttled_ns,
             }],
-            ..Sample::default()
+            ..Reading::default()
         }
     }
 
@@ -64,7 +64,7 @@ mod tests {
         // The client's group has no limit.
         assert!(cpu_limit_deltas(&at(100, 40, 0), &at(160, 97, 0), 1).is_empty());
         // Found between the two samples: all of its counters are the window's.
-        let r = cpu_limit_deltas(&Sample::default(), &at(10, 5, 1_000), 0);
+        let r = cpu_limit_deltas(&Reading::default(), &at(10, 5, 1_000), 0);
         assert_eq!((r[0].periods, r[0].throttled_periods), (10, 5));
     }
 }

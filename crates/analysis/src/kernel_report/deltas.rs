@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::record::{CountNs, KernelCounters, Sample};
+use crate::record::{CountNs, KernelCounters, Reading};
 
 /// (group, syscall number, count and time): a syscall table as KernelCounters holds it.
 type SyscallRows = Vec<(u32, u32, CountNs)>;
@@ -11,12 +11,12 @@ type SyscallRows = Vec<(u32, u32, CountNs)>;
 /// One group's rows of a syscall table from `start` to `end` (the table `pick` names), per
 /// syscall number, the numbers with something counted.
 pub(super) fn syscall_deltas(
-    start: &Sample,
-    end: &Sample,
+    start: &Reading,
+    end: &Reading,
     group: u32,
     pick: fn(&KernelCounters) -> Option<&SyscallRows>,
 ) -> BTreeMap<u32, CountNs> {
-    let table = |s: &Sample| -> BTreeMap<u32, CountNs> {
+    let table = |s: &Reading| -> BTreeMap<u32, CountNs> {
         pick(&s.kernel)
             .into_iter()
             .flatten()

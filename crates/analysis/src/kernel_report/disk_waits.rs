@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{DiskWaitReport, PAGE_FAULT, TOP_DISK_WAITS};
 use crate::names::syscall_name;
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// Syscalls whose fd argument (sendfile's source) names the file they waited on.
 const FD_SYSCALLS: &[&str] = &[
@@ -31,9 +31,9 @@ const FD_SYSCALLS: &[&str] = &[
 ];
 
 /// `group`'s uninterruptible sleeps between `start` and `end`, longest first.
-pub fn disk_wait_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<DiskWaitReport> {
+pub fn disk_wait_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<DiskWaitReport> {
     type Key = (u32, u32, i32);
-    let mine = |s: &Sample| -> BTreeMap<Key, (u64, u64, String)> {
+    let mine = |s: &Reading| -> BTreeMap<Key, (u64, u64, String)> {
         s.kernel
             .disk_waits
             .iter()
@@ -111,8 +111,8 @@ mod tests {
         }
     }
 
-    fn at(waits: Vec<DiskWait>) -> Sample {
-        let mut s = Sample::default();
+    fn at(waits: Vec<DiskWait>) -> Reading {
+        let mut s = Reading::default();
         s.kernel.disk_waits = waits;
         s
     }

@@ -8,7 +8,7 @@ use srvprof_common::SOFTIRQ_NAMES;
 
 use super::deltas::at_probe_mean;
 use super::{HardirqReport, SoftirqReport};
-use crate::record::{CountNs, Sample};
+use crate::record::{CountNs, Reading};
 
 /// The probes' delta of one counter between two samples.
 fn probe_delta(end: Option<&CountNs>, start: Option<&CountNs>) -> CountNs {
@@ -29,7 +29,7 @@ pub(super) const NET_RX: usize = 3;
 pub(super) const MIN_TRACED_PACKETS: u64 = 100;
 
 /// The packets a CPU's NET_RX processed between two samples, and inside the windows.
-pub(super) fn rx_packets(start: &Sample, end: &Sample, cpu: usize) -> Option<(u64, u64)> {
+pub(super) fn rx_packets(start: &Reading, end: &Reading, cpu: usize) -> Option<(u64, u64)> {
     let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(cpu).copied();
     Some((
         at(&end.rx_packets)?.saturating_sub(at(&start.rx_packets).unwrap_or(0)),
@@ -42,8 +42,8 @@ pub(super) fn rx_packets(start: &Sample, end: &Sample, cpu: usize) -> Option<(u6
 /// A softirq's time goes with the packets it carries, and one softirq may carry one packet or a
 /// burst's hundred, so the mean per softirq a window sees depends on where in a burst it fell.
 fn per_packet(
-    start: &Sample,
-    end: &Sample,
+    start: &Reading,
+    end: &Reading,
     cpu: usize,
     vector: usize,
     probe: CountNs,
@@ -58,7 +58,7 @@ fn per_packet(
 
 /// Softirqs per CPU and vector in the window (system-wide), vectors with no events left out.
 /// Exact mode: as the probes counted them. Sampled mode: the kernel's counts (/proc/softirqs).
-pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
+pub fn softirq_deltas(start: &Reading, end: &Reading) -> Vec<SoftirqReport> {
     let sampled = end.kernel.traced_ns.is_some();
     let ncpus = end.kernel.softirqs.len().max(end.softirq_counts.len());
     let probe_at = |cpu: usize, v: usize| {
@@ -127,7 +127,7 @@ pub fn softirq_deltas(start: &Sample, end: &Sample) -> Vec<SoftirqReport> {
 /// Hardirqs per CPU and line in the window (system-wide), as the probes counted and timed them:
 /// they stay attached all along in both modes. Lines are named as /proc/interrupts named them
 /// when `end` was read.
-pub fn hardirq_deltas(start: &Sample, end: &Sample) -> Vec<HardirqReport> {
+pub fn hardirq_deltas(start: &Reading, end: &Reading) -> Vec<HardirqReport> {
     let mut out = Vec::new();
     for (irq, per_cpu) in &end.kernel.hardirqs {
         let earlier = start

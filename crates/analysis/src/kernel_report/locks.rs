@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{LockHolder, LockReport, TOP_LOCKS, ThreadReport};
-use crate::record::{LockWaitRecord, Sample};
+use crate::record::{LockWaitRecord, Reading};
 
 /// The holders named per lock, longest first.
 const TOP_HOLDERS: usize = 3;
@@ -18,13 +18,13 @@ const TOP_HOLDERS: usize = 3;
 /// `group`'s locks between `start` and `end`, longest waited on first. `threads` names the
 /// threads (the window's report of them).
 pub fn lock_deltas(
-    start: &Sample,
-    end: &Sample,
+    start: &Reading,
+    end: &Reading,
     group: u32,
     threads: &[ThreadReport],
 ) -> Vec<LockReport> {
     type Key = (u32, u64, u32, u32);
-    let mine = |s: &Sample| -> BTreeMap<Key, LockWaitRecord> {
+    let mine = |s: &Reading| -> BTreeMap<Key, LockWaitRecord> {
         (s.kernel.lock_waits.iter())
             .filter(|w| w.group == group && w.lock_protocol)
             .map(|w| ((w.pid, w.uaddr, w.waiter_tid, w.holder_tid), w.clone()))
@@ -131,8 +131,8 @@ mod tests {
         }
     }
 
-    fn at(waits: Vec<LockWaitRecord>) -> Sample {
-        let mut s = Sample::default();
+    fn at(waits: Vec<LockWaitRecord>) -> Reading {
+        let mut s = Reading::default();
         s.kernel.lock_waits = waits;
         s
     }

@@ -4,22 +4,22 @@
 use std::collections::BTreeSet;
 
 use super::MemoryReport;
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// Adds `group`'s major faults (its processes' /proc counters) and its uninterruptible sleeps
 /// outside a syscall (page faults reading a page in) between `start` and `end` to `m`.
-pub fn fault_deltas(start: &Sample, end: &Sample, group: u32, m: &mut MemoryReport) {
+pub fn fault_deltas(start: &Reading, end: &Reading, group: u32, m: &mut MemoryReport) {
     let pids: BTreeSet<u32> = (end.process_cpu.iter())
         .filter(|c| c.group == group)
         .map(|c| c.pid)
         .collect();
     for pid in &pids {
-        let at = |s: &Sample| s.major_faults.get(pid).copied();
+        let at = |s: &Reading| s.major_faults.get(pid).copied();
         if let Some(n) = at(end) {
             m.major_faults += n.saturating_sub(at(start).unwrap_or(0));
         }
     }
-    let faults = |s: &Sample| -> (u64, u64) {
+    let faults = |s: &Reading| -> (u64, u64) {
         (s.kernel.disk_waits.iter())
             .filter(|d| d.group == group && d.nr_slot == 0)
             .fold((0, 0), |(n, ns), d| (n + d.count, ns + d.total_ns))
@@ -34,8 +34,8 @@ mod tests {
     use super::*;
     use crate::record::{CpuUse, DiskWait};
 
-    fn at(majflt: u64, waits: u64, ms: u64) -> Sample {
-        let mut s = Sample {
+    fn at(majflt: u64, waits: u64, ms: u64) -> Reading {
+        let mut s = Reading {
             process_cpu: vec![CpuUse {
                 pid: 7,
                 group: 0,

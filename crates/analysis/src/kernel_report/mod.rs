@@ -565,12 +565,12 @@ fn percent(share: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{CountNs, KernelCounters, Sample};
+    use crate::record::{CountNs, KernelCounters, Reading};
     use srvprof_common::{GROUP_SERVER, SOFTIRQ_NAMES, tcp};
 
     /// A sample at `t_ns` whose probes saw `probe` NET_RX softirqs on CPU 0 taking `probe_ns`,
     /// while /proc/softirqs said `kernel`, and whose syscall programs were attached `traced_ns`.
-    fn sample(t_ns: u64, traced_ns: Option<u64>, probe: CountNs, kernel: u64) -> Sample {
+    fn sample(t_ns: u64, traced_ns: Option<u64>, probe: CountNs, kernel: u64) -> Reading {
         let mut k = KernelCounters::empty(1);
         k.monotonic_ns = t_ns;
         k.traced_ns = traced_ns;
@@ -585,7 +585,7 @@ mod tests {
         ));
         let mut counts = vec![vec![0; SOFTIRQ_NAMES.len()]];
         counts[0][3] = kernel;
-        Sample {
+        Reading {
             monotonic_ns: t_ns,
             kernel: k,
             softirq_counts: counts,
@@ -690,7 +690,7 @@ mod tests {
         // interval the kernel counted 1,000 softirqs and 50,000 packets (a burst: 50 a softirq,
         // where the windows saw 10). Per packet: 2 us x 50,000 = 100 ms; per softirq it would be
         // 20 us x 1,000 = 20 ms.
-        let with_packets = |s: Sample, all: u64, traced: u64| Sample {
+        let with_packets = |s: Reading, all: u64, traced: u64| Reading {
             rx_packets: Some(vec![all]),
             traced_rx_packets: Some(vec![traced]),
             ..s
@@ -853,7 +853,7 @@ mod tests {
         let poll = r2.syscalls.iter().find(|s| s.nr == 7).unwrap();
         assert_eq!((poll.count, poll.total_ns), (3, 5_000_000));
         // Older recordings (no split): everything scaled, as before.
-        let old = |s: &Sample| {
+        let old = |s: &Reading| {
             let mut s = s.clone();
             s.kernel.blocked_syscalls = None;
             s.kernel.unblocked_syscalls = None;

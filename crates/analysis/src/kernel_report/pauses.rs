@@ -1,10 +1,10 @@
 //! A group's stop-the-world pauses in a window, per process.
 
 use super::PauseReport;
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// `group`'s processes' pauses between `start` and `end`, longest in all first.
-pub fn pause_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<PauseReport> {
+pub fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseReport> {
     let mut out: Vec<PauseReport> = (end.kernel.pauses.iter())
         .filter(|p| p.group == group)
         .filter_map(|p| {
@@ -29,8 +29,8 @@ mod tests {
     use super::*;
     use crate::record::PauseRecord;
 
-    fn at(pauses: u64, ms: u64) -> Sample {
-        let mut s = Sample::default();
+    fn at(pauses: u64, ms: u64) -> Reading {
+        let mut s = Reading::default();
         s.kernel.pauses = vec![PauseRecord {
             pid: 7,
             group: 0,

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::{RunqHolderReport, TOP_RUNQ_HOLDERS};
-use crate::record::Sample;
+use crate::record::Reading;
 
 /// `group`'s waits between `start` and `end`, per holder process, longest first.
-pub fn holder_deltas(start: &Sample, end: &Sample, group: u32) -> Vec<RunqHolderReport> {
+pub fn holder_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<RunqHolderReport> {
     let before: BTreeMap<u32, (u64, u64)> = start
         .kernel
         .runq_holders
@@ -64,8 +64,8 @@ mod tests {
         }
     }
 
-    fn at(holders: Vec<RunqHolder>) -> Sample {
-        let mut s = Sample::default();
+    fn at(holders: Vec<RunqHolder>) -> Reading {
+        let mut s = Reading::default();
         s.kernel.runq_holders = holders;
         s
     }

@@ -7,11 +7,11 @@
 use super::deltas::sum;
 use std::collections::BTreeMap;
 
-use crate::record::{CountNs, Sample};
+use crate::record::{CountNs, Reading};
 
 /// Sampled mode: the share of the window between two samples the syscall and softirq programs
 /// were attached. None in exact mode (attached all along).
-pub fn traced_fraction(start: &Sample, end: &Sample) -> Option<f64> {
+pub fn traced_fraction(start: &Reading, end: &Reading) -> Option<f64> {
     let traced = end
         .kernel
         .traced_ns?
@@ -74,7 +74,7 @@ fn delta(end: Option<u64>, start: Option<u64>) -> Option<u64> {
 }
 
 /// The group's context switches between two samples (every watched thread, exact).
-pub fn group_switches(start: &Sample, end: &Sample, group: u32) -> u64 {
+pub fn group_switches(start: &Reading, end: &Reading, group: u32) -> u64 {
     let before: BTreeMap<u32, u64> = start
         .kernel
         .threads
@@ -93,7 +93,7 @@ pub fn group_switches(start: &Sample, end: &Sample, group: u32) -> u64 {
 }
 
 /// The group's time on a CPU between two samples, and the part inside the windows (sampled mode).
-pub fn group_oncpu(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64)> {
+pub fn group_oncpu(start: &Reading, end: &Reading, group: u32) -> Option<(u64, u64)> {
     let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(group as usize).copied();
     Some((
         delta(at(&end.oncpu_ns), at(&start.oncpu_ns))?,
@@ -102,7 +102,7 @@ pub fn group_oncpu(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64
 }
 
 /// The group's read/write calls between two samples, and the part inside the windows.
-pub fn group_io_calls(start: &Sample, end: &Sample, group: u32) -> Option<(u64, u64)> {
+pub fn group_io_calls(start: &Reading, end: &Reading, group: u32) -> Option<(u64, u64)> {
     let at = |v: &Option<Vec<u64>>| v.as_ref()?.get(group as usize).copied();
     Some((
         delta(at(&end.io_calls), at(&start.io_calls))?,
@@ -111,14 +111,14 @@ pub fn group_io_calls(start: &Sample, end: &Sample, group: u32) -> Option<(u64, 
 }
 
 /// The group's switches made while the windows were open, between two samples.
-pub fn traced_switches(start: &Sample, end: &Sample, group: u32) -> Option<u64> {
-    let at = |s: &Sample| s.traced_switches.as_ref()?.get(group as usize).copied();
+pub fn traced_switches(start: &Reading, end: &Reading, group: u32) -> Option<u64> {
+    let at = |s: &Reading| s.traced_switches.as_ref()?.get(group as usize).copied();
     delta(at(end), at(start))
 }
 
 /// Sampled mode: the share of the window's work the syscall programs saw, which their counts are
 /// divided by, and what it is a share of (Basis). None in exact mode.
-pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64, Basis)> {
+pub fn traced_share_by(start: &Reading, end: &Reading, group: u32) -> Option<(f64, Basis)> {
     let time = traced_fraction(start, end)?;
     if let (Some(traced), Some(all)) = (
         delta(end.traced_responses, start.traced_responses),
@@ -148,14 +148,14 @@ pub fn traced_share_by(start: &Sample, end: &Sample, group: u32) -> Option<(f64,
 }
 
 /// The share alone (see traced_share_by).
-pub fn traced_share(start: &Sample, end: &Sample, group: u32) -> Option<f64> {
+pub fn traced_share(start: &Reading, end: &Reading, group: u32) -> Option<f64> {
     traced_share_by(start, end, group).map(|(share, _)| share)
 }
 
 /// The group's syscalls the probes counted between two samples (in sampled mode, the ones made
 /// while the windows were open).
-pub fn traced_syscalls(start: &Sample, end: &Sample, group: u32) -> u64 {
-    let sum = |s: &Sample| -> u64 {
+pub fn traced_syscalls(start: &Reading, end: &Reading, group: u32) -> u64 {
+    let sum = |s: &Reading| -> u64 {
         s.kernel
             .syscalls
             .iter()
@@ -191,7 +191,7 @@ pub struct WindowUnit {
 
 impl WindowUnit {
     /// The window(s) between two samples, for `group`.
-    pub fn between(start: &Sample, end: &Sample, group: u32) -> WindowUnit {
+    pub fn between(start: &Reading, end: &Reading, group: u32) -> WindowUnit {
         let by_name: BTreeMap<u32, (f64, f64)> =
             super::deltas::syscall_deltas(start, end, group, |k| Some(k.scaled_syscalls()))
                 .into_iter()
@@ -263,8 +263,8 @@ mod tests {
 
     /// A sampled-mode sample at `t_ns` with the group's read/write calls so far and inside the
     /// windows, its syscall programs attached for `traced_ns` so far.
-    fn sample(t_ns: u64, traced_ns: u64, io: Option<(u64, u64)>) -> Sample {
-        let mut s = Sample {
+    fn sample(t_ns: u64, traced_ns: u64, io: Option<(u64, u64)>) -> Reading {
+        let mut s = Reading {
             monotonic_ns: t_ns,
             ..Default::default()
         };

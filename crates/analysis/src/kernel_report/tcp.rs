@@ -6,23 +6,23 @@ use std::collections::BTreeMap;
 use srvprof_common::{GROUP_SERVER, tcp};
 
 use super::{HostTcpReport, ResetReport, TcpReport};
-use crate::record::Sample;
+use crate::record::Reading;
 
-fn mib_delta(end: &Sample, start: &Sample, name: &str) -> u64 {
+fn mib_delta(end: &Reading, start: &Reading, name: &str) -> u64 {
     let e = end.net_mib.get(name).copied().unwrap_or(0);
     let s = start.net_mib.get(name).copied().unwrap_or(e);
     e.saturating_sub(s)
 }
 
 /// Delta of a TCP counter of one side between two samples.
-fn tcp_delta(start: &Sample, end: &Sample, side: u32, counter: u32) -> u64 {
+fn tcp_delta(start: &Reading, end: &Reading, side: u32, counter: u32) -> u64 {
     let i = tcp::index(side, counter) as usize;
-    let at = |s: &Sample| s.kernel.tcp.get(i).copied().unwrap_or(0);
+    let at = |s: &Reading| s.kernel.tcp.get(i).copied().unwrap_or(0);
     at(end).saturating_sub(at(start))
 }
 
 /// The group's side of TCP in the window.
-pub(super) fn tcp_report(start: &Sample, end: &Sample, group: u32) -> TcpReport {
+pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpReport {
     let side = group;
     let (listen_overflows, listen_drops) = if group == GROUP_SERVER {
         let netns_overflows = mib_delta(end, start, "TcpExt:ListenOverflows");
@@ -90,7 +90,7 @@ pub(super) fn tcp_report(start: &Sample, end: &Sample, group: u32) -> TcpReport 
 }
 
 /// The host's TCP figures in the window.
-pub(super) fn host_tcp_report(start: &Sample, end: &Sample) -> HostTcpReport {
+pub(super) fn host_tcp_report(start: &Reading, end: &Reading) -> HostTcpReport {
     let mib = |name: &str| mib_delta(end, start, name);
     let other = |counter: u32| tcp_delta(start, end, tcp::SIDE_OTHER, counter);
     HostTcpReport {

@@ -75,7 +75,7 @@ pub struct Outbound {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
+pub struct Reading {
     /// When the reading was taken (CLOCK_MONOTONIC): rates are per second of the real time
     /// between two samples, however late either was.
     pub monotonic_ns: u64,

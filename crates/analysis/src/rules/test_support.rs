@@ -10,7 +10,7 @@ use srvprof_loadgen::{ConfigEcho, LatencySummary, LoadReport, TimelineEntry};
 use crate::finding::{Finding, FindingKind, Severity};
 use srvprof_common::GROUP_SERVER;
 
-use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Sample, ThreadCounters};
+use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Reading, ThreadCounters};
 use crate::run_report::{self, RunReport, TargetInfo};
 use crate::series::SampleSeries;
 
@@ -38,7 +38,7 @@ pub fn grown(per_interval: u64, k: u64) -> u64 {
 /// A run as recorded: a sample at every grid point from the start of measurement on, and the
 /// load generator's report with one timeline row per interval.
 pub struct Recording {
-    pub samples: Vec<Sample>,
+    pub samples: Vec<Reading>,
     pub load: LoadReport,
     pub exits: Vec<ExitRecord>,
     interval_s: u64,
@@ -53,7 +53,7 @@ impl Recording {
                 let t = START + k * interval_s * SEC;
                 let mut kernel = KernelCounters::empty(ncpus);
                 kernel.monotonic_ns = t;
-                Sample {
+                Reading {
                     monotonic_ns: t,
                     due_ns: Some(t),
                     kernel,
@@ -104,7 +104,7 @@ impl Recording {
     }
 
     /// Sets what sample `k` (0: the window's start) had counted.
-    pub fn each(mut self, f: impl Fn(&mut Sample, u64)) -> Recording {
+    pub fn each(mut self, f: impl Fn(&mut Reading, u64)) -> Recording {
         for (k, s) in self.samples.iter_mut().enumerate() {
             f(s, k as u64);
         }
