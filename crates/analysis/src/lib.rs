@@ -4,7 +4,7 @@
 //! each interval boundary) or the load generator's report, so every rule can be tested with
 //! hand-made samples. Cargo enforces it: this crate does not depend on aya or the profiler.
 //!
-//! The flow: [`series::SampleSeries`] holds the readings; [`kernel_report`] turns two of them into
+//! The flow: [`series::ReadingSeries`] holds the readings; [`kernel_report`] turns two of them into
 //! one group's figures over the span between them, [`interval`] into one timeline row;
 //! [`run_report::build`] puts run.json together and [`rules`] reads it to write the findings
 //! ([`with_findings`]).

@@ -10,7 +10,7 @@ use crate::finding::Finding;
 use crate::kernel_report::{HostTcpReport, KernelReport, kernel_report};
 use crate::observer::ObserverCost;
 use crate::record::{ExitRecord, NsHistogram};
-use crate::series::SampleSeries;
+use crate::series::ReadingSeries;
 use crate::stacks::FoldedStacks;
 pub use crate::timeline::TimelineRow;
 
@@ -134,7 +134,7 @@ pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
 pub fn build(
     target: TargetInfo,
     load: LoadReport,
-    series: &SampleSeries,
+    series: &ReadingSeries,
     exits: &[ExitRecord],
     notes: Vec<String>,
     observed: Observed,
@@ -265,7 +265,7 @@ mod tests {
             due_ns: Some(start + due_s * sec),
             ..Default::default()
         };
-        let mut series = SampleSeries::on_grid(start, std::time::Duration::from_secs(1));
+        let mut series = ReadingSeries::on_grid(start, std::time::Duration::from_secs(1));
         // Grid point 1 was missed; 2 was read 20 ms late; 4 is the teardown after the load.
         for s in [at(0, 0), at(2, 20_000_000), at(3, 0), at(4, 0)] {
             series.push(s);

@@ -21,7 +21,7 @@ pub struct GridSpan {
 /// read/write calls, scaled by time) leaves later rows as read, in bounded memory.
 const MAX_PENDING: usize = 64;
 
-pub struct SampleSeries {
+pub struct ReadingSeries {
     /// The origin of every row's t_s and of the grid (CLOCK_MONOTONIC ns): in `run`, when the load
     /// generator starts measuring.
     start_ns: u64,
@@ -42,7 +42,7 @@ pub struct SampleSeries {
     count: usize,
 }
 
-impl SampleSeries {
+impl ReadingSeries {
     /// Samples due at `start_ns + k * interval` (their `due_ns`); rows start at their samples'
     /// real times, counted from `start_ns`.
     pub fn on_grid(start_ns: u64, interval: std::time::Duration) -> Self {
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_late_sample_is_measured_for_its_true_length_and_labelled_by_its_grid_point() {
-        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        let mut series = ReadingSeries::on_grid(START, std::time::Duration::from_secs(1));
         // Due at 1 s, read 300 ms late; due at 2 s, read on time.
         for (due_s, at_ns) in [(0, 0), (1, 1_300_000_000), (2, 2 * SEC)] {
             series.push(sample(due_s, at_ns));
@@ -232,7 +232,7 @@ mod tests {
 
     #[test]
     fn a_sample_that_missed_grid_points_spans_every_load_interval_it_covers() {
-        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        let mut series = ReadingSeries::on_grid(START, std::time::Duration::from_secs(1));
         // The reading due at 1 s never happened; the one due at 3 s came 40 ms late.
         for (due_s, at_ns) in [(0, 0), (3, 3_040_000_000), (4, 4 * SEC)] {
             series.push(sample(due_s, at_ns));
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_first_interval_its_window_missed_is_estimated_once_a_later_window_sees_the_work() {
-        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        let mut series = ReadingSeries::on_grid(START, std::time::Duration::from_secs(1));
         series.push(sampled(0, 0, 0, 0));
         // A burst of 1,000 read/write calls the first window missed.
         series.push(sampled(1, 1_000, 0, 0));
@@ -285,7 +285,7 @@ mod tests {
 
     #[test]
     fn rows_of_work_no_window_ever_sees_wait_in_bounded_memory() {
-        let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+        let mut series = ReadingSeries::on_grid(START, std::time::Duration::from_secs(1));
         // A server that switches but makes no read/write calls: scaled by time, never pooled.
         for t in 0..200 {
             series.push(sampled(t, 0, 0, 0));

@@ -8,7 +8,7 @@
 //! worker to SIGSEGV, in sampled mode, and a load report with a 1 s tail and an error burst.
 //! fixtures/samples.json, load.json and exits.json hold them as the old code read them: at 72e78fa a
 //! test deserialized them into `srvprof::sampler::Sample`s (now `Reading`), pushed them into
-//! `SampleSeries::on_grid(100 s, 1 s)` and wrote `build(..)` as fixtures/run.json
+//! `ReadingSeries::on_grid(100 s, 1 s)` and wrote `build(..)` as fixtures/run.json
 //! (`SRVPROF_WRITE_FIXTURE_INPUTS=1` rewrites the inputs from `inputs()`).
 
 use std::collections::BTreeMap;
@@ -18,7 +18,7 @@ use srvprof_analysis::record::{
     CountNs, CpuUse, ExitRecord, KernelCounters, Reading, TcpResetCount, ThreadCounters, WakePair,
 };
 use srvprof_analysis::run_report::{TargetInfo, build};
-use srvprof_analysis::series::SampleSeries;
+use srvprof_analysis::series::ReadingSeries;
 use srvprof_analysis::with_findings;
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist, tcp};
 use srvprof_loadgen::{LatencySummary, LoadReport, TimelineEntry};
@@ -448,7 +448,7 @@ const FINDINGS_ADDED_ON_PURPOSE: &[(&str, &str)] = &[(
 #[test]
 fn run_json_is_what_the_analysis_wrote_before_it_was_a_crate() {
     let (samples, load, exits) = inputs();
-    let mut series = SampleSeries::on_grid(START, std::time::Duration::from_secs(1));
+    let mut series = ReadingSeries::on_grid(START, std::time::Duration::from_secs(1));
     for s in samples {
         series.push(s);
     }

@@ -34,7 +34,7 @@ pub fn readings(
         if done && k == 0 {
             return Ok(());
         }
-        let mut reading = sampler.sample()?;
+        let mut reading = sampler.take_reading()?;
         reading.due_ns = Some(due);
         if !each(sampler, reading)? || done || due >= end_ns {
             return Ok(());

@@ -167,7 +167,7 @@ impl Sampler {
 
     /// Reads everything once; in sampled mode, the interval that starts now gets its window of
     /// the syscall and interrupt programs (opened by wait_until).
-    pub fn sample(&mut self) -> Result<Reading, SrvprofError> {
+    pub fn take_reading(&mut self) -> Result<Reading, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
         // The kernel's own TCP counters right after the probes' (tests compare the two): the

@@ -12,7 +12,7 @@ use srvprof_common::GROUP_SERVER;
 
 use crate::record::{CountNs, CpuUse, ExitRecord, KernelCounters, Reading, ThreadCounters};
 use crate::run_report::{self, RunReport, TargetInfo};
-use crate::series::SampleSeries;
+use crate::series::ReadingSeries;
 
 pub const SEC: u64 = 1_000_000_000;
 /// Measurement starts here (CLOCK_MONOTONIC ns), as a real run's would.
@@ -126,7 +126,7 @@ impl Recording {
     /// The run report, as crate::analyze builds it before reading the findings.
     pub fn build(&self) -> RunReport {
         let mut series =
-            SampleSeries::on_grid(START, std::time::Duration::from_secs(self.interval_s));
+            ReadingSeries::on_grid(START, std::time::Duration::from_secs(self.interval_s));
         for s in &self.samples {
             series.push(s.clone());
         }

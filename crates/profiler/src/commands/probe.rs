@@ -14,7 +14,7 @@ use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::kernel_report::kernel_report;
 use srvprof_analysis::probe_output::ProbeOutput;
-use srvprof_analysis::series::SampleSeries;
+use srvprof_analysis::series::ReadingSeries;
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
@@ -43,8 +43,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let start_ns = clock::monotonic_ns();
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
-    let mut series = SampleSeries::on_grid(start_ns, args.interval);
-    let mut first = sampler.sample()?;
+    let mut series = ReadingSeries::on_grid(start_ns, args.interval);
+    let mut first = sampler.take_reading()?;
     first.due_ns = Some(start_ns);
     series.push(first);
     let mut stdout = std::io::stdout().lock();

@@ -20,7 +20,7 @@ use crate::stacks::{
 };
 use crate::{clock, output};
 use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
-use srvprof_analysis::series::SampleSeries;
+use srvprof_analysis::series::ReadingSeries;
 use srvprof_analysis::with_findings;
 
 /// Default warmup of `run` when --warmup is not given: excluded from every figure.
@@ -186,7 +186,7 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
 
 /// What the sampling thread hands back.
 struct Sampled {
-    samples: SampleSeries,
+    samples: ReadingSeries,
     exits: Vec<srvprof_analysis::record::ExitRecord>,
     error: Option<SrvprofError>,
     stacks: Option<FoldedStacks>,
@@ -229,7 +229,7 @@ fn sample_every(
         }
         std::thread::sleep(Duration::from_millis(1));
     };
-    let mut samples = SampleSeries::on_grid(measure_start.unwrap_or(0), interval);
+    let mut samples = ReadingSeries::on_grid(measure_start.unwrap_or(0), interval);
     if let Some(measure_start) = measure_start {
         sampler.set_start_ns(measure_start);
         sampler
