@@ -9,7 +9,7 @@ use crate::kernel_report::{KernelReport, kernel_report};
 use crate::record::Reading;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct IntervalRow {
+pub struct KernelRow {
     /// Start of the interval, seconds since the run started.
     pub t_s: f64,
     pub duration_s: f64,
@@ -49,7 +49,7 @@ pub fn interval_row(
     cur: &Reading,
     group: u32,
     run_start_ns: u64,
-) -> (IntervalRow, Option<IntervalWork>) {
+) -> (KernelRow, Option<IntervalWork>) {
     let r = kernel_report(prev, cur, group, &[]);
     let mut row = row_from_report(
         &r,
@@ -146,7 +146,7 @@ impl Pool {
 
     /// Sets `row`'s syscalls to those of an interval doing `work` at this ratio; false (and
     /// `row` unchanged) when the interval's work by this basis is unknown.
-    pub fn fill(&self, row: &mut IntervalRow, work: &IntervalWork) -> bool {
+    pub fn fill(&self, row: &mut KernelRow, work: &IntervalWork) -> bool {
         let Some(units) = work.of(self.basis) else {
             return false;
         };
@@ -156,7 +156,7 @@ impl Pool {
     }
 }
 
-pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow {
+pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> KernelRow {
     let secs = r.duration_s.max(1e-9);
     let per_s = |n: u64| n as f64 / secs;
     let mut net_rx = vec![0.0; ncpus];
@@ -177,7 +177,7 @@ pub fn row_from_report(r: &KernelReport, t_s: f64, ncpus: usize) -> IntervalRow 
             hard[h.cpu as usize] += per_s(h.count);
         }
     }
-    IntervalRow {
+    KernelRow {
         t_s,
         duration_s: r.duration_s,
         voluntary_switches_per_s: per_s(r.totals.voluntary_switches),

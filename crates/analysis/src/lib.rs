@@ -14,7 +14,8 @@
 //!   boundary ([`record::Reading`]).
 //! - **interval**: the span between two readings on the load's grid (`--interval`, 1 s). A
 //!   **timeline row** is one interval's figures: [`timeline::TimelineRow`] in run.json, whose
-//!   kernel half is [`interval::IntervalRow`] (the load generator's half, its `TimelineEntry`).
+//!   kernel half is [`interval::KernelRow`] and whose load half is the load generator's
+//!   `LoadRow`.
 //! - **span**: any stretch between two readings; the **measured span** is the load's, from the
 //!   end of its warm-up to its end: what run.json's figures cover.
 //! - **trace window**: in sampled mode, the few milliseconds of each interval the syscall and

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::interval::IntervalRow;
+use crate::interval::KernelRow;
 use crate::kernel_report::KernelReport;
 
 #[derive(Serialize)]
@@ -10,7 +10,7 @@ pub struct ProbeOutput {
     pub tool: &'static str,
     #[serde(flatten)]
     pub report: KernelReport,
-    pub intervals: Vec<IntervalRow>,
+    pub intervals: Vec<KernelRow>,
     /// Things the user should know about this run (PIDs that were gone, early stop, ...).
     pub notes: Vec<String>,
     /// What watching cost (as in run.json); absent when no interval was timed.

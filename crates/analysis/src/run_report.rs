@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn the_timeline_joins_load_intervals_by_grid_point_not_by_position() {
         use crate::record::Reading;
-        use srvprof_loadgen::TimelineEntry;
+        use srvprof_loadgen::LoadRow;
         let sec = 1_000_000_000;
         let start = 50 * sec;
         let at = |due_s: u64, late_ns: u64| Reading {
@@ -270,7 +270,7 @@ mod tests {
         for s in [at(0, 0), at(2, 20_000_000), at(3, 0), at(4, 0)] {
             series.push(s);
         }
-        let load_row = |i: u64, completed: u64, p99_us: u64| TimelineEntry {
+        let load_row = |i: u64, completed: u64, p99_us: u64| LoadRow {
             t_s: i as f64,
             completed,
             errors: i,

@@ -3,7 +3,7 @@
 
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
-use crate::interval::{IntervalRow, IntervalWork, Pool, interval_row};
+use crate::interval::{IntervalWork, KernelRow, Pool, interval_row};
 use crate::kernel_report::KernelReport;
 use crate::kernel_report::sampling::WindowUnit;
 use crate::kernel_report::uncertainty::state_errors;
@@ -30,8 +30,8 @@ pub struct ReadingSeries {
     /// The last two samples: the end of the run, and the one before in case the last interval
     /// (teardown after the load ended) is dropped.
     recent: Vec<Reading>,
-    pub server_rows: Vec<IntervalRow>,
-    pub client_rows: Vec<IntervalRow>,
+    pub server_rows: Vec<KernelRow>,
+    pub client_rows: Vec<KernelRow>,
     /// Sampled mode: each interval's window, per group (server, client), for the estimate's
     /// uncertainty.
     pub windows: [Vec<WindowUnit>; 2],

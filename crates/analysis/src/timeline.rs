@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::interval::IntervalRow;
+use crate::interval::KernelRow;
 
 /// One interval: the client's view (throughput, latency, errors) beside the kernel's.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -23,7 +23,7 @@ pub struct TimelineRow {
     pub errors: u64,
     pub p50_us: u64,
     pub p99_us: u64,
-    pub server: IntervalRow,
+    pub server: KernelRow,
     /// Load generator CPU, percent of one CPU.
     pub client_user_pct: f64,
     pub client_sys_pct: f64,

@@ -21,7 +21,7 @@ use srvprof_analysis::run_report::{TargetInfo, build};
 use srvprof_analysis::series::ReadingSeries;
 use srvprof_analysis::with_findings;
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, hist, tcp};
-use srvprof_loadgen::{LatencySummary, LoadReport, TimelineEntry};
+use srvprof_loadgen::{LatencySummary, LoadReport, LoadRow};
 
 const SEC: u64 = 1_000_000_000;
 const START: u64 = 100 * SEC;
@@ -222,7 +222,7 @@ fn sample(k: u64) -> Reading {
 }
 
 fn load() -> LoadReport {
-    let row = |i: u64, errors: u64, p99_us: u64| TimelineEntry {
+    let row = |i: u64, errors: u64, p99_us: u64| LoadRow {
         t_s: i as f64,
         completed: 20_000 - errors,
         errors,

@@ -21,9 +21,8 @@ pub mod random;
 mod report;
 
 pub use report::{
-    ClientCpu, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport,
-    OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TimelineEntry,
-    TlsSummary,
+    ClientCpu, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport, LoadRow,
+    OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).

@@ -233,7 +233,7 @@ pub fn spectrum(h: &Histogram<u64>) -> Vec<SpectrumPoint> {
 
 /// One interval of the run, by completion time.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-pub struct TimelineEntry {
+pub struct LoadRow {
     /// Start of the interval, seconds after measurement started.
     pub t_s: f64,
     /// Successful (2xx) responses completed in the interval.
@@ -368,7 +368,7 @@ pub struct LoadReport {
     #[serde(default)]
     pub idle_closed_by_server: u64,
     pub spectrum: Vec<SpectrumPoint>,
-    pub timeline: Vec<TimelineEntry>,
+    pub timeline: Vec<LoadRow>,
     pub client_cpu: ClientCpu,
     /// CLOCK_MONOTONIC in ns when measurement started (comparable to bpf_ktime_get_ns).
     pub start_monotonic_ns: u64,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::histogram::{new_histogram, target_histogram};
-use crate::report::{ErrorKind, LatencySummary, TimelineEntry, round3};
+use crate::report::{ErrorKind, LatencySummary, LoadRow, round3};
 use crate::sys::CpuTime;
 
 const STATUS_SLOTS: usize = 1000;
@@ -396,7 +396,7 @@ pub(crate) struct Collector {
     /// Per thread: every interval below this index has arrived.
     through: Vec<u64>,
     pending: BTreeMap<u64, IntervalAccum>,
-    pub timeline: Vec<TimelineEntry>,
+    pub timeline: Vec<LoadRow>,
     pub latency: Histogram<u64>,
     /// Each interval's histogram, kept for `--hdr-log` when it is Some.
     pub interval_latency: Option<crate::hdr_log::IntervalLatency>,
@@ -452,7 +452,7 @@ impl Collector {
         }
     }
 
-    fn entry(&self, index: u64, acc: &IntervalAccum) -> TimelineEntry {
+    fn entry(&self, index: u64, acc: &IntervalAccum) -> LoadRow {
         // The run's own summary, over this interval's histogram: one percentile path.
         let latency = acc
             .latency
@@ -460,7 +460,7 @@ impl Collector {
             .map(LatencySummary::from_histogram)
             .unwrap_or_default();
         let secs = self.interval.as_secs_f64();
-        TimelineEntry {
+        LoadRow {
             t_s: round3(index as f64 * secs),
             completed: acc.completed,
             errors: acc.errors,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use srvprof_loadgen::{ConfigEcho, LatencySummary, LoadReport, TimelineEntry};
+use srvprof_loadgen::{ConfigEcho, LatencySummary, LoadReport, LoadRow};
 
 use crate::finding::{Finding, FindingKind, Severity};
 use srvprof_common::GROUP_SERVER;
@@ -62,7 +62,7 @@ impl Recording {
             })
             .collect();
         let timeline = (0..intervals)
-            .map(|k| TimelineEntry {
+            .map(|k| LoadRow {
                 t_s: (k * interval_s) as f64,
                 completed: RPS * interval_s,
                 errors: 0,
@@ -112,7 +112,7 @@ impl Recording {
     }
 
     /// Sets the load generator's row `k`; its totals follow the rows.
-    pub fn rows(mut self, f: impl Fn(&mut TimelineEntry, usize)) -> Recording {
+    pub fn rows(mut self, f: impl Fn(&mut LoadRow, usize)) -> Recording {
         for (k, row) in self.load.timeline.iter_mut().enumerate() {
             f(row, k);
         }

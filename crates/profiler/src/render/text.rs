@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use srvprof_analysis::interval::IntervalRow;
+use srvprof_analysis::interval::KernelRow;
 use srvprof_analysis::kernel_report::KernelReport;
 
 pub fn interval_header(out: &mut impl Write, ncpus: usize) {
@@ -16,7 +16,7 @@ pub fn interval_header(out: &mut impl Write, ncpus: usize) {
     let _ = writeln!(out, "{h}");
 }
 
-pub fn interval_line(out: &mut impl Write, r: &IntervalRow) {
+pub fn interval_line(out: &mut impl Write, r: &KernelRow) {
     let mut l = format!(
         "{:>6.1} {:>10.0} {:>10.0} {:>10.0} {:>6.1} {:>6.1} {:>11}",
         r.t_s + r.duration_s,

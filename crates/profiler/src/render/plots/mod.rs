@@ -94,10 +94,10 @@ fn series(name: &str, run: &RunReport, f: impl Fn(&TimelineRow) -> f64) -> Serie
     }
 }
 
-/// Per-CPU series of one IntervalRow field, CPUs that never saw one left out.
+/// Per-CPU series of one KernelRow field, CPUs that never saw one left out.
 fn per_cpu(
     run: &RunReport,
-    field: impl Fn(&srvprof_analysis::interval::IntervalRow) -> &Vec<f64>,
+    field: impl Fn(&srvprof_analysis::interval::KernelRow) -> &Vec<f64>,
 ) -> Vec<Series> {
     let ncpus = (run.timeline.iter())
         .map(|r| field(&r.server).len())
