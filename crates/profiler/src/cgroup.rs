@@ -18,9 +18,7 @@ pub struct CpuHierarchy {
 
 /// The hierarchies with the cpu controller, from /proc/self/mountinfo.
 pub fn cpu_hierarchies() -> Vec<CpuHierarchy> {
-    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
+    let info = crate::procfs::own_mountinfo();
     let mut out: Vec<CpuHierarchy> = info
         .lines()
         .filter_map(|l| {
@@ -113,7 +111,7 @@ pub fn throttling(h: &CpuHierarchy, path: &str) -> Option<(u64, u64, u64)> {
 pub fn read(hierarchies: &[CpuHierarchy], watched: &[(u32, u32)]) -> Vec<CgroupCpu> {
     let mut found: BTreeMap<(u8, String, u32), CgroupCpu> = BTreeMap::new();
     for &(pid, group) in watched {
-        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        let Some(text) = crate::procfs::cgroups_of(pid) else {
             continue;
         };
         for h in hierarchies {

@@ -85,6 +85,16 @@ pub fn net_file(pid: u32, file: &str) -> String {
     fs::read_to_string(format!("/proc/{pid}/net/{file}")).unwrap_or_default()
 }
 
+/// srvprof's own mount table (/proc/self/mountinfo), empty if unreadable.
+pub fn own_mountinfo() -> String {
+    fs::read_to_string("/proc/self/mountinfo").unwrap_or_default()
+}
+
+/// The cgroups a process is in (/proc/PID/cgroup); None when it is gone.
+pub fn cgroups_of(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
+}
+
 /// A process's CPU time (all its threads, live and exited).
 pub fn process_cpu_time(pid: u32) -> Option<CpuTime> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
