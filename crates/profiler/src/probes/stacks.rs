@@ -170,7 +170,7 @@ pub fn read(
             .map_err(|e| map_error(maps::STACK_TRACES, e))?;
         Ok(trace.frames().iter().map(|f| f.ip).collect())
     };
-    let mut frames = std::mem::take(&mut unwound.kernel_frames);
+    let mut frames = unwound.take_kernel_frames();
     let mut ends = StdHashMap::new();
     let mut user_stacks = unwound.take_user_stacks();
     // The key with its unwound user stack's id (the kernel took none: its user_stack_id is -1).

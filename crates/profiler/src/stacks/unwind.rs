@@ -44,14 +44,13 @@ pub struct UnwoundStacks {
     pub offcpu: TimedCounts,
     /// Per process, the off-CPU periods whose stacks were unwound and timed.
     pub offcpu_periods: HashMap<u32, u64>,
-    /// The kernel stacks on-CPU samples carried, under the ids their keys were given
-    /// (from KERNEL_ID_BASE).
-    pub kernel_frames: HashMap<i32, Vec<u64>>,
     /// Per process, its executable mappings (lines of /proc/PID/maps) when last read: the
     /// frames of a process that is gone by the end are named from these.
     pub maps: HashMap<u32, String>,
     /// Per (group, off-CPU) the stacks unwound here, and the bytes of user stack they copied.
     pub copied: HashMap<(u32, bool), (u64, u64)>,
+    /// The kernel stacks on-CPU samples carried, each kept once, under the id its keys were
+    /// given (from KERNEL_ID_BASE).
     kernel_ids: StackIds<Vec<u64>>,
     user_ids: StackIds<UserStack>,
 }
@@ -75,11 +74,7 @@ impl UnwoundStacks {
         if frames.is_empty() {
             return key;
         }
-        let (id, new) = self.kernel_ids.id(frames);
-        if new {
-            self.kernel_frames.insert(id, frames.to_vec());
-        }
-        key.kernel_stack_id = id;
+        key.kernel_stack_id = self.kernel_ids.id(frames).0;
         key
     }
 
@@ -89,6 +84,11 @@ impl UnwoundStacks {
             return -1;
         }
         self.user_ids.id(stack).0
+    }
+
+    /// The kernel stacks the samples carried, by the ids their keys were given.
+    pub fn take_kernel_frames(&mut self) -> HashMap<i32, Vec<u64>> {
+        std::mem::take(&mut self.kernel_ids).into_stacks()
     }
 
     /// The user stacks the counts' ids stand for, by id.
