@@ -75,7 +75,7 @@ fn memory_stays_flat_through_a_run_and_its_end_and_the_timed_stacks_lose_nothing
     let readings = readings.lock().unwrap().clone();
     let (attached, end) = (attached.expect("probes attached"), end.expect("an end"));
 
-    // The second half of the load: RSS grows by no more than item 1's share a minute.
+    // The second half of the load: RSS grows by no more than a ninetieth a minute.
     let half = attached + (end - attached) / 2.0;
     let running: Vec<(f64, f64)> = (readings.iter())
         .filter(|(t, ..)| *t >= half && *t < end)
