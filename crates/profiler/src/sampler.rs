@@ -266,11 +266,28 @@ impl Sampler {
             .map(|_| self.traced_responses);
         crate::realtime::breathe();
         let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
-        let connections = (!self.listen_ports.is_empty() || self.ephemeral.is_some())
+        // The server's sockets read right before and right after the socket table: a connection
+        // that lives a request long (a proxy's to its upstream) is in both reads and the table.
+        let server_sockets = || -> std::collections::HashSet<u64> {
+            (watched.iter())
+                .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
+                .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
+                .collect()
+        };
+        let wants_outbound = !self.listen_ports.is_empty();
+        let mut server_inodes = if wants_outbound {
+            server_sockets()
+        } else {
+            Default::default()
+        };
+        let connections = (wants_outbound || self.ephemeral.is_some())
             .then(crate::sockdiag::connections)
             .flatten();
+        if wants_outbound {
+            server_inodes.extend(server_sockets());
+        }
         crate::realtime::breathe();
-        let outbound = self.read_outbound(&watched, connections.as_ref());
+        let outbound = self.read_outbound(&server_inodes, connections.as_ref());
         let time_wait = self.ephemeral.zip(connections.as_ref()).map(|(range, c)| {
             let (sockets, holding_ports) = c.time_wait(range);
             TimeWait {
@@ -377,18 +394,13 @@ impl Sampler {
     /// sock_diag cannot be asked or the listening ports are unknown.
     fn read_outbound(
         &mut self,
-        watched: &[(u32, u32)],
+        inodes: &std::collections::HashSet<u64>,
         connections: Option<&crate::sockdiag::Connections>,
     ) -> Option<Vec<Outbound>> {
         if self.listen_ports.is_empty() {
             return None;
         }
         let connections = connections?;
-        let inodes: std::collections::HashSet<u64> = watched
-            .iter()
-            .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
-            .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
-            .collect();
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
         for &(inode, local_port, remote) in &connections.established {
             if inodes.contains(&u64::from(inode)) && !self.listen_ports.contains(&local_port) {
