@@ -185,7 +185,7 @@ pub fn read(
 
     let on = std::mem::take(&mut unwound.oncpu).finish(grid);
     let (mut oncpu, mut index) = (Counts::default(), StdHashMap::new());
-    for r in &on.rows {
+    for r in on.rows.iter() {
         let key = with_unwound(on.stacks[r.stack as usize]);
         oncpu.add_timed(&mut index, key, r.interval, r.value);
     }
@@ -226,7 +226,7 @@ pub fn read(
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
         offcpu.add(&mut index, *key, *ns);
     }
-    for r in &off.rows {
+    for r in off.rows.iter() {
         let stack = off.stacks[r.stack as usize];
         if from_cfi(&stack.0) {
             let ns = scaled(&stack.0, r.value);

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use srvprof_common::StackKey;
 
 use super::ids::StackIds;
+pub use super::rows::{Row, Rows};
 
 /// The run's interval grid, set once the load generator knows when it measures from.
 #[derive(Debug, Default)]
@@ -44,15 +45,6 @@ pub fn interval_of(ns: u64, (origin, interval): (u64, u64)) -> i64 {
 /// srvprof's) and the id of the user stack unwound in user space (-1: none).
 pub type StackRef = (StackKey, i32);
 
-/// A stack's value in one interval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Row {
-    pub interval: i64,
-    /// The stack's id (Timed::stacks).
-    pub stack: u32,
-    pub value: u64,
-}
-
 /// Values per stack and interval, as the unwinder adds them.
 #[derive(Debug)]
 pub struct TimedCounts {
@@ -63,7 +55,8 @@ pub struct TimedCounts {
     newest: i64,
     /// Values that came before the grid was known: (time ns, stack id, value).
     early: Vec<(u64, u32, u64)>,
-    rows: Vec<Row>,
+    /// The closed intervals' rows, out of memory as they close.
+    rows: Rows,
 }
 
 impl Default for TimedCounts {
@@ -73,7 +66,7 @@ impl Default for TimedCounts {
             open: HashMap::new(),
             newest: i64::MIN,
             early: Vec::new(),
-            rows: Vec::new(),
+            rows: Rows::default(),
         }
     }
 }
@@ -84,7 +77,7 @@ pub struct Timed {
     /// Each stack, by id.
     pub stacks: Vec<StackRef>,
     /// Per interval, the stacks' values in it; one (interval, stack) may have several rows.
-    pub rows: Vec<Row>,
+    pub rows: Rows,
     /// Per stack id, the value that has no interval (the grid never became known).
     pub untimed: Vec<(u32, u64)>,
 }
@@ -138,13 +131,13 @@ impl TimedCounts {
     pub fn finish(mut self, grid: Option<(u64, u64)>) -> Timed {
         self.close_on(grid);
         let mut rows = self.rows;
-        rows.extend(
-            (self.open.into_iter()).map(|((interval, stack), value)| Row {
+        for ((interval, stack), value) in self.open {
+            rows.push(Row {
                 interval,
                 stack,
                 value,
-            }),
-        );
+            });
+        }
         let mut untimed: HashMap<u32, u64> = HashMap::new();
         for (_, id, value) in self.early {
             *untimed.entry(id).or_default() += value;
@@ -186,7 +179,7 @@ mod tests {
         t.add(&grid, key(1), 12_000_000_000, 4);
         t.close(&grid);
         // Intervals -1 and 0 are closed (before the one before the newest), 2 still open.
-        let mut closed = t.rows.clone();
+        let mut closed: Vec<Row> = t.rows.iter().collect();
         closed.sort_by_key(|r| (r.interval, r.stack));
         let at = |interval, stack, value| Row {
             interval,
@@ -197,7 +190,7 @@ mod tests {
         assert_eq!(t.open.len(), 1);
         let done = t.finish(grid.get());
         assert_eq!(done.stacks, vec![key(1), key(2)]);
-        let mut rows = done.rows.clone();
+        let mut rows: Vec<Row> = done.rows.iter().collect();
         rows.sort_by_key(|r| (r.interval, r.stack));
         assert_eq!(
             rows,
