@@ -170,9 +170,8 @@ pub fn read(
             .map_err(|e| map_error(maps::STACK_TRACES, e))?;
         Ok(trace.frames().iter().map(|f| f.ip).collect())
     };
-    let mut frames = unwound.take_kernel_frames();
+    let mut frames = StdHashMap::new();
     let mut ends = StdHashMap::new();
-    let mut user_stacks = unwound.take_user_stacks();
     // The key with its unwound user stack's id (the kernel took none: its user_stack_id is -1).
     // None unwound, a sample of a process gone before it was, keeps -1 and shows the kernel
     // frames alone.
@@ -245,14 +244,18 @@ pub fn read(
             if id < 0 || frames.contains_key(&id) {
                 continue;
             }
-            if (UNWOUND_ID_BASE..KERNEL_ID_BASE).contains(&id) {
-                if let Some(user) = user_stacks.remove(&id) {
+            if id >= KERNEL_ID_BASE {
+                if let Some(kernel) = unwound.kernel_stack(id) {
+                    frames.insert(id, kernel);
+                }
+            } else if id >= UNWOUND_ID_BASE {
+                if let Some(user) = unwound.user_stack(id) {
                     ends.insert(id, user.end);
                     frames.insert(id, user.frames);
                 }
-                continue;
+            } else {
+                frames.insert(id, kernel_frames(id)?);
             }
-            frames.insert(id, kernel_frames(id)?);
         }
     }
     Ok(RawStacks {

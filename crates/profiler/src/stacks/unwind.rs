@@ -19,10 +19,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use aya::maps::{HashMap as BpfHashMap, MapData, RingBuf};
+use srvprof_analysis::unwind_quality::UnwindEnd;
 use srvprof_common::{OffcpuTime, StackCopyHint, StackKey};
 
 use super::copy_hints::CopyHints;
-use super::ids::{KERNEL_ID_BASE, StackIds, UNWOUND_ID_BASE};
+use super::ids::{FrameTree, KERNEL_ID_BASE, UNWOUND_ID_BASE};
 use super::modules::FileCache;
 use super::timed::{Grid, TimedCounts};
 pub use super::unwinder::UserStack;
@@ -31,7 +32,7 @@ use super::unwinder::{ProcessUnwinder, Record};
 /// How often the ring is drained.
 const DRAIN_EVERY: Duration = Duration::from_millis(20);
 /// What the unwinding thread hands back at the end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UnwoundStacks {
     /// On-CPU samples, per stack (its key, its kernel stack id the kernel's or one given here
     /// to the frames the sample carried, from KERNEL_ID_BASE; and the id of the user stack
@@ -51,19 +52,25 @@ pub struct UnwoundStacks {
     pub copied: HashMap<(u32, bool), (u64, u64)>,
     /// The kernel stacks on-CPU samples carried, each kept once, under the id its keys were
     /// given (from KERNEL_ID_BASE).
-    kernel_ids: StackIds<Vec<u64>>,
-    user_ids: StackIds<UserStack>,
+    kernel_ids: FrameTree,
+    /// The user stacks unwound here (ids from UNWOUND_ID_BASE), each under how its unwinding
+    /// ended (an index in `ends`).
+    user_ids: FrameTree,
+    ends: Vec<UnwindEnd>,
 }
 
-impl Default for StackIds<Vec<u64>> {
+impl Default for UnwoundStacks {
     fn default() -> Self {
-        Self::from(KERNEL_ID_BASE)
-    }
-}
-
-impl Default for StackIds<UserStack> {
-    fn default() -> Self {
-        Self::from(UNWOUND_ID_BASE)
+        Self {
+            oncpu: TimedCounts::default(),
+            offcpu: TimedCounts::default(),
+            offcpu_periods: HashMap::new(),
+            maps: HashMap::new(),
+            copied: HashMap::new(),
+            kernel_ids: FrameTree::new(KERNEL_ID_BASE, (i32::MAX - KERNEL_ID_BASE) as usize),
+            user_ids: FrameTree::new(UNWOUND_ID_BASE, (KERNEL_ID_BASE - UNWOUND_ID_BASE) as usize),
+            ends: Vec::new(),
+        }
     }
 }
 
@@ -71,10 +78,12 @@ impl UnwoundStacks {
     /// The key with the kernel stack the sample carried, under an id of its own (the kernel
     /// gave it none).
     fn with_kernel_frames(&mut self, mut key: StackKey, frames: &[u64]) -> StackKey {
-        if frames.is_empty() {
-            return key;
+        if let Some(id) = (!frames.is_empty())
+            .then(|| self.kernel_ids.id(0, frames))
+            .flatten()
+        {
+            key.kernel_stack_id = id;
         }
-        key.kernel_stack_id = self.kernel_ids.id(frames).0;
         key
     }
 
@@ -83,17 +92,26 @@ impl UnwoundStacks {
         if stack.frames.is_empty() {
             return -1;
         }
-        self.user_ids.id(stack).0
+        let end = match self.ends.iter().position(|e| *e == stack.end) {
+            Some(i) => i,
+            None => {
+                self.ends.push(stack.end);
+                self.ends.len() - 1
+            }
+        };
+        self.user_ids.id(end as u64, &stack.frames).unwrap_or(-1)
     }
 
-    /// The kernel stacks the samples carried, by the ids their keys were given.
-    pub fn take_kernel_frames(&mut self) -> HashMap<i32, Vec<u64>> {
-        std::mem::take(&mut self.kernel_ids).into_stacks()
+    /// The kernel stack a key's id (from KERNEL_ID_BASE) stands for, leaf first.
+    pub fn kernel_stack(&self, id: i32) -> Option<Vec<u64>> {
+        self.kernel_ids.stack(id).map(|(_, frames)| frames)
     }
 
-    /// The user stacks the counts' ids stand for, by id.
-    pub fn take_user_stacks(&mut self) -> HashMap<i32, UserStack> {
-        std::mem::take(&mut self.user_ids).into_stacks()
+    /// The user stack an id (from UNWOUND_ID_BASE) stands for.
+    pub fn user_stack(&self, id: i32) -> Option<UserStack> {
+        let (end, frames) = self.user_ids.stack(id)?;
+        let end = *self.ends.get(end as usize)?;
+        Some(UserStack { frames, end })
     }
 
     /// An off-CPU period ended: charge its stacks, unwound when it began.
