@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use srvprof::cgroup::{CpuHierarchy, cpu_hierarchies};
+use srvprof::procfs::cgroup::{CpuHierarchy, cpu_hierarchies};
 use srvprof_integration::*;
 
 /// A control group made for the test in the machine's cpu hierarchy, with a CPU quota; moves the
@@ -62,11 +62,23 @@ impl QuotaGroup {
         }
     }
 
-    /// The kernel's cpu.stat: (nr_periods, nr_throttled, throttled seconds).
+    /// The kernel's cpu.stat: (nr_periods, nr_throttled, throttled seconds), read here, not
+    /// with srvprof's reader, which is what is checked.
     fn stat(&self) -> (u64, u64, f64) {
-        let (p, t, ns) = srvprof::cgroup::throttling(&self.hierarchy, &self.path())
-            .expect("the test group's cpu.stat");
-        (p, t, ns as f64 / 1e9)
+        let file = (self.hierarchy.mount)
+            .join(self.path().trim_start_matches('/'))
+            .join("cpu.stat");
+        let text = fs::read_to_string(&file).expect("the test group's cpu.stat");
+        let field = |name: &str| -> u64 {
+            (text.lines())
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {}", file.display()))
+        };
+        let throttled_s = match self.hierarchy.version {
+            2 => field("throttled_usec") as f64 / 1e6,
+            _ => field("throttled_time") as f64 / 1e9,
+        };
+        (field("nr_periods"), field("nr_throttled"), throttled_s)
     }
 }
 
@@ -565,10 +577,13 @@ impl Drop for MemoryGroup {
     }
 }
 
-/// The major faults of a process so far (/proc/PID/stat field 12).
+/// The major faults of a process so far (/proc/PID/stat field 12), read here, not with
+/// srvprof's parser.
 fn major_faults(pid: u32) -> u64 {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    srvprof::procfs::parse_stat_major_faults(&stat).unwrap()
+    // Field 3 (state) is the first after the name, which may hold spaces and parentheses.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split_whitespace().nth(9).unwrap().parse().unwrap()
 }
 
 /// servers/threaded `--touch-mb 256 --touch-pages 20` in a 16 MiB memory cgroup: each request

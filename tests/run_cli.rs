@@ -224,19 +224,16 @@ fn a_starved_load_generator_is_called_client_bound() {
     let server = Server::start("nginx-hello", &["--cpus", "1"]);
     let _hog = CpuHog::on("0");
     let worker = with_children(server.pid());
-    let cpu_before = srvprof::procfs::process_cpu_time(worker).unwrap();
+    let cpu_before = proc_cpu_ns(worker);
     let started = std::time::Instant::now();
     let run = RunArgs::pid(server.pid())
         .load(50, "4s", "1s")
         .args(&["--threads", "1", "--cpus", "0"])
         .run_ok("client");
     let wall = started.elapsed().as_secs_f64();
-    let cpu_after = srvprof::procfs::process_cpu_time(worker).unwrap();
+    let cpu_after = proc_cpu_ns(worker);
     // The server had room: its worker used well under its CPU (kernel's accounting).
-    let server_busy =
-        (cpu_after.user_ns + cpu_after.sys_ns - cpu_before.user_ns - cpu_before.sys_ns) as f64
-            / 1e9
-            / wall;
+    let server_busy = (cpu_after - cpu_before) as f64 / 1e9 / wall;
     assert!(server_busy < 0.8, "server worker {server_busy} of a CPU");
     let f = expect_finding(&run, "client_bound");
     assert!(
@@ -265,10 +262,7 @@ fn saturated_run(pid: u32, dir: &Path) -> f64 {
             .arg("run")
             .args(args.list()),
     );
-    let cpu_ns = || {
-        let t = srvprof::procfs::process_cpu_time(pid).expect("the server's /proc/PID/stat");
-        (t.user_ns + t.sys_ns, std::time::Instant::now())
-    };
+    let cpu_ns = || (proc_cpu_ns(pid), std::time::Instant::now());
     let (mut from, mut to) = (None, None);
     let stderr = follow_stderr(&mut child, |line| {
         if line.contains("probes attached") {

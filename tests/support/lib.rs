@@ -182,6 +182,19 @@ pub fn proc_schedstat(pid: u32, tid: u32) -> (u64, u64, u64) {
     (v[0], v[1], v[2])
 }
 
+/// A process's user + system CPU time (ns) from /proc/PID/stat (fields 14 and 15, in clock
+/// ticks), read here rather than with srvprof's parser, which is what is checked.
+pub fn proc_cpu_ns(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    // Fields after the name, which may hold spaces and parentheses: state is field 3.
+    let after = &stat[stat.rfind(')').expect("a name in parentheses") + 2..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    ticks * 1_000_000_000 / hz
+}
+
 /// Per-CPU counts of one /proc/softirqs row.
 pub fn proc_softirq(vector: &str) -> Vec<u64> {
     let text = std::fs::read_to_string("/proc/softirqs").expect("softirqs");

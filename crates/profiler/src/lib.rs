@@ -6,7 +6,6 @@
 //! (srvprof-loadgen), hand the recorded samples to the analysis (srvprof-analysis, no kernel
 //! there), and write what a user reads (`render`, `output`).
 
-pub mod cgroup;
 pub mod cli;
 pub mod clock;
 pub mod commands;
@@ -15,7 +14,6 @@ pub mod error;
 pub mod grid;
 pub mod output;
 pub mod probes;
-pub mod proc_maps;
 pub mod procfs;
 pub mod realtime;
 pub mod render;

@@ -32,7 +32,7 @@ pub struct Sampler {
     last_mib: BTreeMap<String, u64>,
     listen_ports: Vec<u16>,
     /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
-    cpu_hierarchies: Vec<crate::cgroup::CpuHierarchy>,
+    cpu_hierarchies: Vec<crate::procfs::cgroup::CpuHierarchy>,
     /// The server's outbound connections by remote address: (most at one sample, samples seen).
     outbound: BTreeMap<String, (u64, u64)>,
     /// net.ipv4.ip_local_port_range, for the TIME_WAIT sockets that hold ephemeral ports.
@@ -110,7 +110,7 @@ impl Sampler {
             mib_pid,
             last_mib: BTreeMap::new(),
             listen_ports: Vec::new(),
-            cpu_hierarchies: crate::cgroup::cpu_hierarchies(),
+            cpu_hierarchies: crate::procfs::cgroup::cpu_hierarchies(),
             ephemeral: procfs::ephemeral_port_range(),
             outbound: BTreeMap::new(),
             exits: Vec::new(),
@@ -265,7 +265,7 @@ impl Sampler {
             .filter(|_| kernel.traced_ns.is_some())
             .map(|_| self.traced_responses);
         crate::realtime::breathe();
-        let cgroups = crate::cgroup::read(&self.cpu_hierarchies, &watched);
+        let cgroups = crate::procfs::cgroup::read(&self.cpu_hierarchies, &watched);
         // The server's sockets read right before and right after the socket table: a connection
         // that lives a request long (a proxy's to its upstream) is in both reads and the table.
         let server_sockets = || -> std::collections::HashSet<u64> {

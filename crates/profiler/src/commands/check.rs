@@ -44,7 +44,7 @@ pub fn checks() -> Vec<CheckResult> {
             SrvprofError::NotRoot.to_string()
         },
     ));
-    let btf = std::path::Path::new(VMLINUX_BTF).exists();
+    let btf = crate::procfs::files::has_kernel_btf();
     out.push(result(
         "kernel BTF",
         btf,

@@ -9,7 +9,7 @@ use btf_rs::{Btf, Type};
 
 use crate::error::{Cause, SrvprofError};
 
-pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub use crate::procfs::files::VMLINUX_BTF;
 
 /// Byte offsets of the kernel fields the programs read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +107,7 @@ pub fn open_vmlinux() -> Result<Btf, SrvprofError> {
 /// Fails with the one-sentence NoKernelBtf when the running kernel exposes no BTF. `run` and
 /// `probe` ask first, so on such a kernel they stop before starting a server or loading anything.
 pub fn require_kernel_btf() -> Result<(), SrvprofError> {
-    if std::path::Path::new(VMLINUX_BTF).exists() {
+    if crate::procfs::files::has_kernel_btf() {
         Ok(())
     } else {
         Err(SrvprofError::NoKernelBtf)

@@ -41,14 +41,14 @@ const RUNTIMES: [Runtime; 2] = [
 ];
 
 fn executable(pid: u32) -> Option<PathBuf> {
-    Some(PathBuf::from(format!("/proc/{pid}/exe")))
+    Some(crate::procfs::files::exe(pid))
 }
 
 /// The libjvm.so the process has mapped, through its own root (a container's path).
 fn libjvm(pid: u32) -> Option<PathBuf> {
-    let maps = crate::proc_maps::parse(&crate::proc_maps::read(pid));
+    let maps = crate::procfs::maps::parse(&crate::procfs::maps::read(pid));
     let jvm = maps.iter().find(|m| m.path.ends_with("/libjvm.so"))?;
-    Some(PathBuf::from(format!("/proc/{pid}/root{}", jvm.path)))
+    Some(crate::procfs::files::in_root(pid, &jvm.path))
 }
 
 /// Loads both programs and attaches them to each of `pids` whose runtime has the functions.

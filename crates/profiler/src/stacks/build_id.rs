@@ -16,9 +16,8 @@ pub struct Executable {
 impl Executable {
     /// Read through /proc/PID/exe while the process runs (none once it is gone).
     pub fn of_pid(pid: u32) -> Option<Executable> {
-        let exe = format!("/proc/{pid}/exe");
-        let path = std::fs::read_link(&exe).ok()?.display().to_string();
-        let build_id = build_id_of(Path::new(&exe));
+        let path = crate::procfs::files::exe_path(pid)?.display().to_string();
+        let build_id = build_id_of(&crate::procfs::files::exe(pid));
         Some(Executable { path, build_id })
     }
 }
@@ -69,7 +68,7 @@ impl Binaries {
 
 /// The running kernel's GNU build-id, from its ELF notes in /sys/kernel/notes.
 pub fn kernel_build_id() -> Option<String> {
-    let notes = std::fs::read("/sys/kernel/notes").ok()?;
+    let notes = crate::procfs::files::kernel_notes()?;
     gnu_build_id(&notes)
 }
 

@@ -3,13 +3,12 @@
 //! and the vDSO from the process's memory.
 
 use std::collections::HashMap;
-use std::fs;
 use std::sync::Arc;
 
 use framehop::{ExplicitModuleSectionInfo, Module};
 use object::{Object, ObjectSection, ObjectSegment};
 
-use crate::proc_maps::Mapping;
+use crate::procfs::maps::Mapping;
 
 /// What unwinding needs of one ELF file, read once however many processes and mappings use
 /// it (nginx's workers, the same libc everywhere).
@@ -41,10 +40,7 @@ impl FileCache {
                     // file: a debug build's DWARF is most of it (srvprof's own: 20 of 158 MB).
                     // Reading it all stalled this thread for over a second on a busy disk, and
                     // the samples queued meanwhile overflowed the ring.
-                    let file =
-                        fs::File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-                            .or_else(|_| fs::File::open(format!("/proc/{pid}/root{}", m.path)))
-                            .ok()?;
+                    let file = crate::procfs::files::mapped_file(pid, m.start, m.end, &m.path)?;
                     ModuleFile::parse(&object::ReadCache::new(file))
                 })
                 .clone()
@@ -110,9 +106,5 @@ impl ModuleFile {
 pub(super) const VDSO: &str = "[vdso]";
 
 fn read_memory(pid: u32, start: u64, end: u64) -> Option<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mem = fs::File::open(format!("/proc/{pid}/mem")).ok()?;
-    let mut buf = vec![0u8; end.checked_sub(start)? as usize];
-    mem.read_exact_at(&mut buf, start).ok()?;
-    Some(buf)
+    crate::procfs::files::memory(pid, start, end)
 }

@@ -41,10 +41,7 @@ impl PerfMap {
 }
 
 fn read_text(pid: u32) -> Option<String> {
-    let nspid = ns_pid(pid).unwrap_or(pid);
-    std::fs::read_to_string(format!("/proc/{pid}/root/tmp/perf-{nspid}.map"))
-        .or_else(|_| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")))
-        .ok()
+    crate::procfs::files::perf_map_text(pid)
 }
 
 /// The JVMs' maps as they were at the start of a run: `jcmd Compiler.perfmap` rewrites the file
@@ -100,18 +97,6 @@ fn parse_line(line: &str) -> Option<(u64, u64, String)> {
     Some((start, start.checked_add(size)?, name.to_string()))
 }
 
-/// The process's pid in its own pid namespace (the last NSpid of /proc/PID/status).
-fn ns_pid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))?
-        .split_whitespace()
-        .last()?
-        .parse()
-        .ok()
-}
-
 /// What runs in a process, as far as naming its JIT code goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Runtime {
@@ -121,7 +106,7 @@ pub enum Runtime {
 }
 
 pub fn runtime(pid: u32) -> Runtime {
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let exe = crate::procfs::files::exe_path(pid).unwrap_or_default();
     let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name == "java" {
         Runtime::Jvm
@@ -218,7 +203,7 @@ mod tests {
     fn this_process_is_no_jvm_and_its_pid_is_its_own() {
         let me = std::process::id();
         assert_eq!(runtime(me), Runtime::Other);
-        assert_eq!(ns_pid(me), Some(me));
+        assert_eq!(crate::procfs::files::ns_pid(me), Some(me));
         assert!(refresh(&[me]).is_empty());
     }
 }

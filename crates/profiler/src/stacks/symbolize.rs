@@ -15,7 +15,7 @@ use srvprof_analysis::unwind_quality::UnwindTally;
 use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::RawStacks;
-use crate::proc_maps::{self, Mapping};
+use crate::procfs::maps::{self as proc_maps, Mapping};
 use crate::render::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use crate::stacks::ids::UNWOUND_ID_BASE;
 use srvprof_common::{STACK_ID_COLLIDED, StackKey};
@@ -100,7 +100,7 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
             let build_id = (build_ids.entry((tgid, path.to_string())))
                 .or_insert_with(|| match gone {
                     false => {
-                        super::build_id::build_id_of(Path::new(&format!("/proc/{tgid}/root{path}")))
+                        super::build_id::build_id_of(&crate::procfs::files::in_root(tgid, path))
                     }
                     true if file.still_on_disk() => super::build_id::build_id_of(Path::new(path)),
                     true => None,

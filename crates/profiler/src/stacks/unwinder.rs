@@ -13,7 +13,7 @@ use srvprof_common::{MAX_STACK_DEPTH, OffcpuTime, StackKey, USER_STACK_BYTES, Us
 
 use super::copy_hints::Outcome;
 use super::modules::{FileCache, VDSO};
-use crate::proc_maps::{self, Mapping};
+use crate::procfs::maps::{self as proc_maps, Mapping};
 
 /// A process's modules are read again at most this often when samples land outside them.
 const RELOAD_AFTER: Duration = Duration::from_secs(1);
