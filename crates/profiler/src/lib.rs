@@ -20,4 +20,3 @@ pub mod render;
 pub mod sampler;
 pub mod sockdiag;
 pub mod stacks;
-pub mod window_placement;

@@ -1,6 +1,6 @@
 //! Sampled mode: the syscall and softirq programs, the ones that run on every syscall and every
 //! softirq of the machine, count and time only in one window an interval, placed where the server
-//! is busy (the Sampler opens and closes it; where is window_placement's). The hardirq programs
+//! is busy (sampler/window.rs opens and closes it; where is sampler/placement.rs's). The hardirq programs
 //! count and time all along: hardirqs are rare next to softirqs (a NIC's interrupts are
 //! coalesced, loopback raises none), so they are counted and timed exactly for next to nothing.
 //!

@@ -1,23 +1,21 @@
 //! One reading per interval of everything watched: the probes' counters and the kernel's own
-//! CPU-time and TCP accounting in /proc. Analysis works on these samples, never on the kernel.
+//! CPU-time and TCP accounting in /proc. Analysis works on these readings, never on the kernel.
+//! In sampled mode, the syscall and softirq programs run in one trace window an interval
+//! (window.rs, placed by placement.rs).
+
+mod placement;
+mod window;
 
 use std::collections::BTreeMap;
 
+use srvprof_analysis::observer::{ObserverTally, ProgramRuns};
 use srvprof_analysis::record::{CpuUse, ExitRecord, Outbound, Reading, TimeWait};
-use srvprof_common::NUM_GROUPS;
 
 use crate::cli::WINDOWS_PER_INTERVAL;
 use crate::error::SrvprofError;
 use crate::probes::{Probes, exits::decode_exit_code, sched::comm_string};
 use crate::procfs;
-use crate::window_placement::{self, Decision, Slot};
-use srvprof_analysis::observer::{ObserverTally, ProgramRuns};
-use srvprof_analysis::random::SplitMix64;
-
-/// How long after its first poll a server that has made no read/write call yet is taken for
-/// idle (its windows wait for the calls) before it is taken for one that makes none (blind
-/// windows): the load usually starts within it.
-const IO_GRACE_NS: u64 = 2_000_000_000;
+use window::{Readings, TraceWindow};
 
 /// The kernel times the programs in one interval of this many, from the second: while it does,
 /// every program pays two clock reads a call.
@@ -38,46 +36,8 @@ pub struct Sampler {
     /// net.ipv4.ip_local_port_range, for the TIME_WAIT sockets that hold ephemeral ports.
     ephemeral: Option<(u16, u16)>,
     pub exits: Vec<ExitRecord>,
-    /// Sampled mode: where the current slot of the interval begins (the last sample's time for
-    /// the first), until the slot's window of the syscall and interrupt programs has opened.
-    window_from_ns: Option<u64>,
-    /// Sampled mode: the interval's slots not yet begun or open, the current one included; each
-    /// slot of the rest of the interval gets one window.
-    slots_left: u32,
-    /// Sampled mode: the current slot's plan for its window (window_placement), and when the
-    /// slot ends.
-    slot: Option<(Slot, u64)>,
-    /// Sampled mode: the watched processes' read/write calls at the last poll, and whether they
-    /// have risen since srvprof started (a server that makes them gets its windows where they do).
-    io_polled: Option<u64>,
-    io_seen: bool,
-    /// Sampled mode: until when a server not yet seen making read/write calls is taken for idle
-    /// rather than for one that makes none (IO_GRACE_NS from the first poll).
-    io_unknown_until: Option<u64>,
-    draws: SplitMix64,
-    /// Sampled mode: when the open window ends.
-    window_end_ns: Option<u64>,
-    /// Sampled mode: the interval's window is still to come. The softirq and syscall programs are
-    /// attached in one window per interval (each attach and detach holds srvprof's CPU for a few
-    /// hundred microseconds), in the first slot found busy (or the last), WINDOWS_PER_INTERVAL
-    /// slots' windows long (the interval's whole traced share, running on into the next slots).
-    syscall_window_due: bool,
     /// `run`: the load generator's responses so far.
     responses: Option<Box<dyn Fn() -> u64 + Send>>,
-    /// Responses when the open window opened, and the sum over the closed windows.
-    responses_at_open: Option<u64>,
-    traced_responses: u64,
-    /// Each group's context switches when the open window opened, and their sum over the closed
-    /// windows: what the sampled syscall counts are scaled by without a load generator.
-    switches_at_open: Option<[u64; NUM_GROUPS as usize]>,
-    traced_switches: [u64; NUM_GROUPS as usize],
-    /// Sampled mode: each group's time on a CPU, all of it and the part inside the windows.
-    oncpu: Traced,
-    /// Sampled mode: each group's read- and write-type syscalls by the kernel's own per-task
-    /// count (/proc/PID/task/TID/io), all of them and the ones made inside the windows.
-    io_calls: Traced,
-    /// Sampled mode: packets each CPU's NET_RX processed inside the windows (/proc/net/softnet_stat).
-    rx_packets: PerCpuTraced,
     /// Readings so far, and when the first was taken.
     readings: u64,
     first_ns: Option<u64>,
@@ -88,6 +48,8 @@ pub struct Sampler {
     /// srvprof's threads (tid, name, ns on a CPU) at the first reading and the latest, and when.
     own_first: Option<OwnReading>,
     own_last: Option<OwnReading>,
+    /// Sampled mode: the trace window's state (window.rs).
+    window: TraceWindow,
 }
 
 /// When, and srvprof's threads then: (tid, name, ns on a CPU so far).
@@ -114,29 +76,14 @@ impl Sampler {
             ephemeral: procfs::ephemeral_port_range(),
             outbound: BTreeMap::new(),
             exits: Vec::new(),
-            window_from_ns: None,
-            window_end_ns: None,
-            syscall_window_due: false,
             responses: None,
-            responses_at_open: None,
-            traced_responses: 0,
-            switches_at_open: None,
-            traced_switches: [0; NUM_GROUPS as usize],
-            slots_left: 0,
-            slot: None,
-            io_polled: None,
-            io_seen: false,
-            io_unknown_until: None,
-            draws: window_placement::draws(),
-            oncpu: Traced::default(),
-            io_calls: Traced::default(),
-            rx_packets: PerCpuTraced::default(),
             readings: 0,
             first_ns: None,
             timing: None,
             observer: ObserverTally::default(),
             own_first: None,
             own_last: None,
+            window: TraceWindow::new(),
         }
     }
 
@@ -245,25 +192,27 @@ impl Sampler {
         let traced_switches = kernel
             .traced_ns
             .is_some()
-            .then(|| self.traced_switches.to_vec());
+            .then(|| self.window.traced_switches.to_vec());
         let sampled = kernel.traced_ns.is_some();
         if sampled {
-            self.oncpu.add(&self.read(procfs::thread_oncpu_ns));
-            self.io_calls.add(&self.read(procfs::thread_io_calls));
+            self.window.oncpu.add(&self.read(procfs::thread_oncpu_ns));
+            self.window
+                .io_calls
+                .add(&self.read(procfs::thread_io_calls));
         }
-        let (oncpu_ns, traced_oncpu_ns) = self.oncpu.totals(sampled);
-        let (io_calls, traced_io_calls) = self.io_calls.totals(sampled);
+        let (oncpu_ns, traced_oncpu_ns) = self.window.oncpu.totals(sampled);
+        let (io_calls, traced_io_calls) = self.window.io_calls.totals(sampled);
         let (rx_packets, traced_rx_packets) = if sampled {
             (
                 Some(procfs::softnet_processed()),
-                Some(self.rx_packets.traced.clone()),
+                Some(self.window.rx_packets.traced.clone()),
             )
         } else {
             (None, None)
         };
         let traced_responses = responses
             .filter(|_| kernel.traced_ns.is_some())
-            .map(|_| self.traced_responses);
+            .map(|_| self.window.traced_responses);
         crate::realtime::breathe();
         let cgroups = crate::procfs::cgroup::read(&self.cpu_hierarchies, &watched);
         // The server's sockets read right before and right after the socket table: a connection
@@ -300,9 +249,9 @@ impl Sampler {
         self.time_programs(kernel.monotonic_ns, responses);
         // The interval's slots count from the end of this reading, srvprof's own CPU burst.
         if self.probes.window().is_some() {
-            self.window_from_ns = Some(crate::clock::monotonic_ns());
-            self.slots_left = WINDOWS_PER_INTERVAL;
-            self.syscall_window_due = true;
+            self.window.from_ns = Some(crate::clock::monotonic_ns());
+            self.window.slots_left = WINDOWS_PER_INTERVAL;
+            self.window.due = true;
         }
         Ok(Reading {
             monotonic_ns: kernel.monotonic_ns,
@@ -424,148 +373,6 @@ impl Sampler {
         )
     }
 
-    /// Sleeps until `due_ns` (monotonic) or until `stop()`. In sampled mode the interval is cut
-    /// into WINDOWS_PER_INTERVAL equal slots, each of which would open its window where
-    /// window_placement puts it: where the server is busy, at random, and away from the slot's
-    /// edges (and so from the reading at each end of the interval, srvprof's own CPU burst, which
-    /// would otherwise slow the server in exactly the time measured). The first slot to open on a
-    /// busy poll (or the last) gets the interval's one window, so a burst anywhere in the
-    /// interval gets it (measured: one blind 50 ms window a second missed every one of ten 70 ms
-    /// bursts in 3 runs of 11).
-    pub fn wait_until(&mut self, due_ns: u64, stop: impl Fn() -> bool) -> Result<(), SrvprofError> {
-        loop {
-            let now = crate::clock::monotonic_ns();
-            if self.window_end_ns.is_some_and(|end| now >= end) {
-                self.close_window();
-            }
-            let mut wake = due_ns;
-            if let (Some(from), Some(window)) = (self.window_from_ns, self.probes.window()) {
-                let len = window.as_nanos() as u64;
-                let slots = u64::from(self.slots_left.max(1));
-                let (slot, _) = *self.slot.get_or_insert_with(|| {
-                    // A new slot: its first poll only primes the reading (one older than a poll
-                    // would call the server busy for what it did before).
-                    self.io_polled = None;
-                    let end = from + due_ns.saturating_sub(from) / slots;
-                    (Slot::new(from, end, len, self.draws.uniform()), end)
-                });
-                let busy = if now >= slot.earliest {
-                    self.poll_busy()
-                } else {
-                    None
-                };
-                match slot.decide(now, busy, self.draws.uniform()) {
-                    Decision::Open => {
-                        self.window_from_ns = None;
-                        // An idle slot leaves the window to a later, busier one, but the last.
-                        if self.syscall_window_due && (busy != Some(false) || self.slots_left <= 1)
-                        {
-                            self.open_window(len)?;
-                        } else {
-                            self.next_slot();
-                        }
-                    }
-                    Decision::WaitUntil(t) => wake = wake.min(t),
-                }
-            }
-            if now >= due_ns || stop() {
-                return Ok(());
-            }
-            if let Some(end) = self.window_end_ns {
-                wake = wake.min(end);
-            }
-            // An absolute deadline: being preempted here costs no extra sleep. Naps of at most
-            // 20 ms keep an eye on stop().
-            crate::clock::sleep_until(wake.min(now + 20_000_000));
-        }
-    }
-
-    /// Attaches the softirq and syscall programs for the interval's window, WINDOWS_PER_INTERVAL
-    /// slots' windows long.
-    fn open_window(&mut self, len: u64) -> Result<(), SrvprofError> {
-        let len = len * u64::from(WINDOWS_PER_INTERVAL);
-        self.probes.open_window(len)?;
-        self.rx_packets.open(procfs::softnet_processed());
-        self.probes.time_softirqs_from_now()?;
-        self.syscall_window_due = false;
-        // The syscalls are counted from right before the work they are scaled by is read.
-        self.probes.count_syscalls_from_now()?;
-        self.responses_at_open = self.responses.as_ref().map(|r| r());
-        self.io_calls.open(self.read(procfs::thread_io_calls));
-        self.switches_at_open = self.probes.group_switches().ok();
-        self.oncpu.open(self.read(procfs::thread_oncpu_ns));
-        self.window_end_ns = Some(crate::clock::monotonic_ns() + len);
-        Ok(())
-    }
-
-    /// Whether the server's read/write calls rose since the last poll. Until they first have,
-    /// the server is taken for idle for IO_GRACE_NS (its windows wait for its first calls, so
-    /// that a burst in the first seconds is not missed by a window spent before it), then for one
-    /// that makes none: None, and it gets blind windows. The server's processes only: srvprof's
-    /// own (the client group in `run`) reads /proc all the time.
-    fn poll_busy(&mut self) -> Option<bool> {
-        let now: u64 = self
-            .processes
-            .values()
-            .filter(|p| p.group == srvprof_common::GROUP_SERVER)
-            .filter_map(|p| procfs::process_io_calls(p.pid))
-            .sum();
-        let rose = self.io_polled.is_some_and(|last| now > last);
-        self.io_polled = Some(now);
-        self.io_seen |= rose;
-        let t = crate::clock::monotonic_ns();
-        let unknown_until = *self.io_unknown_until.get_or_insert(t + IO_GRACE_NS);
-        if self.io_seen {
-            Some(rose)
-        } else if t < unknown_until {
-            Some(false)
-        } else {
-            None
-        }
-    }
-
-    fn close_window(&mut self) {
-        if let Some(at_open) = self.switches_at_open.take()
-            && let Ok(now) = self.probes.group_switches()
-        {
-            for ((traced, now), open) in self.traced_switches.iter_mut().zip(now).zip(at_open) {
-                *traced += now.saturating_sub(open);
-            }
-        }
-        if self.window_end_ns.is_some() {
-            // A failed write leaves softirqs timed a little past the packets' span: no reason
-            // to lose the window.
-            let _ = self.probes.time_softirqs_until_now();
-            self.rx_packets.close(procfs::softnet_processed());
-        }
-        if self.oncpu.is_open() {
-            self.oncpu.close(self.read(procfs::thread_oncpu_ns));
-            // Last, right before the counting program's detach.
-            self.io_calls.close(self.read(procfs::thread_io_calls));
-        }
-        if let (Some(at_open), Some(r)) = (self.responses_at_open.take(), self.responses.as_ref()) {
-            self.traced_responses += r().saturating_sub(at_open);
-        }
-        self.probes.close_window();
-        self.window_end_ns = None;
-        self.next_slot();
-    }
-
-    /// On to the next slot, if the interval has one left and its window is still to come (the
-    /// next sample starts anew): once it has been, the server is not polled until then.
-    fn next_slot(&mut self) {
-        match self.slot.take() {
-            Some((_, slot_end)) if self.slots_left > 1 && self.syscall_window_due => {
-                self.slots_left -= 1;
-                self.window_from_ns = Some(slot_end);
-            }
-            _ => {
-                self.slots_left = 0;
-                self.window_from_ns = None;
-            }
-        }
-    }
-
     /// One per-thread counter of every known thread now (tid -> group, value), from /proc.
     fn read(&self, counter: fn(u32, u32) -> Option<u64>) -> Readings {
         self.threads
@@ -596,88 +403,5 @@ impl Sampler {
         self.collect_exits();
         drop(self.probes);
         self.exits
-    }
-}
-
-/// A per-thread counter's readings: tid -> (group, value).
-type Readings = BTreeMap<u32, (u32, u64)>;
-
-/// A per-thread counter (time on a CPU, read/write calls) summed per group from its threads'
-/// readings (a thread first seen counts from its first reading), and the part inside the windows.
-#[derive(Default)]
-struct Traced {
-    last: BTreeMap<u32, u64>,
-    all: [u64; NUM_GROUPS as usize],
-    traced: [u64; NUM_GROUPS as usize],
-    /// The readings when the open window opened.
-    at_open: Option<Readings>,
-}
-
-impl Traced {
-    fn is_open(&self) -> bool {
-        self.at_open.is_some()
-    }
-
-    fn open(&mut self, now: Readings) {
-        self.add(&now);
-        self.at_open = Some(now);
-    }
-
-    /// Adds what each thread counted since the window opened to its group's traced total.
-    fn close(&mut self, now: Readings) {
-        if let Some(at_open) = self.at_open.take() {
-            for (tid, (group, value)) in &now {
-                if let (Some((_, open)), Some(traced)) =
-                    (at_open.get(tid), self.traced.get_mut(*group as usize))
-                {
-                    *traced += value.saturating_sub(*open);
-                }
-            }
-        }
-        self.add(&now);
-    }
-
-    /// The totals a sample carries: all, and inside the windows (None outside sampled mode).
-    fn totals(&self, sampled: bool) -> (Option<Vec<u64>>, Option<Vec<u64>>) {
-        if sampled {
-            (Some(self.all.to_vec()), Some(self.traced.to_vec()))
-        } else {
-            (None, None)
-        }
-    }
-
-    fn add(&mut self, now: &Readings) {
-        for (tid, (group, ns)) in now {
-            if let Some(last) = self.last.insert(*tid, *ns)
-                && let Some(all) = self.all.get_mut(*group as usize)
-            {
-                *all += ns.saturating_sub(last);
-            }
-        }
-    }
-}
-
-/// A per-CPU cumulative kernel counter (packets processed): its growth inside the windows.
-#[derive(Default)]
-struct PerCpuTraced {
-    at_open: Option<Vec<u64>>,
-    traced: Vec<u64>,
-}
-
-impl PerCpuTraced {
-    fn open(&mut self, now: Vec<u64>) {
-        self.at_open = Some(now);
-    }
-
-    fn close(&mut self, now: Vec<u64>) {
-        let Some(at_open) = self.at_open.take() else {
-            return;
-        };
-        if self.traced.len() < now.len() {
-            self.traced.resize(now.len(), 0);
-        }
-        for (cpu, (traced, now)) in self.traced.iter_mut().zip(&now).enumerate() {
-            *traced += now.saturating_sub(at_open.get(cpu).copied().unwrap_or(*now));
-        }
     }
 }
