@@ -131,8 +131,8 @@ pub fn traced_share_by(start: &Reading, end: &Reading, group: u32) -> Option<(f6
     // A server busy with read/write calls is scaled by them even when its windows saw only a
     // few: the sampler places its windows where those calls rise (the profiler's
     // sampler/placement.rs), so the windows' share of the time no longer stands for their share
-    // of the work. Only a window
-    // that saw none falls back to time (and reads as missed when the server switched).
+    // of the work. Only a window that saw none falls back to time (and reads as missed when the
+    // server switched).
     if let Some((all, traced)) = group_io_calls(start, end, group)
         && traced > 0
         && (traced >= MIN_TRACED_IO_CALLS || all >= MIN_TRACED_IO_CALLS)
