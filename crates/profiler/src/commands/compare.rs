@@ -10,9 +10,9 @@ use serde_json::Value;
 use crate::error::SrvprofError;
 use crate::output;
 use crate::render::flamegraph;
-use crate::render::folded::{FoldedLine, FoldedStacks, GROUPS, StackKind};
 use srvprof_analysis::slow_intervals::FrameChange;
 use srvprof_analysis::slow_intervals::changes_between;
+use srvprof_analysis::stacks::{FoldedLine, FoldedStacks, GROUPS, StackKind};
 
 /// (label, JSON pointer into run.json, unit).
 const ROWS: &[(&str, &str)] = &[
@@ -121,8 +121,8 @@ pub fn run(a: &Path, b: &Path, out: Option<&Path>) -> Result<(), SrvprofError> {
         }
     };
     let (sa, sb) = (
-        crate::render::folded::read_dir(&folder(a)),
-        crate::render::folded::read_dir(&folder(b)),
+        crate::output::stacks::read_dir(&folder(a)),
+        crate::output::stacks::read_dir(&folder(b)),
     );
     let out = out.map_or_else(|| folder(b), Path::to_path_buf);
     for d in differentials(&sa, &sb) {

@@ -2,8 +2,9 @@
 
 use crate::cli::ReportArgs;
 use crate::error::SrvprofError;
-use crate::render::{self, folded::FoldedStacks};
+use crate::render;
 use srvprof_analysis::run_report::RunReport;
+use srvprof_analysis::stacks::FoldedStacks;
 
 pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let path = args.dir.join("run.json");
@@ -16,7 +17,7 @@ pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let run: RunReport = serde_json::from_str(&text).map_err(|e| {
         SrvprofError::Usage(format!("{} is not a srvprof run.json: {e}", path.display()))
     })?;
-    let stacks = render::folded::read_dir(&args.dir);
+    let stacks = crate::output::stacks::read_dir(&args.dir);
     if args.from.is_some() || args.to.is_some() {
         return window(args, &run, &stacks);
     }

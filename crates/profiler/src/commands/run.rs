@@ -11,8 +11,8 @@ use crate::cli::{RunArgs, Stacks};
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes};
+use crate::render;
 use crate::render::run_text;
-use crate::render::{self, folded::FoldedStacks};
 use crate::sampler::Sampler;
 use crate::stacks::{
     perf_map::{self, StartMaps},
@@ -21,6 +21,7 @@ use crate::stacks::{
 use crate::{clock, output};
 use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
 use srvprof_analysis::series::ReadingSeries;
+use srvprof_analysis::stacks::FoldedStacks;
 use srvprof_analysis::with_findings;
 
 /// Default warmup of `run` when --warmup is not given: excluded from every figure.
@@ -300,12 +301,12 @@ pub fn write_run(
         force,
     )?;
     if let Some(stacks) = stacks {
-        render::folded::write_dir(stacks, dir, force)?;
+        output::stacks::write_dir(stacks, dir, force)?;
         if let Ok(slowest) = render::slowest::slowest(report, stacks) {
             render::slowest::write_diffs(dir, &slowest, force)?;
         }
     }
-    let stacks = render::folded::read_dir(dir);
+    let stacks = output::stacks::read_dir(dir);
     render::write_flamegraphs(dir, report, &stacks, force)?;
     render::write_html(dir, report, &stacks, force)
 }

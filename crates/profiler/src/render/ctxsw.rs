@@ -1,8 +1,8 @@
 //! The context-switch report: per thread, voluntary and involuntary switches in total, per second
 //! and per request, off-CPU and run-queue time; and the stacks that spent the most time off-CPU.
 
-use super::folded::FoldedLine;
 use srvprof_analysis::run_report::RunReport;
+use srvprof_analysis::stacks::FoldedLine;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSwitches {

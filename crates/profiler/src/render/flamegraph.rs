@@ -4,7 +4,7 @@
 
 use inferno::flamegraph::{self, Options, Palette, color::BasicPalette};
 
-use super::folded::{FoldedLine, StackKind, to_text};
+use srvprof_analysis::stacks::{FoldedLine, StackKind, to_text};
 
 /// inferno's options for a graph of `kind`: its unit, its palette, the same output each time.
 fn options(kind: StackKind, title: &str) -> Options<'static> {
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_standalone_graph_zooms_and_searches() {
-        let lines = super::super::folded::parse(
+        let lines = srvprof_analysis::stacks::parse(
             "spin;start_thread;spin_main;srvprof_busy_spin 90\nspin;start_thread;other 10\n",
             0,
         );
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn an_embedded_graph_keeps_its_script_in_a_frame_of_its_own() {
-        let lines = super::super::folded::parse(
+        let lines = srvprof_analysis::stacks::parse(
             "spin;start_thread;spin_main;srvprof_busy_spin 9990\nspin;start_thread;tiny 5\nspin;start_thread;tiny2 5\n",
             0,
         );
@@ -224,8 +224,8 @@ mod tests {
 
     #[test]
     fn a_differential_graph_is_normalised_and_shows_what_grew() {
-        let before = super::super::folded::parse("w;main;fast 900\nw;main;slow_path 100\n", 0);
-        let after = super::super::folded::parse("w;main;fast 40\nw;main;slow_path 60\n", 0);
+        let before = srvprof_analysis::stacks::parse("w;main;fast 900\nw;main;slow_path 100\n", 0);
+        let after = srvprof_analysis::stacks::parse("w;main;fast 40\nw;main;slow_path 60\n", 0);
         let (diff, svg) = differential(
             StackKind::OnCpu,
             "slow vs rest",

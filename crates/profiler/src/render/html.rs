@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
-use super::folded::{FoldedStacks, GROUPS, StackKind, hottest_leaf};
 use super::{HTML_MARKER, ctxsw, flamegraph, plots};
 use srvprof_analysis::run_report::RunReport;
+use srvprof_analysis::stacks::{FoldedStacks, GROUPS, StackKind, hottest_leaf};
 
 const STYLE: &str = "body{font-family:sans-serif;margin:24px auto;padding:0 20px;max-width:1200px;color:#222}\
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:32px}\

@@ -5,7 +5,6 @@
 
 pub mod ctxsw;
 pub mod flamegraph;
-pub mod folded;
 pub mod html;
 pub mod plots;
 pub mod pprof;
@@ -17,8 +16,8 @@ use std::path::Path;
 
 use crate::error::SrvprofError;
 use crate::output;
-use folded::FoldedStacks;
 use srvprof_analysis::run_report::RunReport;
+use srvprof_analysis::stacks::FoldedStacks;
 
 /// The marker output.rs recognises srvprof's own HTML by.
 pub const HTML_MARKER: &str = "srvprof-report";
@@ -31,7 +30,7 @@ pub fn write_flamegraphs(
     stacks: &FoldedStacks,
     force: bool,
 ) -> Result<(), SrvprofError> {
-    use folded::{GROUPS, StackKind};
+    use srvprof_analysis::stacks::{GROUPS, StackKind};
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
             let lines = stacks.of_group(kind, group);
@@ -61,7 +60,7 @@ pub fn write_window_flamegraphs(
     span: &str,
     force: bool,
 ) -> Result<Vec<std::path::PathBuf>, SrvprofError> {
-    use folded::{GROUPS, StackKind};
+    use srvprof_analysis::stacks::{GROUPS, StackKind};
     let mut written = Vec::new();
     for kind in StackKind::ALL {
         for (group, name) in GROUPS {
@@ -93,13 +92,17 @@ pub fn write_window_flamegraphs(
 }
 
 /// What a whole-run flamegraph of `total` shows.
-pub fn flamegraph_subtitle(kind: folded::StackKind, run: &RunReport, total: u64) -> String {
+pub fn flamegraph_subtitle(
+    kind: srvprof_analysis::stacks::StackKind,
+    run: &RunReport,
+    total: u64,
+) -> String {
     match kind {
-        folded::StackKind::OnCpu => format!(
+        srvprof_analysis::stacks::StackKind::OnCpu => format!(
             "{total} cpu-clock samples over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
             run.load.duration_s
         ),
-        folded::StackKind::OffCpu => format!(
+        srvprof_analysis::stacks::StackKind::OffCpu => format!(
             "{:.1} s off-CPU, switch-out to switch-in, over the run ({:.1} s measured, warm-up included); click a frame to zoom, Search to find a function",
             total as f64 / 1e6,
             run.load.duration_s

@@ -21,10 +21,10 @@ use std::path::Path;
 use flate2::{Compression, GzBuilder};
 use prost::Message;
 
-use super::folded::{FoldedStacks, GROUPS, StackKind};
 use crate::error::SrvprofError;
 use crate::output;
 use crate::stacks::build_id::{Binaries, Executable};
+use srvprof_analysis::stacks::{FoldedStacks, GROUPS, StackKind};
 
 /// profile.proto's messages as prost-build emits them, field numbers as in the .proto.
 pub mod proto {
@@ -244,7 +244,7 @@ struct Builder {
     mappings: Vec<proto::Mapping>,
     kernel_mapping: Option<u64>,
     /// A user frame's file and build-id (FoldedStacks::modules), and each file's mapping.
-    modules: BTreeMap<String, super::folded::Module>,
+    modules: BTreeMap<String, srvprof_analysis::stacks::Module>,
     module_mappings: HashMap<String, u64>,
 }
 
@@ -335,7 +335,7 @@ fn gzip(bytes: &[u8], file: &str) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::folded::FoldedLine;
+    use srvprof_analysis::stacks::FoldedLine;
     use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
     use std::io::Read;
 
@@ -456,7 +456,7 @@ mod tests {
             path: "/usr/sbin/busy".into(),
             build_id: Some("abcd".into()),
         };
-        let module = |path: &str, id: &str| crate::render::folded::Module {
+        let module = |path: &str, id: &str| srvprof_analysis::stacks::Module {
             path: path.into(),
             build_id: Some(id.into()),
         };

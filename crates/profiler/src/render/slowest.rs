@@ -11,9 +11,9 @@ use srvprof_analysis::slow_intervals::{
 };
 
 use super::flamegraph;
-use super::folded::{FoldedLine, FoldedStacks, StackKind};
 use crate::error::SrvprofError;
 use crate::output;
+use srvprof_analysis::stacks::{FoldedLine, FoldedStacks, StackKind};
 
 /// One kind of the server's stacks, split by the slow intervals.
 pub struct Split {

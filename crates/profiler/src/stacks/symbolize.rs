@@ -16,8 +16,8 @@ use super::perf_map::StartMaps;
 use crate::probes::sched::comm_string;
 use crate::probes::stacks::RawStacks;
 use crate::procfs::maps::{self as proc_maps, Mapping};
-use crate::render::folded::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use crate::stacks::ids::UNWOUND_ID_BASE;
+use srvprof_analysis::stacks::{FoldedStacks, GROUPS, LineSet, Module, StackKind};
 use srvprof_common::{STACK_ID_COLLIDED, StackKey};
 
 /// The kernel frame of a sample whose kernel stack was walked but not kept (its bucket in the
@@ -416,14 +416,14 @@ mod tests {
             ..RawStacks::default()
         };
         let f = fold(&raw, &StartMaps::default());
-        let names = |s: &[crate::render::folded::FoldedLine]| -> Vec<(String, u64)> {
+        let names = |s: &[srvprof_analysis::stacks::FoldedLine]| -> Vec<(String, u64)> {
             s.iter().map(|l| (l.frames[0].clone(), l.value)).collect()
         };
         assert_eq!(
             names(&f.oncpu),
             [("a".to_string(), 13), ("b".to_string(), 1)]
         );
-        let at = |at_ms, line, value| crate::render::folded::At { at_ms, line, value };
+        let at = |at_ms, line, value| srvprof_analysis::stacks::At { at_ms, line, value };
         assert_eq!(f.oncpu_at, [at(-1000, 1, 1), at(0, 0, 5), at(2000, 0, 4)]);
         assert_eq!(names(&f.offcpu), [("a".to_string(), 4)]);
         assert_eq!(f.offcpu_at, [at(0, 0, 1), at(1000, 0, 2)]);

@@ -1,5 +1,8 @@
 //! Writing results safely: complete or not at all (temp file + rename), never through a planted
 //! symlink, never over a file srvprof did not write (without --force), owned by the sudo user.
+//! The run folder's stack files, written and read back: stacks.rs.
+
+pub mod stacks;
 
 use std::fs;
 use std::io::Write;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-pub use srvprof_analysis::stacks::*;
+use srvprof_analysis::stacks::*;
 
 use crate::error::SrvprofError;
 use crate::output;
