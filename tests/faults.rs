@@ -198,6 +198,22 @@ fn sigterm_in_any_phase_leaves_only_complete_files() {
                 "measured until the signal"
             );
             assert!(run["notes"].to_string().contains("interrupted"));
+            // The stacks sampled until the signal are kept, with their times: the measured
+            // window had run about 1.5 s of its 4.
+            let total = weight(&folded(&dir, "oncpu-server.folded"), |_| true);
+            let rows = timed(&dir, "oncpu-server");
+            let timed_total: u64 = rows.iter().map(|r| r.2).sum();
+            assert!(
+                total > 0 && timed_total > 0 && timed_total <= total,
+                "{phase}: {total} samples, {timed_total} of them timed"
+            );
+            assert!(
+                rows.iter().any(|r| r.0 >= 0) && rows.iter().all(|r| r.0 < 4000),
+                "{phase}: timed rows {:?}",
+                rows.iter()
+                    .map(|r| r.0)
+                    .collect::<std::collections::BTreeSet<_>>()
+            );
         }
     }
 }
