@@ -16,6 +16,20 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `run` warms up for 2 s unless --warmup says otherwise: the server's caches and the load
+/// generator's connections settle before anything is measured (`load` starts at once).
+pub const RUN_WARMUP: &str = "2s";
+
+impl Cli {
+    /// The command line as parsed and as `--help` shows it, with `run`'s own defaults.
+    pub fn command_line() -> clap::Command {
+        use clap::CommandFactory;
+        Cli::command().mut_subcommand("run", |run| {
+            run.mut_arg("warmup", |a| a.default_value(RUN_WARMUP))
+        })
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Watch running processes' kernel behaviour (context switches, syscalls, CPU, interrupts, TCP, exits).
@@ -214,13 +228,43 @@ mod stacks_args_tests {
     use super::*;
     use clap::Parser;
 
+    /// Parsed as srvprof parses its command line.
+    fn parse(argv: &[&str]) -> Command {
+        let matches = Cli::command_line()
+            .try_get_matches_from(argv)
+            .expect("parses");
+        clap::FromArgMatches::from_arg_matches(&matches)
+            .map(|cli: Cli| cli.command)
+            .expect("parses")
+    }
+
     fn run_args(extra: &[&str]) -> RunArgs {
         let mut argv = vec!["srvprof", "run", "--pid", "1"];
         argv.extend_from_slice(extra);
-        match Cli::try_parse_from(argv).expect("parses").command {
+        match parse(&argv) {
             Command::Run(args) => args,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn run_warms_up_two_seconds_load_none_and_help_says_so() {
+        use std::time::Duration;
+        assert_eq!(run_args(&[]).load.warmup, Duration::from_secs(2));
+        assert_eq!(run_args(&["--warmup", "0s"]).load.warmup, Duration::ZERO);
+        match parse(&["srvprof", "load", "http://127.0.0.1:1/"]) {
+            Command::Load(args) => assert_eq!(args.load.warmup, Duration::ZERO),
+            other => panic!("{other:?}"),
+        }
+        let mut cli = Cli::command_line();
+        let help = cli
+            .find_subcommand_mut("run")
+            .expect("run")
+            .render_long_help()
+            .to_string();
+        let warmup = &help[help.find("--warmup").expect("--warmup in run's help")..];
+        let option = &warmup[..warmup.find("\n      -").unwrap_or(warmup.len())];
+        assert!(option.contains("[default: 2s]"), "{option}");
     }
 
     #[test]

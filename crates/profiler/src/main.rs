@@ -1,12 +1,12 @@
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 use srvprof::cli::{Cli, Command};
 use srvprof::commands;
 
 fn main() -> ExitCode {
     one_malloc_arena();
-    let matches = Cli::command().get_matches();
+    let matches = Cli::command_line().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -29,14 +29,7 @@ fn main() -> ExitCode {
         Command::Compare { a, b, out } => {
             commands::compare::run(a, b, out.as_deref()).map(|_| ExitCode::SUCCESS)
         }
-        Command::Run(args) => {
-            // `run` warms up for 2 s unless --warmup says otherwise.
-            let warmup_given = matches
-                .subcommand_matches("run")
-                .and_then(|m| m.value_source("warmup"))
-                .is_some_and(|src| src == clap::parser::ValueSource::CommandLine);
-            commands::run::run(args, warmup_given)
-        }
+        Command::Run(args) => commands::run::run(args),
         Command::Report(args) => commands::report::run(args).map(|_| ExitCode::SUCCESS),
     };
     match result {

@@ -24,10 +24,7 @@ use srvprof_analysis::series::ReadingSeries;
 use srvprof_analysis::stacks::FoldedStacks;
 use srvprof_analysis::with_findings;
 
-/// Default warmup of `run` when --warmup is not given: excluded from every figure.
-pub const DEFAULT_WARMUP: Duration = Duration::from_secs(2);
-
-pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError> {
+pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
     if let Some(dir) = &args.out {
@@ -57,9 +54,6 @@ pub fn run(args: &RunArgs, warmup_given: bool) -> Result<ExitCode, SrvprofError>
     };
     let mut config = args.load.to_config().map_err(SrvprofError::Loadgen)?;
     config.url = url.clone();
-    if !warmup_given {
-        config.warmup = DEFAULT_WARMUP;
-    }
     // srvprof's own threads (the sampler's reading, the unwinder) run where its load generator
     // runs, not on the server's CPUs, where their bursts would delay the server they measure.
     // Threads started from here on inherit it; the server (--cmd) was started before.
