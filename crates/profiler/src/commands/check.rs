@@ -33,7 +33,7 @@ pub fn fd_limits() -> (u64, u64) {
 }
 
 pub fn checks() -> Vec<CheckResult> {
-    let mut out = Vec::new();
+    let mut out = vec![kernel_version(&procfs::kernel_release())];
     let privileged = procfs::has_bpf_privileges();
     out.push(result(
         "privileges",
@@ -55,7 +55,11 @@ pub fn checks() -> Vec<CheckResult> {
         },
     ));
     match KernelOffsets::from_running_kernel() {
-        Ok(o) => out.push(result("kernel field offsets", true, format!("{o:?}"))),
+        Ok(_) => out.push(result(
+            "kernel field offsets",
+            true,
+            "found in the kernel's BTF: the fields of task_struct, pt_regs, sock, inet_sock and sk_buff the programs read",
+        )),
         Err(e) => out.push(result("kernel field offsets", false, e.to_string())),
     }
     out.push(result(
@@ -114,6 +118,86 @@ pub fn checks() -> Vec<CheckResult> {
     out
 }
 
+/// The oldest kernel srvprof's programs load on: BTF tracepoints (5.5) and BPF ring buffers (5.8).
+const OLDEST_KERNEL: (u32, u32) = (5, 8);
+
+/// The running kernel's release (`uname -r`), checked against OLDEST_KERNEL.
+fn kernel_version(release: &str) -> CheckResult {
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().ok());
+    let version = numbers.next().flatten().zip(numbers.next().flatten());
+    let (major, minor) = OLDEST_KERNEL;
+    match version {
+        Some(v) if v >= OLDEST_KERNEL => result("kernel", true, format!("Linux {release}")),
+        Some(_) => result(
+            "kernel",
+            false,
+            format!(
+                "Linux {release} is older than {major}.{minor}, the first with every BPF feature srvprof uses (BTF tracepoints, ring buffers): run it on a newer kernel"
+            ),
+        ),
+        None => result(
+            "kernel",
+            false,
+            format!(
+                "the kernel's release `{release}` has no version srvprof can read; it needs Linux {major}.{minor} or newer"
+            ),
+        ),
+    }
+}
+
+/// The checks as a person reads them: one line each, within 100 columns (details wrapped
+/// under themselves), and the programs in one line when every one loads.
+pub fn text(results: &[CheckResult]) -> String {
+    const WIDTH: usize = 100;
+    let programs: Vec<&CheckResult> = (results.iter())
+        .filter(|c| c.name.starts_with("program "))
+        .collect();
+    let all_load = !programs.is_empty() && programs.iter().all(|c| c.pass);
+    let summary = result(
+        "eBPF programs",
+        true,
+        format!("all {} load and attach", programs.len()),
+    );
+    let mut shown: Vec<&CheckResult> = Vec::new();
+    for c in results {
+        if all_load && c.name.starts_with("program ") {
+            if std::ptr::eq(c, programs[0]) {
+                shown.push(&summary);
+            }
+            continue;
+        }
+        shown.push(c);
+    }
+    let name_width = shown.iter().map(|c| c.name.len()).max().unwrap_or(0);
+    let indent = 5 + name_width + 2;
+    let mut out = String::new();
+    for c in shown {
+        let mut line = format!(
+            "{} {:<name_width$}  ",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.name
+        );
+        let mut column = indent;
+        for (i, word) in c.detail.split(' ').enumerate() {
+            if i > 0 && column + 1 + word.len() > WIDTH {
+                line.push('\n');
+                line.push_str(&" ".repeat(indent));
+                column = indent;
+            } else if i > 0 {
+                line.push(' ');
+                column += 1;
+            }
+            line.push_str(word);
+            column += word.len();
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
 pub fn run(json: bool) -> Result<bool, SrvprofError> {
     let results = checks();
     if json {
@@ -122,14 +206,70 @@ pub fn run(json: bool) -> Result<bool, SrvprofError> {
             serde_json::to_string_pretty(&results).expect("serializes")
         );
     } else {
-        for c in &results {
-            println!(
-                "{} {:<32} {}",
-                if c.pass { "PASS" } else { "FAIL" },
-                c.name,
-                c.detail
-            );
-        }
+        print!("{}", text(&results));
     }
     Ok(results.iter().all(|c| c.pass))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_older_than_5_8_fail_with_the_reason() {
+        assert!(kernel_version("6.12.43+deb13-cloud-amd64").pass);
+        assert!(kernel_version("5.8.0").pass);
+        let old = kernel_version("5.4.0-150-generic");
+        assert!(
+            !old.pass && old.detail.contains("older than 5.8"),
+            "{}",
+            old.detail
+        );
+        assert!(!kernel_version("custom").pass);
+    }
+
+    #[test]
+    fn passing_programs_are_one_line_and_every_line_fits_100_columns() {
+        let mut results = vec![
+            result("privileges", true, "root, or CAP_BPF and CAP_PERFMON"),
+            result("kernel", true, "Linux 6.12.43+deb13-cloud-amd64"),
+            result(
+                "open-file limit",
+                true,
+                "soft 20000, hard 20000: srvprof raises the soft limit to the hard one, so `run -c N` fits while N+64 <= 20000; the server needs about N of its own (raise them with `ulimit -n` or /etc/security/limits.conf)",
+            ),
+        ];
+        for p in [
+            "sched_switch",
+            "mm_vmscan_direct_reclaim_begin",
+            "oncpu_sample",
+        ] {
+            results.push(result(&format!("program {p}"), true, "loads and attaches"));
+        }
+        results.push(result("tracefs", true, "not needed"));
+        let shown = text(&results);
+        assert!(shown.lines().all(|l| l.len() <= 100), "{shown}");
+        assert_eq!(
+            shown,
+            "\
+PASS privileges       root, or CAP_BPF and CAP_PERFMON
+PASS kernel           Linux 6.12.43+deb13-cloud-amd64
+PASS open-file limit  soft 20000, hard 20000: srvprof raises the soft limit to the hard one, so `run
+                      -c N` fits while N+64 <= 20000; the server needs about N of its own (raise
+                      them with `ulimit -n` or /etc/security/limits.conf)
+PASS eBPF programs    all 3 load and attach
+PASS tracefs          not needed
+"
+        );
+        // A program that fails is named on its own line, the others too.
+        results[4].pass = false;
+        results[4].detail = "the verifier refused it".into();
+        let shown = text(&results);
+        assert!(
+            shown.contains("FAIL program mm_vmscan_direct_reclaim_begin  the verifier refused it"),
+            "{shown}"
+        );
+        assert!(shown.contains("PASS program sched_switch"), "{shown}");
+        assert!(shown.lines().all(|l| l.len() <= 100), "{shown}");
+    }
 }

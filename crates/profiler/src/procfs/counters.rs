@@ -152,6 +152,13 @@ pub fn ephemeral_port_range() -> Option<(u16, u16)> {
     Some((f.next()??, f.next()??))
 }
 
+/// The running kernel's release, as `uname -r` prints it (/proc/sys/kernel/osrelease).
+pub fn kernel_release() -> String {
+    fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|r| r.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// net.ipv4.tcp_tw_reuse (0, 1, or 2: loopback only, the default).
 pub fn tcp_tw_reuse() -> Option<u8> {
     std::fs::read_to_string("/proc/sys/net/ipv4/tcp_tw_reuse")
