@@ -128,13 +128,7 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
         }
     }
     if r.errors > 0 {
-        let kinds: Vec<String> = r
-            .errors_by_kind
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(kind, n)| format!("{kind} {n}"))
-            .collect();
-        writeln!(out, "  Errors: {} ({})", r.errors, kinds.join(", "))?;
+        writeln!(out, "  Errors: {} ({})", r.errors, r.error_kinds())?;
         for kind in ErrorKind::ALL {
             if let Some(hint) = kind.hint()
                 && r.errors_by_kind.get(kind.name()).is_some_and(|n| *n > 0)

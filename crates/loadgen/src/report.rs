@@ -382,6 +382,15 @@ impl LoadReport {
     pub fn any_success(&self) -> bool {
         self.completed > 0
     }
+
+    /// The kinds of error that happened, with their counts: `read_timeout 3, reset 1`.
+    pub fn error_kinds(&self) -> String {
+        (self.errors_by_kind.iter())
+            .filter(|(_, n)| **n > 0)
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 #[cfg(feature = "engine")]

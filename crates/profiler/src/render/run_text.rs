@@ -32,13 +32,15 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             .unwrap_or_default();
         let _ = writeln!(out, "  {tag} {share}{}", f.summary);
     }
+    let errors = match l.errors {
+        0 => "no errors".to_string(),
+        n => format!("{n} errors ({})", l.error_kinds()),
+    };
     let _ = writeln!(
         out,
-        "load: {:.0} req/s, {} ok, {} errors {:?}, latency us p50 {} p90 {} p99 {} p99.9 {} max {}",
+        "load: {:.0} req/s, {} ok, {errors}, latency us p50 {} p90 {} p99 {} p99.9 {} max {}",
         l.throughput_rps,
         l.completed,
-        l.errors,
-        l.errors_by_kind,
         l.latency_us.p50,
         l.latency_us.p90,
         l.latency_us.p99,
@@ -353,5 +355,32 @@ mod tests {
             tracks_line(&run(6, 0.002)),
             "p99 per interval: too few intervals (6 of the 10 needed) to tell what tracks it"
         );
+    }
+
+    #[test]
+    fn the_load_line_names_only_the_errors_that_happened() {
+        let load_line = |errors: &[(&str, u64)]| {
+            let mut r = RunReport::default();
+            r.load.errors = errors.iter().map(|(_, n)| n).sum();
+            for kind in ["connect_refused", "read_timeout", "reset"] {
+                r.load.errors_by_kind.insert(kind.into(), 0);
+            }
+            for (kind, n) in errors {
+                r.load.errors_by_kind.insert(kind.to_string(), *n);
+            }
+            let mut out = Vec::new();
+            print(&mut out, &r);
+            let text = String::from_utf8(out).unwrap();
+            let line = text.lines().find(|l| l.starts_with("load: ")).unwrap();
+            line.to_string()
+        };
+        let none = load_line(&[]);
+        assert!(none.contains("0 ok, no errors, latency"), "{none}");
+        let some = load_line(&[("read_timeout", 3), ("reset", 1)]);
+        assert!(
+            some.contains("4 errors (read_timeout 3, reset 1), latency"),
+            "{some}"
+        );
+        assert!(!some.contains("connect_refused"), "{some}");
     }
 }
