@@ -36,8 +36,8 @@ pub struct LoadArgs {
     #[arg(long = "no-keepalive")]
     pub no_keepalive: bool,
 
-    /// HTTP method.
-    #[arg(short = 'X', long = "method", default_value = "GET")]
+    /// HTTP method (-m as oha and hey, -X as curl).
+    #[arg(short = 'm', short_alias = 'X', long = "method", default_value = "GET")]
     pub method: String,
 
     /// Request header "Name: value" (repeatable).
@@ -138,7 +138,7 @@ pub struct LoadArgs {
 
     /// HTTP/2: requests in flight at once on each of the -c connections (-c 10 --streams 10 keeps
     /// 100 in flight).
-    #[arg(long = "streams", short = 'm', default_value_t = 1, value_name = "N")]
+    #[arg(long = "streams", default_value_t = 1, value_name = "N")]
     pub streams: usize,
 }
 
@@ -406,6 +406,27 @@ fn spawn_ctrl_c_watcher(stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_method_is_m_as_in_oha_and_hey_or_x_as_in_curl() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            load: LoadArgs,
+        }
+        let method = |args: &[&str]| {
+            let argv = std::iter::once("load").chain(args.iter().copied());
+            Cli::try_parse_from(argv).map(|c| c.load.method)
+        };
+        assert_eq!(method(&[]).unwrap(), "GET");
+        assert_eq!(method(&["-m", "POST"]).unwrap(), "POST");
+        assert_eq!(method(&["-X", "PUT"]).unwrap(), "PUT");
+        // -m is no longer --streams.
+        let streams = Cli::try_parse_from(["load", "--streams", "8"]).unwrap();
+        assert_eq!(streams.load.streams, 8);
+        assert_eq!(Cli::try_parse_from(["load", "-m", "8"]).unwrap().load.method, "8");
+    }
 
     #[test]
     fn cpu_lists() {
