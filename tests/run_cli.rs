@@ -507,3 +507,47 @@ fn preemptions(pid: u32) -> u64 {
         .map(|tid| proc_ctxt_switches(pid, tid).1)
         .sum()
 }
+
+/// Without --out nothing measured is thrown away: the run goes to a new folder named for its
+/// start in the current directory, owned by the user who ran sudo, and the last line names its
+/// report.
+#[test]
+fn a_run_without_out_keeps_its_folder_and_names_its_report() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let cwd = fresh_run_dir("no-out");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let out = RunArgs::pid(nginx.pid())
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .load(5, "1s", "0s")
+        .command()
+        .current_dir(&cwd)
+        .env("SUDO_UID", "65534")
+        .env("SUDO_GID", "65534")
+        .output()
+        .expect("srvprof run");
+    assert_success(&out);
+    let folders: Vec<_> = std::fs::read_dir(&cwd)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let folder = &folders[0];
+    let name = folder.file_name().unwrap().to_str().unwrap();
+    // srvprof-run-YYYYMMDD-HHMMSS
+    assert!(
+        name.starts_with("srvprof-run-") && name.len() == "srvprof-run-".len() + 15,
+        "{name}"
+    );
+    let run = read_json(&folder.join("run.json"));
+    assert!(run["load"]["completed"].as_u64().unwrap() > 0);
+    assert!(folder.join("report.html").exists());
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(folder).unwrap().uid(), 65534);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!("{name}/report.html")),
+        "the last line names the report: {last}"
+    );
+}

@@ -81,7 +81,8 @@ pub struct RunArgs {
     pub url: Option<String>,
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
-    /// Folder for run.json, timeline.csv and the report.
+    /// Folder for run.json, timeline.csv, the stacks and report.html [default: a new
+    /// srvprof-run-YYYYMMDD-HHMMSS in the current directory].
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Overwrite files in --out even if srvprof did not write them.

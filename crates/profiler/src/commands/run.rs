@@ -27,9 +27,12 @@ use srvprof_analysis::with_findings;
 pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
-    if let Some(dir) = &args.out {
-        check_out_dir(dir, args.force)?;
-    }
+    // Everything measured is kept: without --out, in a new folder named for when the run began.
+    let out = match &args.out {
+        Some(dir) => dir.clone(),
+        None => new_run_folder(std::path::Path::new("."), &local_time_stamp()),
+    };
+    check_out_dir(&out, args.force)?;
     let mut notes = Vec::new();
     let mut server_process = match &args.cmd {
         Some(cmd) => Some(ServerProcess::start(cmd, Duration::from_secs(60))?),
@@ -159,16 +162,19 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     };
     let report = with_findings(build(target, load, &samples, &exits, notes, observed));
     run_text::print(&mut std::io::stdout().lock(), &report);
-    if let Some(dir) = &args.out {
-        write_run(dir, &report, stacks.as_ref(), args.force)?;
-        // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
-        if let Some(s) = &stacks {
-            let client = [std::process::id()];
-            let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
-            crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
-        }
-        eprintln!("srvprof: wrote {}", dir.display());
+    let dir = &out;
+    write_run(dir, &report, stacks.as_ref(), args.force)?;
+    // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
+    if let Some(s) = &stacks {
+        let client = [std::process::id()];
+        let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
+        crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
     }
+    eprintln!(
+        "srvprof: wrote {}; the report: {}",
+        dir.display(),
+        dir.join("report.html").display()
+    );
     if let Some(e) = hdr_log_error {
         return Err(SrvprofError::Loadgen(e));
     }
@@ -272,6 +278,38 @@ fn sample_every(
     }
 }
 
+/// `srvprof-run-STAMP` in `parent`, or `-2`, `-3`... after it when a run of the same second
+/// has the name.
+fn new_run_folder(parent: &Path, stamp: &str) -> std::path::PathBuf {
+    let name = format!("srvprof-run-{stamp}");
+    (1..)
+        .map(|n| match n {
+            1 => parent.join(&name),
+            n => parent.join(format!("{name}-{n}")),
+        })
+        .find(|p| !p.exists())
+        .expect("a free name")
+}
+
+/// The local time now as YYYYMMDD-HHMMSS.
+fn local_time_stamp() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as libc::time_t;
+    // SAFETY: localtime_r reads `now` and writes only into `tm`, which we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&now, &mut tm) };
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
 fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {
     for name in ["run.json", "timeline.csv", "report.html", "oncpu.folded"] {
         output::check_writable(&dir.join(name), force)?;
@@ -323,4 +361,28 @@ fn join(pids: &[u32]) -> String {
         .map(|p| p.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_run_folder_never_takes_an_existing_name() {
+        let parent = std::env::temp_dir().join(format!("srvprof-folders-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        let first = new_run_folder(&parent, "20261127-031500");
+        assert_eq!(first, parent.join("srvprof-run-20261127-031500"));
+        std::fs::create_dir(&first).unwrap();
+        let second = new_run_folder(&parent, "20261127-031500");
+        assert_eq!(second, parent.join("srvprof-run-20261127-031500-2"));
+        std::fs::create_dir(&second).unwrap();
+        assert!(
+            new_run_folder(&parent, "20261127-031500").ends_with("srvprof-run-20261127-031500-3")
+        );
+        let stamp = local_time_stamp();
+        assert!(stamp.len() == 15 && stamp.as_bytes()[8] == b'-', "{stamp}");
+        std::fs::remove_dir_all(&parent).unwrap();
+    }
 }
