@@ -311,6 +311,7 @@ fn local_time_stamp() -> String {
 }
 
 fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {
+    output::check_can_create(dir)?;
     for name in ["run.json", "timeline.csv", "report.html", "oncpu.folded"] {
         output::check_writable(&dir.join(name), force)?;
     }

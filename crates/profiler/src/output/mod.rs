@@ -58,6 +58,37 @@ fn is_run_folder(dir: &Path) -> bool {
 
 /// Whether `path` may be (over)written: absent, or a regular file srvprof wrote (by its marker,
 /// or in a run folder), or `force`.
+/// Before a run: whether the folder `dir` exists or can be made (its nearest existing parent is
+/// writable), so that a run is not measured only to be lost at its end.
+pub fn check_can_create(dir: &Path) -> Result<(), SrvprofError> {
+    let Some(existing) = dir
+        .ancestors()
+        .find(|p| p.as_os_str().is_empty() || p.exists())
+    else {
+        return Ok(());
+    };
+    let existing = if existing.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        existing
+    };
+    let Ok(c) = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes()) else {
+        return Ok(());
+    };
+    // SAFETY: access reads the NUL-terminated path we own.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
+        return Ok(());
+    }
+    Err(write_err(
+        dir,
+        format!(
+            "{} cannot be written ({})",
+            existing.display(),
+            std::io::Error::last_os_error()
+        ),
+    ))
+}
+
 pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
     match fs::symlink_metadata(path) {
         Err(_) => Ok(()),
@@ -176,6 +207,18 @@ pub fn give_to_invoking_user(path: &Path) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_folder_that_cannot_be_made_is_refused_before_the_run() {
+        let fresh = std::env::temp_dir().join(format!("srvprof-create-{}", std::process::id()));
+        assert!(check_can_create(&fresh.join("a/b")).is_ok());
+        // /proc/sys refuses new entries, even to root.
+        let refused = check_can_create(Path::new("/proc/sys/srvprof-run-x")).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "could not write /proc/sys/srvprof-run-x: /proc/sys cannot be written (Permission denied (os error 13)); choose another --out path or fix its permissions"
+        );
+    }
+
     use super::*;
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
