@@ -1,8 +1,42 @@
 //! CPU quotas over the watched processes: how often their control groups ran out of quota in a
 //! window, from the kernel's own counters (cpu.stat) read at each end.
 
-use super::CpuLimitReport;
 use crate::record::Reading;
+use serde::{Deserialize, Serialize};
+
+/// A CPU quota over some of the group's processes, and its throttling in the span.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuLimitReport {
+    /// The control group's path in its hierarchy, and the hierarchy (1 or 2).
+    pub cgroup: String,
+    pub version: u8,
+    pub quota_us: u64,
+    pub period_us: u64,
+    /// The watched processes under it.
+    pub pids: Vec<u32>,
+    /// Periods in which its tasks were runnable, and those in which the quota ran out.
+    pub periods: u64,
+    pub throttled_periods: u64,
+    /// Time its tasks were held back waiting for the next period, s.
+    pub throttled_s: f64,
+}
+
+impl CpuLimitReport {
+    /// CPUs' worth of time the quota allows.
+    pub fn cpus(&self) -> f64 {
+        self.quota_us as f64 / self.period_us.max(1) as f64
+    }
+
+    /// How long a task that meets the quota's end waits at most: the rest of the period, ms.
+    pub fn max_wait_ms(&self) -> f64 {
+        self.period_us.saturating_sub(self.quota_us) as f64 / 1e3
+    }
+
+    /// Share of the periods that ran out of quota.
+    pub fn throttled_share(&self) -> f64 {
+        self.throttled_periods as f64 / self.periods.max(1) as f64
+    }
+}
 
 /// Each control group limiting `group`'s processes at `end`, with its throttling since `start`
 /// (all of its counters when `start` did not see it: it was found, or limited, in between).

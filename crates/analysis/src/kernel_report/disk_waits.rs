@@ -1,11 +1,28 @@
 //! The watched processes' uninterruptible sleeps in a window, by syscall and file: where a thread
 //! waited for the disk (or a page fault's read, or a kernel lock) instead of serving.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::{DiskWaitReport, PAGE_FAULT, TOP_DISK_WAITS};
+use super::PAGE_FAULT;
 use crate::names::syscall_name;
 use crate::record::Reading;
+
+/// One process's uninterruptible sleeps in one syscall on one file, in a span.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskWaitReport {
+    pub pid: u32,
+    /// The syscall's name, or "page fault" when the sleep was not in a syscall.
+    pub syscall: String,
+    /// The file the syscall was given ("" when it takes none or was closed before it was read).
+    pub fd: i32,
+    pub file: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+}
+
+/// The disk waits kept in a report, longest first.
+pub const TOP_DISK_WAITS: usize = 10;
 
 /// Syscalls whose fd argument (sendfile's source) names the file they waited on.
 const FD_SYSCALLS: &[&str] = &[

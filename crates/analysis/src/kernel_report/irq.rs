@@ -4,11 +4,49 @@
 //! (NET_RX: per packet), or on every CPU when that CPU's windows saw none; when no window saw one
 //! anywhere, the time is unknown (time_unknown), not zero.
 
+use serde::{Deserialize, Serialize};
 use srvprof_common::SOFTIRQ_NAMES;
 
 use super::deltas::at_probe_mean;
-use super::{HardirqReport, SoftirqReport};
 use crate::record::{CountNs, Reading};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SoftirqReport {
+    pub cpu: u32,
+    pub vector: String,
+    pub count: u64,
+    pub total_ns: u64,
+    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the trace windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<f64>,
+    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
+    /// zero: the kernel counted them, the probes timed none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_unknown: bool,
+    /// Sampled mode, NET_RX: total_ns is the windows' time per packet times the packets this
+    /// CPU processed (the kernel's count, /proc/net/softnet_stat), not their mean per softirq
+    /// times the softirqs; time_error is then that estimate's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_per_packet: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HardirqReport {
+    pub cpu: u32,
+    pub irq: u32,
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
+    /// Absent in exact mode, or when the trace windows were too few to tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<f64>,
+    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
+    /// zero: the kernel counted them, the probes timed none.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub time_unknown: bool,
+}
 
 /// The probes' delta of one counter between two samples.
 fn probe_delta(end: Option<&CountNs>, start: Option<&CountNs>) -> CountNs {

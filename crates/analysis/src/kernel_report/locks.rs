@@ -7,10 +7,48 @@
 //! Go threads in notesleep, tokio's workers on their condvar, a JVM thread's parker) are threads
 //! waiting for work, not for a lock, and are left out.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{LockHolder, LockReport, TOP_LOCKS, ThreadReport};
+use super::ThreadReport;
 use crate::record::{LockWaitRecord, Reading};
+
+/// A lock of a watched process: a futex word several of its threads waited on and its own
+/// threads released (kernel_report/locks.rs), in a span.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockReport {
+    pub pid: u32,
+    /// The futex word's address in the process ("0x7f3a..."), the lock's identity.
+    pub address: String,
+    /// The threads that waited on it, their waits and the waits' summed length (switch-out to
+    /// switch-in).
+    pub waiters: u32,
+    pub waits: u64,
+    pub wait_ns: u64,
+    /// Who the waits were charged to, longest first: the thread that released the lock, or,
+    /// when a queue of waiters passed it on, the holder at its head.
+    pub holders: Vec<LockHolder>,
+    /// The thread that waited longest.
+    pub waiter_tid: u32,
+    pub waiter_comm: String,
+    /// Where it waited: the heaviest off-CPU user stack of threads of that name in futex waits,
+    /// outermost frame first (empty without stacks).
+    #[serde(default)]
+    pub stack: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LockHolder {
+    pub tid: u32,
+    pub comm: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+    /// Share of the lock's wait charged to this thread.
+    pub share: f64,
+}
+
+/// The locks kept in a report, longest waited on first.
+pub const TOP_LOCKS: usize = 10;
 
 /// The holders named per lock, longest first.
 const TOP_HOLDERS: usize = 3;

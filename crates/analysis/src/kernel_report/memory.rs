@@ -1,10 +1,26 @@
 //! A group's major page faults and the time its threads waited in them, in a window (its
 //! reclaims are summed with the threads, in compose.rs).
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-use super::MemoryReport;
 use crate::record::Reading;
+
+/// Memory pressure on a group's threads in a span: pages they had to read back in, and memory
+/// they had to reclaim themselves before they could allocate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// Major page faults of the group's processes (/proc/PID/stat majflt: faults that read the
+    /// page in from its file or swap).
+    pub major_faults: u64,
+    /// Uninterruptible sleeps outside a syscall (a page fault waiting for its page to be read),
+    /// and their time, switch-out to switch-in.
+    pub fault_waits: u64,
+    pub fault_wait_ns: u64,
+    /// Direct and memcg reclaim in the group's threads (vmscan tracepoints), and its time.
+    pub reclaims: u64,
+    pub reclaim_ns: u64,
+}
 
 /// Adds `group`'s major faults (its processes' /proc counters) and its uninterruptible sleeps
 /// outside a syscall (page faults reading a page in) between `start` and `end` to `m`.

@@ -1,9 +1,11 @@
 //! What the probes saw over a span between two readings, for one group (server or client): the `srvprof probe`
 //! JSON contract, also the `server` and `client` parts of run.json.
 //!
-//! This file holds the report's types; compose.rs builds one from two samples, sampling.rs scales
-//! the sampled-mode figures and uncertainty.rs states how closely they are known, irq.rs
-//! and tcp.rs compute those parts.
+//! This file holds the report and its parts common to every family (threads, totals, syscalls);
+//! each family's part is typed beside the code that computes it (irq.rs, tcp.rs, locks.rs,
+//! memory.rs, pauses.rs, disk_waits.rs, runq_holders.rs, cpu_limits.rs). compose.rs builds a
+//! report from two readings, sampling.rs scales the sampled-mode figures and uncertainty.rs
+//! states how closely they are known.
 
 mod compose;
 mod cpu_limits;
@@ -22,11 +24,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::{ExitRecord, NsHistogram, Outbound, TimeWait};
+use crate::record::{ExitRecord, NsHistogram, Outbound};
 
 pub use compose::kernel_report;
-pub use irq::{hardirq_deltas, softirq_deltas};
+pub use cpu_limits::CpuLimitReport;
+pub use disk_waits::{DiskWaitReport, TOP_DISK_WAITS};
+pub use irq::{HardirqReport, SoftirqReport, hardirq_deltas, softirq_deltas};
+pub use locks::{LockHolder, LockReport, TOP_LOCKS};
+pub use memory::MemoryReport;
+pub use pauses::PauseReport;
+pub use runq_holders::{RunqHolderReport, TOP_RUNQ_HOLDERS};
 pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
+pub use tcp::{HostTcpReport, ResetReport, TcpReport};
 
 /// How often one thread woke a watched thread in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -48,105 +57,8 @@ pub struct QuietThread {
     pub comm: String,
 }
 
-/// A task that held a CPU when this group's threads' waits for it ended, per process.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunqHolderReport {
-    /// The holder's process (0: the CPU was idle: the wait was the wake-up's own latency), and
-    /// the name of its thread that held CPUs longest.
-    pub pid: u32,
-    pub comm: String,
-    pub waits: u64,
-    pub wait_ns: u64,
-    /// Share of all the group's waits' time in the span.
-    pub share: f64,
-}
-
-/// One process's uninterruptible sleeps in one syscall on one file, in a span.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct DiskWaitReport {
-    pub pid: u32,
-    /// The syscall's name, or "page fault" when the sleep was not in a syscall.
-    pub syscall: String,
-    /// The file the syscall was given ("" when it takes none or was closed before it was read).
-    pub fd: i32,
-    pub file: String,
-    pub waits: u64,
-    pub wait_ns: u64,
-}
-
-/// A lock of a watched process: a futex word several of its threads waited on and its own
-/// threads released (kernel_report/locks.rs), in a span.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LockReport {
-    pub pid: u32,
-    /// The futex word's address in the process ("0x7f3a..."), the lock's identity.
-    pub address: String,
-    /// The threads that waited on it, their waits and the waits' summed length (switch-out to
-    /// switch-in).
-    pub waiters: u32,
-    pub waits: u64,
-    pub wait_ns: u64,
-    /// Who the waits were charged to, longest first: the thread that released the lock, or,
-    /// when a queue of waiters passed it on, the holder at its head.
-    pub holders: Vec<LockHolder>,
-    /// The thread that waited longest.
-    pub waiter_tid: u32,
-    pub waiter_comm: String,
-    /// Where it waited: the heaviest off-CPU user stack of threads of that name in futex waits,
-    /// outermost frame first (empty without stacks).
-    #[serde(default)]
-    pub stack: Vec<String>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LockHolder {
-    pub tid: u32,
-    pub comm: String,
-    pub waits: u64,
-    pub wait_ns: u64,
-    /// Share of the lock's wait charged to this thread.
-    pub share: f64,
-}
-
-/// Memory pressure on a group's threads in a span: pages they had to read back in, and memory
-/// they had to reclaim themselves before they could allocate.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct MemoryReport {
-    /// Major page faults of the group's processes (/proc/PID/stat majflt: faults that read the
-    /// page in from its file or swap).
-    pub major_faults: u64,
-    /// Uninterruptible sleeps outside a syscall (a page fault waiting for its page to be read),
-    /// and their time, switch-out to switch-in.
-    pub fault_waits: u64,
-    pub fault_wait_ns: u64,
-    /// Direct and memcg reclaim in the group's threads (vmscan tracepoints), and its time.
-    pub reclaims: u64,
-    pub reclaim_ns: u64,
-}
-
-/// One process's stop-the-world pauses in a span: its runtime stopped every thread ("go":
-/// runtime.stopTheWorldWithSema to startTheWorldWithSema; "hotspot": a safepoint).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PauseReport {
-    pub pid: u32,
-    pub runtime: String,
-    pub pauses: u64,
-    pub total_ns: u64,
-    /// The longest since the probes were attached (the warm-up included).
-    pub max_ns: u64,
-}
-
-/// The locks kept in a report, longest waited on first.
-pub const TOP_LOCKS: usize = 10;
-
 /// DiskWaitReport::syscall of a sleep outside a syscall: a page fault waiting for its page.
 pub const PAGE_FAULT: &str = "page fault";
-
-/// The disk waits kept in a report, longest first.
-pub const TOP_DISK_WAITS: usize = 10;
-
-/// The holders kept in a report, longest first.
-pub const TOP_RUNQ_HOLDERS: usize = 10;
 
 /// The pairs kept in a report, most frequent first.
 pub const TOP_WAKEUPS: usize = 20;
@@ -230,131 +142,6 @@ pub struct SyscallReport {
     pub blocked: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_ns: Option<u64>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SoftirqReport {
-    pub cpu: u32,
-    pub vector: String,
-    pub count: u64,
-    pub total_ns: u64,
-    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the trace windows were too few to tell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_error: Option<f64>,
-    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
-    /// zero: the kernel counted them, the probes timed none.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub time_unknown: bool,
-    /// Sampled mode, NET_RX: total_ns is the windows' time per packet times the packets this
-    /// CPU processed (the kernel's count, /proc/net/softnet_stat), not their mean per softirq
-    /// times the softirqs; time_error is then that estimate's.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub timed_per_packet: bool,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct HardirqReport {
-    pub cpu: u32,
-    pub irq: u32,
-    pub name: String,
-    pub count: u64,
-    pub total_ns: u64,
-    /// Sampled mode: the 95 % uncertainty of total_ns (count is the kernel's own), as a share of it (sampling::state_errors).
-    /// Absent in exact mode, or when the trace windows were too few to tell.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub time_error: Option<f64>,
-    /// Sampled mode: no window saw one of these on any CPU, so total_ns (0) is unknown, not
-    /// zero: the kernel counted them, the probes timed none.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub time_unknown: bool,
-}
-
-/// This group's side of TCP: sockets on the server's listening port for the server, sockets
-/// whose peer is on that port for the client (srvprof_common::tcp).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TcpReport {
-    /// Accept-queue overflows attributed to the server's listening sockets: the namespace's
-    /// TcpExt:ListenOverflows, bounded by the drop counter of the server's own sockets (an overflow
-    /// there always counts as one of its drops). The namespace figure alone when the sockets are
-    /// unknown. 0 for the client, which does not listen.
-    pub listen_overflows: u64,
-    /// Connections the server's listening sockets dropped (their sk_drops), or the namespace's
-    /// TcpExt:ListenDrops when the sockets are unknown. 0 for the client.
-    pub listen_drops: u64,
-    /// SYNs retransmitted (tcp_retransmit_skb in SYN_SENT). For the client, the SYNs it
-    /// retransmitted; for the server, which sends no SYN on its port, the SYNs retransmitted to
-    /// it by the connecting sockets on this host (the client side's count: the load generator's
-    /// in `run`, any local client in `probe`).
-    pub syn_retransmits: u64,
-    /// SYN-ACKs the server's listening sockets retransmitted.
-    pub synack_retransmits: u64,
-    /// Segments this side's sockets retransmitted, SYNs included.
-    pub retransmits: u64,
-    /// RSTs this side's sockets sent (tcp_send_reset), with a socket or answering a segment
-    /// addressed to this side's port with none.
-    pub resets_sent: u64,
-    /// RSTs this side's sockets received (tcp_receive_reset). The kernel also fires it when it
-    /// kills a socket for data arriving after close (reason TCP_ABORT_ON_DATA), whose RST it sends.
-    pub resets_received: u64,
-    /// resets_sent and resets_received by TCP state and (sent) the kernel's reason, most first.
-    #[serde(default)]
-    pub resets: Vec<ResetReport>,
-}
-
-/// Resets one side sent or received in one TCP state, for one reason.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ResetReport {
-    /// "sent" or "received".
-    pub direction: String,
-    /// The socket's TCP state when the reset was sent or received, by the kernel's name
-    /// ("ESTABLISHED", "TIME_WAIT", "CLOSE": an active reset is sent after the socket moved to
-    /// CLOSE); "NO_SOCKET" when a segment found no socket.
-    pub state: String,
-    /// The kernel's enum sk_rst_reason without its SK_RST_REASON_ prefix ("TCP_ABORT_ON_CLOSE");
-    /// None for received resets.
-    pub reason: Option<String>,
-    pub count: u64,
-}
-
-/// TCP figures of the whole host (the server's network namespace, the host's unless the server
-/// runs in a container): every socket, the server's and the client's included.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostTcpReport {
-    /// TcpExt:ListenOverflows.
-    pub listen_overflows: u64,
-    /// TcpExt:ListenDrops.
-    pub listen_drops: u64,
-    /// TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits).
-    pub syn_retransmits: u64,
-    /// Tcp:RetransSegs.
-    pub retransmits: u64,
-    /// Tcp:OutRsts: RSTs sent.
-    pub resets_sent: u64,
-    /// Tcp:EstabResets: connections reset in ESTABLISHED or CLOSE_WAIT.
-    pub established_resets: u64,
-    /// TcpExt:TCPAbortOnClose: closed with unread data (an RST instead of a FIN).
-    pub abort_on_close: u64,
-    /// TcpExt:TCPAbortOnData: data arrived after close.
-    pub abort_on_data: u64,
-    /// TcpExt:TCPAbortOnLinger, TCPAbortOnMemory, TCPAbortOnTimeout.
-    pub abort_on_linger: u64,
-    pub abort_on_memory: u64,
-    pub abort_on_timeout: u64,
-    /// TcpExt:SyncookiesSent: SYNs answered with a cookie because a listener's SYN queue was full
-    /// (net.ipv4.tcp_syncookies), the connection kept in no queue until the client's ACK.
-    #[serde(default)]
-    pub syn_cookies_sent: u64,
-    /// Sockets in TIME_WAIT at the span's first reading and at its last; None when not read.
-    #[serde(default)]
-    pub time_wait_at_start: Option<TimeWait>,
-    #[serde(default)]
-    pub time_wait_at_end: Option<TimeWait>,
-    /// The probes' counts for sockets on neither side (every socket when no port was watched),
-    /// resets sent with no socket and no readable segment included.
-    pub other_retransmits: u64,
-    pub other_resets_sent: u64,
-    pub other_resets_received: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -467,40 +254,6 @@ pub struct KernelReport {
     /// `frame_pointers` share). Not a lost record: the sample or off-CPU time is kept.
     #[serde(default)]
     pub user_stack_ring_full: u64,
-}
-
-/// A CPU quota over some of the group's processes, and its throttling in the span.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CpuLimitReport {
-    /// The control group's path in its hierarchy, and the hierarchy (1 or 2).
-    pub cgroup: String,
-    pub version: u8,
-    pub quota_us: u64,
-    pub period_us: u64,
-    /// The watched processes under it.
-    pub pids: Vec<u32>,
-    /// Periods in which its tasks were runnable, and those in which the quota ran out.
-    pub periods: u64,
-    pub throttled_periods: u64,
-    /// Time its tasks were held back waiting for the next period, s.
-    pub throttled_s: f64,
-}
-
-impl CpuLimitReport {
-    /// CPUs' worth of time the quota allows.
-    pub fn cpus(&self) -> f64 {
-        self.quota_us as f64 / self.period_us.max(1) as f64
-    }
-
-    /// How long a task that meets the quota's end waits at most: the rest of the period, ms.
-    pub fn max_wait_ms(&self) -> f64 {
-        self.period_us.saturating_sub(self.quota_us) as f64 / 1e3
-    }
-
-    /// Share of the periods that ran out of quota.
-    pub fn throttled_share(&self) -> f64 {
-        self.throttled_periods as f64 / self.periods.max(1) as f64
-    }
 }
 
 impl KernelReport {

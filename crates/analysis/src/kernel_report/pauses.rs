@@ -1,7 +1,19 @@
 //! A group's stop-the-world pauses in a window, per process.
 
-use super::PauseReport;
 use crate::record::Reading;
+use serde::{Deserialize, Serialize};
+
+/// One process's stop-the-world pauses in a span: its runtime stopped every thread ("go":
+/// runtime.stopTheWorldWithSema to startTheWorldWithSema; "hotspot": a safepoint).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PauseReport {
+    pub pid: u32,
+    pub runtime: String,
+    pub pauses: u64,
+    pub total_ns: u64,
+    /// The longest since the probes were attached (the warm-up included).
+    pub max_ns: u64,
+}
 
 /// `group`'s processes' pauses between `start` and `end`, longest in all first.
 pub fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseReport> {

@@ -1,10 +1,26 @@
 //! Who held the CPUs the watched threads waited for: per holder process, the waits that ended
 //! with it giving a CPU up, in a window.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-use super::{RunqHolderReport, TOP_RUNQ_HOLDERS};
 use crate::record::Reading;
+
+/// A task that held a CPU when this group's threads' waits for it ended, per process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunqHolderReport {
+    /// The holder's process (0: the CPU was idle: the wait was the wake-up's own latency), and
+    /// the name of its thread that held CPUs longest.
+    pub pid: u32,
+    pub comm: String,
+    pub waits: u64,
+    pub wait_ns: u64,
+    /// Share of all the group's waits' time in the span.
+    pub share: f64,
+}
+
+/// The holders kept in a report, longest first.
+pub const TOP_RUNQ_HOLDERS: usize = 10;
 
 /// `group`'s waits between `start` and `end`, per holder process, longest first.
 pub fn holder_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<RunqHolderReport> {

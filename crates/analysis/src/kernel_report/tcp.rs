@@ -1,12 +1,99 @@
 //! Each side's TCP figures (by the probes' socket sides and the listening sockets' drops) and the
 //! host's (the kernel's MIB counters) between two samples.
 
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use srvprof_common::{GROUP_SERVER, tcp};
 
-use super::{HostTcpReport, ResetReport, TcpReport};
-use crate::record::Reading;
+use crate::record::{Reading, TimeWait};
+
+/// This group's side of TCP: sockets on the server's listening port for the server, sockets
+/// whose peer is on that port for the client (srvprof_common::tcp).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpReport {
+    /// Accept-queue overflows attributed to the server's listening sockets: the namespace's
+    /// TcpExt:ListenOverflows, bounded by the drop counter of the server's own sockets (an overflow
+    /// there always counts as one of its drops). The namespace figure alone when the sockets are
+    /// unknown. 0 for the client, which does not listen.
+    pub listen_overflows: u64,
+    /// Connections the server's listening sockets dropped (their sk_drops), or the namespace's
+    /// TcpExt:ListenDrops when the sockets are unknown. 0 for the client.
+    pub listen_drops: u64,
+    /// SYNs retransmitted (tcp_retransmit_skb in SYN_SENT). For the client, the SYNs it
+    /// retransmitted; for the server, which sends no SYN on its port, the SYNs retransmitted to
+    /// it by the connecting sockets on this host (the client side's count: the load generator's
+    /// in `run`, any local client in `probe`).
+    pub syn_retransmits: u64,
+    /// SYN-ACKs the server's listening sockets retransmitted.
+    pub synack_retransmits: u64,
+    /// Segments this side's sockets retransmitted, SYNs included.
+    pub retransmits: u64,
+    /// RSTs this side's sockets sent (tcp_send_reset), with a socket or answering a segment
+    /// addressed to this side's port with none.
+    pub resets_sent: u64,
+    /// RSTs this side's sockets received (tcp_receive_reset). The kernel also fires it when it
+    /// kills a socket for data arriving after close (reason TCP_ABORT_ON_DATA), whose RST it sends.
+    pub resets_received: u64,
+    /// resets_sent and resets_received by TCP state and (sent) the kernel's reason, most first.
+    #[serde(default)]
+    pub resets: Vec<ResetReport>,
+}
+
+/// Resets one side sent or received in one TCP state, for one reason.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResetReport {
+    /// "sent" or "received".
+    pub direction: String,
+    /// The socket's TCP state when the reset was sent or received, by the kernel's name
+    /// ("ESTABLISHED", "TIME_WAIT", "CLOSE": an active reset is sent after the socket moved to
+    /// CLOSE); "NO_SOCKET" when a segment found no socket.
+    pub state: String,
+    /// The kernel's enum sk_rst_reason without its SK_RST_REASON_ prefix ("TCP_ABORT_ON_CLOSE");
+    /// None for received resets.
+    pub reason: Option<String>,
+    pub count: u64,
+}
+
+/// TCP figures of the whole host (the server's network namespace, the host's unless the server
+/// runs in a container): every socket, the server's and the client's included.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostTcpReport {
+    /// TcpExt:ListenOverflows.
+    pub listen_overflows: u64,
+    /// TcpExt:ListenDrops.
+    pub listen_drops: u64,
+    /// TcpExt:TCPSynRetrans (SYN and SYN-ACK retransmits).
+    pub syn_retransmits: u64,
+    /// Tcp:RetransSegs.
+    pub retransmits: u64,
+    /// Tcp:OutRsts: RSTs sent.
+    pub resets_sent: u64,
+    /// Tcp:EstabResets: connections reset in ESTABLISHED or CLOSE_WAIT.
+    pub established_resets: u64,
+    /// TcpExt:TCPAbortOnClose: closed with unread data (an RST instead of a FIN).
+    pub abort_on_close: u64,
+    /// TcpExt:TCPAbortOnData: data arrived after close.
+    pub abort_on_data: u64,
+    /// TcpExt:TCPAbortOnLinger, TCPAbortOnMemory, TCPAbortOnTimeout.
+    pub abort_on_linger: u64,
+    pub abort_on_memory: u64,
+    pub abort_on_timeout: u64,
+    /// TcpExt:SyncookiesSent: SYNs answered with a cookie because a listener's SYN queue was full
+    /// (net.ipv4.tcp_syncookies), the connection kept in no queue until the client's ACK.
+    #[serde(default)]
+    pub syn_cookies_sent: u64,
+    /// Sockets in TIME_WAIT at the span's first reading and at its last; None when not read.
+    #[serde(default)]
+    pub time_wait_at_start: Option<TimeWait>,
+    #[serde(default)]
+    pub time_wait_at_end: Option<TimeWait>,
+    /// The probes' counts for sockets on neither side (every socket when no port was watched),
+    /// resets sent with no socket and no readable segment included.
+    pub other_retransmits: u64,
+    pub other_resets_sent: u64,
+    pub other_resets_received: u64,
+}
 
 fn mib_delta(end: &Reading, start: &Reading, name: &str) -> u64 {
     let e = end.net_mib.get(name).copied().unwrap_or(0);
