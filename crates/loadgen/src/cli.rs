@@ -12,6 +12,7 @@ pub use crate::duration::parse_duration;
 use crate::{LoadConfig, LoadError, LoadReport};
 
 #[derive(clap::Args, Clone, Debug, PartialEq)]
+#[command(next_help_heading = "Load")]
 pub struct LoadArgs {
     /// Concurrent connections.
     #[arg(short = 'c', long = "connections", default_value_t = 50)]
@@ -25,14 +26,15 @@ pub struct LoadArgs {
     #[arg(short = 'd', long = "duration", value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
-    /// Open loop: requests per second over all connections, on a fixed schedule; latency counts
-    /// from each request's intended send time. Stages change it over time:
+    /// Open loop: requests per second on a fixed schedule, or stages (1000:30s,ramp:1000-5000:60s).
+    ///
+    /// Latency counts from each request's intended send time. Stages change the rate over time:
     /// `1000:30s,5000:30s,ramp:5000-20000:60s` (steady rates and linear ramps from the start of
     /// the run; the last rate holds after them; without -d or -n the run lasts their total).
     #[arg(long = "rate", value_parser = crate::rate::RateSchedule::parse, value_name = "RATE|STAGES")]
     pub rate: Option<crate::rate::RateSchedule>,
 
-    /// Open a new TCP connection for every request (connect time is part of the latency).
+    /// A new TCP connection for every request (its connect time is part of the latency).
     #[arg(long = "no-keepalive")]
     pub no_keepalive: bool,
 
@@ -52,7 +54,7 @@ pub struct LoadArgs {
     #[arg(long = "body-file")]
     pub body_file: Option<std::path::PathBuf>,
 
-    /// Request timeout (a request without a complete answer by then counts as read_timeout).
+    /// Request timeout: a request without a whole answer by then is a read_timeout error.
     #[arg(long = "timeout", default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
 
@@ -60,7 +62,9 @@ pub struct LoadArgs {
     #[arg(long = "warmup", default_value = "0s", value_parser = parse_duration)]
     pub warmup: Duration,
 
-    /// Worker threads, each with its own runtime and connections (default: one per --cpus CPU, else CPUs available).
+    /// Worker threads [default: one per --cpus CPU, else one per CPU].
+    ///
+    /// Each has its own runtime and connections.
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
 
@@ -68,8 +72,7 @@ pub struct LoadArgs {
     #[arg(long = "cpus", value_parser = parse_cpu_list)]
     pub cpus: Option<CpuList>,
 
-    /// Open the connections gradually over this time (not measured; measurement starts after
-    /// ramp-up and warmup).
+    /// Open the connections gradually over this time, before warmup; not measured.
     #[arg(long = "ramp-up", default_value = "0s", value_parser = parse_duration)]
     pub ramp_up: Duration,
 
@@ -81,64 +84,67 @@ pub struct LoadArgs {
     #[arg(long = "engine", default_value = "builtin", value_parser = parse_engine)]
     pub engine: crate::Engine,
 
-    /// Also write the latency of each --interval to FILE as an HdrHistogram interval log (values
-    /// in microseconds), which HdrHistogram's tools read and merge across runs and clients.
-    #[arg(long = "hdr-log", value_name = "FILE")]
+    /// Also write each --interval's latency (us) to FILE as an HdrHistogram interval log.
+    ///
+    /// HdrHistogram's tools read such logs and merge them across runs and clients.
+    #[arg(long = "hdr-log", value_name = "FILE", help_heading = "Output")]
     pub hdr_log: Option<std::path::PathBuf>,
 
-    /// https: accept any server certificate (the handshake itself is unchanged).
-    #[arg(long = "insecure", short = 'k')]
+    /// Accept any server certificate (the handshake itself is unchanged).
+    #[arg(long = "insecure", short = 'k', help_heading = "TLS")]
     pub insecure: bool,
 
-    /// https: also trust the CA certificates in this PEM file (besides the system's).
-    #[arg(long = "cacert", value_name = "FILE")]
+    /// Also trust the CA certificates in this PEM file (besides the system's).
+    #[arg(long = "cacert", value_name = "FILE", help_heading = "TLS")]
     pub cacert: Option<std::path::PathBuf>,
 
-    /// https: present this client certificate chain (PEM), with --key.
-    #[arg(long = "cert", value_name = "FILE", requires = "key")]
+    /// Present this client certificate chain (PEM), with --key.
+    #[arg(long = "cert", value_name = "FILE", requires = "key", help_heading = "TLS")]
     pub cert: Option<std::path::PathBuf>,
 
-    /// https: the private key of --cert (PEM).
-    #[arg(long = "key", value_name = "FILE", requires = "cert")]
+    /// The private key of --cert (PEM).
+    #[arg(long = "key", value_name = "FILE", requires = "cert", help_heading = "TLS")]
     pub key: Option<std::path::PathBuf>,
 
-    /// https: resume TLS sessions on new connections (on, the default, as browsers and most
-    /// clients do), or make every new connection a full handshake (off).
+    /// Resume TLS sessions on new connections (on, as browsers do), or full handshakes (off).
     #[arg(
+        help_heading = "TLS",
         long = "tls-resumption",
+        value_name = "on|off",
         default_value = "on",
         value_parser = parse_on_off,
         action = clap::ArgAction::Set
     )]
     pub tls_resumption: bool,
 
-    /// https: the name sent as SNI and checked against the certificate (default: the URL's host).
-    #[arg(long = "sni", value_name = "NAME")]
+    /// The name sent as SNI and checked against the certificate [default: the URL's host].
+    #[arg(long = "sni", value_name = "NAME", help_heading = "TLS")]
     pub sni: Option<String>,
 
-    /// Speak HTTP/2: over TLS (ALPN h2) for https:// URLs, over cleartext with prior knowledge
-    /// (h2c) for http:// ones.
-    #[arg(long = "http2")]
+    /// Speak HTTP/2: over TLS (ALPN h2) for https://, cleartext (h2c) for http://.
+    #[arg(long = "http2", help_heading = "HTTP/2")]
     pub http2: bool,
 
-    /// Send the requests listed in FILE instead of the URL's one: vegeta's targets format
-    /// (`METHOD URL`, then `Name: value` headers and an optional `@body-file`, per request; `#`
-    /// comments), every URL on the URL's server. A request listed twice is sent twice as often.
+    /// Send the requests listed in FILE (vegeta's targets format) instead of the URL's one.
+    ///
+    /// Per request: `METHOD URL`, then `Name: value` headers and an optional `@body-file`; `#`
+    /// comments. Every URL on the URL's server. A request listed twice is sent twice as often.
     #[arg(long = "targets", value_name = "FILE")]
     pub targets: Option<std::path::PathBuf>,
 
-    /// How --targets are taken: round-robin (in the file's order over all connections: with -n
-    /// a multiple of the list, each exactly its share) or random.
+    /// How --targets are taken: round-robin (in the file's order) or random.
+    ///
+    /// Round-robin goes over all connections: with -n a multiple of the list, each request is sent
+    /// exactly its share.
     #[arg(long = "targets-order", default_value = "round-robin", value_parser = parse_order)]
     pub targets_order: crate::targets::Order,
 
-    /// Seed of --targets-order random (the same seed draws the same requests per connection).
+    /// Seed of --targets-order random: the same seed draws the same requests per connection.
     #[arg(long = "seed", default_value_t = 0)]
     pub seed: u64,
 
-    /// HTTP/2: requests in flight at once on each of the -c connections (-c 10 --streams 10 keeps
-    /// 100 in flight).
-    #[arg(long = "streams", default_value_t = 1, value_name = "N")]
+    /// Requests in flight at once on each of the -c connections (-c 10 --streams 10: 100).
+    #[arg(long = "streams", default_value_t = 1, value_name = "N", help_heading = "HTTP/2")]
     pub streams: usize,
 }
 

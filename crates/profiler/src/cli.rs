@@ -59,42 +59,43 @@ pub struct LoadCmdArgs {
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
     /// Print the report as JSON.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
     /// Also write the JSON report to this file.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
 // The server is given one way: a missing one is named as "--pid or --cmd", not as --pid alone.
 #[command(group(clap::ArgGroup::new("server").required(true).args(["pids", "cmd"])))]
+#[command(next_help_heading = "Server")]
 pub struct RunArgs {
-    /// The server's process IDs; takes every PID pgrep prints: --pid $(pgrep nginx). Their children are watched too.
+    /// The server's process IDs, all pgrep prints: --pid $(pgrep nginx); their children too.
     #[arg(long = "pid", short = 'p', num_args = 1..)]
     pub pids: Vec<u32>,
-    /// Start the server with this shell command, wait until it listens, profile it, stop it afterwards.
+    /// Start the server with this shell command, profile it once it listens, then stop it.
     #[arg(long)]
     pub cmd: Option<String>,
-    /// The URL to load (default: the TCP address the server listens on).
+    /// The URL to load [default: the TCP address the server listens on].
     #[arg(long)]
     pub url: Option<String>,
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
-    /// Folder for run.json, timeline.csv, the stacks and report.html [default: a new
-    /// srvprof-run-YYYYMMDD-HHMMSS in the current directory].
-    #[arg(long)]
+    /// Folder for run.json, the stacks and report.html [default: ./srvprof-run-YYYYMMDD-HHMMSS].
+    #[arg(long, help_heading = "Output")]
     pub out: Option<PathBuf>,
     /// Overwrite files in --out even if srvprof did not write them.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub force: bool,
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
-    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
     pub freq: u64,
-    /// Record on-CPU and off-CPU stacks (flamegraphs): on (the server's), all (the load
-    /// generator's too) or off. Measured on one nginx worker, p99 against the load alone's:
-    /// 1.08x on, 1.10-1.20x all (its samples take the CPU the load runs on), 1.05x off.
-    #[arg(long, value_enum, default_value_t = Stacks::On)]
+    /// On- and off-CPU stacks (flamegraphs): on (the server's), all (the load's too) or off.
+    ///
+    /// Measured on one nginx worker, p99 against the load alone's: 1.08x on, 1.10-1.20x all (its
+    /// samples take the CPU the load runs on), 1.05x off.
+    #[arg(long, value_enum, default_value_t = Stacks::On, help_heading = "Probes")]
     pub stacks: Stacks,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
@@ -119,14 +120,19 @@ impl Stacks {
 
 /// Shared by `run` and `probe`.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Probes")]
 pub struct SyscallsArg {
-    /// Count and time every syscall of the targets: on or off. While the syscall programs are
-    /// attached (in short windows by default, all along with --exact), every syscall of every
-    /// process on the machine takes the kernel's traced path: 65-160 ns more each, measured on
-    /// this project's VMs (README). Off makes the probes cheapest on a syscall-heavy server.
+    /// Count and time every syscall of the targets: on or off.
+    ///
+    /// While the syscall programs are attached (in short windows by default, all along with
+    /// --exact), every syscall of every process on the machine takes the kernel's traced path:
+    /// 65-160 ns more each, measured on this project's VMs (README). Off makes the probes
+    /// cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
-    /// Trace syscalls and softirqs all the time: exact counts and times. By default their programs
+    /// Trace syscalls and softirqs all the time: exact counts and times, at a higher cost.
+    ///
+    /// By default their programs
     /// are attached for one window an interval where the server is busy, 5 % of the time, and
     /// the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
     /// counted all along). Measured on one nginx worker beside wrk: exact, 12-14 % of its
@@ -245,6 +251,37 @@ mod stacks_args_tests {
         match parse(&argv) {
             Command::Run(args) => args,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn short_help_groups_every_option_under_a_heading_in_two_lines_of_100_columns() {
+        let mut cli = Cli::command_line().term_width(100);
+        for name in ["run", "load"] {
+            let cmd = cli.find_subcommand_mut(name).expect(name);
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id != "help" && !arg.is_positional() {
+                    assert!(
+                        arg.get_help_heading().is_some(),
+                        "{name} --{id}: no heading"
+                    );
+                }
+            }
+            let help = cmd.render_help().to_string();
+            let mut lines_of_option = 0;
+            for line in help.lines() {
+                assert!(line.len() <= 100, "{name}: {line}");
+                let starts_option = line.starts_with("  -") || line.starts_with("      --");
+                if starts_option {
+                    lines_of_option = 1;
+                } else if line.starts_with("    ") && lines_of_option > 0 {
+                    lines_of_option += 1;
+                    assert!(lines_of_option <= 2, "{name}: more than two lines: {line}");
+                } else {
+                    lines_of_option = 0;
+                }
+            }
         }
     }
 
