@@ -128,7 +128,7 @@ pub struct SyscallsArg {
     /// --exact), every syscall of every process on the machine takes the kernel's traced path:
     /// 65-160 ns more each, measured on this project's VMs (README). Off makes the probes
     /// cheapest on a syscall-heavy server.
-    #[arg(long = "syscalls", default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    #[arg(long = "syscalls", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
     /// Trace syscalls and softirqs all the time: exact counts and times, at a higher cost.
     ///
@@ -200,8 +200,9 @@ pub enum Format {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Watch")]
 pub struct ProbeArgs {
-    /// Process IDs to watch (all their threads, and processes they fork). Takes several: --pid $(pgrep nginx).
+    /// Process IDs to watch, with their threads and children: --pid $(pgrep nginx).
     #[arg(long = "pid", short = 'p', num_args = 1.., required = true)]
     pub pids: Vec<u32>,
     /// How long to watch.
@@ -211,13 +212,13 @@ pub struct ProbeArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
     /// Output format on standard output.
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", help_heading = "Output")]
     pub format: Format,
     /// Also write the JSON report to this file.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub out: Option<PathBuf>,
     /// Overwrite --out even if srvprof did not write it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub force: bool,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
@@ -257,7 +258,7 @@ mod stacks_args_tests {
     #[test]
     fn short_help_groups_every_option_under_a_heading_in_two_lines_of_100_columns() {
         let mut cli = Cli::command_line().term_width(100);
-        for name in ["run", "load"] {
+        for name in ["run", "load", "probe"] {
             let cmd = cli.find_subcommand_mut(name).expect(name);
             for arg in cmd.get_arguments() {
                 let id = arg.get_id().as_str();
