@@ -32,17 +32,17 @@ impl Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Watch running processes' kernel behaviour (context switches, syscalls, CPU, interrupts, TCP, exits).
-    Probe(ProbeArgs),
-    /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
-    Check(CheckArgs),
-    /// Drive an HTTP server with load (closed or open loop), like wrk or oha.
-    Load(LoadCmdArgs),
     /// Drive a server with load and watch its kernel in the same run; relate the two.
     Run(RunArgs),
+    /// Drive an HTTP server with load (closed or open loop), like wrk or oha.
+    Load(LoadCmdArgs),
+    /// Watch running processes' kernel behaviour (context switches, syscalls, CPU, interrupts, TCP, exits).
+    Probe(ProbeArgs),
     /// Two runs side by side (run folders or run.json files), with B/A ratios.
     Compare {
+        /// The run compared against: a run folder or its run.json.
         a: PathBuf,
+        /// The run compared: a run folder or its run.json.
         b: PathBuf,
         /// Folder for the differential flamegraphs (default: B's run folder).
         #[arg(long)]
@@ -50,6 +50,8 @@ pub enum Command {
     },
     /// Rewrite report.html (findings, timeline, flamegraphs, context switches) from a run folder.
     Report(ReportArgs),
+    /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
+    Check(CheckArgs),
 }
 
 #[derive(Args, Debug, Clone)]
