@@ -551,3 +551,73 @@ fn a_run_without_out_keeps_its_folder_and_names_its_report() {
         "the last line names the report: {last}"
     );
 }
+
+/// On a terminal, run keeps one status line up to date while it measures (time, req/s, p99,
+/// errors); piped, it writes none.
+#[test]
+fn a_live_status_line_shows_on_a_terminal_and_only_there() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes the two descriptors it opens into our integers.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both were just opened and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let dir = fresh_run_dir("status-tty");
+    let mut child = RunArgs::pid(nginx.pid())
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .load(5, "3s", "0s")
+        .out(&dir)
+        .command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(slave))
+        .spawn()
+        .expect("srvprof run");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut master = std::fs::File::from(master);
+        let mut buf = [0u8; 4096];
+        // EIO once the child has exited and closed the terminal's other end.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    assert!(child.wait().unwrap().success());
+    let tty = reader.join().unwrap();
+    let updates: Vec<&str> = tty
+        .split('\r')
+        .filter(|s| s.starts_with("measuring: "))
+        .collect();
+    assert!(
+        updates.len() >= 3 && updates.iter().any(|u| u.contains(" req/s, p99 ")),
+        "{tty:?}"
+    );
+    let piped = RunArgs::pid(nginx.pid())
+        .args(&["--cpus", "0", "--stacks", "off"])
+        .load(5, "2s", "0s")
+        .out(&dir)
+        .command()
+        .output()
+        .expect("srvprof run");
+    assert_success(&piped);
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    assert!(
+        !stderr.contains("measuring: ") && !stderr.contains('\r'),
+        "{stderr}"
+    );
+}

@@ -57,7 +57,7 @@ engine! {
     mod transport;
 
     pub use error::LoadError;
-    pub use progress::Progress;
+    pub use progress::{Progress, SoFar};
     pub use request::{RequestTemplate, Target};
     pub use tls::TlsOptions;
     pub use run::{LoadConfig, run, run_with_progress};

@@ -187,7 +187,8 @@ fn latency_block(out: &mut impl Write, title: &str, l: &LatencySummary) -> std::
     )
 }
 
-fn human_us(us: f64) -> String {
+/// A latency in the unit that reads best: 642us, 1.25ms, 2.00s.
+pub fn human_us(us: f64) -> String {
     if us >= 1e6 {
         format!("{:.2}s", us / 1e6)
     } else if us >= 1e3 {

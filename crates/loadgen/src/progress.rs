@@ -3,7 +3,8 @@
 //! One cache-line-padded counter per worker thread, written only by that thread with a plain
 //! load and store (no locked instruction): no contention and no lock per request.
 //! It also publishes when measurement starts, the origin of the timeline's interval grid, so a
-//! watcher can sample on the same grid.
+//! watcher can sample on the same grid, and the measured figures so far as each interval of the
+//! timeline closes (for a live status line).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,22 @@ pub struct Progress {
     per_thread: OnceLock<Box<[Padded]>>,
     /// CLOCK_MONOTONIC ns when measurement starts (after warmup and ramp-up); 0 until known.
     measure_start_ns: AtomicU64,
+    /// The closed intervals' figures: 2xx responses, errors, p99 (us) of every latency so far,
+    /// and how many intervals are closed.
+    completed: AtomicU64,
+    errors: AtomicU64,
+    p99_us: AtomicU64,
+    intervals: AtomicU64,
+}
+
+/// The measured figures over the intervals closed so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SoFar {
+    pub completed: u64,
+    pub errors: u64,
+    pub p99_us: u64,
+    /// Intervals of the timeline closed: the time these figures cover.
+    pub intervals: u64,
 }
 
 impl Progress {
@@ -43,6 +60,25 @@ impl Progress {
     pub(crate) fn bump(&self, thread: usize) {
         if let Some(c) = self.per_thread.get().and_then(|c| c.get(thread)) {
             c.0.store(c.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Publishes the figures of the intervals closed so far (by the one thread that closes them).
+    pub(crate) fn publish(&self, so_far: SoFar) {
+        self.completed.store(so_far.completed, Ordering::Relaxed);
+        self.errors.store(so_far.errors, Ordering::Relaxed);
+        self.p99_us.store(so_far.p99_us, Ordering::Relaxed);
+        self.intervals.store(so_far.intervals, Ordering::Release);
+    }
+
+    /// The measured figures over the intervals closed so far.
+    pub fn so_far(&self) -> SoFar {
+        let intervals = self.intervals.load(Ordering::Acquire);
+        SoFar {
+            completed: self.completed.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            p99_us: self.p99_us.load(Ordering::Relaxed),
+            intervals,
         }
     }
 

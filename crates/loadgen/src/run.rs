@@ -308,7 +308,11 @@ pub fn run_with_progress(
     }
     // Ends when every worker has dropped its sender, i.e. finished.
     for flush in rx {
+        let closed = collector.timeline.len();
         collector.add(flush);
+        if collector.timeline.len() > closed {
+            progress.publish(collector.so_far());
+        }
     }
     let mut totals = Vec::with_capacity(threads);
     for worker in workers {

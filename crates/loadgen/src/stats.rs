@@ -400,6 +400,8 @@ pub(crate) struct Collector {
     pub latency: Histogram<u64>,
     /// Each interval's histogram, kept for `--hdr-log` when it is Some.
     pub interval_latency: Option<crate::hdr_log::IntervalLatency>,
+    completed: u64,
+    errors: u64,
 }
 
 impl Collector {
@@ -411,6 +413,21 @@ impl Collector {
             timeline: Vec::new(),
             latency: new_histogram(),
             interval_latency: None,
+            completed: 0,
+            errors: 0,
+        }
+    }
+
+    /// The figures of the intervals closed so far.
+    pub fn so_far(&self) -> crate::progress::SoFar {
+        crate::progress::SoFar {
+            completed: self.completed,
+            errors: self.errors,
+            p99_us: match self.latency.len() {
+                0 => 0,
+                _ => self.latency.value_at_quantile(0.99),
+            },
+            intervals: self.timeline.len() as u64,
         }
     }
 
@@ -444,6 +461,8 @@ impl Collector {
         }
         let entry = self.entry(index, &acc);
         self.timeline.push(entry);
+        self.completed += acc.completed;
+        self.errors += acc.errors;
         if let Some(h) = acc.latency {
             if let Some(kept) = &mut self.interval_latency {
                 kept.keep(index, &h);

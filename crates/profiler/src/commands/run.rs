@@ -241,10 +241,20 @@ fn sample_every(
         let measure_end = duration.map_or(u64::MAX, |d| measure_start + d.as_nanos() as u64);
         let grid = (measure_start, interval_ns, measure_end);
         let done = || load_done.load(Ordering::Relaxed);
+        let status = crate::render::status::Status::on_stderr();
+        let total_s = duration.map(|d| d.as_secs_f64());
         let result = crate::grid::readings(&mut sampler, grid, 0, done, |_, reading| {
+            let measured_s = reading.monotonic_ns.saturating_sub(measure_start) as f64 / 1e9;
             samples.push(reading);
+            status.show(&crate::render::status::line(
+                measured_s,
+                total_s,
+                progress.so_far(),
+                interval.as_secs_f64(),
+            ));
             Ok(true)
         });
+        status.clear();
         if let Err(e) = result {
             error = Some(e);
         }

@@ -10,6 +10,7 @@ pub mod plots;
 pub mod pprof;
 pub mod run_text;
 pub mod slowest;
+pub mod status;
 pub mod text;
 
 use std::path::Path;
