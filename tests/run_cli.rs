@@ -607,8 +607,9 @@ fn a_live_status_line_shows_on_a_terminal_and_only_there() {
         updates.len() >= 3 && updates.iter().any(|u| u.contains(" req/s, p99 ")),
         "{tty:?}"
     );
+    // Piped, with --json: no status, and run.json itself on standard output.
     let piped = RunArgs::pid(nginx.pid())
-        .args(&["--cpus", "0", "--stacks", "off"])
+        .args(&["--cpus", "0", "--stacks", "off", "--json"])
         .load(5, "2s", "0s")
         .out(&dir)
         .command()
@@ -620,4 +621,6 @@ fn a_live_status_line_shows_on_a_terminal_and_only_there() {
         !stderr.contains("measuring: ") && !stderr.contains('\r'),
         "{stderr}"
     );
+    let printed: serde_json::Value = serde_json::from_slice(&piped.stdout).expect("JSON on stdout");
+    assert_eq!(printed, read_json(&dir.join("run.json")));
 }

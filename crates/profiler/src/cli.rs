@@ -87,6 +87,9 @@ pub struct RunArgs {
     /// Folder for run.json, the stacks and report.html [default: ./srvprof-run-YYYYMMDD-HHMMSS].
     #[arg(long, help_heading = "Output")]
     pub out: Option<PathBuf>,
+    /// Print run.json on standard output instead of the summary.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
     /// Overwrite files in --out even if srvprof did not write them.
     #[arg(long, help_heading = "Output")]
     pub force: bool,
@@ -157,6 +160,13 @@ pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
 /// Sampled mode: in that many windows per interval, one in each equal slot of it.
 pub const WINDOWS_PER_INTERVAL: u32 = 4;
 
+impl ProbeArgs {
+    /// The format on standard output: --json or --format.
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.format }
+    }
+}
+
 impl SyscallsArg {
     /// The length of each of the syscall and interrupt programs' windows; None: attached all
     /// along.
@@ -213,8 +223,17 @@ pub struct ProbeArgs {
     /// Length of one timeline row.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
-    /// Output format on standard output.
-    #[arg(long, value_enum, default_value = "text", help_heading = "Output")]
+    /// Print the report as JSON on standard output (the same as --format json).
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// Output format on standard output: text or json.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "text",
+        help_heading = "Output",
+        hide_short_help = true
+    )]
     pub format: Format,
     /// Also write the JSON report to this file.
     #[arg(long, help_heading = "Output")]
@@ -285,6 +304,28 @@ mod stacks_args_tests {
                     lines_of_option = 0;
                 }
             }
+        }
+    }
+
+    #[test]
+    fn json_is_asked_for_with_json_on_every_command_that_prints_a_result() {
+        assert!(run_args(&["--json"]).json);
+        for argv in [
+            &["srvprof", "probe", "--pid", "1", "--json"][..],
+            &["srvprof", "probe", "--pid", "1", "--format", "json"],
+        ] {
+            match parse(argv) {
+                Command::Probe(args) => assert_eq!(args.format(), Format::Json),
+                other => panic!("{other:?}"),
+            }
+        }
+        match parse(&["srvprof", "load", "http://127.0.0.1:1/", "--json"]) {
+            Command::Load(args) => assert!(args.json),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["srvprof", "check", "--json"]) {
+            Command::Check(args) => assert!(args.json),
+            other => panic!("{other:?}"),
         }
     }
 

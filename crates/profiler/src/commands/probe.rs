@@ -57,7 +57,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         join(&pids),
         args.duration
     );
-    if args.format == Format::Text {
+    if args.format() == Format::Text {
         let cpus = series.first().map_or(0, |s| s.kernel.softirqs.len());
         text::interval_header(&mut stdout, cpus);
     }
@@ -78,7 +78,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let stopped = || stop.load(Ordering::Relaxed);
     crate::grid::readings(&mut sampler, grid, 1, stopped, |sampler, reading| {
         series.push(reading);
-        if args.format == Format::Text
+        if args.format() == Format::Text
             && let Some(row) = series.server_rows.last()
         {
             text::interval_line(&mut stdout, row);
@@ -116,7 +116,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         observer,
     };
     let json = serde_json::to_string_pretty(&out).expect("report serializes");
-    match args.format {
+    match args.format() {
         Format::Json => {
             let _ = writeln!(stdout, "{json}");
         }

@@ -161,7 +161,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         observer: srvprof_analysis::observer::cost(&observer),
     };
     let report = with_findings(build(target, load, &samples, &exits, notes, observed));
-    run_text::print(&mut std::io::stdout().lock(), &report);
+    if args.json {
+        let json = serde_json::to_string_pretty(&report).expect("run report serializes");
+        println!("{json}");
+    } else {
+        run_text::print(&mut std::io::stdout().lock(), &report);
+    }
     let dir = &out;
     write_run(dir, &report, stacks.as_ref(), args.force)?;
     // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
