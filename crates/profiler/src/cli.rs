@@ -90,6 +90,9 @@ pub struct RunArgs {
     /// Print run.json on standard output instead of the summary.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
+    /// Also print the timeline, a row per --interval, in the summary.
+    #[arg(long, help_heading = "Output")]
+    pub timeline: bool,
     /// Overwrite files in --out even if srvprof did not write them.
     #[arg(long, help_heading = "Output")]
     pub force: bool,

@@ -165,7 +165,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         let json = serde_json::to_string_pretty(&report).expect("run report serializes");
         println!("{json}");
     } else {
-        run_text::print(&mut std::io::stdout().lock(), &report);
+        print!(
+            "{}",
+            crate::render::first_screen::text(&report, stacks.as_ref(), args.timeline)
+        );
     }
     let dir = &out;
     write_run(dir, &report, stacks.as_ref(), args.force)?;
@@ -180,6 +183,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         dir.display(),
         dir.join("report.html").display()
     );
+    if !args.json {
+        println!("{:<13}{}", "report", dir.join("report.html").display());
+    }
     if let Some(e) = hdr_log_error {
         return Err(SrvprofError::Loadgen(e));
     }

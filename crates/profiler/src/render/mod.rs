@@ -4,6 +4,7 @@
 //! re-render a run without a kernel.
 
 pub mod ctxsw;
+pub mod first_screen;
 pub mod flamegraph;
 pub mod html;
 pub mod plots;

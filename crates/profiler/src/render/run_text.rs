@@ -1,141 +1,15 @@
-//! `srvprof run` on the terminal (findings first, then tables) and as a CSV timeline.
+//! Parts of `srvprof run`'s text (the first screen is first_screen.rs): the timeline as a table
+//! and as CSV, what tracks p99, the stacks' quality and what watching cost, in a line each.
 
 use std::fmt::Write as _;
-use std::io::Write;
 
-use srvprof_analysis::finding::Severity;
 use srvprof_analysis::run_report::RunReport;
 
 /// First columns of timeline.csv; also how srvprof recognizes a file it wrote.
 pub const CSV_HEADER_START: &str = "t_s,throughput_rps,";
 
-pub fn print(out: &mut impl Write, r: &RunReport) {
-    let l = &r.load;
-    let _ = writeln!(
-        out,
-        "\n== srvprof run: {} (PIDs {:?}), {:.1} s measured",
-        r.target.url, r.target.pids, l.duration_s
-    );
-    let _ = writeln!(out, "findings:");
-    if r.findings.is_empty() {
-        let _ = writeln!(out, "  none: no rule fired (see the tables below)");
-    }
-    for f in &r.findings {
-        let tag = match f.severity {
-            Severity::Critical => "CRITICAL",
-            Severity::Warning => "WARNING ",
-            Severity::Info => "INFO    ",
-        };
-        let share = f
-            .tail_share
-            .map(|s| format!("[{:.0}% of p99] ", s * 100.0))
-            .unwrap_or_default();
-        let _ = writeln!(out, "  {tag} {share}{}", f.summary);
-    }
-    let errors = match l.errors {
-        0 => "no errors".to_string(),
-        n => format!("{n} errors ({})", l.error_kinds()),
-    };
-    let _ = writeln!(
-        out,
-        "load: {:.0} req/s, {} ok, {errors}, latency us p50 {} p90 {} p99 {} p99.9 {} max {}",
-        l.throughput_rps,
-        l.completed,
-        l.latency_us.p50,
-        l.latency_us.p90,
-        l.latency_us.p99,
-        l.latency_us.p999,
-        l.latency_us.max
-    );
-    let _ = writeln!(
-        out,
-        "per request:     {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
-        "ctx sw", "syscalls", "CPU us", "user us", "sys us", "net softirqs"
-    );
-    for (who, p) in [
-        ("  server", &r.per_request.server),
-        ("  client", &r.per_request.client),
-    ] {
-        let _ = writeln!(
-            out,
-            "{who:<16} {:>10.3} {:>10} {:>10.2} {:>10.2} {:>10.2} {:>12.2}",
-            p.context_switches,
-            crate::render::text::opt(p.syscalls, 2),
-            p.cpu_us,
-            p.user_us,
-            p.sys_us,
-            p.net_softirqs
-        );
-    }
-    if !r.per_request.server.top_syscalls.is_empty() {
-        let top: Vec<String> = r
-            .per_request
-            .server
-            .top_syscalls
-            .iter()
-            .map(|s| format!("{} {:.2}", s.name, s.per_request))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  server syscalls per request: {}{}",
-            top.join(", "),
-            crate::render::text::estimate_note(&r.server)
-        );
-    }
-    let pr = &r.per_request;
-    let mut protocol = Vec::new();
-    if let Some(h) = pr.tls_handshakes {
-        protocol.push(format!("{h:.3} TLS handshakes"));
-    }
-    for t in r.tls_cpu.iter().filter(|t| t.samples > 0) {
-        protocol.push(format!(
-            "{} on-CPU {:.1}% in TLS code",
-            t.group,
-            t.share * 100.0
-        ));
-    }
-    if let (Some(streams), Some(per_conn)) = (pr.streams_per_connection, pr.requests_per_connection)
-    {
-        protocol.push(format!(
-            "HTTP/2 {streams} streams per connection, {per_conn:.0} requests per connection"
-        ));
-    }
-    if !protocol.is_empty() {
-        let _ = writeln!(out, "  per request: {}", protocol.join("; "));
-    }
-    let s = &r.server;
-    let secs = s.duration_s.max(1e-9);
-    let _ = writeln!(
-        out,
-        "server: {} voluntary + {} involuntary switches ({:.0}/s), run-queue p99 {:.0} us, user {:.1}% sys {:.1}% of a CPU, {} listen overflows, {} SYN retransmits",
-        s.totals.voluntary_switches,
-        s.totals.involuntary_switches,
-        (s.totals.voluntary_switches + s.totals.involuntary_switches) as f64 / secs,
-        s.runq_latency_us.p99,
-        s.totals.user_ns as f64 / secs / 1e7,
-        s.totals.sys_ns as f64 / secs / 1e7,
-        s.tcp.listen_overflows,
-        s.tcp.syn_retransmits
-    );
-    let c = &r.client;
-    let _ = writeln!(
-        out,
-        "TCP resets sent / received: server {} / {}, client {} / {}, whole host {} sent",
-        s.tcp.resets_sent,
-        s.tcp.resets_received,
-        c.tcp.resets_sent,
-        c.tcp.resets_received,
-        r.host_tcp.resets_sent
-    );
-    for q in r.stacks.iter().filter(|q| q.with_user > 0) {
-        let _ = writeln!(out, "stacks: {}", unwind_line(q));
-    }
-    if let Some(line) = ring_full_line(s.user_stack_ring_full) {
-        let _ = writeln!(out, "stacks: {line}");
-    }
-    if let Some(o) = &r.observer {
-        let _ = writeln!(out, "watching: {}", observer_line(o));
-    }
+/// The timeline as a table, a row per interval (`run --timeline`).
+pub fn timeline_table(out: &mut String, r: &RunReport) {
     let _ = writeln!(out, "timeline:");
     let _ = writeln!(
         out,
@@ -168,10 +42,6 @@ pub fn print(out: &mut impl Write, r: &RunReport) {
             crate::render::text::opt(row.server.syscalls_per_s, 0),
             row.client_user_pct + row.client_sys_pct
         );
-    }
-    let _ = writeln!(out, "{}", tracks_line(r));
-    for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
     }
 }
 
@@ -294,7 +164,7 @@ pub fn ring_full_line(stacks: u64) -> Option<String> {
 
 /// What tracks p99 per interval: only correlations that are not chance (the permutation test of
 /// srvprof_analysis::correlation), or why none is named.
-fn tracks_line(r: &RunReport) -> String {
+pub fn tracks_line(r: &RunReport) -> String {
     use srvprof_analysis::correlation::MIN_INTERVALS;
     let significant: Vec<String> = r
         .correlations
@@ -355,32 +225,5 @@ mod tests {
             tracks_line(&run(6, 0.002)),
             "p99 per interval: too few intervals (6 of the 10 needed) to tell what tracks it"
         );
-    }
-
-    #[test]
-    fn the_load_line_names_only_the_errors_that_happened() {
-        let load_line = |errors: &[(&str, u64)]| {
-            let mut r = RunReport::default();
-            r.load.errors = errors.iter().map(|(_, n)| n).sum();
-            for kind in ["connect_refused", "read_timeout", "reset"] {
-                r.load.errors_by_kind.insert(kind.into(), 0);
-            }
-            for (kind, n) in errors {
-                r.load.errors_by_kind.insert(kind.to_string(), *n);
-            }
-            let mut out = Vec::new();
-            print(&mut out, &r);
-            let text = String::from_utf8(out).unwrap();
-            let line = text.lines().find(|l| l.starts_with("load: ")).unwrap();
-            line.to_string()
-        };
-        let none = load_line(&[]);
-        assert!(none.contains("0 ok, no errors, latency"), "{none}");
-        let some = load_line(&[("read_timeout", 3), ("reset", 1)]);
-        assert!(
-            some.contains("4 errors (read_timeout 3, reset 1), latency"),
-            "{some}"
-        );
-        assert!(!some.contains("connect_refused"), "{some}");
     }
 }
