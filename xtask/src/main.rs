@@ -5,6 +5,8 @@ mod demo;
 mod dist;
 #[cfg(test)]
 mod imports;
+#[cfg(test)]
+mod links;
 mod llvm;
 mod prog_time;
 mod setup;
