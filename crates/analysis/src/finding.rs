@@ -129,6 +129,18 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_is_explained_in_docs_findings_md() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/findings.md");
+        let doc = std::fs::read_to_string(path).expect("docs/findings.md");
+        for &kind in FindingKind::ALL {
+            assert!(
+                doc.contains(&format!("\n## `{}`\n", kind.name())),
+                "docs/findings.md has no section for {kind}"
+            );
+        }
+    }
+
+    #[test]
     fn kinds_serialize_to_their_stable_names() {
         for &kind in FindingKind::ALL {
             let json = serde_json::to_string(&kind).unwrap();
