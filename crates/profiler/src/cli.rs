@@ -52,6 +52,41 @@ pub enum Command {
     Report(ReportArgs),
     /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
     Check(CheckArgs),
+    /// Print the completion script of a shell: srvprof completions bash > /etc/bash_completion.d/srvprof
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print srvprof's man page (roff): srvprof man > /usr/local/share/man/man1/srvprof.1
+    Man,
+}
+
+/// The completion script of `shell` for srvprof's command line.
+pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command_line(), "srvprof", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// srvprof's man page, its commands' options included, in roff.
+pub fn man_page() -> String {
+    let cli = Cli::command_line();
+    let mut out = Vec::new();
+    let man = clap_mangen::Man::new(cli.clone());
+    man.render(&mut out).expect("writes to memory");
+    // Each command's own options, as a section after the main page.
+    for sub in cli.get_subcommands().filter(|s| s.get_name() != "help") {
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        out.extend_from_slice(
+            format!(
+                ".SH \"SRVPROF {}\"\n{about}\n",
+                sub.get_name().to_uppercase()
+            )
+            .as_bytes(),
+        );
+        let _ = clap_mangen::Man::new(sub.clone()).render_options_section(&mut out);
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[derive(Args, Debug, Clone)]
@@ -328,6 +363,38 @@ mod stacks_args_tests {
         }
         match parse(&["srvprof", "check", "--json"]) {
             Command::Check(args) => assert!(args.json),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn completions_and_the_man_page_come_from_the_command_line() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = completions(shell);
+            assert!(
+                script.contains("srvprof")
+                    && script.contains("connections")
+                    && script.contains("timeline"),
+                "{shell}: {script}"
+            );
+        }
+        let man = man_page();
+        assert!(man.contains(".TH srvprof 1"), "{man}");
+        for section in [
+            "SRVPROF RUN",
+            "SRVPROF LOAD",
+            "SRVPROF PROBE",
+            "SRVPROF CHECK",
+        ] {
+            assert!(man.contains(section), "{section}");
+        }
+        assert!(man.contains("\\-\\-connections") && man.contains("\\-\\-stacks"));
+        match parse(&["srvprof", "completions", "bash"]) {
+            Command::Completions { shell } => assert_eq!(shell, clap_complete::Shell::Bash),
             other => panic!("{other:?}"),
         }
     }

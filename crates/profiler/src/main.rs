@@ -31,6 +31,14 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => commands::run::run(args),
         Command::Report(args) => commands::report::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Completions { shell } => {
+            print!("{}", srvprof::cli::completions(*shell));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            print!("{}", srvprof::cli::man_page());
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
