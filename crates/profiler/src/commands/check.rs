@@ -118,8 +118,9 @@ pub fn checks() -> Vec<CheckResult> {
     out
 }
 
-/// The oldest kernel srvprof's programs load on: BTF tracepoints (5.5) and BPF ring buffers (5.8).
-const OLDEST_KERNEL: (u32, u32) = (5, 8);
+/// The oldest kernel srvprof is written for: BTF tracepoints (5.5), BPF ring buffers (5.8), and
+/// BPF memory charged to the memory cgroup (5.11), since srvprof does not raise RLIMIT_MEMLOCK.
+const OLDEST_KERNEL: (u32, u32) = (5, 11);
 
 /// The running kernel's release (`uname -r`), checked against OLDEST_KERNEL.
 fn kernel_version(release: &str) -> CheckResult {
