@@ -217,12 +217,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernels_older_than_5_8_fail_with_the_reason() {
+    fn kernels_older_than_5_11_fail_with_the_reason() {
         assert!(kernel_version("6.12.43+deb13-cloud-amd64").pass);
-        assert!(kernel_version("5.8.0").pass);
-        let old = kernel_version("5.4.0-150-generic");
+        assert!(kernel_version("5.11.0").pass);
+        let old = kernel_version("5.10.0-150-generic");
         assert!(
-            !old.pass && old.detail.contains("older than 5.8"),
+            !old.pass && old.detail.contains("older than 5.11"),
             "{}",
             old.detail
         );
