@@ -12,7 +12,7 @@
 //! whose programs then run before srvprof's at every switch (its two stack walks at each
 //! switch-out made srvprof's off-CPU time up to 13 % short before srvprof split time with the
 //! scheduler's own total). offcputime's figure is printed beside, not asserted: it times each
-//! period by its own program's clock readings (see README, "Off-CPU time").
+//! period by its own program's clock readings (see docs/run-json.md, "Off-CPU time").
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

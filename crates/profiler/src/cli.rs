@@ -169,7 +169,7 @@ pub struct SyscallsArg {
     ///
     /// While the syscall programs are attached (in short windows by default, all along with
     /// --exact), every syscall of every process on the machine takes the kernel's traced path:
-    /// 65-160 ns more each, measured on this project's VMs (README). Off makes the probes
+    /// 65-160 ns more each, measured on this project's VMs (docs/overhead.md). Off makes the probes
     /// cheapest on a syscall-heavy server.
     #[arg(long = "syscalls", default_value = "on", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     pub on: bool,
