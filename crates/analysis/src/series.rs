@@ -5,7 +5,7 @@ use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
 use crate::interval::{IntervalWork, KernelRow, Pool, interval_row};
 use crate::kernel_report::KernelReport;
-use crate::kernel_report::sampling::WindowUnit;
+use crate::kernel_report::sampling::{WindowSet, WindowUnit};
 use crate::kernel_report::uncertainty::state_errors;
 use crate::record::Reading;
 
@@ -34,7 +34,7 @@ pub struct ReadingSeries {
     pub client_rows: Vec<KernelRow>,
     /// Sampled mode: each interval's window, per group (server, client), for the estimate's
     /// uncertainty.
-    pub windows: [Vec<WindowUnit>; 2],
+    pub windows: [WindowSet; 2],
     /// One per row: the load intervals it lines up with.
     pub spans: Vec<GridSpan>,
     /// Rows whose syscalls wait for a window to see any (interval_row): group, row, its work.
@@ -53,7 +53,7 @@ impl ReadingSeries {
             recent: Vec::new(),
             server_rows: Vec::new(),
             client_rows: Vec::new(),
-            windows: [Vec::new(), Vec::new()],
+            windows: [WindowSet::default(), WindowSet::default()],
             spans: Vec::new(),
             pending: Vec::new(),
             count: 0,
@@ -144,8 +144,9 @@ impl ReadingSeries {
     /// each syscall, each interrupt row's time) from the first `intervals` windows of its group,
     /// by the basis the report was scaled by (sampling::state_errors).
     pub fn state_errors(&self, report: &mut KernelReport, group: u32, intervals: usize) {
-        if let Some(units) = self.windows.get(group as usize) {
-            state_errors(report, &units[..intervals.min(units.len())]);
+        if let Some(set) = self.windows.get(group as usize) {
+            let units: Vec<WindowUnit> = set.first(intervals).into_iter().cloned().collect();
+            state_errors(report, &units);
         }
     }
 

@@ -191,6 +191,39 @@ pub struct WindowUnit {
 }
 
 impl WindowUnit {
+    /// Adds another window's counts to this one's: every field is a sum over the window.
+    pub fn merge(&mut self, other: &WindowUnit) {
+        self.syscalls += other.syscalls;
+        self.syscall_ns += other.syscall_ns;
+        for (nr, (count, ns)) in &other.by_name {
+            let e = self.by_name.entry(*nr).or_default();
+            *e = (e.0 + count, e.1 + ns);
+        }
+        if self.softirqs.len() < other.softirqs.len() {
+            self.softirqs.resize(other.softirqs.len(), Vec::new());
+        }
+        for (mine, theirs) in self.softirqs.iter_mut().zip(&other.softirqs) {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), CountNs::default());
+            }
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                m.count += t.count;
+                m.total_ns += t.total_ns;
+            }
+        }
+        if self.rx_packets.len() < other.rx_packets.len() {
+            self.rx_packets.resize(other.rx_packets.len(), 0.0);
+        }
+        for (m, t) in self.rx_packets.iter_mut().zip(&other.rx_packets) {
+            *m += t;
+        }
+        self.responses += other.responses;
+        self.io_calls += other.io_calls;
+        self.switches += other.switches;
+        self.oncpu_ns += other.oncpu_ns;
+        self.traced_ns += other.traced_ns;
+    }
+
     /// The window(s) between two samples, for `group`.
     pub fn between(start: &Reading, end: &Reading, group: u32) -> WindowUnit {
         let by_name: BTreeMap<u32, (f64, f64)> =
@@ -258,9 +291,128 @@ impl WindowUnit {
     }
 }
 
+/// Windows kept at most, per group: beyond, neighbours are merged in pairs, so a long run keeps
+/// a bounded number of units (the jackknife then leaves out a group of windows at a time, which
+/// states the uncertainty as well from this many groups) and its memory does not grow with time.
+pub const MAX_WINDOW_UNITS: usize = 512;
+
+/// A group's windows in time order, each unit holding `per` windows (the last up to `per`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowSet {
+    units: Vec<(WindowUnit, usize)>,
+    per: usize,
+}
+
+impl Default for WindowSet {
+    fn default() -> Self {
+        WindowSet {
+            units: Vec::new(),
+            per: 1,
+        }
+    }
+}
+
+impl WindowSet {
+    pub fn push(&mut self, unit: WindowUnit) {
+        match self.units.last_mut() {
+            Some((last, n)) if *n < self.per => {
+                last.merge(&unit);
+                *n += 1;
+            }
+            _ => self.units.push((unit, 1)),
+        }
+        if self.units.len() > MAX_WINDOW_UNITS {
+            let units = std::mem::take(&mut self.units);
+            let mut merged: Vec<(WindowUnit, usize)> = Vec::with_capacity(units.len() / 2 + 1);
+            for pair in units.chunks(2) {
+                let (mut unit, mut n) = pair[0].clone();
+                if let Some((other, m)) = pair.get(1) {
+                    unit.merge(other);
+                    n += m;
+                }
+                merged.push((unit, n));
+            }
+            self.units = merged;
+            self.per *= 2;
+        }
+    }
+
+    /// The units of the first `windows` windows (those wholly among them).
+    pub fn first(&self, windows: usize) -> Vec<&WindowUnit> {
+        let mut covered = 0;
+        (self.units.iter())
+            .take_while(|(_, n)| {
+                covered += n;
+                covered <= windows
+            })
+            .map(|(u, _)| u)
+            .collect()
+    }
+
+    /// How many windows it holds.
+    pub fn windows(&self) -> usize {
+        self.units.iter().map(|(_, n)| n).sum()
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unit(i: usize) -> WindowUnit {
+        WindowUnit {
+            syscalls: i as f64,
+            syscall_ns: 10.0 * i as f64,
+            by_name: [(0, (i as f64, 1.0)), (i as u32 % 3, (1.0, 2.0))]
+                .into_iter()
+                .collect(),
+            softirqs: vec![
+                vec![
+                    CountNs {
+                        count: 1,
+                        total_ns: i as u64
+                    };
+                    2
+                ];
+                1 + i % 2
+            ],
+            rx_packets: vec![1.0; 1 + i % 2],
+            responses: 2.0,
+            io_calls: 3.0,
+            switches: 4.0,
+            oncpu_ns: 5.0,
+            traced_ns: 6.0,
+        }
+    }
+
+    #[test]
+    fn a_long_runs_windows_are_merged_into_a_bounded_set_that_keeps_every_count() {
+        let n = 5 * MAX_WINDOW_UNITS + 3;
+        let mut set = WindowSet::default();
+        let mut whole = WindowUnit::default();
+        for i in 0..n {
+            whole.merge(&unit(i));
+            set.push(unit(i));
+        }
+        assert!(set.units.len() <= MAX_WINDOW_UNITS, "{}", set.units.len());
+        assert_eq!(set.windows(), n);
+        let mut summed = WindowUnit::default();
+        for u in set.first(n) {
+            summed.merge(u);
+        }
+        assert_eq!(summed, whole);
+        // The first k windows: the units wholly among them, never a window past k.
+        let per = set.per;
+        assert_eq!(set.first(per * 3 + per / 2).len(), 3);
+        let few: f64 = set.first(per * 3).iter().map(|u| u.responses).sum();
+        assert_eq!(few, 2.0 * (per * 3) as f64);
+        // A short run's windows stay one a unit, as before.
+        let mut short = WindowSet::default();
+        for i in 0..10 {
+            short.push(unit(i));
+        }
+        assert_eq!(short.first(7).len(), 7);
+        assert_eq!(short.first(7)[6], &unit(6));
+    }
 
     /// A sampled-mode sample at `t_ns` with the group's read/write calls so far and inside the
     /// windows, its syscall programs attached for `traced_ns` so far.
