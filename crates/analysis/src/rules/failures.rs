@@ -17,10 +17,10 @@ pub fn no_success(r: &RunReport) -> Option<Finding> {
         Finding::new(
             FindingKind::NoSuccess,
             Severity::Critical,
-            format!(
-                "no request succeeded: {} errors ({:?})",
-                load.errors, load.errors_by_kind
-            ),
+            match load.errors {
+                0 => "no request succeeded: none got an answer before the run ended".to_string(),
+                n => format!("no request succeeded: {n} errors ({})", load.error_kinds()),
+            },
             &[("errors", load.errors as f64)],
         )
     })
@@ -148,6 +148,29 @@ pub(super) mod tests {
             ("recorded: one request succeeded", intervals(&[(1, 500)]).build(), nothing()),
         ];
         Table::new(no_success, cases)
+    }
+
+    #[test]
+    fn no_success_names_the_kinds_of_error_that_happened() {
+        let mut r = intervals(&[(0, 3)]).build();
+        r.load.errors_by_kind = [("connect_refused", 3), ("reset", 0)]
+            .into_iter()
+            .map(|(k, n)| (k.to_string(), n))
+            .collect();
+        let f = no_success(&r).unwrap();
+        assert_eq!(
+            f.summary,
+            "no request succeeded: 3 errors (connect_refused 3)"
+        );
+        r.load.errors = 0;
+        r.load.errors_by_kind.clear();
+        let none = no_success(&r).unwrap();
+        assert!(
+            none.summary
+                .ends_with("none got an answer before the run ended"),
+            "{}",
+            none.summary
+        );
     }
 
     /// Errors per 1 s interval of died()'s run: each interval's own digit.
