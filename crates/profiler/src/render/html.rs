@@ -47,9 +47,12 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     );
     let _ = write!(
         o,
-        "<h1>srvprof report</h1><p>{} PIDs {:?}, {:.1} s measured: {:.0} req/s, p50 {}, p99 {}, {} errors.</p>",
+        "<h1>srvprof report</h1><p>{} PIDs {}, {:.1} s measured: {:.0} req/s, p50 {}, p99 {}, {} errors.</p>",
         esc(&run.target.url),
-        run.target.pids,
+        (run.target.pids.iter())
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(" "),
         run.load.duration_s,
         run.load.throughput_rps,
         plots::si(run.load.latency_us.p50 as f64 / 1e6, "s"),

@@ -214,10 +214,14 @@ pub fn kernel_summary(out: &mut impl Write, r: &KernelReport, notes: &[String]) 
     }
     let lost: u64 = r.lost_events.values().sum();
     if lost > 0 {
+        let by_reason: Vec<String> = (r.lost_events.iter())
+            .filter(|(_, n)| **n > 0)
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
         let _ = writeln!(
             out,
-            "WARNING: {lost} kernel records were lost: {:?}",
-            r.lost_events
+            "WARNING: {lost} kernel records were lost ({})",
+            by_reason.join(", ")
         );
     }
     for n in notes {
