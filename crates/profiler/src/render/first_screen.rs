@@ -122,18 +122,22 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
     for (i, f) in causes.iter().enumerate() {
         let share = f
             .tail_share
-            .map_or("   ".to_string(), |s| format!("{:>3.0}%", s * 100.0));
-        let tag = match f.severity {
-            Severity::Critical => "critical",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        };
-        let head = format!("  {}. {share} ", i + 1);
-        let indent = head.len();
+            .map_or("    ".to_string(), |s| format!("{:>3.0}%", s * 100.0));
         let _ = writeln!(
             out,
             "{}",
-            wrap(&format!("{head}{tag}: {}", f.summary), indent)
+            one_line(&format!(
+                "  {}. {share} {}: {}",
+                i + 1,
+                f.kind,
+                headline(&f.summary)
+            ))
+        );
+    }
+    if !causes.is_empty() {
+        let _ = writeln!(
+            out,
+            "  (each in full, with its evidence, in report.html and run.json; every kind in docs/findings.md)"
         );
     }
     for f in run_findings.iter().filter(|f| f.severity == Severity::Info) {
@@ -226,6 +230,34 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
     for n in &r.notes {
         line(&mut out, "note", n);
     }
+    out
+}
+
+/// A finding's headline: its summary up to the first colon (findings say what, then the detail),
+/// or all of it.
+fn headline(summary: &str) -> &str {
+    match summary.find(": ") {
+        Some(at) if at >= 20 => &summary[..at],
+        _ => summary,
+    }
+}
+
+/// `text` cut to WIDTH columns at a word, ending in "...".
+fn one_line(text: &str) -> String {
+    if text.chars().count() <= WIDTH {
+        return text.to_string();
+    }
+    let mut out = String::new();
+    for word in text.split(' ') {
+        if out.chars().count() + 1 + word.chars().count() + 3 > WIDTH {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out.push_str("...");
     out
 }
 
@@ -374,8 +406,8 @@ result       132,001 req/s, 1,320,014 ok, no errors
   latency    p50 412us, p99 1.02s, p99.9 1.03s, max 3.01s
 valid        yes: the load generator kept up and every request succeeded
 causes of the tail, by their share of p99
-  1.  98% critical: p99 of 1.02 s = SYN retransmit after 412 accept-queue overflows: the listen
-          backlog (4) is full; raise it (listen ... backlog=4096) and net.core.somaxconn
+  1.  98% syn_retransmit_tail: p99 of 1.02 s = SYN retransmit after 412 accept-queue overflows
+  (each in full, with its evidence, in report.html and run.json; every kind in docs/findings.md)
 per request     ctx sw  syscalls    CPU us   user us    sys us net softirqs
   server         0.076         -      5.68      3.41      2.27         0.00
   client         0.000         -      0.00      0.00      0.00         0.00
@@ -387,6 +419,22 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
 "
         );
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    }
+
+    #[test]
+    fn a_cause_is_one_line_its_headline_cut_at_a_word() {
+        assert_eq!(
+            headline("server threads waited for a CPU: run-queue p99 2.6 ms"),
+            "server threads waited for a CPU"
+        );
+        assert_eq!(headline("short: detail"), "short: detail");
+        let long = "word ".repeat(40);
+        let cut = one_line(&long);
+        assert!(
+            cut.ends_with("word...") && cut.chars().count() <= WIDTH,
+            "{cut}"
+        );
+        assert_eq!(one_line("fits"), "fits");
     }
 
     #[test]
