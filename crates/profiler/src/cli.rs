@@ -183,9 +183,17 @@ pub struct SyscallsArg {
     /// cost is in run.json's `observer`).
     #[arg(long)]
     pub exact: bool,
-    /// Leave these probe families detached, for measuring what each costs (`cargo xtask bench
-    /// overhead`); their figures read zero.
-    #[arg(long = "skip-probes", value_delimiter = ',', hide = true)]
+    /// Leave these probe families detached: irq, tcp, exits, reclaim, oncpu, offcpu, pauses.
+    ///
+    /// Comma-separated; their figures read zero. For a kernel where one family cannot load
+    /// (`srvprof check` says which), and for measuring what each costs (`cargo xtask bench
+    /// overhead`).
+    #[arg(
+        long = "skip-probes",
+        value_delimiter = ',',
+        value_name = "FAMILIES",
+        hide_possible_values = true
+    )]
     pub skip: Vec<crate::probes::Family>,
 }
 

@@ -98,7 +98,11 @@ pub fn checks() -> Vec<CheckResult> {
                     true,
                     "loads and attaches",
                 )),
-                Err(e) => out.push(result(&format!("program {program}"), false, e)),
+                Err(e) => out.push(result(
+                    &format!("program {program}"),
+                    false,
+                    format!("{e}; {}", without(&program)),
+                )),
             }
         }
         if let Err(e) = outcome
@@ -116,6 +120,36 @@ pub fn checks() -> Vec<CheckResult> {
         ));
     }
     out
+}
+
+/// What a run lacks when `program` cannot load.
+fn without(program: &str) -> String {
+    use crate::probes::{Family, SYSCALL_PROGRAMS};
+    let what = match Family::of(program) {
+        Some(Family::Irq) => {
+            "`run` and `probe` stop here: they attach the interrupt programs (--skip-probes irq leaves them out)"
+        }
+        Some(Family::Tcp) => {
+            "`run` and `probe` stop here: they attach the TCP programs (--skip-probes tcp leaves them out)"
+        }
+        Some(Family::Exits) => {
+            "`run` and `probe` stop here: they attach the exit program (--skip-probes exits leaves it out)"
+        }
+        Some(Family::Reclaim) => {
+            "`run` and `probe` stop here: they attach the memory-reclaim programs (--skip-probes reclaim leaves them out)"
+        }
+        Some(Family::Oncpu) | Some(Family::Offcpu) => "`run` stops here unless given --stacks off",
+        Some(Family::Pauses) => {
+            "`run` and `probe` stop here: they attach the stop-the-world uprobes (--skip-probes pauses leaves them out)"
+        }
+        None if SYSCALL_PROGRAMS.contains(&program) => {
+            "`run` and `probe` stop here unless given --syscalls off"
+        }
+        None => {
+            "`run` and `probe` cannot watch a server: the scheduler's programs are the base of every figure"
+        }
+    };
+    what.to_string()
 }
 
 /// The oldest kernel srvprof is written for: BTF tracepoints (5.5), BPF ring buffers (5.8), and
