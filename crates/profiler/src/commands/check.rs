@@ -264,6 +264,18 @@ mod tests {
     }
 
     #[test]
+    fn a_failing_program_says_what_a_run_loses_and_how_to_go_on() {
+        assert!(without("sys_enter").contains("--syscalls off"));
+        assert!(without("oncpu_sample").contains("--stacks off"));
+        assert!(without("tcp_send_reset").contains("--skip-probes tcp"));
+        assert!(without("world_stops").contains("--skip-probes pauses"));
+        assert!(without("sched_switch").contains("scheduler's programs"));
+        for program in crate::probes::PROGRAMS {
+            assert!(without(program).contains("`"), "{program}");
+        }
+    }
+
+    #[test]
     fn passing_programs_are_one_line_and_every_line_fits_100_columns() {
         let mut results = vec![
             result("privileges", true, "root, or CAP_BPF and CAP_PERFMON"),
