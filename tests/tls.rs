@@ -128,6 +128,47 @@ fn a_handshake_that_cannot_succeed_is_one_sentence_with_the_fix() {
     );
 }
 
+/// A self-signed certificate made as a user makes one (openssl's `req -x509`: CA:TRUE), given
+/// with --cacert, is trusted as curl trusts it; not given, the refusal says what to pass.
+#[test]
+fn a_self_signed_certificate_given_with_cacert_is_accepted_as_curl_accepts_it() {
+    require_root();
+    let nginx = TlsNginx::self_signed("self-signed");
+    let json = nginx.dir.join("load.json");
+    let url = format!("https://127.0.0.1:{}/", nginx.port);
+    let curl = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "--cacert",
+            &nginx.self_signed_cert(),
+            &url,
+        ])
+        .output()
+        .expect("curl");
+    assert!(
+        curl.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&curl.stderr)
+    );
+    let (ok, _, stderr, report) = load(
+        &url,
+        &["-n", "10", "-c", "1", "--cacert", &nginx.self_signed_cert()],
+        &json,
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(report["completed"].as_u64(), Some(10), "{report}");
+    let (ok, _, stderr, _) = load(&url, &["-n", "10"], &json);
+    assert!(!ok);
+    assert!(
+        stderr.contains("CA certificate")
+            && stderr.contains("--cacert")
+            && stderr.lines().count() <= 2,
+        "{stderr}"
+    );
+}
+
 /// perf's share of samples whose running code was in OpenSSL (`--sort dso`: libssl, libcrypto).
 /// perf's shares of the worker's samples in TLS libraries and in the kernel (by the file the
 /// leaf ran in), and its report.

@@ -26,6 +26,17 @@ impl TlsNginx {
         TlsNginx::build(name, listen, keepalive_requests, false)
     }
 
+    /// The same, serving a self-signed certificate for 127.0.0.1 made as a user makes one
+    /// (`openssl req -x509 -newkey rsa:2048 -nodes ... -addext subjectAltName=IP:127.0.0.1`:
+    /// CA:TRUE, as openssl makes it); `self_signed_cert()` is its file.
+    pub fn self_signed(name: &str) -> TlsNginx {
+        TlsNginx::build_as(name, "", 1_000_000, false, true)
+    }
+
+    pub fn self_signed_cert(&self) -> String {
+        self.dir.join("srv.crt").display().to_string()
+    }
+
     /// The same, asking every client for a certificate signed by the test's CA; the test's own
     /// is `client_cert()` / `client_key()`.
     pub fn with_client_auth(name: &str) -> TlsNginx {
@@ -41,6 +52,16 @@ impl TlsNginx {
     }
 
     fn build(name: &str, listen: &str, keepalive_requests: u32, client_auth: bool) -> TlsNginx {
+        TlsNginx::build_as(name, listen, keepalive_requests, client_auth, false)
+    }
+
+    fn build_as(
+        name: &str,
+        listen: &str,
+        keepalive_requests: u32,
+        client_auth: bool,
+        self_signed: bool,
+    ) -> TlsNginx {
         let dir = std::env::temp_dir().join(format!("srvprof-tls-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -159,6 +180,23 @@ impl TlsNginx {
         } else {
             String::new()
         };
+        if self_signed {
+            openssl(&[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.crt",
+                "-subj",
+                "/CN=localhost",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ]);
+        }
         std::fs::write(
             dir.join("nginx.conf"),
             format!(

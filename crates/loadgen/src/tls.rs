@@ -81,7 +81,10 @@ impl Tls {
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
         } else {
-            builder.with_root_certificates(roots(opts.cacert.as_deref())?)
+            let verifier = TrustGiven::new(opts.cacert.as_deref(), provider)?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
         };
         let no_cert = opts.cert.is_none().then(|| Arc::new(NoClientCert::default()));
         let mut config = match (&opts.cert, &opts.key) {
@@ -185,6 +188,102 @@ fn read_certs(path: &Path, option: &str) -> Result<Vec<CertificateDer<'static>>,
     Ok(certs)
 }
 
+/// The CAs' checks, and a certificate of `--cacert` trusted as given when the server presents that
+/// very certificate (a self-signed one, as openssl's `req -x509` makes: CA:TRUE, which the CA
+/// checks refuse as a server's), as curl trusts it: its name and validity period still checked.
+#[derive(Debug)]
+struct TrustGiven {
+    cas: Arc<rustls::client::WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+impl TrustGiven {
+    fn new(
+        cacert: Option<&Path>,
+        provider: Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<TrustGiven, LoadError> {
+        let cas = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots(cacert)?),
+            provider,
+        )
+        .build()
+        .map_err(|e| LoadError::Tls(format!("cannot set up TLS: {e}")))?;
+        let given = match cacert {
+            Some(path) => read_certs(path, "--cacert")?,
+            None => Vec::new(),
+        };
+        Ok(TrustGiven { cas, given })
+    }
+
+    /// The certificate given with --cacert, presented by the server itself: valid for the name
+    /// and for now.
+    fn given_and_valid(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        server_name: &ServerName<'_>,
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError;
+        use x509_cert::der::Decode;
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        let cert = x509_cert::Certificate::from_der(end_entity.as_ref())
+            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+        let validity = &cert.tbs_certificate.validity;
+        let now = std::time::Duration::from_secs(now.as_secs());
+        if now < validity.not_before.to_unix_duration() {
+            return Err(rustls::Error::InvalidCertificate(CertificateError::NotValidYet));
+        }
+        if now > validity.not_after.to_unix_duration() {
+            return Err(rustls::Error::InvalidCertificate(CertificateError::Expired));
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+}
+
+impl ServerCertVerifier for TrustGiven {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .cas
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(_) if self.given.iter().any(|c| c.as_ref() == end_entity.as_ref()) => {
+                self.given_and_valid(end_entity, server_name, now)
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.cas.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.cas.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.cas.supported_verify_schemes()
+    }
+}
+
 /// What a failed handshake means, and what to do: one sentence (the check before the run).
 pub(crate) fn explain(err: &std::io::Error, name: &str) -> String {
     let tls = err
@@ -203,6 +302,14 @@ pub(crate) fn explain(err: &std::io::Error, name: &str) -> String {
         Some(Error::InvalidCertificate(
             CertificateError::Expired | CertificateError::ExpiredContext { .. },
         )) => "the server's certificate has expired: renew it, or pass --insecure".to_string(),
+        Some(Error::InvalidCertificate(
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. },
+        )) => "the server's certificate is not valid yet (its start date is ahead of this host's clock): check both clocks, or pass --insecure".to_string(),
+        Some(Error::InvalidCertificate(CertificateError::Other(other)))
+            if format!("{other:?}").contains("CaUsedAsEndEntity") =>
+        {
+            "the server presents a CA certificate (CA:TRUE, as `openssl req -x509` makes) as its own, which is trusted only when given: pass that very certificate with --cacert, or give the server one its CA signed".to_string()
+        }
         Some(Error::AlertReceived(rustls::AlertDescription::NoApplicationProtocol)) => {
             "the server agreed on no protocol the client offered in the TLS handshake (ALPN; --http2 offers h2 and http/1.1): check that it serves HTTP on this port".to_string()
         }
@@ -266,5 +373,79 @@ impl ServerCertVerifier for AcceptAny {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate for 127.0.0.1 as a user makes one: `openssl req -x509 -newkey
+    /// rsa:2048 -nodes ... -addext subjectAltName=IP:127.0.0.1` (CA:TRUE, as openssl makes it).
+    fn self_signed(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("srvprof-tls-unit-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout"])
+            .arg(dir.join("key.pem"))
+            .arg("-out")
+            .arg(dir.join("cert.pem"))
+            .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"])
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        dir.join("cert.pem")
+    }
+
+    fn verify(given: Option<&Path>, presented: &Path, name: &str, now: UnixTime) -> Result<(), rustls::Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = TrustGiven::new(given, provider).map_err(|e| rustls::Error::General(e.to_string()))?;
+        let cert = read_certs(presented, "test").unwrap().remove(0);
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        verifier
+            .verify_server_cert(&cert, &[], &name, &[], now)
+            .map(|_| ())
+    }
+
+    fn said(e: rustls::Error) -> String {
+        explain(&std::io::Error::other(e), "127.0.0.1")
+    }
+
+    #[test]
+    fn a_self_signed_certificate_given_with_cacert_is_trusted_as_curl_trusts_it() {
+        let cert = self_signed("given");
+        let now = UnixTime::now();
+        verify(Some(&cert), &cert, "127.0.0.1", now).expect("trusted as given");
+        // Its name and dates are still checked.
+        let wrong = verify(Some(&cert), &cert, "10.9.9.9", now).unwrap_err();
+        assert!(said(wrong).contains("not valid for"));
+        let in_2200 = UnixTime::since_unix_epoch(std::time::Duration::from_secs(7_258_118_400));
+        let late = verify(Some(&cert), &cert, "127.0.0.1", in_2200).unwrap_err();
+        assert!(said(late.clone()).contains("has expired"), "{late:?}");
+        let in_1990 = UnixTime::since_unix_epoch(std::time::Duration::from_secs(631_152_000));
+        let early = verify(Some(&cert), &cert, "127.0.0.1", in_1990).unwrap_err();
+        assert!(said(early.clone()).contains("not valid yet"), "{early:?}");
+    }
+
+    #[test]
+    fn each_certificate_failure_is_one_sentence_with_what_to_pass() {
+        let cert = self_signed("presented");
+        let other = self_signed("other");
+        let now = UnixTime::now();
+        // A CA certificate presented as the server's, not the one given.
+        let ca = said(verify(Some(&other), &cert, "127.0.0.1", now).unwrap_err());
+        assert!(ca.contains("CA certificate") && ca.contains("--cacert"), "{ca}");
+        let ca_alone = said(verify(None, &cert, "127.0.0.1", now).unwrap_err());
+        assert!(ca_alone.contains("--cacert"), "{ca_alone}");
+        use rustls::CertificateError::*;
+        for (error, words) in [
+            (UnknownIssuer, "not signed by a CA this client trusts"),
+            (Expired, "has expired"),
+            (NotValidYet, "not valid yet"),
+            (NotValidForName, "not valid for `127.0.0.1`"),
+        ] {
+            let sentence = said(rustls::Error::InvalidCertificate(error));
+            assert!(sentence.contains(words) && !sentence.contains('\n'), "{sentence}");
+        }
     }
 }
