@@ -94,7 +94,7 @@ pub struct LoadArgs {
     #[arg(long = "insecure", short = 'k', help_heading = "TLS")]
     pub insecure: bool,
 
-    /// Also trust the CA certificates in this PEM file (besides the system's).
+    /// Also trust the certificates in this PEM file: CAs, or the server's own self-signed one.
     #[arg(long = "cacert", value_name = "FILE", help_heading = "TLS")]
     pub cacert: Option<std::path::PathBuf>,
 
