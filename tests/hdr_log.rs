@@ -177,14 +177,15 @@ fn java_hdrhistogram_reads_the_load_commands_log_as_its_report() {
     let jar = hdrhistogram_jar();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
     let log = temp_path("load.hlog");
-    let report_path = temp_path("load.json");
+    let report_dir = temp_path("load-out");
+    let report_path = report_dir.join("load.json");
     let out = Command::new(srvprof_bin())
         .args(["load", &nginx.url()])
         .args(["-c", "8", "-d", "3s", "--warmup", "500ms"])
         .args(["--interval", "500ms", "--hdr-log"])
         .arg(&log)
         .arg("--out")
-        .arg(&report_path)
+        .arg(&report_dir)
         .output()
         .expect("srvprof load");
     assert_success(&out);

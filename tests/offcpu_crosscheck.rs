@@ -161,15 +161,16 @@ fn measure(
         wait_programs(&child, "offcputime");
         (child, reader)
     });
-    let out = std::env::temp_dir().join(format!(
-        "srvprof-offcpu-crosscheck-{}-{seed}.json",
+    let out_dir = std::env::temp_dir().join(format!(
+        "srvprof-offcpu-crosscheck-{}-{seed}",
         std::process::id()
     ));
+    let out = out_dir.join("probe.json");
     let _ = std::fs::remove_file(&out);
     let mut probe = probe_json(
         worker,
         &format!("{PROBE_SECONDS}s"),
-        &["--exact", "--out", out.to_str().unwrap()],
+        &["--exact", "--out", out_dir.to_str().unwrap()],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::piped())

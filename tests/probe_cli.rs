@@ -15,7 +15,7 @@ fn out_file(name: &str) -> std::path::PathBuf {
     dir.join("probe.json")
 }
 
-/// Starts `srvprof probe --pid PID -d DURATION --format json --out PATH` in the background and
+/// Starts `srvprof probe --pid PID -d DURATION --format json --out DIR` (PATH is DIR/probe.json) in the background and
 /// returns once its probes are attached (it says so on stderr).
 fn spawn_probe(
     pid: u32,
@@ -23,7 +23,11 @@ fn spawn_probe(
     path: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Child {
-    let mut child = spawn_piped(probe_json(pid, duration, extra).arg("--out").arg(path));
+    let mut child = spawn_piped(
+        probe_json(pid, duration, extra)
+            .arg("--out")
+            .arg(path.parent().expect("out_file's folder")),
+    );
     wait_attached(&mut child, "watching PIDs");
     child
 }

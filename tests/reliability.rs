@@ -139,11 +139,10 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     let w = Workload::start(WORKLOAD);
     let dir = std::env::temp_dir().join(format!("srvprof-owner-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    // `probe --out` writes a file into an existing folder.
-    std::fs::create_dir_all(&dir).unwrap();
+    // `probe --out DIR` writes DIR/probe.json, the folder made if need be.
     let out = dir.join("probe.json");
     let status = probe_json(w.pid(), "1s", &["--out"])
-        .arg(&out)
+        .arg(&dir)
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
         .stdout(Stdio::null())
@@ -160,10 +159,11 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     // A symlink planted where the report goes: refused, its target untouched.
     let victim = dir.join("victim");
     std::fs::write(&victim, "precious").unwrap();
-    let planted = dir.join("planted.json");
-    std::os::unix::fs::symlink(&victim, &planted).unwrap();
+    let planted_dir = dir.join("planted");
+    std::fs::create_dir_all(&planted_dir).unwrap();
+    std::os::unix::fs::symlink(&victim, planted_dir.join("probe.json")).unwrap();
     let o = probe_json(w.pid(), "1s", &["--force", "--out"])
-        .arg(&planted)
+        .arg(&planted_dir)
         .output()
         .unwrap();
     assert!(!o.status.success());
@@ -174,10 +174,12 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
     // A file srvprof did not write is not overwritten without --force.
-    let mine = dir.join("notes.txt");
+    let mine_dir = dir.join("mine");
+    std::fs::create_dir_all(&mine_dir).unwrap();
+    let mine = mine_dir.join("probe.json");
     std::fs::write(&mine, "mine").unwrap();
     let o = probe_json(w.pid(), "1s", &["--out"])
-        .arg(&mine)
+        .arg(&mine_dir)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -461,7 +461,8 @@ fn running_out_of_local_ports_is_named_with_its_fix() {
         run_ip(&["netns", "exec", &ns, "sysctl", "-q", "-w", setting]);
     }
     let mut nginx = nginx_in_netns(&ns, "ports", "127.0.0.1:8080", 1024);
-    let json = std::env::temp_dir().join(format!("srvprof-ports-{}.json", std::process::id()));
+    let json_dir = std::env::temp_dir().join(format!("srvprof-ports-{}", std::process::id()));
+    let json = json_dir.join("load.json");
     let out = Command::new("ip")
         .args(["netns", "exec", &ns])
         .arg(srvprof_bin())
@@ -476,7 +477,7 @@ fn running_out_of_local_ports_is_named_with_its_fix() {
             "1",
         ])
         .arg("--out")
-        .arg(&json)
+        .arg(&json_dir)
         .output()
         .unwrap();
     // SAFETY: the master stops its worker on SIGTERM.

@@ -284,13 +284,16 @@ impl Drop for TlsNginx {
     }
 }
 
-/// `srvprof load URL ARGS --out FILE`: (exit status, stdout, stderr, the JSON report or null).
+/// `srvprof load URL ARGS --out DIR`, `json` being DIR/load.json: (exit status, stdout, stderr,
+/// the JSON report or null).
 pub fn load(url: &str, args: &[&str], json: &Path) -> (bool, String, String, serde_json::Value) {
+    assert!(json.ends_with("load.json"), "{}", json.display());
+    let _ = std::fs::remove_file(json);
     let out = Command::new(srvprof_bin())
         .args(["load", url, "--threads", "1"])
         .args(args)
         .arg("--out")
-        .arg(json)
+        .arg(json.parent().expect("a folder"))
         .output()
         .unwrap();
     let report = std::fs::read_to_string(json)

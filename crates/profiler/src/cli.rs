@@ -98,8 +98,8 @@ pub struct LoadCmdArgs {
     /// Print the report as JSON.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
-    /// Also write the JSON report to this file.
-    #[arg(long, help_heading = "Output")]
+    /// Also write the JSON report to DIR/load.json.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
 }
 
@@ -281,10 +281,10 @@ pub struct ProbeArgs {
         hide_short_help = true
     )]
     pub format: Format,
-    /// Also write the JSON report to this file.
-    #[arg(long, help_heading = "Output")]
+    /// Also write the JSON report to DIR/probe.json.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
-    /// Overwrite --out even if srvprof did not write it.
+    /// Overwrite DIR/probe.json even if srvprof did not write it.
     #[arg(long, help_heading = "Output")]
     pub force: bool,
     #[command(flatten)]

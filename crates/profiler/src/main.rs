@@ -20,12 +20,7 @@ fn main() -> ExitCode {
                 ExitCode::from(3)
             }
         }),
-        Command::Load(args) => Ok(srvprof_loadgen::cli::run_load_command(
-            &args.url,
-            &args.load,
-            args.json,
-            args.out.as_deref(),
-        )),
+        Command::Load(args) => load(args),
         Command::Compare { a, b, out } => {
             commands::compare::run(a, b, out.as_deref()).map(|_| ExitCode::SUCCESS)
         }
@@ -47,6 +42,23 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `srvprof load`: its report also to DIR/load.json with `--out DIR`.
+fn load(args: &srvprof::cli::LoadCmdArgs) -> Result<ExitCode, srvprof::error::SrvprofError> {
+    let file = match &args.out {
+        Some(dir) => {
+            srvprof::output::create_dir(dir)?;
+            Some(dir.join("load.json"))
+        }
+        None => None,
+    };
+    Ok(srvprof_loadgen::cli::run_load_command(
+        &args.url,
+        &args.load,
+        args.json,
+        file.as_deref(),
+    ))
 }
 
 /// One malloc arena for all threads (each keeps its small-block cache in front of it): with an

@@ -234,7 +234,7 @@ fn load_figures(
     let mut cmd = Command::new(srvprof);
     if alone {
         cmd.args(["load", url, "-d", &duration]).args(common);
-        cmd.arg("--out").arg(out.with_extension("json"));
+        cmd.arg("--out").arg(out.with_extension("load"));
     } else {
         cmd.args(["run", "--pid", &worker.to_string(), "--url", url])
             .args(["-d", &duration, "--warmup", "0s", "--force"])
@@ -252,7 +252,7 @@ fn load_figures(
         return Err(anyhow!("srvprof {flags:?} failed: {status}"));
     }
     let json = if alone {
-        out.with_extension("json")
+        out.with_extension("load").join("load.json")
     } else {
         out.join("run.json")
     };

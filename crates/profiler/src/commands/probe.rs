@@ -21,7 +21,9 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let stop = super::prepare_to_probe()?;
     let mut notes = Vec::new();
     let pids = crate::discover::live_targets(&args.pids, &mut notes)?;
-    if let Some(out) = &args.out {
+    let out_file = args.out.as_ref().map(|dir| dir.join("probe.json"));
+    if let (Some(dir), Some(out)) = (&args.out, &out_file) {
+        output::check_can_create(dir)?;
         output::check_writable(out, args.force)?;
     }
     // TCP figures are about the targets' own listening ports, when they have any.
@@ -128,7 +130,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             }
         }
     }
-    if let Some(path) = &args.out {
+    if let (Some(dir), Some(path)) = (&args.out, &out_file) {
+        output::create_dir(dir)?;
         output::write_atomic(path, json.as_bytes(), args.force)?;
     }
     Ok(())
