@@ -622,7 +622,14 @@ fn the_load_generators_stacks_are_taken_only_when_asked() {
         "{}",
         on["stacks"]
     );
-    assert!(quality(&on, "server", "oncpu")["weight"].as_f64() > Some(100.0));
+    // The server's samples at 99 Hz of its time on a CPU by the scheduler's own count, however
+    // busy the machine leaves it (a neighbour on its CPU takes from both alike).
+    let server_samples = quality(&on, "server", "oncpu")["weight"].as_f64().unwrap();
+    let server_s = on["server"]["totals"]["oncpu_ns"].as_f64().unwrap() / 1e9;
+    assert!(
+        server_s > 0.3 && (0.7..=1.4).contains(&(server_samples / (99.0 * server_s))),
+        "{server_samples} server samples at 99 Hz for {server_s:.2} s on a CPU"
+    );
     for file in [
         "oncpu-client.folded",
         "flamegraph-oncpu-client.svg",
