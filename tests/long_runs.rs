@@ -119,6 +119,7 @@ fn memory_stays_flat_through_a_run_and_its_end_and_the_timed_stacks_lose_nothing
     // BPF program at a time on a CPU and skips the sample): 0.87 measured, with the programs at
     // 10 % of the server's CPU (run.json's observer).
     let run = read_json(&dir.join("run.json"));
+    assert_run_json_matches_its_schema(&run);
     let whole = folded(&dir, "oncpu-server.folded");
     let total: u64 = whole.iter().map(|(_, v)| v).sum();
     let weight = run["stacks"]

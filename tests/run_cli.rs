@@ -542,6 +542,14 @@ fn a_run_without_out_keeps_its_folder_and_names_its_report() {
     );
     let run = read_json(&folder.join("run.json"));
     assert!(run["load"]["completed"].as_u64().unwrap() > 0);
+    assert_run_json_matches_its_schema(&run);
+    // The check can fail: a key the schema does not list, and a value of another type.
+    let schema = read_json(&workspace_root().join("docs/run.schema.json"));
+    let mut tampered = run.clone();
+    tampered["load"]["no_such_key"] = 1.into();
+    tampered["load"]["completed"] = "many".into();
+    let wrong = schema_mismatches(&schema, &tampered, "run.json");
+    assert_eq!(wrong.len(), 2, "{wrong:?}");
     assert!(folder.join("report.html").exists());
     use std::os::unix::fs::MetadataExt;
     assert_eq!(std::fs::metadata(folder).unwrap().uid(), 65534);

@@ -821,3 +821,70 @@ pub fn late_wakeups(cpu: usize, stall: Duration, measure: Duration) -> u64 {
     .join()
     .expect("the sleeping thread")
 }
+
+/// Checks `value` against docs/run.schema.json's node `schema`: every key of an object is one
+/// the schema lists (or the object is a map, `additionalProperties`), and every value has one of
+/// its types. Returns where it does not.
+pub fn schema_mismatches(
+    schema: &serde_json::Value,
+    value: &serde_json::Value,
+    at: &str,
+) -> Vec<String> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let allowed: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    // A key seen only as null when the schema was made has no type: any is allowed.
+    if !allowed.is_empty() && kind != "null" && !allowed.contains(&kind) {
+        out.push(format!("{at}: a {kind}, the schema says {allowed:?}"));
+        return out;
+    }
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                let path = format!("{at}.{key}");
+                match (
+                    schema["properties"].get(key),
+                    schema.get("additionalProperties"),
+                ) {
+                    (Some(s), _) | (None, Some(s)) => out.extend(schema_mismatches(s, v, &path)),
+                    (None, None) if schema.get("properties").is_some() => {
+                        out.push(format!("{path}: not in the schema"))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    out.extend(schema_mismatches(s, v, &format!("{at}[{i}]")));
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// run.json against docs/run.schema.json, the schema users validate with.
+pub fn assert_run_json_matches_its_schema(run: &serde_json::Value) {
+    let schema = read_json(&workspace_root().join("docs/run.schema.json"));
+    let wrong = schema_mismatches(&schema, run, "run.json");
+    assert!(
+        wrong.is_empty(),
+        "run.json and docs/run.schema.json differ (add the new keys to the schema):\n{}",
+        wrong.join("\n")
+    );
+}
