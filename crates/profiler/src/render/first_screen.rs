@@ -448,6 +448,7 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
         ));
         r.load.errors = 3;
         r.load.errors_by_kind.insert("read_timeout".into(), 3);
+        r.load.errors_by_kind.insert("connect_refused".into(), 0);
         let text = text(&r, None, false);
         let valid = text.lines().position(|l| l.starts_with("valid")).unwrap();
         let causes = text.lines().position(|l| l.starts_with("causes")).unwrap();
@@ -457,6 +458,7 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
             "{text}"
         );
         assert!(text.contains("3 errors (read_timeout 3)"), "{text}");
+        assert!(!text.contains("connect_refused"), "kinds that did not happen: {text}");
         assert!(!text.contains("hot on CPU"), "{text}");
     }
 }
