@@ -458,7 +458,10 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
             "{text}"
         );
         assert!(text.contains("3 errors (read_timeout 3)"), "{text}");
-        assert!(!text.contains("connect_refused"), "kinds that did not happen: {text}");
+        assert!(
+            !text.contains("connect_refused"),
+            "kinds that did not happen: {text}"
+        );
         assert!(!text.contains("hot on CPU"), "{text}");
     }
 }
