@@ -169,7 +169,7 @@ fn kernel_version(release: &str) -> CheckResult {
             "kernel",
             false,
             format!(
-                "Linux {release} is older than {major}.{minor}, the first with every BPF feature srvprof uses (BTF tracepoints, ring buffers): run it on a newer kernel"
+                "Linux {release} is older than {major}.{minor}, the first with every BPF feature srvprof uses (BTF tracepoints, ring buffers, BPF memory in the memory cgroup): run it on a newer kernel"
             ),
         ),
         None => result(
@@ -209,25 +209,13 @@ pub fn text(results: &[CheckResult]) -> String {
     let indent = 5 + name_width + 2;
     let mut out = String::new();
     for c in shown {
-        let mut line = format!(
-            "{} {:<name_width$}  ",
+        let line = format!(
+            "{} {:<name_width$}  {}",
             if c.pass { "PASS" } else { "FAIL" },
-            c.name
+            c.name,
+            c.detail
         );
-        let mut column = indent;
-        for (i, word) in c.detail.split(' ').enumerate() {
-            if i > 0 && column + 1 + word.len() > WIDTH {
-                line.push('\n');
-                line.push_str(&" ".repeat(indent));
-                column = indent;
-            } else if i > 0 {
-                line.push(' ');
-                column += 1;
-            }
-            line.push_str(word);
-            column += word.len();
-        }
-        out.push_str(&line);
+        out.push_str(&crate::render::text::wrap(&line, indent, WIDTH));
         out.push('\n');
     }
     out

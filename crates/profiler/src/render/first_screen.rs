@@ -13,6 +13,7 @@ use srvprof_loadgen::printer::human_us;
 
 use super::run_text;
 use super::status::thousands;
+use super::text::wrap;
 
 const WIDTH: usize = 100;
 /// The label column.
@@ -263,26 +264,11 @@ fn one_line(text: &str) -> String {
 
 /// A labelled line, its text wrapped under itself.
 fn line(out: &mut String, label: &str, text: &str) {
-    let _ = writeln!(out, "{}", wrap(&format!("{label:<LABEL$}{text}"), LABEL));
-}
-
-/// `text` in lines of at most WIDTH columns, the ones after the first indented by `indent`.
-fn wrap(text: &str, indent: usize) -> String {
-    let mut out = String::new();
-    let mut column = 0;
-    for (i, word) in text.split(' ').enumerate() {
-        if i > 0 && column + 1 + word.chars().count() > WIDTH && column > indent {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent));
-            column = indent;
-        } else if i > 0 {
-            out.push(' ');
-            column += 1;
-        }
-        out.push_str(word);
-        column += word.chars().count();
-    }
-    out
+    let _ = writeln!(
+        out,
+        "{}",
+        wrap(&format!("{label:<LABEL$}{text}"), LABEL, WIDTH)
+    );
 }
 
 /// The functions with the largest shares of one kind of the server's stacks: on-CPU the running

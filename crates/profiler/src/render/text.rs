@@ -257,3 +257,23 @@ pub fn estimate_note(r: &KernelReport) -> String {
         _ => String::new(),
     }
 }
+
+/// `text` in lines of at most `width` columns, broken at spaces, the lines after the first
+/// indented by `indent` (a word longer than the room left stays whole).
+pub fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut column = 0;
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 && column + 1 + word.chars().count() > width && column > indent {
+            out.push('\n');
+            out.push_str(&" ".repeat(indent));
+            column = indent;
+        } else if i > 0 {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.chars().count();
+    }
+    out
+}
