@@ -17,6 +17,8 @@ use anyhow::{Context, Result, bail};
 const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke]>";
 
 fn main() -> Result<()> {
+    STARTED.get_or_init(std::time::Instant::now);
+    forget_cargo_run_env();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(task) = args.first() else {
         bail!("{USAGE}")
@@ -54,14 +56,63 @@ fn main() -> Result<()> {
     }
 }
 
-/// Runs a command, echoing it, failing with its status.
+/// When this xtask started: every echoed command carries the time since, so a log cut short
+/// still shows where the time went.
+static STARTED: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// `[MmSSs]` since this xtask started.
+pub fn elapsed() -> String {
+    let s = STARTED
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs();
+    format!("[{}m{:02}s]", s / 60, s % 60)
+}
+
+/// Runs a command, echoing it with the time since xtask started, failing with its status.
 pub fn run_cmd(cmd: &mut std::process::Command) -> Result<()> {
-    eprintln!("xtask: {cmd:?}");
+    eprintln!("xtask {}: {cmd:?}", elapsed());
+    let began = std::time::Instant::now();
     let status = cmd.status()?;
+    let took = began.elapsed().as_secs();
+    if took >= 10 {
+        eprintln!(
+            "xtask {}: that took {}m{:02}s",
+            elapsed(),
+            took / 60,
+            took % 60
+        );
+    }
     if !status.success() {
         bail!("{cmd:?} failed with {status}");
     }
     Ok(())
+}
+
+/// `cargo xtask` is `cargo run`, which sets xtask's own package variables (CARGO_MANIFEST_DIR,
+/// CARGO_PKG_NAME, ...). Passed on to the cargos xtask starts, they make build scripts that watch
+/// them (ring's) rerun, so a hand build and an xtask build would each rebuild ring and all above.
+fn forget_cargo_run_env() {
+    let ours: Vec<std::ffi::OsString> = std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| {
+            let k = k.to_string_lossy();
+            k.starts_with("CARGO_PKG_")
+                || matches!(
+                    k.as_ref(),
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_MANIFEST_LINKS"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                )
+        })
+        .collect();
+    for k in ours {
+        // SAFETY: called first thing in main, before any thread is started.
+        unsafe { std::env::remove_var(k) };
+    }
 }
 
 /// Runs a command quietly, returning whether it succeeded.

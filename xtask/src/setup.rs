@@ -213,7 +213,10 @@ fn debian_packages() -> Result<()> {
             .map(|s| s.success())
             .unwrap_or(false)
     };
-    eprintln!("xtask: installing Debian packages {missing:?}");
+    eprintln!(
+        "xtask {}: installing Debian packages {missing:?}",
+        crate::elapsed()
+    );
     if install(false) || install(true) {
         return Ok(());
     }

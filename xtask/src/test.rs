@@ -32,7 +32,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut failed: Vec<String> = Vec::new();
     let mut phase = |name: &str, result: Result<()>| {
         if let Err(e) = result {
-            eprintln!("xtask: FAILED: {name}: {e:#}");
+            eprintln!("xtask {}: FAILED: {name}: {e:#}", crate::elapsed());
             failed.push(name.to_string());
         }
     };
@@ -89,7 +89,10 @@ pub fn run(args: &[String]) -> Result<()> {
 /// `error:` line naming it and `cargo xtask setup`, not a backtrace from deep inside aya-build.
 fn build_stops_with_one_sentence(root: &std::path::Path) -> Result<()> {
     const ABSENT: &str = "nightly-2000-01-01";
-    eprintln!("xtask: cargo build with the BPF toolchain {ABSENT}, which is not installed");
+    eprintln!(
+        "xtask {}: cargo build with the BPF toolchain {ABSENT}, which is not installed",
+        crate::elapsed()
+    );
     let out = Command::new("cargo")
         .current_dir(root)
         .args(["build", "-p", "srvprof", "--bins"])
@@ -113,6 +116,6 @@ fn build_stops_with_one_sentence(root: &std::path::Path) -> Result<()> {
             "a build without the BPF toolchain did not stop with one sentence naming it:\n{stderr}"
         );
     }
-    eprintln!("xtask: it stopped with: {}", errors[0]);
+    eprintln!("xtask {}: it stopped with: {}", crate::elapsed(), errors[0]);
     Ok(())
 }
