@@ -3,7 +3,7 @@
 //! $ssl_session_reused); a handshake that cannot succeed is one sentence with the fix, before
 //! the run.
 
-use srvprof_integration::tls_nginx::{TlsNginx, load};
+use srvprof_integration::tls_nginx::{ServerCert, TlsNginx, load};
 use srvprof_integration::*;
 
 /// What srvprof counted against what nginx logged: handshakes are connections, resumed ones
@@ -169,6 +169,78 @@ fn a_self_signed_certificate_given_with_cacert_is_accepted_as_curl_accepts_it() 
     );
 }
 
+/// An expired certificate and a CA certificate presented as a server's are each refused before
+/// the run in one sentence that says what to pass; curl refuses the expired one too, and what
+/// the CA sentence says to pass then works. nginx logs only the accepted run's requests.
+#[test]
+fn an_expired_or_a_ca_server_certificate_is_one_sentence_with_the_fix() {
+    require_root();
+    let curl = |nginx: &TlsNginx| {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "--cacert",
+                &nginx.ca(),
+                &nginx.url(),
+            ])
+            .output()
+            .expect("curl");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let expired = TlsNginx::serving("expired", ServerCert::Expired);
+    let (curl_ok, curl_said) = curl(&expired);
+    assert!(
+        !curl_ok && curl_said.contains("expired"),
+        "curl: {curl_said}"
+    );
+    let json = expired.dir.join("load.json");
+    let (ok, _, stderr, report) = load(
+        &expired.url(),
+        &["-n", "10", "--cacert", &expired.ca()],
+        &json,
+    );
+    assert!(!ok && report.is_null(), "{stderr}");
+    assert!(
+        stderr.contains("has expired")
+            && stderr.contains("--insecure")
+            && stderr.lines().count() <= 2,
+        "{stderr}"
+    );
+    assert!(expired.connections().is_empty());
+
+    let ca_true = TlsNginx::serving("ca-true", ServerCert::CaTrue);
+    let json = ca_true.dir.join("load.json");
+    let (ok, _, stderr, report) = load(
+        &ca_true.url(),
+        &["-n", "10", "--cacert", &ca_true.ca()],
+        &json,
+    );
+    assert!(!ok && report.is_null(), "{stderr}");
+    assert!(
+        stderr.contains("CA certificate")
+            && stderr.contains("--cacert")
+            && stderr.lines().count() <= 2,
+        "{stderr}"
+    );
+    // What it says to pass: that very certificate.
+    let (ok, _, stderr, report) = load(
+        &ca_true.url(),
+        &["-n", "10", "-c", "1", "--cacert", &ca_true.server_cert()],
+        &json,
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(report["completed"].as_u64(), Some(10), "{report}");
+    assert_eq!(
+        ca_true.connections().values().map(|(n, _)| n).sum::<u64>(),
+        10
+    );
+}
+
 /// perf's share of samples whose running code was in OpenSSL (`--sort dso`: libssl, libcrypto).
 /// perf's shares of the worker's samples in TLS libraries and in the kernel (by the file the
 /// leaf ran in), and its report.
@@ -230,8 +302,11 @@ fn a_handshake_per_request_is_a_finding_with_the_servers_tls_cpu_as_perf_counts_
         "--freq",
         "499",
     ];
+    // A count, not a time: four connections' edge stays within the per-request bound below on
+    // a slow machine too (225 requests in 4 s once read 1.018). -d bounds it.
     let run_args = RunArgs::pid(nginx.pid())
-        .load(4, "4s", "0s")
+        .load(4, "25s", "0s")
+        .args(&["-n", "1000"])
         .args(&args)
         .out(&out);
     srvprof_beside_perf(&run_args, worker, &["-q", "-F", "499"], &data);
