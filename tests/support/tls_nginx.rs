@@ -7,6 +7,19 @@ use std::time::Duration;
 
 use crate::{free_port, srvprof_bin};
 
+/// The certificate the server presents.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ServerCert {
+    /// Signed by the test's CA, for localhost and 127.0.0.1, valid for two days.
+    Signed,
+    /// Self-signed as `openssl req -x509` makes one (CA:TRUE).
+    SelfSigned,
+    /// Signed by the test's CA, expired when made.
+    Expired,
+    /// Signed by the test's CA with CA:TRUE.
+    CaTrue,
+}
+
 /// nginx serving https on 127.0.0.1, logging per request its connection, the request's number on
 /// it, whether the session was resumed and the protocol; its CA, made for the test.
 pub struct TlsNginx {
@@ -30,7 +43,18 @@ impl TlsNginx {
     /// (`openssl req -x509 -newkey rsa:2048 -nodes ... -addext subjectAltName=IP:127.0.0.1`:
     /// CA:TRUE, as openssl makes it); `self_signed_cert()` is its file.
     pub fn self_signed(name: &str) -> TlsNginx {
-        TlsNginx::build_as(name, "", 1_000_000, false, true)
+        TlsNginx::build_as(name, "", 1_000_000, false, ServerCert::SelfSigned)
+    }
+
+    /// The same, serving a certificate the test's CA signed that expired the moment it was made
+    /// (`-days -1`), or one it signed with CA:TRUE (a CA certificate presented as a server's).
+    pub fn serving(name: &str, cert: ServerCert) -> TlsNginx {
+        TlsNginx::build_as(name, "", 1_000_000, false, cert)
+    }
+
+    /// The server's certificate file.
+    pub fn server_cert(&self) -> String {
+        self.dir.join("srv.crt").display().to_string()
     }
 
     pub fn self_signed_cert(&self) -> String {
@@ -52,7 +76,13 @@ impl TlsNginx {
     }
 
     fn build(name: &str, listen: &str, keepalive_requests: u32, client_auth: bool) -> TlsNginx {
-        TlsNginx::build_as(name, listen, keepalive_requests, client_auth, false)
+        TlsNginx::build_as(
+            name,
+            listen,
+            keepalive_requests,
+            client_auth,
+            ServerCert::Signed,
+        )
     }
 
     fn build_as(
@@ -60,7 +90,7 @@ impl TlsNginx {
         listen: &str,
         keepalive_requests: u32,
         client_auth: bool,
-        self_signed: bool,
+        cert: ServerCert,
     ) -> TlsNginx {
         let dir = std::env::temp_dir().join(format!("srvprof-tls-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -116,11 +146,21 @@ impl TlsNginx {
             ]
             .concat(),
         );
+        let ca_true = if cert == ServerCert::CaTrue {
+            "basicConstraints=critical,CA:TRUE\n"
+        } else {
+            ""
+        };
         std::fs::write(
             dir.join("ext.cnf"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+            format!("subjectAltName=DNS:localhost,IP:127.0.0.1\n{ca_true}"),
         )
         .unwrap();
+        let days = if cert == ServerCert::Expired {
+            "-1"
+        } else {
+            "2"
+        };
         openssl(&[
             "x509",
             "-req",
@@ -134,7 +174,7 @@ impl TlsNginx {
             "-out",
             "srv.crt",
             "-days",
-            "2",
+            days,
             "-extfile",
             "ext.cnf",
         ]);
@@ -180,7 +220,7 @@ impl TlsNginx {
         } else {
             String::new()
         };
-        if self_signed {
+        if cert == ServerCert::SelfSigned {
             openssl(&[
                 "req",
                 "-x509",
@@ -218,8 +258,12 @@ impl TlsNginx {
             .stdout(Stdio::null())
             .spawn()
             .unwrap();
-        for _ in 0..50 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        // The master listens before it forks its worker: ready is the port answering and the
+        // worker there, which tests attach to.
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && !crate::children_of(child.id()).is_empty()
+            {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));

@@ -66,6 +66,43 @@ finding_kinds! {
     ShallowStacks => "shallow_stacks",
 }
 
+/// docs/findings.md, built in: `srvprof explain` and report.html give a kind's section where the
+/// repository is not.
+const FINDINGS_MD: &str = include_str!("../../../docs/findings.md");
+
+/// The parts of each kind's section in docs/findings.md, in order.
+pub const EXPLANATION_LABELS: [&str; 5] = [
+    "What it means",
+    "Evidence",
+    "Threshold",
+    "The usual fix",
+    "Rule",
+];
+
+impl FindingKind {
+    /// The kind of a run.json name ("syn_retransmit_tail").
+    pub fn from_name(name: &str) -> Option<FindingKind> {
+        Self::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// Its section of docs/findings.md as (label, text): the one parser of its `- **Label**:`
+    /// lines, whose labels are EXPLANATION_LABELS.
+    pub fn explanation_parts(self) -> Vec<(&'static str, &'static str)> {
+        let head = format!("\n## `{}`\n", self.name());
+        let Some(at) = FINDINGS_MD.find(&head) else {
+            return Vec::new();
+        };
+        let body = &FINDINGS_MD[at + head.len()..];
+        let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+        body.lines()
+            .filter_map(|l| {
+                let (label, text) = l.strip_prefix("- **")?.split_once("**: ")?;
+                Some((label, text.trim()))
+            })
+            .collect()
+    }
+}
+
 impl std::fmt::Display for FindingKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -132,12 +169,44 @@ mod tests {
     fn every_kind_is_explained_in_docs_findings_md() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/findings.md");
         let doc = std::fs::read_to_string(path).expect("docs/findings.md");
+        // What the binary carries is the file as it is now.
+        assert_eq!(doc, FINDINGS_MD);
         for &kind in FindingKind::ALL {
             assert!(
                 doc.contains(&format!("\n## `{}`\n", kind.name())),
                 "docs/findings.md has no section for {kind}"
             );
+            let parts = kind.explanation_parts();
+            let labels: Vec<&str> = parts.iter().map(|(l, _)| *l).collect();
+            assert_eq!(labels, EXPLANATION_LABELS, "{kind}'s section");
+            assert!(
+                parts.iter().all(|(_, t)| !t.is_empty()),
+                "{kind}: {parts:?}"
+            );
+            // The rule's file is named as it is in the repository, and declares each constant
+            // its threshold names.
+            let rule = concat!(env!("CARGO_MANIFEST_DIR"), "/../../").to_string() + parts[4].1;
+            let source = std::fs::read_to_string(&rule).expect(&rule);
+            let constants: Vec<&str> = (parts[2].1.split('`').skip(1).step_by(2))
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                })
+                .collect();
+            for c in constants {
+                assert!(
+                    source.contains(&format!("const {c}")),
+                    "{kind}: {c} is not in {rule}"
+                );
+            }
+            assert_eq!(FindingKind::from_name(kind.name()), Some(kind));
         }
+        assert_eq!(FindingKind::from_name("no_such_kind"), None);
+        // A section's parts stop at the next section.
+        assert_eq!(
+            FindingKind::NoSuccess.explanation_parts()[0].1,
+            "not one request succeeded"
+        );
     }
 
     #[test]

@@ -52,6 +52,11 @@ pub enum Command {
     Report(ReportArgs),
     /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
     Check(CheckArgs),
+    /// What a finding's kind means, its evidence, the usual fix and its rule (all kinds without one).
+    Explain {
+        /// A finding's kind as run.json names it, e.g. syn_retransmit_tail.
+        kind: Option<String>,
+    },
     /// Print the completion script of a shell: srvprof completions bash > /etc/bash_completion.d/srvprof
     Completions {
         /// bash, zsh, fish, elvish or powershell.

@@ -30,6 +30,10 @@ fn main() -> ExitCode {
             print!("{}", srvprof::cli::completions(*shell));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Explain { kind } => commands::explain::text(kind.as_deref()).map(|t| {
+            print!("{t}");
+            ExitCode::SUCCESS
+        }),
         Command::Man => {
             print!("{}", srvprof::cli::man_page());
             Ok(ExitCode::SUCCESS)

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod compare;
+pub mod explain;
 pub mod probe;
 pub mod report;
 pub mod run;

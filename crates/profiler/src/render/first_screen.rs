@@ -135,10 +135,12 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
             ))
         );
     }
-    if !causes.is_empty() {
+    if let Some(first) = causes.first() {
+        // Copy-paste ready: the binary carries every kind's explanation.
         let _ = writeln!(
             out,
-            "  (each in full, with its evidence, in report.html and run.json; every kind in docs/findings.md)"
+            "  (srvprof explain {} says what a kind means; report.html has the evidence)",
+            first.kind
         );
     }
     for f in run_findings.iter().filter(|f| f.severity == Severity::Info) {
@@ -393,7 +395,7 @@ result       132,001 req/s, 1,320,014 ok, no errors
 valid        yes: the load generator kept up and every request succeeded
 causes of the tail, by their share of p99
   1.  98% syn_retransmit_tail: p99 of 1.02 s = SYN retransmit after 412 accept-queue overflows
-  (each in full, with its evidence, in report.html and run.json; every kind in docs/findings.md)
+  (srvprof explain syn_retransmit_tail says what a kind means; report.html has the evidence)
 per request     ctx sw  syscalls    CPU us   user us    sys us net softirqs
   server         0.076         -      5.68      3.41      2.27         0.00
   client         0.000         -      0.00      0.00      0.00         0.00

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::{HTML_MARKER, ctxsw, flamegraph, plots};
+use srvprof_analysis::finding::FindingKind;
 use srvprof_analysis::run_report::RunReport;
 use srvprof_analysis::stacks::{FoldedStacks, GROUPS, StackKind, hottest_leaf};
 
@@ -14,7 +15,7 @@ th{background:#f4f4f4}td.l,th.l{text-align:left}.sev-critical{color:#b00020;font
 .sev-warning{color:#b36b00;font-weight:bold}.sev-info{color:#555}.figure{margin:8px 0;overflow-x:auto}\
 .figure>svg.plot{display:block;max-width:100%;height:auto}tr.spike td{background:#fbe2e2}\
 td{white-space:nowrap}td.l{white-space:normal}td.l code{overflow-wrap:anywhere}\
-.note{color:#666;font-size:13px}code{font-size:12px}\
+.note{color:#666;font-size:13px}code{font-size:12px}details{color:#444;font-size:13px}dt{font-weight:bold}\
 @media print{body{margin:0;padding:0;max-width:none}.figure{overflow:visible}.figure>svg{max-width:100%;height:auto}\
 h2,h3{break-after:avoid}.figure,tr{break-inside:avoid}table{font-size:10px}td,th{padding:2px 4px}}";
 
@@ -170,17 +171,25 @@ Each graph is also a file of its own in the run folder (flamegraph-*.svg).</p>")
 
 fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
     o.push_str("<h2 id=\"findings\">Findings</h2><ul>");
+    let mut anchored = std::collections::BTreeSet::new();
     for f in &run.findings {
         let sev = format!("{:?}", f.severity).to_lowercase();
         let share = f
             .tail_share
             .map(|s| format!(" (explains {:.0}% of p99)", s * 100.0))
             .unwrap_or_default();
+        // report.html#runq_tail reaches a kind's first finding.
+        let id = if anchored.insert(f.kind) {
+            format!(" id=\"{}\"", f.kind.name())
+        } else {
+            String::new()
+        };
         let _ = write!(
             o,
-            "<li><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>{share}: {}</li>",
+            "<li{id}><span class=\"sev-{sev}\">{sev}</span> <code>{}</code>{share}: {}{}</li>",
             esc(f.kind.name()),
-            esc(&f.summary)
+            esc(&f.summary),
+            explanation(f.kind)
         );
     }
     for (group, name) in GROUPS {
@@ -208,6 +217,17 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         o.push_str("<li>Nothing stood out.</li>");
     }
     o.push_str("</ul>");
+}
+
+/// A kind's section of docs/findings.md, folded under its finding: the report needs no repository.
+fn explanation(kind: FindingKind) -> String {
+    let mut o =
+        String::from("<details><summary>what it means, when it fires, the usual fix</summary><dl>");
+    for (label, text) in kind.explanation_parts() {
+        let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", esc(label), esc(text));
+    }
+    o.push_str("</dl></details>");
+    o
 }
 
 /// The thread name and the last `n` frames, leaf last.
@@ -405,4 +425,24 @@ fn timeline_table(o: &mut String, run: &RunReport) {
         );
     }
     o.push_str("</table>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_folds_its_parts_under_its_finding() {
+        for &kind in FindingKind::ALL {
+            let html = explanation(kind);
+            let parts = kind.explanation_parts();
+            assert_eq!(parts.len(), 5, "{kind}");
+            for (label, text) in parts {
+                assert!(
+                    html.contains(&format!("<dt>{label}</dt><dd>{}</dd>", esc(text))),
+                    "{kind}"
+                );
+            }
+        }
+    }
 }
