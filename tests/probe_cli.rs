@@ -285,6 +285,54 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
     }
 }
 
+/// `--empty-window-programs`, the bench's measure of the kernel's traced path alone: the syscall
+/// and softirq programs are attached (the kernel lists them) but count nothing, while the
+/// scheduler's programs still count the switches /proc counts.
+#[test]
+fn empty_window_programs_are_attached_and_count_nothing() {
+    require_root();
+    let mut w = Workload::start(WORKLOAD);
+    let pid = w.pid();
+    let path = out_file("empty-window-programs");
+    let probe = spawn_probe(pid, "60s", &path, &["--exact", "--empty-window-programs"]);
+    let held = program_names_held_by(probe.id());
+    for name in [
+        "sys_enter",
+        "sys_exit",
+        "softirq_entry",
+        "softirq_exit",
+        "sched_switch",
+    ] {
+        assert!(held.iter().any(|n| n == name), "{name} not in {held:?}");
+    }
+    let (v0, _) = proc_ctxt_switches(pid, pid);
+    w.command("syscalls 3000");
+    w.command("sleep 20 1");
+    let (v1, _) = proc_ctxt_switches(pid, pid);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
+    assert!(probe.wait_with_output().unwrap().status.success());
+    let j = read_json(&path);
+    let syscalls = j["syscalls"].as_array().unwrap();
+    assert!(
+        !syscalls.iter().any(|s| s["name"] == "getppid"),
+        "{syscalls:?}"
+    );
+    let softirq_ns: u64 = (j["softirqs"].as_array().unwrap().iter())
+        .map(|s| s["total_ns"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(softirq_ns, 0, "{}", j["softirqs"]);
+    let thread = (j["threads"].as_array().unwrap().iter())
+        .find(|t| t["tid"] == pid)
+        .expect("the workload's thread");
+    let switches = thread["voluntary_switches"].as_u64().unwrap();
+    assert!(
+        switches + 2 >= v1 - v0 && v1 - v0 >= 20,
+        "probe {switches} voluntary switches, /proc {}",
+        v1 - v0
+    );
+}
+
 /// The default, sampled mode: the syscall programs are attached a twentieth of the time and the
 /// counts scaled up. Against a syscall rate fixed by construction (K getppid every millisecond),
 /// the estimate must land near the true count; were the programs attached all along, or never,

@@ -68,6 +68,9 @@ pub mod globals {
         TCP_STATE_SYN_SENT,
         /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
         STACK_GROUPS,
+        /// Non-zero: the windowed syscall and softirq programs return at once (a measurement of
+        /// what the kernel's traced path and the programs' dispatch cost alone).
+        WINDOW_PROGRAMS_EMPTY,
     );
 }
 

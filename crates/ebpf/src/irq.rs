@@ -25,6 +25,9 @@ static HARDIRQ_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 /// mode only inside the span the softirqs are timed in, so the count is the timed events'.
 #[btf_tracepoint(function = "softirq_entry")]
 pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
+    if window::programs_empty() {
+        return 0;
+    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         let now = unsafe { bpf_ktime_get_ns() };
@@ -40,6 +43,9 @@ pub fn softirq_entry(ctx: BtfTracePointContext) -> i32 {
 /// softirq_exit(unsigned int vec_nr)
 #[btf_tracepoint(function = "softirq_exit")]
 pub fn softirq_exit(ctx: BtfTracePointContext) -> i32 {
+    if window::programs_empty() {
+        return 0;
+    }
     let vec: u32 = ctx.arg(0);
     if let Some(slot) = SOFTIRQS.get_ptr_mut(vec) {
         unsafe {

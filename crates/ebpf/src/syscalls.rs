@@ -35,6 +35,9 @@ static REGS_ORIG_AX_OFFSET: u64 = 0;
 /// sys_enter(struct pt_regs *regs, long id)
 #[btf_tracepoint(function = "sys_enter")]
 pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
+    if window::programs_empty() {
+        return 0;
+    }
     let Some(st) = watched_thread_current() else {
         return 0;
     };
@@ -48,6 +51,9 @@ pub fn sys_enter(ctx: BtfTracePointContext) -> i32 {
 /// sys_exit(struct pt_regs *regs, long ret). Syscalls that never return (exit, exit_group) are not counted.
 #[btf_tracepoint(function = "sys_exit")]
 pub fn sys_exit(ctx: BtfTracePointContext) -> i32 {
+    if window::programs_empty() {
+        return 0;
+    }
     let Some(st) = watched_thread_current() else {
         return 0;
     };

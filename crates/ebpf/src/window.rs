@@ -14,6 +14,17 @@ fn get(index: u32) -> u64 {
     TRACE_WINDOW.get(index).copied().unwrap_or(0)
 }
 
+/// Set at load time for `--empty-window-programs` (srvprof_common::globals::WINDOW_PROGRAMS_EMPTY).
+#[unsafe(no_mangle)]
+static WINDOW_PROGRAMS_EMPTY: u64 = 0;
+
+/// Whether the syscall and softirq programs return at once: the kernel's traced path and the
+/// dispatch to them are all that is left of their cost (a setting for measuring, never a mode).
+#[inline(always)]
+pub fn programs_empty() -> bool {
+    crate::target::global(&WINDOW_PROGRAMS_EMPTY) != 0
+}
+
 /// When the current window opened (0 in exact mode: the programs stay attached).
 #[inline(always)]
 pub fn start_ns() -> u64 {

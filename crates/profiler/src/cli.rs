@@ -200,6 +200,10 @@ pub struct SyscallsArg {
         hide_possible_values = true
     )]
     pub skip: Vec<crate::probes::Family>,
+    /// The syscall and softirq programs return at once: what the kernel's traced path and the
+    /// dispatch to them cost alone, for `cargo xtask bench overhead` (their figures read zero).
+    #[arg(long = "empty-window-programs", hide = true)]
+    pub empty_window_programs: bool,
 }
 
 /// Sampled mode attaches the syscall and softirq programs for interval / this in all. The

@@ -68,6 +68,7 @@ pub fn run(quick: bool) -> Result<String> {
         Watcher::None,
         Watcher::Srvprof,
         Watcher::SrvprofExact,
+        Watcher::SrvprofEmptyWindows,
         Watcher::SrvprofRun,
         Watcher::SrvprofRunNoStacks,
         Watcher::SyscallFloor,
@@ -291,6 +292,7 @@ fn program_time_table(setup: &Setup) -> Result<String> {
     for w in [
         Watcher::Srvprof,
         Watcher::SrvprofExact,
+        Watcher::SrvprofEmptyWindows,
         Watcher::SrvprofRun,
         Watcher::SrvprofRunNoStacks,
         Watcher::Bpftrace,
@@ -386,7 +388,7 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
     } = *setup;
     let (mut cmd, ready): (Command, Option<&str>) = match w {
         Watcher::None => return Ok(None),
-        Watcher::Srvprof | Watcher::SrvprofExact => {
+        Watcher::Srvprof | Watcher::SrvprofExact | Watcher::SrvprofEmptyWindows => {
             let mut c = Command::new(srvprof);
             c.args([
                 "probe",
@@ -398,8 +400,16 @@ fn attach(w: Watcher, setup: &Setup) -> Result<Option<Child>> {
                 "--format",
                 "json",
             ]);
-            if w == Watcher::SrvprofExact {
-                c.arg("--exact");
+            match w {
+                Watcher::SrvprofExact => {
+                    c.arg("--exact");
+                }
+                // The same windows, their syscall and softirq programs returning at once: what
+                // the kernel's traced path and the dispatch cost without the programs' work.
+                Watcher::SrvprofEmptyWindows => {
+                    c.arg("--empty-window-programs");
+                }
+                _ => {}
             }
             (c, Some("watching PIDs"))
         }

@@ -49,7 +49,7 @@ const PROBE_MODES: [(&str, &[&str]); 6] = [
 /// `srvprof run`'s modes against the load alone (the first row): the default, with the load
 /// generator's stacks too, without stacks, with the windows at half the rate, each family left
 /// out on its own, the scheduler's programs alone, then exact.
-const RUN_MODES: [(&str, &[&str]); 12] = [
+const RUN_MODES: [(&str, &[&str]); 13] = [
     ("srvprof load (the load alone)", &[]),
     ("srvprof run", &[]),
     (
@@ -70,6 +70,10 @@ const RUN_MODES: [(&str, &[&str]); 12] = [
         &["--skip-probes", "offcpu"],
     ),
     ("srvprof run --syscalls off", &["--syscalls", "off"]),
+    (
+        "srvprof run, its windows' programs empty (the traced path alone)",
+        &["--empty-window-programs"],
+    ),
     (
         "srvprof run without irq programs",
         &["--skip-probes", "irq"],

@@ -16,6 +16,7 @@ pub(super) enum Watcher {
     None,
     Srvprof,
     SrvprofExact,
+    SrvprofEmptyWindows,
     SrvprofRun,
     SrvprofRunNoStacks,
     SyscallFloor,
@@ -33,6 +34,9 @@ impl Watcher {
             Watcher::None => "nothing attached",
             Watcher::Srvprof => "srvprof probe (every probe; syscalls, irqs sampled)",
             Watcher::SrvprofExact => "srvprof probe --exact (every probe, all along)",
+            Watcher::SrvprofEmptyWindows => {
+                "srvprof probe, its windows' programs empty (the traced path alone)"
+            }
             Watcher::SrvprofRun => "srvprof run (every probe + stacks 99 Hz)",
             Watcher::SrvprofRunNoStacks => "srvprof run --stacks off",
             Watcher::SyscallFloor => "empty syscall tracepoint (bpftrace, matches nothing)",

@@ -39,6 +39,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(args.interval),
         skip: args.syscalls.skip.clone(),
+        empty_window_programs: args.syscalls.empty_window_programs,
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;

@@ -85,6 +85,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(config.interval),
         skip: args.syscalls.skip.clone(),
+        empty_window_programs: args.syscalls.empty_window_programs,
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     // Scripts and tests bracket the probed window with this line and "reading stacks".

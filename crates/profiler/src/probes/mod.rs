@@ -81,6 +81,9 @@ pub struct ProbeTargets {
     pub sampled_window: Option<std::time::Duration>,
     /// Families left detached, to measure what each costs (their figures read zero).
     pub skip: Vec<Family>,
+    /// The windowed syscall and softirq programs return at once, to measure what the kernel's
+    /// traced path and the dispatch to them cost alone (their figures read zero).
+    pub empty_window_programs: bool,
 }
 
 impl ProbeTargets {
@@ -194,6 +197,11 @@ impl Probes {
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .override_global(globals::STACK_GROUPS, &targets.stack_groups(), true)
+            .override_global(
+                globals::WINDOW_PROGRAMS_EMPTY,
+                &u64::from(targets.empty_window_programs),
+                true,
+            )
             .load(BPF_OBJECT)
             .map_err(classify_load_error)?;
 
