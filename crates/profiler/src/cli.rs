@@ -183,9 +183,9 @@ pub struct SyscallsArg {
     /// By default their programs
     /// are attached for one window an interval where the server is busy, 5 % of the time, and
     /// the figures are scaled up from it (a syscall's sleeps, softirq counts and hardirqs are
-    /// counted all along). Measured on one nginx worker beside wrk: exact, 12-14 % of its
-    /// throughput and p99 1.10-1.25x; sampled, p99 1.18x (docs/benchmarks.md; each run's own
-    /// cost is in run.json's `observer`).
+    /// counted all along). Measured on one nginx worker beside wrk: exact, 13-15 % of its
+    /// throughput and p99 1.17x; sampled, p99 1.14x, of which 1.10x is the kernel's traced path
+    /// alone (docs/benchmarks.md; each run's own cost is in run.json's `observer`).
     #[arg(long)]
     pub exact: bool,
     /// Leave these probe families detached: irq, tcp, exits, reclaim, oncpu, offcpu, pauses.
@@ -208,7 +208,8 @@ pub struct SyscallsArg {
 
 /// Sampled mode attaches the syscall and softirq programs for interval / this in all. The
 /// requests served in the window are slowed by the tracing (a fifth on a one-worker nginx): at a
-/// twentieth of the time that raised wrk's p99 1.18x. A two-hundredth raised it 1.00-1.10x, but
+/// twentieth of the time that raised wrk's p99 1.14x (1.10x with the programs empty: the kernel's
+/// traced path itself). A two-hundredth raised it 1.00-1.10x, but
 /// each 5 ms window caught one of a closed loop's batching modes, and nginx's epoll_wait calls
 /// scaled from them read 0.2-1.8x syscount's (docs/benchmarks.md).
 pub const SAMPLED_WINDOW_DIVISOR: u32 = 20;
