@@ -253,14 +253,7 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
                 "--syscalls {setting}: {name} in the kernel's list {held:?}"
             );
         }
-        let (v0, _) = proc_ctxt_switches(pid, pid);
-        w.command("syscalls 3000");
-        w.command("sleep 20 1");
-        let (v1, _) = proc_ctxt_switches(pid, pid);
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
-        assert!(probe.wait_with_output().unwrap().status.success());
-        let j = read_json(&path);
+        let (j, proc_switches) = getppid_and_sleeps_under(&mut w, probe, &path);
         assert_eq!(j["syscalls_off"], !attached, "{setting}");
         let getppid = j["syscalls"]
             .as_array()
@@ -270,19 +263,38 @@ fn syscalls_off_leaves_the_syscall_tracepoints_alone() {
             .map(|s| s["count"].as_u64().unwrap());
         assert_eq!(getppid, attached.then_some(3000), "--syscalls {setting}");
         // Everything else is still measured: switches against the kernel's own count.
-        let thread = j["threads"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["tid"] == pid)
-            .expect("the workload's thread");
-        let switches = thread["voluntary_switches"].as_u64().unwrap();
-        assert!(
-            switches + 2 >= v1 - v0 && v1 - v0 >= 20,
-            "--syscalls {setting}: probe {switches} voluntary switches, /proc {} in the commands",
-            v1 - v0
-        );
+        switches_as_proc_counts(&j, pid, proc_switches, &format!("--syscalls {setting}"));
     }
+}
+
+/// The workload makes 3,000 getppid calls and 20 sleeps of 1 ms under `probe`, which is then
+/// stopped: its JSON report, and the workload's voluntary switches meanwhile by /proc.
+fn getppid_and_sleeps_under(
+    w: &mut Workload,
+    probe: std::process::Child,
+    path: &std::path::Path,
+) -> (serde_json::Value, u64) {
+    let pid = w.pid();
+    let (v0, _) = proc_ctxt_switches(pid, pid);
+    w.command("syscalls 3000");
+    w.command("sleep 20 1");
+    let (v1, _) = proc_ctxt_switches(pid, pid);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
+    assert!(probe.wait_with_output().unwrap().status.success());
+    (read_json(path), v1 - v0)
+}
+
+/// The probe counted the thread `pid`'s voluntary switches as /proc did (at least the 20 sleeps).
+fn switches_as_proc_counts(j: &serde_json::Value, pid: u32, proc_switches: u64, what: &str) {
+    let thread = (j["threads"].as_array().unwrap().iter())
+        .find(|t| t["tid"] == pid)
+        .expect("the workload's thread");
+    let switches = thread["voluntary_switches"].as_u64().unwrap();
+    assert!(
+        switches + 2 >= proc_switches && proc_switches >= 20,
+        "{what}: probe {switches} voluntary switches, /proc {proc_switches} in the commands"
+    );
 }
 
 /// `--empty-window-programs`, the bench's measure of the kernel's traced path alone: the syscall
@@ -305,14 +317,7 @@ fn empty_window_programs_are_attached_and_count_nothing() {
     ] {
         assert!(held.iter().any(|n| n == name), "{name} not in {held:?}");
     }
-    let (v0, _) = proc_ctxt_switches(pid, pid);
-    w.command("syscalls 3000");
-    w.command("sleep 20 1");
-    let (v1, _) = proc_ctxt_switches(pid, pid);
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(probe.id() as i32, libc::SIGINT) };
-    assert!(probe.wait_with_output().unwrap().status.success());
-    let j = read_json(&path);
+    let (j, proc_switches) = getppid_and_sleeps_under(&mut w, probe, &path);
     let syscalls = j["syscalls"].as_array().unwrap();
     assert!(
         !syscalls.iter().any(|s| s["name"] == "getppid"),
@@ -322,15 +327,7 @@ fn empty_window_programs_are_attached_and_count_nothing() {
         .map(|s| s["total_ns"].as_u64().unwrap_or(0))
         .sum();
     assert_eq!(softirq_ns, 0, "{}", j["softirqs"]);
-    let thread = (j["threads"].as_array().unwrap().iter())
-        .find(|t| t["tid"] == pid)
-        .expect("the workload's thread");
-    let switches = thread["voluntary_switches"].as_u64().unwrap();
-    assert!(
-        switches + 2 >= v1 - v0 && v1 - v0 >= 20,
-        "probe {switches} voluntary switches, /proc {}",
-        v1 - v0
-    );
+    switches_as_proc_counts(&j, pid, proc_switches, "--empty-window-programs");
 }
 
 /// The default, sampled mode: the syscall programs are attached a twentieth of the time and the
