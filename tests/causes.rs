@@ -326,9 +326,7 @@ fn disk_waits_of_the_event_loop_are_the_top_finding_with_the_file() {
     let worker = nginx.children(1)[0];
     let file = server_state_dir("nginx-html", nginx.port).join("html/big");
     let url = format!("http://127.0.0.1:{}/big", nginx.port);
-    let pid = worker.to_string();
-    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
-    offcputime.wait_loaded();
+    let offcputime = Tool::offcputime(worker);
     let dropper = CacheDropper::on(&file);
     let run = RunArgs::pid(nginx.pid())
         .load(4, "5s", "0s")
@@ -483,9 +481,7 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     require_root();
     let locked = Server::start("threaded", &["--cpus", "1", "--hold-ms", "20"]);
     let refresher = thread_named(locked.pid(), "cache-refresh").expect("a cache-refresh thread");
-    let pid = locked.pid().to_string();
-    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid]);
-    offcputime.wait_loaded();
+    let offcputime = Tool::offcputime(locked.pid());
     let run = RunArgs::pid(locked.pid())
         .load(50, "4s", "0s")
         .args(&["--rate", "2000", "--cpus", "0"])
@@ -602,11 +598,7 @@ fn pages_a_memory_limit_keeps_out_are_the_top_finding_with_the_faults() {
     );
     let mut group = MemoryGroup::new(16 << 20);
     group.add(paging.pid());
-    let pid = paging.pid().to_string();
-    // As below: with offcputime's default 1024 stack slots, the faults' time whose kernel stack
-    // did not fit reads [Missed Kernel Stack] (CI: srvprof 1.20x what was found).
-    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid, "--stack-storage-size", "65536"]);
-    offcputime.wait_loaded();
+    let offcputime = Tool::offcputime(paging.pid());
     let faults0 = major_faults(paging.pid());
     let run = RunArgs::pid(paging.pid())
         .load(50, "4s", "0s")
@@ -918,12 +910,9 @@ fn swapped_out_memory_is_the_top_finding_with_the_swap_ins() {
     let server = Server::start("threaded", &args);
     let mut group = MemoryGroup::new(16 << 20);
     group.add(server.pid());
-    let pid = server.pid().to_string();
-    // Reclaim under swap-ins walks many distinct kernel stacks: offcputime's default 1024 stack
-    // slots overflow, and a period whose stack did not fit reads [Missed Kernel Stack], without
-    // exc_page_fault (CI: 86 ms found of 1.2 s).
-    let mut offcputime = Tool::spawn("offcputime", &["-p", &pid, "--stack-storage-size", "65536"]);
-    offcputime.wait_loaded();
+    // Reclaim under swap-ins walks many distinct kernel stacks (CI: 86 ms of 1.2 s read
+    // [Missed Kernel Stack] at offcputime's default 1024 stack slots).
+    let offcputime = Tool::offcputime(server.pid());
     let (faults0, swapins0) = (major_faults(server.pid()), swap_ins());
     let run = RunArgs::pid(server.pid())
         .load(50, "4s", "0s")

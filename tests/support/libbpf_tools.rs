@@ -107,6 +107,17 @@ impl Tool {
         }
     }
 
+    /// offcputime on `pid`, loaded, with 65536 stack slots: at its default 1024, distinct stacks
+    /// collide in its stack map, and a period whose kernel stack did not fit reads
+    /// [Missed Kernel Stack] without the frames the cross-checks look for (CI: a quarter of the
+    /// futex waits once).
+    pub fn offcputime(pid: u32) -> Tool {
+        let pid = pid.to_string();
+        let mut tool = Tool::spawn("offcputime", &["-p", &pid, "--stack-storage-size", "65536"]);
+        tool.wait_loaded();
+        tool
+    }
+
     /// Waits (30 s at most) for the tool's "Tracing" line: its programs are attached.
     pub fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(30);
