@@ -429,7 +429,10 @@ fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inhe
 /// nginx passing every request to servers/faulty --mode delay --delay-ms 50: the proxy idles
 /// while each request waits 50 ms for its upstream. The top finding is slow_dependency naming the
 /// upstream's address, with the median request at the delay built in (50 ms, plus the proxying);
-/// the same proxy in front of the upstream answering at once has no such finding.
+/// nginx opens one upstream connection per request (no upstream keep-alive), so the connections
+/// srvprof saw it open number the requests the load generator completed, give or take the 20 in
+/// flight at either end, and at most 20 were open at once. The same proxy in front of the
+/// upstream answering at once has no such finding.
 #[test]
 fn a_slow_upstream_is_the_top_finding_by_its_address() {
     require_root();
@@ -455,6 +458,18 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
     );
     let p50_ms = f["evidence"]["p50_us"].as_f64().unwrap() / 1e3;
     assert!((50.0..80.0).contains(&p50_ms), "median {p50_ms} ms");
+    let upstream = (run["server"]["outbound"].as_array().unwrap().iter())
+        .find(|o| o["remote"] == address.as_str())
+        .unwrap_or_else(|| panic!("{address} in {}", run["server"]["outbound"]));
+    let opened = upstream["opened"].as_f64().unwrap();
+    let completed = run["load"]["completed"].as_f64().unwrap();
+    assert!(
+        (opened - completed).abs() <= 2.0 * 20.0 + 2.0 && completed > 500.0,
+        "{opened} upstream connections opened for {completed} requests completed"
+    );
+    let at_once = upstream["max_connections"].as_f64().unwrap();
+    eprintln!("{opened} upstream connections opened, {completed} requests, {at_once} at once");
+    assert!((1.0..=20.0).contains(&at_once), "{at_once} at once");
 
     let (_, fast) = proxied(&[], "fast-upstream");
     assert_no_finding(&fast, "slow_dependency");

@@ -45,13 +45,13 @@ fn sleeps_and_syscalls_are_counted_exactly_and_switches_match_proc() {
     let mut sampler = attach(vec![pid]);
     let (v0, nv0) = proc_ctxt_switches(pid, pid);
     let (run0, delay0, runs0) = proc_schedstat(pid, pid);
-    let s0 = sampler.take_reading().unwrap();
+    let s0 = sampler.take_reading(false).unwrap();
 
     w.command("sleep 100 2");
     w.command("syscalls 20000");
     w.command("spin 300");
 
-    let s1 = sampler.take_reading().unwrap();
+    let s1 = sampler.take_reading(true).unwrap();
     let (v1, nv1) = proc_ctxt_switches(pid, pid);
     let (run1, delay1, runs1) = proc_schedstat(pid, pid);
     let r = report(&s0, &s1, sampler);
@@ -157,7 +157,7 @@ fn children_dying_by_signal_and_exit_codes_are_reported() {
     let pid = w.pid();
     let sampler = attach(vec![pid]);
     let mut sampler = sampler;
-    let s0 = sampler.take_reading().unwrap();
+    let s0 = sampler.take_reading(false).unwrap();
     let segv: Vec<String> = w
         .command("fork-signal 11")
         .split_whitespace()
@@ -185,7 +185,7 @@ fn children_dying_by_signal_and_exit_codes_are_reported() {
     let st = w.child.wait().unwrap();
     assert_eq!(st.code(), Some(7));
     std::thread::sleep(std::time::Duration::from_millis(100));
-    let s1 = sampler.take_reading().unwrap();
+    let s1 = sampler.take_reading(true).unwrap();
     let r = report(&s0, &s1, sampler);
 
     let find = |tid: u32| {
@@ -285,7 +285,7 @@ fn forked_processes_are_followed() {
     let mut w = Workload::start(WORKLOAD);
     let pid = w.pid();
     let mut sampler = attach(vec![pid]);
-    let s0 = sampler.take_reading().unwrap();
+    let s0 = sampler.take_reading(false).unwrap();
     let child: u32 = w
         .command("fork-exit 0")
         .split_whitespace()
@@ -300,7 +300,7 @@ fn forked_processes_are_followed() {
             .any(|(p, g)| *p == child && *g == GROUP_SERVER),
         "child {child} not watched: {watched:?}"
     );
-    let s1 = sampler.take_reading().unwrap();
+    let s1 = sampler.take_reading(true).unwrap();
     let r = report(&s0, &s1, sampler);
     assert!(
         r.exits
@@ -314,9 +314,9 @@ fn wakers_are_named_and_counted_like_the_woken_threads_own_switches() {
     let mut w = Workload::start(WORKLOAD);
     let pid = w.pid();
     let mut sampler = attach(vec![pid]);
-    let s0 = sampler.take_reading().unwrap();
+    let s0 = sampler.take_reading(false).unwrap();
     let answer = w.command("pingpong 2000");
-    let s1 = sampler.take_reading().unwrap();
+    let s1 = sampler.take_reading(true).unwrap();
     let r = report(&s0, &s1, sampler);
     let words: Vec<u64> = answer
         .split_whitespace()
@@ -360,9 +360,9 @@ fn every_switch_out_gets_its_off_cpu_period_even_when_the_kernel_skips_the_switc
     let pid = w.pid();
     let mut sampler = attach(vec![pid]);
     let (v0, nv0) = proc_ctxt_switches(pid, pid);
-    let s0 = sampler.take_reading().unwrap();
+    let s0 = sampler.take_reading(false).unwrap();
     w.command("sleep 3000 1");
-    let s1 = sampler.take_reading().unwrap();
+    let s1 = sampler.take_reading(true).unwrap();
     let (v1, nv1) = proc_ctxt_switches(pid, pid);
     let r = report(&s0, &s1, sampler);
     let switches = (v1 - v0) + (nv1 - nv0);

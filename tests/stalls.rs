@@ -11,6 +11,8 @@
 //! pause between programs (+8 to +14).
 
 use srvprof_integration::*;
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
@@ -28,33 +30,87 @@ fn watching_stalls_the_cpu_it_shares_with_the_server_no_more_than_a_few_times_a_
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", &CPU.to_string()]);
     let worker = nginx.children(1)[0];
+    let (bare, watched) = bare_and_watched(worker, &[], STALL, 3, || ());
+    assert!(
+        watched - bare <= EXTRA_STALLS,
+        "with srvprof probe on its CPU a sleeping thread woke late {watched} times in {MEASURE:?}, \
+         {bare} beside nothing (allowed {EXTRA_STALLS} more): something srvprof does holds the CPU"
+    );
+}
+
+/// TIME_WAIT sockets the host holds in the next test, as a minute of runs without keep-alive
+/// leaves them.
+const TIME_WAIT_SOCKETS: u64 = 20_000;
+/// A stall this long is what reading that many sockets in one go cost.
+const LONG_STALL: Duration = Duration::from_millis(2);
+/// Long stalls in MEASURE beyond the bare runs': 0 to 2 measured; walking the socket table at
+/// each reading made them 57 (one a reading: 13 ms with TIME_WAIT read, 2-9 ms without).
+const EXTRA_LONG_STALLS: i64 = 10;
+
+/// The host holding 20,000 TIME_WAIT sockets (/proc/net/sockstat counts them) does not make
+/// srvprof's readings stall the CPU it shares with the server. The kernel walks every socket of
+/// its table, without a break, even for a dump that asks for established ones only; srvprof
+/// walks it only at the run's ends, and its programs follow the server's own connections.
+/// Readings ten times a second make every reading's cost show.
+#[test]
+fn thousands_of_time_wait_sockets_on_the_host_do_not_stall_the_servers_cpu() {
+    require_root();
+    let nginx = Server::start("nginx-hello", &["--cpus", &CPU.to_string()]);
+    let worker = nginx.children(1)[0];
+    let (bare, watched) = bare_and_watched(worker, &["--interval", "100ms"], LONG_STALL, 2, || {
+        let held = leave_time_wait(TIME_WAIT_SOCKETS);
+        assert!(
+            held >= TIME_WAIT_SOCKETS * 9 / 10,
+            "only {held} sockets in TIME_WAIT after closing {TIME_WAIT_SOCKETS} connections first"
+        );
+    });
+    assert!(
+        watched - bare <= EXTRA_LONG_STALLS,
+        "with {TIME_WAIT_SOCKETS} sockets in TIME_WAIT and srvprof probe on its CPU a sleeping \
+         thread woke {LONG_STALL:?} late {watched} times in {MEASURE:?}, {bare} beside nothing \
+         (allowed {EXTRA_LONG_STALLS} more): srvprof's socket readings hold the CPU"
+    );
+}
+
+/// Late wake-ups (beyond `stall`) of a thread sleeping 100 µs at a time on CPU, beside nothing
+/// and beside `srvprof probe ARGS` on the same CPU watching `worker`, in `rounds` pairs that
+/// alternate which goes first, each after `before`: the medians, bare then watched.
+fn bare_and_watched(
+    worker: u32,
+    args: &[&str],
+    stall: Duration,
+    rounds: usize,
+    before: impl Fn(),
+) -> (i64, i64) {
     let (mut bare, mut watched) = (Vec::new(), Vec::new());
-    for round in 0..3 {
+    for round in 0..rounds {
         for probe in if round % 2 == 0 {
             [false, true]
         } else {
             [true, false]
         } {
+            before();
             let late = if probe {
                 let mut child = spawn_piped(
                     Command::new("taskset")
                         .args(["-c", &CPU.to_string()])
                         .arg(srvprof_release_bin())
                         .args(["probe", "--pid", &worker.to_string(), "-d", "8s"])
-                        .args(["--format", "json"]),
+                        .args(["--format", "json"])
+                        .args(args),
                 );
                 let _lines = wait_attached(&mut child, "watching PIDs");
                 // Past the first interval's reading of every thread, as in a long run.
                 std::thread::sleep(Duration::from_millis(1200));
-                let late = late_wakeups();
+                let late = late_wakeups(CPU, stall, MEASURE) as i64;
                 let status = child.wait().expect("srvprof probe");
                 assert!(status.success(), "srvprof probe: {status}");
                 late
             } else {
-                late_wakeups()
+                late_wakeups(CPU, stall, MEASURE) as i64
             };
             eprintln!(
-                "round {round}, {}: {late} wake-ups late by more than {STALL:?} in {MEASURE:?}",
+                "round {round}, {}: {late} wake-ups late by more than {stall:?} in {MEASURE:?}",
                 if probe { "srvprof probe" } else { "bare" }
             );
             if probe {
@@ -64,17 +120,49 @@ fn watching_stalls_the_cpu_it_shares_with_the_server_no_more_than_a_few_times_a_
             }
         }
     }
-    let (bare, watched) = (median(&mut bare), median(&mut watched));
-    assert!(
-        watched - bare <= EXTRA_STALLS,
-        "with srvprof probe on its CPU a sleeping thread woke late {watched} times in {MEASURE:?}, \
-         {bare} beside nothing (allowed {EXTRA_STALLS} more): something srvprof does holds the CPU"
-    );
+    (median(&mut bare), median(&mut watched))
 }
 
-/// The sleeping thread's late wake-ups over MEASURE.
-fn late_wakeups() -> i64 {
-    srvprof_integration::late_wakeups(CPU, STALL, MEASURE) as i64
+/// Opens connections on loopback until the host holds `n` sockets in TIME_WAIT: their server
+/// end closes first, so that end waits there for 60 s, on a port below the ephemeral range (none
+/// holds a port connect() may pick). The server listens on a hundred ports: a SYN from a client
+/// port used before to the same server port would end the TIME_WAIT socket it meets. Returns the
+/// host's TIME_WAIT sockets then, as /proc/net/sockstat counts them.
+fn leave_time_wait(n: u64) -> u64 {
+    let missing = n.saturating_sub(time_wait_sockets());
+    let listeners: Vec<TcpListener> = (20_000..32_000)
+        .filter_map(|port| TcpListener::bind(("127.0.0.1", port)).ok())
+        .take(100)
+        .collect();
+    assert!(
+        !listeners.is_empty(),
+        "no free port below the ephemeral range"
+    );
+    for i in 0..missing as usize {
+        let listener = &listeners[i % listeners.len()];
+        let mut c =
+            TcpStream::connect(listener.local_addr().unwrap()).expect("connect on loopback");
+        let (server_end, _) = listener.accept().expect("accept");
+        drop(server_end);
+        // The server's FIN: closed after it, this end does not wait in TIME_WAIT.
+        let _ = c.read(&mut [0u8; 1]);
+    }
+    time_wait_sockets()
+}
+
+/// TIME_WAIT sockets in this network namespace: the `tw` of /proc/net/sockstat's TCP line.
+fn time_wait_sockets() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/sockstat").expect("/proc/net/sockstat");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("TCP:"))
+        .expect("a TCP line");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let at = fields
+        .iter()
+        .position(|f| *f == "tw")
+        .expect("tw in the TCP line");
+    fields[at + 1].parse().expect("a count after tw")
 }
 
 fn median(v: &mut [i64]) -> i64 {

@@ -148,7 +148,11 @@ pub fn build(
         .take_while(|span| span.first < load_rows.max(1))
         .count();
     let first = series.first().cloned().unwrap_or_default();
-    let last = series.end_of(intervals).cloned().unwrap_or_default();
+    let mut last = series.end_of(intervals).cloned().unwrap_or_default();
+    // TIME_WAIT is read only at the ends: the reading after the load's last interval has it.
+    if last.time_wait.is_none() {
+        last.time_wait = series.last().and_then(|r| r.time_wait);
+    }
     let mut server = kernel_report(&first, &last, GROUP_SERVER, exits);
     let mut client = kernel_report(&first, &last, GROUP_CLIENT, exits);
     series.state_errors(&mut server, GROUP_SERVER, intervals);

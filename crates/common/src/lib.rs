@@ -22,7 +22,7 @@ pub use pauses::*;
 pub use sched::*;
 pub use stacks::*;
 pub use syscalls::*;
-pub use tcp::{MAX_PORTS, TcpResetKey};
+pub use tcp::{MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey};
 
 /// Which side of a run a watched process belongs to.
 pub const GROUP_SERVER: u32 = 0;
@@ -66,6 +66,12 @@ pub mod globals {
         SKB_DATA_OFFSET,
         /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
         TCP_STATE_SYN_SENT,
+        /// The kernel's TCP_CLOSE state number.
+        TCP_STATE_CLOSE,
+        /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
+        SOCK_FAMILY_OFFSET,
+        SOCK_DADDR_OFFSET,
+        SOCK_V6_DADDR_OFFSET,
         /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
         STACK_GROUPS,
         /// Non-zero: the windowed syscall and softirq programs return at once (a measurement of
@@ -97,6 +103,8 @@ pub mod maps {
         TCP_COUNTERS,
         TCP_PORTS,
         TCP_RESETS,
+        OUTBOUND,
+        OUTBOUND_SOCKETS,
         EXITS,
         LOST_EVENTS,
         STACK_TRACES,
@@ -174,7 +182,10 @@ pub mod lost {
     /// A new (process, futex word, waiter, holder) key found LOCK_WAITS full: that wait is in
     /// the off-CPU figures but not in the lock waits.
     pub const LOCK_WAITS_MAP_FULL: u32 = 11;
-    pub const COUNT: u32 = 12;
+    /// A server's connect() found OUTBOUND or OUTBOUND_SOCKETS full: that connection is not
+    /// among its outbound ones.
+    pub const OUTBOUND_MAP_FULL: u32 = 12;
+    pub const COUNT: u32 = 13;
 }
 
 #[cfg(feature = "user")]
@@ -191,6 +202,8 @@ mod pod {
     unsafe impl aya::Pod for WakeKey {}
     unsafe impl aya::Pod for WakeCount {}
     unsafe impl aya::Pod for HolderKey {}
+    unsafe impl aya::Pod for OutboundKey {}
+    unsafe impl aya::Pod for OutboundCount {}
     unsafe impl aya::Pod for HolderWait {}
     unsafe impl aya::Pod for DiskWaitKey {}
     unsafe impl aya::Pod for LockWaitKey {}

@@ -47,3 +47,31 @@ pub struct TcpResetKey {
     pub pad: u8,
     pub reason: u32,
 }
+
+/// A remote address a watched server connected to (OUTBOUND's key): `addr` holds an IPv4
+/// address in its first four bytes (family AF_INET) or an IPv6 one (AF_INET6); `port` is in
+/// host order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OutboundKey {
+    pub family: u16,
+    pub port: u16,
+    pub addr: [u8; 16],
+}
+
+/// The server's connections to one remote address, per CPU: those its connect() started and
+/// those that closed since the programs attached (a close may count on another CPU than its
+/// open; the sums are right).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundCount {
+    pub opened: u64,
+    pub closed: u64,
+}
+
+/// Remote addresses OUTBOUND holds.
+pub const MAX_OUTBOUND_REMOTES: u32 = 1024;
+/// The server's outbound connections open at once that OUTBOUND_SOCKETS can follow.
+pub const MAX_OUTBOUND_SOCKETS: u32 = 65536;
+pub const AF_INET: u16 = 2;
+pub const AF_INET6: u16 = 10;

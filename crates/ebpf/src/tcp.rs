@@ -1,15 +1,16 @@
 //! TCP retransmits (SYN, SYN-ACK, data) and resets, by side: a socket whose own port is watched
 //! is the server's, one whose peer's port is watched a client's (srvprof_common::tcp).
 
+use aya_ebpf::helpers::bpf_get_current_pid_tgid;
 use aya_ebpf::{
     bindings::BPF_NOEXIST,
     macros::{btf_tracepoint, map},
     maps::{HashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
-use srvprof_common::{MAX_PORTS, TcpResetKey, lost, tcp};
+use srvprof_common::{GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey, lost, tcp};
 
-use crate::target::{count_lost, global, read_field};
+use crate::target::{count_lost, global, group_of, read_field};
 
 #[map]
 static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::SIDES * tcp::COUNT, 0);
@@ -35,6 +36,25 @@ static INET_SPORT_OFFSET: u64 = 0;
 static SKB_DATA_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TCP_STATE_SYN_SENT: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_STATE_CLOSE: u64 = 0;
+#[unsafe(no_mangle)]
+static SOCK_FAMILY_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SOCK_DADDR_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SOCK_V6_DADDR_OFFSET: u64 = 0;
+
+/// The server's outbound connections by remote address: opened and closed, per CPU.
+#[map]
+static OUTBOUND: PerCpuHashMap<OutboundKey, OutboundCount> =
+    PerCpuHashMap::with_max_entries(tcp::MAX_OUTBOUND_REMOTES, 0);
+
+/// Socket -> the remote address of each outbound connection the server's connect() started,
+/// until it closes.
+#[map]
+static OUTBOUND_SOCKETS: HashMap<u64, OutboundKey> =
+    HashMap::with_max_entries(tcp::MAX_OUTBOUND_SOCKETS, 0);
 
 #[inline(always)]
 fn bump(side: u32, counter: u32) {
@@ -202,4 +222,82 @@ pub fn tcp_receive_reset(ctx: BtfTracePointContext) -> i32 {
         tcp::REASON_NONE,
     );
     0
+}
+
+/// inet_sock_set_state(const struct sock *sk, int oldstate, int newstate): a watched server's
+/// connect() moves its socket to SYN_SENT in the server's own context, which names it; every
+/// socket ends in CLOSE, in whatever context. Kept in the kernel, a reading costs what the
+/// server's own connections number, not a walk of every socket on the host.
+#[btf_tracepoint(function = "inet_sock_set_state")]
+pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
+    let sk: *const u8 = ctx.arg(0);
+    let new: u64 = ctx.arg(2);
+    if sk.is_null() {
+        return 0;
+    }
+    let new = new & 0xffff_ffff;
+    if new == global(&TCP_STATE_SYN_SENT) {
+        outbound_opened(sk);
+    } else if new == global(&TCP_STATE_CLOSE) {
+        outbound_closed(sk);
+    }
+    0
+}
+
+#[inline(always)]
+fn outbound_opened(sk: *const u8) {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if group_of(tgid) != Some(GROUP_SERVER) {
+        return;
+    }
+    let family: u16 = read_field(sk, global(&SOCK_FAMILY_OFFSET)).unwrap_or(0);
+    let port_be: u16 = read_field(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0);
+    let mut key = OutboundKey {
+        family,
+        port: u16::from_be(port_be),
+        addr: [0; 16],
+    };
+    if family == tcp::AF_INET6 {
+        key.addr = read_field(sk, global(&SOCK_V6_DADDR_OFFSET)).unwrap_or([0; 16]);
+    } else {
+        let v4: [u8; 4] = read_field(sk, global(&SOCK_DADDR_OFFSET)).unwrap_or([0; 4]);
+        key.addr[..4].copy_from_slice(&v4);
+    }
+    if OUTBOUND_SOCKETS.insert(&(sk as u64), &key, 0).is_err() {
+        count_lost(lost::OUTBOUND_MAP_FULL);
+        return;
+    }
+    count_outbound(&key, 1, 0);
+}
+
+#[inline(always)]
+fn outbound_closed(sk: *const u8) {
+    let id = sk as u64;
+    let Some(key) = (unsafe { OUTBOUND_SOCKETS.get(&id) }).copied() else {
+        return;
+    };
+    let _ = OUTBOUND_SOCKETS.remove(&id);
+    count_outbound(&key, 0, 1);
+}
+
+#[inline(always)]
+fn count_outbound(key: &OutboundKey, opened: u64, closed: u64) {
+    if let Some(c) = OUTBOUND.get_ptr_mut(key) {
+        unsafe {
+            (*c).opened += opened;
+            (*c).closed += closed;
+        }
+        return;
+    }
+    let first = OutboundCount { opened, closed };
+    // Per-CPU values: a key another CPU inserted first has a zeroed slot for this CPU.
+    if OUTBOUND.insert(key, &first, BPF_NOEXIST as u64).is_err() {
+        match OUTBOUND.get_ptr_mut(key) {
+            Some(c) => unsafe {
+                (*c).opened += opened;
+                (*c).closed += closed;
+            },
+            None => count_lost(lost::OUTBOUND_MAP_FULL),
+        }
+    }
 }

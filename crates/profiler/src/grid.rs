@@ -34,9 +34,10 @@ pub fn readings(
         if done && k == 0 {
             return Ok(());
         }
-        let mut reading = sampler.take_reading()?;
+        let last = done || due >= end_ns;
+        let mut reading = sampler.take_reading(last)?;
         reading.due_ns = Some(due);
-        if !each(sampler, reading)? || done || due >= end_ns {
+        if !each(sampler, reading)? || last {
             return Ok(());
         }
         let passed = clock::monotonic_ns().saturating_sub(start_ns) / interval_ns;

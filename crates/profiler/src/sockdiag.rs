@@ -29,36 +29,46 @@ pub fn listen_drops(ports: &[u16]) -> Option<u64> {
     Some(total)
 }
 
-/// This network namespace's established and TIME_WAIT TCP sockets (IPv4 and IPv6), read in one
-/// walk of the kernel's socket table per family: each walk covers every bucket of it (a few
-/// hundred microseconds on a large host, during which the CPU runs nothing else).
+/// This network namespace's established TCP sockets (IPv4 and IPv6), and its TIME_WAIT ones
+/// when asked, read in one walk of the kernel's socket table per family.
 #[derive(Debug, Default)]
 pub struct Connections {
     /// (inode, local port, remote address).
     pub established: Vec<(u32, u16, std::net::SocketAddr)>,
-    /// The local port of each socket in TIME_WAIT.
-    pub time_wait_ports: Vec<u16>,
+    /// The local port of each socket in TIME_WAIT; None when they were not asked for.
+    pub time_wait_ports: Option<Vec<u16>>,
 }
 
 impl Connections {
     /// TIME_WAIT sockets: all of them, and those whose local port is in `ephemeral` (connections
     /// this host opened, each keeping connect() from reusing its port for the same peer until it
-    /// expires).
-    pub fn time_wait(&self, ephemeral: (u16, u16)) -> (u64, u64) {
-        let holding = (self.time_wait_ports.iter())
+    /// expires). None when they were not asked for.
+    pub fn time_wait(&self, ephemeral: (u16, u16)) -> Option<(u64, u64)> {
+        let ports = self.time_wait_ports.as_ref()?;
+        let holding = (ports.iter())
             .filter(|&&port| ephemeral.0 <= port && port <= ephemeral.1)
             .count();
-        (self.time_wait_ports.len() as u64, holding as u64)
+        Some((ports.len() as u64, holding as u64))
     }
 }
 
-pub fn connections() -> Option<Connections> {
-    let mut out = Connections::default();
-    let states = StateFlags::ESTABLISHED | StateFlags::TIME_WAIT;
+/// The established sockets, and the TIME_WAIT ones if `time_wait`: a host that churns
+/// connections holds tens of thousands of those (28,552 took 13 ms to read here), so they are
+/// worth reading only at a run's ends.
+pub fn connections(time_wait: bool) -> Option<Connections> {
+    let mut out = Connections {
+        time_wait_ports: time_wait.then(Vec::new),
+        ..Default::default()
+    };
+    let mut states = StateFlags::ESTABLISHED;
+    if time_wait {
+        states |= StateFlags::TIME_WAIT;
+    }
     for_each_socket(states, ExtensionFlags::empty(), |r| {
         let id = &r.header.socket_id;
-        match r.header.state {
-            TCP_TIME_WAIT => out.time_wait_ports.push(id.source_port),
+        match (r.header.state, out.time_wait_ports.as_mut()) {
+            (TCP_TIME_WAIT, Some(ports)) => ports.push(id.source_port),
+            (TCP_TIME_WAIT, None) => {}
             _ => out.established.push((
                 r.header.inode,
                 id.source_port,
@@ -79,10 +89,6 @@ fn for_each_socket(
         (AF_INET, SocketId::new_v4()),
         (AF_INET6, SocketId::new_v6()),
     ] {
-        if family == AF_INET6 {
-            // A walk holds the CPU for a few hundred microseconds: the server runs between two.
-            crate::realtime::breathe();
-        }
         dump(family, id, states.clone(), extensions.clone(), &mut each)?;
     }
     Some(())
@@ -118,6 +124,9 @@ fn dump(
 
     let mut receive = vec![0u8; 64 * 1024];
     loop {
+        // Each batch (a few hundred sockets) takes the real-time sampler's CPU for a few hundred
+        // microseconds; the server runs between two, however many sockets the host holds.
+        crate::realtime::breathe();
         let size = socket.recv(&mut &mut receive[..], 0).ok()?;
         let mut offset = 0;
         while offset < size {
@@ -165,13 +174,18 @@ mod tests {
         drop(s);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         let (all, holding) = loop {
-            let (all, holding) = connections().unwrap().time_wait((local, local));
+            let (all, holding) = connections(true)
+                .unwrap()
+                .time_wait((local, local))
+                .unwrap();
             if holding >= 1 || std::time::Instant::now() > deadline {
                 break (all, holding);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
         assert!(all >= holding && holding >= 1, "{all} {holding}");
+        let without = connections(false).unwrap();
+        assert_eq!(without.time_wait((local, local)), None);
     }
 
     #[test]
@@ -180,7 +194,7 @@ mod tests {
         let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (s, _) = l.accept().unwrap();
         let ports = [c.local_addr().unwrap(), s.local_addr().unwrap()].map(|a| a.port());
-        let seen = connections().unwrap();
+        let seen = connections(false).unwrap();
         for (port, peer) in ports.iter().zip([s.local_addr(), c.local_addr()]) {
             let peer = peer.unwrap();
             assert!(

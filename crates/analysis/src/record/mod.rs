@@ -72,6 +72,9 @@ pub struct Outbound {
     /// The most connections to it seen at one sample, and in how many samples it had any.
     pub max_connections: u64,
     pub samples_seen: u64,
+    /// Connections to it the server opened while watched (its connect() calls that left).
+    #[serde(default)]
+    pub opened: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

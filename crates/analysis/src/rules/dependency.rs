@@ -119,6 +119,7 @@ pub(super) mod tests {
                         remote: "127.0.0.1:9000".into(),
                         max_connections: conns,
                         samples_seen: k + 1,
+                        opened: conns,
                     })
                     .into_iter()
                     .collect(),

@@ -47,7 +47,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
     let mut series = ReadingSeries::on_grid(start_ns, args.interval);
-    let mut first = sampler.take_reading()?;
+    let mut first = sampler.take_reading(false)?;
     first.due_ns = Some(start_ns);
     series.push(first);
     let mut stdout = std::io::stdout().lock();
@@ -104,11 +104,16 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         ));
     }
     let observer = srvprof_analysis::observer::cost(&sampler.observer());
-    let exits = sampler.finish();
     let (Some(first), Some(last)) = (series.first(), series.last()) else {
         unreachable!("the series holds the first sample")
     };
-    let mut report = kernel_report(first, last, GROUP_SERVER, &exits);
+    // A run its server's exit stopped ended on a reading the grid did not know was the last.
+    let mut last = last.clone();
+    if last.time_wait.is_none() {
+        last.time_wait = sampler.time_wait_now();
+    }
+    let exits = sampler.finish();
+    let mut report = kernel_report(first, &last, GROUP_SERVER, &exits);
     series.state_errors(&mut report, GROUP_SERVER, series.server_rows.len());
     notes.extend(report.sampling_note());
     let out = ProbeOutput {

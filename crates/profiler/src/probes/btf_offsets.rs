@@ -25,6 +25,10 @@ pub struct KernelOffsets {
     pub sock_state: u64,
     pub sock_num: u64,
     pub sock_dport: u64,
+    /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
+    pub sock_family: u64,
+    pub sock_daddr: u64,
+    pub sock_v6_daddr: u64,
     /// inet_sock.inet_sport (network order): a full socket's own port. Closing a socket
     /// (tcp_set_state to CLOSE) releases its port and zeroes skc_num before an active reset is
     /// sent, so that reset's side is read here.
@@ -133,6 +137,9 @@ impl KernelOffsets {
             sock_state: sk_common + field(&["sock_common", "skc_state"])?,
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,
             sock_dport: sk_common + field(&["sock_common", "skc_dport"])?,
+            sock_family: sk_common + field(&["sock_common", "skc_family"])?,
+            sock_daddr: sk_common + field(&["sock_common", "skc_daddr"])?,
+            sock_v6_daddr: sk_common + field(&["sock_common", "skc_v6_daddr"])?,
             inet_sport: field(&["inet_sock", "inet_sport"])?,
             skb_data: field(&["sk_buff", "data"])?,
         })

@@ -54,6 +54,7 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_retransmit_synack",
     "tcp_send_reset",
     "tcp_receive_reset",
+    "inet_sock_set_state",
 ];
 
 /// What to watch.
@@ -100,7 +101,7 @@ impl ProbeTargets {
 pub enum Family {
     /// softirq_* and irq_handler_*
     Irq,
-    /// tcp_*
+    /// tcp_* and inet_sock_set_state
     Tcp,
     /// sched_process_exit
     Exits,
@@ -119,7 +120,7 @@ impl Family {
     pub fn of(program: &str) -> Option<Family> {
         match program {
             p if p.starts_with("softirq_") || p.starts_with("irq_handler_") => Some(Family::Irq),
-            p if p.starts_with("tcp_") => Some(Family::Tcp),
+            p if p.starts_with("tcp_") || p == "inet_sock_set_state" => Some(Family::Tcp),
             "sched_process_exit" => Some(Family::Exits),
             p if p.starts_with("mm_vmscan_") => Some(Family::Reclaim),
             stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
@@ -166,15 +167,13 @@ impl Probes {
         let offsets = KernelOffsets::from_btf(&vmlinux)?;
         let tcp_names = TcpNames::from_btf(&vmlinux)?;
         drop(vmlinux);
-        let syn_sent =
-            u64::from(
-                tcp_names
-                    .state("SYN_SENT")
-                    .ok_or_else(|| SrvprofError::BtfField {
-                        field: "TCP_SYN_SENT".into(),
-                        source: "not in the enum of TCP states".into(),
-                    })?,
-            );
+        let state = |name: &str| {
+            (tcp_names.state(name).map(u64::from)).ok_or_else(|| SrvprofError::BtfField {
+                field: format!("TCP_{name}"),
+                source: "not in the enum of TCP states".into(),
+            })
+        };
+        let (syn_sent, close) = (state("SYN_SENT")?, state("CLOSE")?);
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
@@ -196,6 +195,10 @@ impl Probes {
             .override_global(globals::INET_SPORT_OFFSET, &offsets.inet_sport, true)
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
+            .override_global(globals::TCP_STATE_CLOSE, &close, true)
+            .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
+            .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
+            .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
             .override_global(globals::STACK_GROUPS, &targets.stack_groups(), true)
             .override_global(
                 globals::WINDOW_PROGRAMS_EMPTY,
@@ -375,6 +378,11 @@ impl Probes {
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.
+    /// The server's outbound connections since the programs attached: (remote, opened, closed).
+    pub fn outbound(&self) -> Result<Vec<(std::net::SocketAddr, u64, u64)>, SrvprofError> {
+        tcp::outbound(&self.ebpf)
+    }
+
     pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
         let watched: Vec<u32> = self
             .watched_pids()?

@@ -4,7 +4,7 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use srvprof_common::{TcpResetKey, maps, tcp};
+use srvprof_common::{OutboundCount, OutboundKey, TcpResetKey, maps, tcp};
 
 use super::btf_offsets::TcpNames;
 use super::{map_error, map_ref};
@@ -35,6 +35,31 @@ pub fn read(
         (a.side, a.sent, &a.state, &a.reason).cmp(&(b.side, b.sent, &b.state, &b.reason))
     });
     Ok(())
+}
+
+/// The server's outbound connections since the programs attached, by remote address: (opened,
+/// closed), summed over the CPUs.
+pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, u64, u64)>, SrvprofError> {
+    let map: PerCpuHashMap<&MapData, OutboundKey, OutboundCount> = map_ref(ebpf, maps::OUTBOUND)?;
+    Ok(map
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(key, per_cpu)| {
+            let (opened, closed) =
+                (per_cpu.iter()).fold((0, 0), |(o, c), n| (o + n.opened, c + n.closed));
+            (remote_address(&key), opened, closed)
+        })
+        .collect())
+}
+
+fn remote_address(key: &OutboundKey) -> std::net::SocketAddr {
+    let ip = if key.family == tcp::AF_INET6 {
+        std::net::IpAddr::V6(std::net::Ipv6Addr::from(key.addr))
+    } else {
+        let [a, b, c, d, ..] = key.addr;
+        std::net::IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d))
+    };
+    std::net::SocketAddr::new(ip, key.port)
 }
 
 /// A key with the kernel's numbers named.

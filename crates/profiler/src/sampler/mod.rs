@@ -31,8 +31,10 @@ pub struct Sampler {
     listen_ports: Vec<u16>,
     /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
     cpu_hierarchies: Vec<crate::procfs::cgroup::CpuHierarchy>,
-    /// The server's outbound connections by remote address: (most at one sample, samples seen).
-    outbound: BTreeMap<String, (u64, u64)>,
+    /// The server's outbound connections by remote address.
+    outbound: BTreeMap<String, Outbound>,
+    /// The programs' count of connections opened to each remote at the last reading.
+    outbound_opened: BTreeMap<std::net::SocketAddr, u64>,
     /// net.ipv4.ip_local_port_range, for the TIME_WAIT sockets that hold ephemeral ports.
     ephemeral: Option<(u16, u16)>,
     pub exits: Vec<ExitRecord>,
@@ -75,6 +77,7 @@ impl Sampler {
             cpu_hierarchies: crate::procfs::cgroup::cpu_hierarchies(),
             ephemeral: procfs::ephemeral_port_range(),
             outbound: BTreeMap::new(),
+            outbound_opened: BTreeMap::new(),
             exits: Vec::new(),
             responses: None,
             readings: 0,
@@ -113,8 +116,10 @@ impl Sampler {
     }
 
     /// Reads everything once; in sampled mode, the interval that starts now gets its window of
-    /// the syscall and interrupt programs (opened by wait_until).
-    pub fn take_reading(&mut self) -> Result<Reading, SrvprofError> {
+    /// the syscall and interrupt programs (opened by wait_until). The host's TIME_WAIT sockets
+    /// are read only in the first reading and a `last` one (the run's ends, all that is
+    /// reported of them).
+    pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
         // The kernel's own TCP counters right after the probes' (tests compare the two): the
@@ -215,6 +220,13 @@ impl Sampler {
             .map(|_| self.window.traced_responses);
         crate::realtime::breathe();
         let cgroups = crate::procfs::cgroup::read(&self.cpu_hierarchies, &watched);
+        // The socket table is walked only at the run's ends: on a host that churns connections
+        // it holds tens of thousands in TIME_WAIT, and the kernel walks them all without a break
+        // (2-9 ms for 20,000-40,000 here), even when it copies none out. The first walk finds
+        // the server's outbound connections already open; the programs follow those it opens.
+        let first = self.readings == 0;
+        let walk = first || last;
+        let seed = first && !self.listen_ports.is_empty();
         // The server's sockets read right before and right after the socket table: a connection
         // that lives a request long (a proxy's to its upstream) is in both reads and the table.
         let server_sockets = || -> std::collections::HashSet<u64> {
@@ -223,29 +235,20 @@ impl Sampler {
                 .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
                 .collect()
         };
-        let wants_outbound = !self.listen_ports.is_empty();
-        let mut server_inodes = if wants_outbound {
+        let mut server_inodes = if seed {
             server_sockets()
         } else {
             Default::default()
         };
-        let connections = (wants_outbound || self.ephemeral.is_some())
-            .then(crate::sockdiag::connections)
+        let connections = walk
+            .then(|| crate::sockdiag::connections(self.ephemeral.is_some()))
             .flatten();
-        if wants_outbound {
+        if seed {
             server_inodes.extend(server_sockets());
+            crate::realtime::breathe();
         }
-        crate::realtime::breathe();
-        let outbound = self.read_outbound(&server_inodes, connections.as_ref());
-        let time_wait = self.ephemeral.zip(connections.as_ref()).map(|(range, c)| {
-            let (sockets, holding_ports) = c.time_wait(range);
-            TimeWait {
-                sockets,
-                holding_ports,
-                ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
-                tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
-            }
-        });
+        let outbound = self.read_outbound(&server_inodes, connections.as_ref().filter(|_| seed));
+        let time_wait = self.time_wait(connections.as_ref());
         self.time_programs(kernel.monotonic_ns, responses);
         // The interval's slots count from the end of this reading, srvprof's own CPU burst.
         if self.probes.window().is_some() {
@@ -338,39 +341,65 @@ impl Sampler {
         }
     }
 
-    /// The server's connections other than on its listening ports, added to those seen so far:
-    /// per remote address, the most at one sample and the samples it was seen in. None when
-    /// sock_diag cannot be asked or the listening ports are unknown.
+    /// The server's outbound connections, added to those seen so far: per remote address, the
+    /// most at one sample and the samples it was seen in. At the first reading, those open then
+    /// (`seed`: the server's sockets in the socket table other than on its listening ports);
+    /// after it, the programs' count of those the server opened and has not closed, or one if it
+    /// opened any in the interval (a connection shorter than an interval). None when the
+    /// programs' count cannot be read.
     fn read_outbound(
         &mut self,
         inodes: &std::collections::HashSet<u64>,
-        connections: Option<&crate::sockdiag::Connections>,
+        seed: Option<&crate::sockdiag::Connections>,
     ) -> Option<Vec<Outbound>> {
-        if self.listen_ports.is_empty() {
-            return None;
-        }
-        let connections = connections?;
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
-        for &(inode, local_port, remote) in &connections.established {
+        for &(inode, local_port, remote) in seed.map_or(&[][..], |c| &c.established) {
             if inodes.contains(&u64::from(inode)) && !self.listen_ports.contains(&local_port) {
+                let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
                 *now.entry(remote.to_string()).or_default() += 1;
             }
         }
-        for (remote, n) in now {
-            let seen = self.outbound.entry(remote).or_default();
-            seen.0 = seen.0.max(n);
-            seen.1 += 1;
+        for (remote, opened, closed) in self.probes.outbound().ok()? {
+            let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
+            let before = self.outbound_opened.insert(remote, opened).unwrap_or(0);
+            let open = opened.saturating_sub(closed);
+            if open > 0 || opened > before {
+                let n = now.entry(remote.to_string()).or_default();
+                *n = (*n + open).max(1);
+            }
+            self.outbound_entry(remote.to_string()).opened = opened;
         }
-        Some(
-            self.outbound
-                .iter()
-                .map(|(remote, &(max_connections, samples_seen))| Outbound {
-                    remote: remote.clone(),
-                    max_connections,
-                    samples_seen,
-                })
-                .collect(),
-        )
+        for (remote, n) in now {
+            let seen = self.outbound_entry(remote);
+            seen.max_connections = seen.max_connections.max(n);
+            seen.samples_seen += 1;
+        }
+        Some(self.outbound.values().cloned().collect())
+    }
+
+    fn outbound_entry(&mut self, remote: String) -> &mut Outbound {
+        (self.outbound.entry(remote.clone())).or_insert_with(|| Outbound {
+            remote,
+            ..Default::default()
+        })
+    }
+
+    /// The host's TIME_WAIT sockets now, for a reading taken outside the grid's last (a run
+    /// that stopped early when its server exited).
+    pub fn time_wait_now(&self) -> Option<TimeWait> {
+        self.ephemeral?;
+        self.time_wait(crate::sockdiag::connections(true).as_ref())
+    }
+
+    fn time_wait(&self, connections: Option<&crate::sockdiag::Connections>) -> Option<TimeWait> {
+        let range = self.ephemeral?;
+        let (sockets, holding_ports) = connections?.time_wait(range)?;
+        Some(TimeWait {
+            sockets,
+            holding_ports,
+            ephemeral_ports: u32::from(range.1.saturating_sub(range.0)) + 1,
+            tw_reuse: procfs::tcp_tw_reuse().unwrap_or(0),
+        })
     }
 
     /// One per-thread counter of every known thread now (tid -> group, value), from /proc.
