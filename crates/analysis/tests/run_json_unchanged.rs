@@ -336,6 +336,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added: lock waits the kernel's map had no room for",
     ),
     (
+        ".lost_events.outbound_map_full",
+        "added: outbound connections the kernel's maps had no room for",
+    ),
+    (
         ".tail_share",
         "added: the share of p99 each finding's cause explains, which ranks them",
     ),

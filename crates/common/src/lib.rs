@@ -87,6 +87,8 @@ pub mod maps {
         TARGET_BITMAP,
         THREADS,
         GROUP_SWITCHES,
+        GROUP_ONCPU,
+        RUNNING,
         OFFCPU_HIST,
         RUNQ_HIST,
         SYSCALLS,
@@ -202,6 +204,7 @@ mod pod {
     unsafe impl aya::Pod for WakeKey {}
     unsafe impl aya::Pod for WakeCount {}
     unsafe impl aya::Pod for HolderKey {}
+    unsafe impl aya::Pod for RunningSlot {}
     unsafe impl aya::Pod for OutboundKey {}
     unsafe impl aya::Pod for OutboundCount {}
     unsafe impl aya::Pod for HolderWait {}

@@ -207,3 +207,12 @@ mod tests {
         assert!(!futex_lock_protocol(1 | PRIVATE, 2));
     }
 }
+
+/// RUNNING's slot for one CPU: the watched thread running there since `since_ns`
+/// (bpf_ktime_get_ns), of group `group_plus_one - 1`; `group_plus_one` is 0 when none is.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunningSlot {
+    pub group_plus_one: u64,
+    pub since_ns: u64,
+}

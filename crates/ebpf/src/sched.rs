@@ -15,7 +15,7 @@ use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, HistSlots, HolderKey, HolderWait,
     LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS, MAX_RUNQ_HOLDERS,
-    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, ThreadStats, WakeCount, WakeKey,
+    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, ThreadStats, WakeCount, WakeKey,
     futex_lock_protocol, hist, lost,
 };
 
@@ -28,6 +28,23 @@ use crate::target::{
 /// slot, not by walking every bucket of THREADS (a few hundred microseconds of the reading CPU).
 #[map]
 static GROUP_SWITCHES: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
+/// [group] -> its watched threads' time on a CPU, added at each switch-out; with RUNNING, a
+/// sampled window's edges read the group's on-CPU time without a file per thread in /proc.
+#[map]
+static GROUP_ONCPU: PerCpuArray<u64> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
+/// Per CPU: the watched thread running there and since when (its slice so far is not in
+/// GROUP_ONCPU yet).
+#[map]
+static RUNNING: PerCpuArray<RunningSlot> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn add_group_oncpu(group: u32, ns: u64) {
+    if let Some(n) = GROUP_ONCPU.get_ptr_mut(group) {
+        unsafe { *n += ns };
+    }
+}
 
 /// [group].by_nr[nr] -> voluntary off-CPU periods inside syscall nr, and their time.
 #[map]
@@ -267,6 +284,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     let preempt: u64 = ctx.arg(0);
     let next: *const u8 = ctx.arg(2);
     let prev_state: u64 = ctx.arg(3);
+    // Whoever ran on this CPU is switching out: its slice goes to GROUP_ONCPU below if watched.
+    if let Some(slot) = RUNNING.get_ptr_mut(0) {
+        unsafe { (*slot).group_plus_one = 0 };
+    }
 
     // prev is the current task: the tracepoint fires before the switch.
     if let Some(st) = crate::target::watched_thread_current() {
@@ -325,6 +346,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if exec != 0 && st.exec_at_switch_out_ns != 0 {
             let on = exec.saturating_sub(st.exec_at_switch_out_ns);
             st.oncpu_ns += on;
+            add_group_oncpu(st.group, on);
             if st.last_switch_out_ns != 0 {
                 let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
                 st.offcpu_ns += off;
@@ -335,7 +357,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
         } else if st.last_switch_in_ns != 0 {
             // No scheduler total to split with: this program's own clock readings.
-            st.oncpu_ns += now.saturating_sub(st.last_switch_in_ns);
+            let on = now.saturating_sub(st.last_switch_in_ns);
+            st.oncpu_ns += on;
+            add_group_oncpu(st.group, on);
             if st.last_switch_out_ns != 0 {
                 let off = st.last_switch_in_ns.saturating_sub(st.last_switch_out_ns);
                 st.offcpu_ns += off;
@@ -388,6 +412,14 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.blocked_nr = 0;
         }
         st.last_switch_in_ns = now;
+        if let Some(slot) = RUNNING.get_ptr_mut(0) {
+            unsafe {
+                *slot = RunningSlot {
+                    group_plus_one: u64::from(st.group) + 1,
+                    since_ns: now,
+                }
+            };
+        }
         let cpu = unsafe { bpf_get_smp_processor_id() };
         st.cpu_mask |= 1u64 << (cpu & 63);
     }

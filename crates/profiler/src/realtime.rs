@@ -37,6 +37,33 @@ pub fn breathe() {
     std::thread::sleep(BREATH);
 }
 
+/// Breathes inside a long loop of the sampler's whenever it has held the CPU for HOLD since
+/// the last breath: its length grows with what it reads (a file per thread), the CPU it holds at
+/// once must not.
+pub struct Pace(std::time::Instant);
+
+/// The longest the sampler runs between two breaths in a paced loop.
+const HOLD: std::time::Duration = std::time::Duration::from_micros(200);
+
+impl Pace {
+    pub fn new() -> Self {
+        Self(std::time::Instant::now())
+    }
+
+    pub fn tick(&mut self) {
+        if self.0.elapsed() >= HOLD {
+            breathe();
+            self.0 = std::time::Instant::now();
+        }
+    }
+}
+
+impl Default for Pace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A pause of breathe(): long enough for a server to handle a request or two that waited.
 const BREATH: std::time::Duration = std::time::Duration::from_micros(20);
 

@@ -96,15 +96,8 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
     }
 }
 
-fn cpu_delta(
-    end: &[CpuUse],
-    start: &[CpuUse],
-    key: impl Fn(&CpuUse) -> u32,
-    id: u32,
-) -> (u64, u64) {
-    let e = end.iter().find(|c| key(c) == id);
-    let s = start.iter().find(|c| key(c) == id);
-    match (e, s) {
+fn cpu_delta(end: Option<&CpuUse>, start: Option<&CpuUse>) -> (u64, u64) {
+    match (end, start) {
         (Some(e), Some(s)) => (
             e.user_ns.saturating_sub(s.user_ns),
             e.sys_ns.saturating_sub(s.sys_ns),
@@ -116,9 +109,9 @@ fn cpu_delta(
 
 /// The report for `group` between two samples. Threads and processes first seen after `start`
 /// count from zero (they were born in the window).
-pub fn kernel_report(
-    start: &Reading,
-    end: &Reading,
+pub fn kernel_report<'a>(
+    start: &'a Reading,
+    end: &'a Reading,
     group: u32,
     exits: &[ExitRecord],
 ) -> KernelReport {
@@ -143,15 +136,18 @@ pub fn kernel_report(
     let split = fraction.is_some() && end.kernel.sleeps_apart();
     let start_threads: BTreeMap<u32, &ThreadCounters> =
         start.kernel.threads.iter().map(|t| (t.tid, t)).collect();
+    // By tid: a server of thousands of threads made a search per thread cost milliseconds.
+    let by_tid = |cpu: &'a [CpuUse]| -> BTreeMap<u32, &'a CpuUse> {
+        cpu.iter().map(|c| (c.tid, c)).collect()
+    };
+    let (end_cpu, start_cpu) = (by_tid(&end.thread_cpu), by_tid(&start.thread_cpu));
     for t in end.kernel.threads.iter().filter(|t| t.group == group) {
         let d = thread_delta(t, start_threads.get(&t.tid).copied());
         r.memory.reclaims += d.reclaims;
         r.memory.reclaim_ns += d.reclaim_ns;
-        let (user_ns, sys_ns) = cpu_delta(&end.thread_cpu, &start.thread_cpu, |c| c.tid, t.tid);
-        let comm = end
-            .thread_cpu
-            .iter()
-            .find(|c| c.tid == t.tid)
+        let (user_ns, sys_ns) =
+            cpu_delta(end_cpu.get(&t.tid).copied(), start_cpu.get(&t.tid).copied());
+        let comm = (end_cpu.get(&t.tid))
             .map(|c| c.comm.clone())
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| d.comm.clone());
@@ -222,7 +218,8 @@ pub fn kernel_report(
     }
     // Process CPU time from /proc/PID/stat includes threads that exited in the window.
     for pid in &pids {
-        let (u, s) = cpu_delta(&end.process_cpu, &start.process_cpu, |c| c.pid, *pid);
+        let of = |r: &'a Reading| r.process_cpu.iter().find(|c| c.pid == *pid);
+        let (u, s) = cpu_delta(of(end), of(start));
         r.totals.user_ns += u;
         r.totals.sys_ns += s;
     }
@@ -312,6 +309,7 @@ pub fn kernel_report(
         (lost::RUNQ_HOLDERS_MAP_FULL, "runq_holders_map_full"),
         (lost::DISK_WAITS_MAP_FULL, "disk_waits_map_full"),
         (lost::LOCK_WAITS_MAP_FULL, "lock_waits_map_full"),
+        (lost::OUTBOUND_MAP_FULL, "outbound_map_full"),
         (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
     ] {
         r.lost_events.insert(

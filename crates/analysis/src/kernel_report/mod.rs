@@ -172,7 +172,7 @@ pub struct KernelReport {
     #[serde(default)]
     pub traced_share: Option<f64>,
     /// What traced_share is a share of: "responses" (the load generator's), "io_calls" (the
-    /// group's read- and write-type syscalls, /proc/PID/task/TID/io) or "time"; "oncpu" and
+    /// group's read- and write-type syscalls, /proc/PID/io) or "time"; "oncpu" and
     /// "switches" are understood but not chosen. None in exact mode.
     #[serde(default)]
     pub scaled_by: Option<String>,

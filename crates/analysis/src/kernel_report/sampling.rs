@@ -40,14 +40,15 @@ pub enum Basis {
     /// (`run`): the server runs slower while traced, so a share of time would undercount it.
     Responses,
     /// The share of the group's read- and write-type syscalls (read, write, writev, sendfile...;
-    /// the kernel's exact per-task count in /proc/PID/task/TID/io) made while they were
+    /// the kernel's exact count in /proc/PID/io, its threads' sum) made while they were
     /// attached: the server's own work, so a burst that a window catches weighs as much as it
     /// should, one it misses is not mistaken for idle time, and a server slowed by the tracing
     /// makes as many per request as when it is not (unlike its time on a CPU or its switches).
     IoCalls,
     /// The share of the group's time on a CPU spent while they were attached: syscalls are made
     /// on a CPU, so a burst that a window catches weighs as much as it should, and one it misses
-    /// is not mistaken for idle time. The scheduler's own account (/proc schedstat).
+    /// is not mistaken for idle time. The scheduler's own account, summed per group by the programs
+    /// at each switch-out, with the slice so far of each thread running.
     OnCpu,
     /// The share of the group's context switches made while they were attached: syscalls come
     /// with the threads' wakeups and switches, so a burst that a window catches weighs as much as

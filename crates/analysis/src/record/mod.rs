@@ -130,14 +130,14 @@ pub struct Reading {
     /// scaled by these: syscalls happen as the threads switch, bursts included.
     #[serde(default)]
     pub traced_switches: Option<Vec<u64>>,
-    /// Sampled mode: each group's time on a CPU so far (ns, the scheduler's own account in /proc
-    /// schedstat), and the part of it inside the windows.
+    /// Sampled mode: each group's time on a CPU so far (ns, the scheduler's own account, summed
+    /// per group by the programs), and the part of it inside the windows.
     #[serde(default)]
     pub oncpu_ns: Option<Vec<u64>>,
     #[serde(default)]
     pub traced_oncpu_ns: Option<Vec<u64>>,
     /// Sampled mode: each group's read- and write-type syscalls so far (the kernel's own per-task
-    /// count, /proc/PID/task/TID/io syscr + syscw), and the ones made inside the windows.
+    /// count, /proc/PID/io syscr + syscw), and the ones made inside the windows.
     /// Without a load generator, the syscall counts are scaled by these when the windows saw
     /// enough of them: a server's work, counted exactly and the same whether traced or not.
     #[serde(default)]

@@ -155,6 +155,8 @@ pub struct Probes {
     disk_paths: std::collections::HashMap<(u32, i32), String>,
     /// The kernel's accounting of the programs' run time, on for some intervals.
     accounting: cost::Accounting,
+    /// The threads of the watched processes have been listed from /proc once (sched::read).
+    threads_seeded: bool,
 }
 
 impl Probes {
@@ -316,6 +318,7 @@ impl Probes {
             tcp_names,
             disk_paths: Default::default(),
             accounting: Default::default(),
+            threads_seeded: false,
         })
     }
 
@@ -397,7 +400,8 @@ impl Probes {
             traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
         };
-        sched::read(&mut self.ebpf, &mut counters)?;
+        sched::read(&mut self.ebpf, &mut counters, !self.threads_seeded)?;
+        self.threads_seeded = true;
         for w in &mut counters.disk_waits {
             if w.path.is_empty() {
                 if let Some(path) = self.disk_paths.get(&(w.pid, w.fd)) {
@@ -431,6 +435,12 @@ impl Probes {
         &self,
     ) -> Result<[u64; srvprof_common::NUM_GROUPS as usize], SrvprofError> {
         sched::group_switches(&self.ebpf)
+    }
+
+    /// Each group's time on a CPU so far (GROUP_ONCPU and RUNNING): one read, however many
+    /// threads.
+    pub fn group_oncpu(&self) -> Result<[u64; srvprof_common::NUM_GROUPS as usize], SrvprofError> {
+        sched::group_oncpu(&self.ebpf)
     }
 
     /// The on- and off-CPU stack counts so far; None when stacks were not attached.

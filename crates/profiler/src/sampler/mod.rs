@@ -25,6 +25,9 @@ pub struct Sampler {
     probes: Probes,
     start_ns: u64,
     threads: BTreeMap<u32, CpuUse>,
+    /// Each thread's switches and time on a CPU by the programs' count when its /proc stat was
+    /// last read.
+    thread_activity: std::collections::HashMap<u32, (u64, u64)>,
     processes: BTreeMap<u32, CpuUse>,
     mib_pid: Option<u32>,
     last_mib: BTreeMap<String, u64>,
@@ -70,6 +73,7 @@ impl Sampler {
             probes,
             start_ns,
             threads: BTreeMap::new(),
+            thread_activity: Default::default(),
             processes: BTreeMap::new(),
             mib_pid,
             last_mib: BTreeMap::new(),
@@ -156,6 +160,20 @@ impl Sampler {
         // Each watched process's parent, from the same reading of /proc/PID/stat as its CPU time.
         let mut parents: BTreeMap<u32, u32> = BTreeMap::new();
         let mut major_faults: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut pace = crate::realtime::Pace::new();
+        let active: std::collections::HashMap<u32, (u64, u64)> = (kernel.threads.iter())
+            .map(|t| {
+                let switches = t.voluntary_switches + t.involuntary_switches;
+                (t.tid, (switches, t.oncpu_ns))
+            })
+            .collect();
+        // Every thread the programs know (all those of the watched processes since the first
+        // reading), by process: no listing of /proc/PID/task, which takes a server of thousands
+        // of threads milliseconds in one piece.
+        let mut threads_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+        for t in &kernel.threads {
+            threads_of.entry(t.pid).or_default().push(t.tid);
+        }
         for &(pid, group) in &watched {
             let stat = procfs::stat_text(pid);
             if let Some(ppid) = procfs::parse_stat_ppid(&stat) {
@@ -170,15 +188,30 @@ impl Sampler {
                     pid,
                     tid: 0,
                     group,
-                    comm: procfs::comm(pid, pid).unwrap_or_default(),
+                    comm: procfs::parse_stat_comm(&stat).unwrap_or_default(),
                     user_ns: cpu.user_ns,
                     sys_ns: cpu.sys_ns,
                 };
             }
-            for tid in procfs::thread_ids(pid) {
+            for tid in threads_of.get(&pid).into_iter().flatten().copied() {
+                // A thread the programs saw neither switch nor run since the last reading has the
+                // same CPU time: its file is not read again (a server of thousands of threads,
+                // most of them idle, took tens of milliseconds here).
+                let now_active = active.get(&tid).copied();
+                let was_active = self.thread_activity.get(&tid).copied();
+                if now_active.is_some()
+                    && now_active == was_active
+                    && self.threads.contains_key(&tid)
+                {
+                    continue;
+                }
+                if let Some(a) = now_active {
+                    self.thread_activity.insert(tid, a);
+                }
+                pace.tick();
                 let stat = procfs::thread_stat_text(pid, tid);
                 if let Some(cpu) = procfs::parse_stat_cpu_time(&stat, ticks) {
-                    let comm = procfs::comm(pid, tid).unwrap_or_default();
+                    let comm = procfs::parse_stat_comm(&stat).unwrap_or_default();
                     self.threads.insert(
                         tid,
                         CpuUse {
@@ -200,10 +233,8 @@ impl Sampler {
             .then(|| self.window.traced_switches.to_vec());
         let sampled = kernel.traced_ns.is_some();
         if sampled {
-            self.window.oncpu.add(&self.read(procfs::thread_oncpu_ns));
-            self.window
-                .io_calls
-                .add(&self.read(procfs::thread_io_calls));
+            self.window.oncpu.add(&self.oncpu());
+            self.window.io_calls.add(&self.io_calls());
         }
         let (oncpu_ns, traced_oncpu_ns) = self.window.oncpu.totals(sampled);
         let (io_calls, traced_io_calls) = self.window.io_calls.totals(sampled);
@@ -402,12 +433,19 @@ impl Sampler {
         })
     }
 
-    /// One per-thread counter of every known thread now (tid -> group, value), from /proc.
-    fn read(&self, counter: fn(u32, u32) -> Option<u64>) -> Readings {
-        self.threads
-            .values()
-            .filter_map(|t| Some((t.tid, (t.group, counter(t.pid, t.tid)?))))
+    /// The read- and write-type syscalls of every known process now (pid -> group, value), a
+    /// file per process (its threads' sum, those that ended included), not one per thread.
+    pub(super) fn io_calls(&self) -> Readings {
+        (self.processes.values())
+            .filter_map(|p| Some((p.pid, (p.group, procfs::process_io_calls(p.pid)?))))
             .collect()
+    }
+
+    /// Each group's time on a CPU now (group -> group, ns), from the programs: one read however
+    /// many threads. Empty when it cannot be read.
+    pub(super) fn oncpu(&self) -> Readings {
+        let groups = self.probes.group_oncpu().unwrap_or_default();
+        (0..).zip(groups).map(|(g, ns)| (g, (g, ns))).collect()
     }
 
     fn collect_exits(&mut self) {

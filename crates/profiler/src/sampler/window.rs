@@ -55,7 +55,8 @@ pub(super) struct TraceWindow {
     /// Sampled mode: each group's time on a CPU, all of it and the part inside the windows.
     pub(super) oncpu: Traced,
     /// Sampled mode: each group's read- and write-type syscalls by the kernel's own per-task
-    /// count (/proc/PID/task/TID/io), all of them and the ones made inside the windows.
+    /// count (/proc/PID/io, a file per process), all of them and the ones made inside the
+    /// windows.
     pub(super) io_calls: Traced,
     /// Sampled mode: packets each CPU's NET_RX processed inside the windows (/proc/net/softnet_stat).
     pub(super) rx_packets: PerCpuTraced,
@@ -151,11 +152,9 @@ impl Sampler {
         // The syscalls are counted from right before the work they are scaled by is read.
         self.probes.count_syscalls_from_now()?;
         self.window.responses_at_open = self.responses.as_ref().map(|r| r());
-        self.window
-            .io_calls
-            .open(self.read(procfs::thread_io_calls));
+        self.window.io_calls.open(self.io_calls());
         self.window.switches_at_open = self.probes.group_switches().ok();
-        self.window.oncpu.open(self.read(procfs::thread_oncpu_ns));
+        self.window.oncpu.open(self.oncpu());
         self.window.end_ns = Some(crate::clock::monotonic_ns() + len);
         Ok(())
     }
@@ -203,11 +202,9 @@ impl Sampler {
             self.window.rx_packets.close(procfs::softnet_processed());
         }
         if self.window.oncpu.is_open() {
-            self.window.oncpu.close(self.read(procfs::thread_oncpu_ns));
+            self.window.oncpu.close(self.oncpu());
             // Last, right before the counting program's detach.
-            self.window
-                .io_calls
-                .close(self.read(procfs::thread_io_calls));
+            self.window.io_calls.close(self.io_calls());
         }
         if let (Some(at_open), Some(r)) = (
             self.window.responses_at_open.take(),
@@ -236,11 +233,12 @@ impl Sampler {
     }
 }
 
-/// A per-thread counter's readings: tid -> (group, value).
+/// A counter's readings: process or group -> (group, value).
 pub(super) type Readings = BTreeMap<u32, (u32, u64)>;
 
-/// A per-thread counter (time on a CPU, read/write calls) summed per group from its threads'
-/// readings (a thread first seen counts from its first reading), and the part inside the windows.
+/// A counter (time on a CPU per group, read/write calls per process) summed per group from its
+/// readings (a process first seen counts from its first reading), and the part inside the
+/// windows.
 #[derive(Default)]
 pub(super) struct Traced {
     last: BTreeMap<u32, u64>,
