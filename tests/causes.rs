@@ -538,6 +538,99 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     assert_no_finding(&run, "lock_contention");
 }
 
+/// servers/threaded with a cause no rule was written for: every 50th request waits 30 ms in
+/// wait_for_ticket(), reading its answer from a pipe a "ticket" thread writes (then, on a second
+/// server, asleep in nanosleep). p50 stays well under a millisecond while p99 is the wait. The top
+/// finding is tail_wait, naming the pipe (the sleep), its kernel function and wait_for_ticket,
+/// with most of p99; the account's time in that wait is what the server does by construction (30
+/// ms for one request in 50) and what libbpf-tools' offcputime finds in the connection threads'
+/// stacks through that kernel function, within 15 % (offcputime's frame-pointer walk skips
+/// wait_for_ticket, called through libc). The ticket thread's own waits are not a request's. The same
+/// server without the cause gets no tail_wait.
+#[test]
+fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_of_thread_with_frame};
+    require_root();
+    const EVERY: f64 = 50.0;
+    const WAIT_MS: f64 = 30.0;
+    for (wait_on, resource, kernel) in [
+        ("pipe", "pipe", "pipe_read"),
+        ("sleep", "sleep", "do_nanosleep"),
+    ] {
+        let server = Server::start(
+            "threaded",
+            &[
+                "--wait-every",
+                "50",
+                "--wait-ms",
+                "30",
+                "--wait-on",
+                wait_on,
+            ],
+        );
+        let offcputime = Tool::offcputime(server.pid());
+        let run = RunArgs::pid(server.pid())
+            .load(50, "6s", "0s")
+            .args(&["--rate", "400"])
+            .run_ok(&format!("tail-wait-{wait_on}"));
+        let peer = offcputime.stop();
+        let kinds = finding_kinds(&run);
+        let f = expect_finding(&run, "tail_wait");
+        let account = &run["tail_account"];
+        let part = &account["parts"][0];
+        eprintln!(
+            "{wait_on}: findings {kinds:?}; {}; top part {part}",
+            f["summary"]
+        );
+        assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+        assert_eq!(part["place"], "blocked", "{account}");
+        assert_eq!(part["resource"], resource, "{account}");
+        let kernel_function = part["kernel"].as_str().unwrap();
+        assert!(kernel_function.ends_with(kernel), "{account}");
+        let peer_us = offcputime_us_of_thread_with_frame(&peer, "conn", kernel_function);
+        assert_eq!(part["function"], "wait_for_ticket", "{account}");
+        // The connection threads serve requests (the main thread's accept too); the ticket
+        // thread's waits for asks are none of a request's.
+        let threads = account["request_threads"].to_string();
+        assert!(
+            threads.contains("\"conn\"") && !threads.contains("ticket"),
+            "{threads}"
+        );
+        let summary = f["summary"].as_str().unwrap();
+        assert!(summary.contains("called from wait_for_ticket"), "{summary}");
+        // p99 is the wait, and the account gives it most of p99.
+        let p99_ms = run["load"]["latency_us"]["p99"].as_f64().unwrap() / 1e3;
+        assert!(p99_ms >= WAIT_MS, "p99 {p99_ms} ms");
+        assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+        // Its time, by construction and by offcputime.
+        let per_request_ms = part["per_request_ms"].as_f64().unwrap();
+        assert_within(
+            per_request_ms,
+            WAIT_MS / EVERY,
+            0.15,
+            "the wait per request (ms) against the server's 30 ms in 50 requests",
+        );
+        let requests = account["requests"].as_f64().unwrap();
+        eprintln!(
+            "{wait_on}: {per_request_ms:.3} ms a request, {:.0} us in all; offcputime {peer_us} us",
+            per_request_ms * requests * 1e3
+        );
+        assert_within(
+            per_request_ms * requests * 1e3,
+            peer_us as f64,
+            0.15,
+            "the wait's time (us) against offcputime's conn stacks through its kernel function",
+        );
+    }
+
+    let clean = Server::start("threaded", &[]);
+    let run = RunArgs::pid(clean.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "400"])
+        .run_ok("tail-wait-clean");
+    assert_no_finding(&run, "tail_wait");
+}
+
 /// A memory control group made for the test (cgroup v1's memory hierarchy, else v2's), with a
 /// limit; moves its processes back to the root group and removes itself when dropped.
 struct MemoryGroup {

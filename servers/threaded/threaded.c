@@ -6,6 +6,7 @@
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
+ *            [--wait-every N --wait-ms M [--wait-on sleep|pipe]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -27,6 +28,11 @@
  * With --slow-for-ms B > 0, the requests from A ms after the first request the
  * server saw until B ms later each spin N us on the CPU in slow_path(): slow
  * seconds that run a known function, the rest of the run fast.
+ * With --wait-every N > 0, every N-th request the server counts waits M ms in
+ * wait_for_ticket() before its answer: asleep in nanosleep (--wait-on sleep,
+ * the default), or reading a byte from a pipe that a thread named "ticket"
+ * writes M ms after it is asked (--wait-on pipe). A cause no request pattern
+ * of its own shows: the tail is those requests, the median is not touched.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -56,6 +62,9 @@ static size_t page_count;
 static volatile unsigned long touched;
 static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
+static long wait_every, wait_ms;
+static int wait_on_pipe;
+static int ask_pipe[2];
 
 static long now_ns(void)
 {
@@ -114,6 +123,56 @@ static int in_slow_window(void)
 	}
 	long since_ms = (now - first) / 1000000;
 	return since_ms >= slow_after_ms && since_ms < slow_after_ms + slow_for_ms;
+}
+
+/* What a waiting request asks the ticket thread: write a byte to `fd` at `due_ns`. */
+struct ask {
+	int fd;
+	long due_ns;
+};
+
+/* The "ticket" thread: answers each ask when it is due. Asks come in the order they fall due,
+ * so one thread answers each on time. */
+static void *ticket_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ticket");
+	struct ask a;
+	while (read(ask_pipe[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
+		struct timespec due = {.tv_sec = a.due_ns / 1000000000L, .tv_nsec = a.due_ns % 1000000000L};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+			;
+		char c = 1;
+		if (write(a.fd, &c, 1) != 1)
+			perror("threaded: ticket");
+		close(a.fd);
+	}
+	return NULL;
+}
+
+/* Every wait_every-th request waits wait_ms: asleep, or reading the ticket thread's answer from
+ * a pipe of its own. */
+__attribute__((noinline)) static void wait_for_ticket(void)
+{
+	static unsigned long requests;
+	if (wait_every <= 0 || __atomic_add_fetch(&requests, 1, __ATOMIC_RELAXED) % wait_every)
+		return;
+	if (!wait_on_pipe) {
+		struct timespec gap = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000L};
+		nanosleep(&gap, NULL);
+		return;
+	}
+	int answer[2];
+	if (pipe2(answer, O_CLOEXEC))
+		return;
+	struct ask a = {.fd = answer[1], .due_ns = now_ns() + wait_ms * 1000000L};
+	char c;
+	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
+		while (read(answer[0], &c, 1) < 0 && errno == EINTR)
+			;
+	else
+		close(answer[1]);
+	close(answer[0]);
 }
 
 /* Reads one byte of a page picked by a per-thread xorshift generator. */
@@ -184,6 +243,7 @@ static void *conn_main(void *arg)
 		/* Every complete request in the buffer (bodies are not expected). */
 		while ((end = strstr(buf, "\r\n\r\n")) != NULL) {
 			count_request();
+			wait_for_ticket();
 			if (in_slow_window())
 				slow_path(slow_us);
 			for (long p = 0; pages && p < touch_pages; p++)
@@ -237,6 +297,12 @@ int main(int argc, char **argv)
 			slow_for_ms = atol(v), i++;
 		else if (!strcmp(a, "--slow-us") && v)
 			slow_us = atol(v), i++;
+		else if (!strcmp(a, "--wait-every") && v)
+			wait_every = atol(v), i++;
+		else if (!strcmp(a, "--wait-ms") && v)
+			wait_ms = atol(v), i++;
+		else if (!strcmp(a, "--wait-on") && v && (!strcmp(v, "sleep") || !strcmp(v, "pipe")))
+			wait_on_pipe = !strcmp(v, "pipe"), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;
@@ -264,6 +330,10 @@ int main(int argc, char **argv)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t t;
+	if (wait_on_pipe && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
+		perror("threaded: the ticket thread");
+		return 1;
+	}
 	if (hold_ms > 0 && pthread_create(&t, &attr, refresh_main, NULL)) {
 		perror("threaded: pthread_create");
 		return 1;

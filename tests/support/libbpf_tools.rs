@@ -331,6 +331,28 @@ pub fn offcputime_us_with_frame(text: &str, frame: &str) -> u64 {
         .sum()
 }
 
+/// offcputime's microseconds in the stacks of threads named `thread` that have `frame` among
+/// their frames.
+pub fn offcputime_us_of_thread_with_frame(text: &str, thread: &str, frame: &str) -> u64 {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let lines: Vec<&str> = block
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let us = lines.last()?.parse::<u64>().ok()?;
+            // The task's line: "-                conn (19889)".
+            let named = lines.iter().any(|l| {
+                l.strip_prefix('-')
+                    .and_then(|t| t.trim().rsplit_once(" ("))
+                    .is_some_and(|(name, _)| name == thread)
+            });
+            (named && lines.contains(&frame)).then_some(us)
+        })
+        .sum()
+}
+
 /// A `NAME VALUE` table as `softirqs -N` (TOTAL_nsecs) and `hardirqs -C` (TOTAL_count) print it,
 /// by name; the header and the "Tracing" line are skipped.
 pub fn parse_name_totals(text: &str) -> BTreeMap<String, u64> {

@@ -48,6 +48,7 @@ finding_kinds! {
     SlowDependency => "slow_dependency",
     LockContention => "lock_contention",
     StopTheWorld => "stop_the_world",
+    TailWait => "tail_wait",
     WorkerImbalance => "worker_imbalance",
     ServerCpuSaturated => "server_cpu_saturated",
     SynRetransmitTail => "syn_retransmit_tail",

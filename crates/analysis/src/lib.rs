@@ -45,6 +45,7 @@ pub mod run_report;
 pub mod series;
 pub mod slow_intervals;
 pub mod stacks;
+pub mod tail_account;
 pub mod timeline;
 pub mod tls_code;
 pub mod unwind_quality;

@@ -87,6 +87,9 @@ pub struct RunReport {
     /// was timed (a run shorter than two intervals).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observer: Option<crate::observer::ObserverCost>,
+    /// Where p99's time went (crate::tail_account); None without the server's stacks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_account: Option<crate::tail_account::TailAccount>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -235,6 +238,7 @@ pub fn build(
         stacks: Vec::new(),
         tls_cpu: Vec::new(),
         observer: observed.observer,
+        tail_account: None,
     };
     if let Some(s) = observed.stacks {
         report.stacks = s.quality.clone();
@@ -242,6 +246,7 @@ pub fn build(
             report.tls_cpu = s.tls_cpu();
         }
         crate::lock_stacks::attach(&mut report.server.locks, &s.offcpu, GROUP_SERVER);
+        report.tail_account = crate::tail_account::account(&report, s);
     }
     report
 }

@@ -16,6 +16,7 @@ pub mod observer;
 pub mod p99;
 pub mod pauses;
 pub mod stacks;
+pub mod tail;
 pub mod tcp;
 pub mod tls;
 
@@ -31,7 +32,25 @@ pub const RANKED_TAIL_SHARE: f64 = 0.1;
 /// RANKED_TAIL_SHARE of p99, the largest share first, then the rest by severity. Ties keep the
 /// order below, which puts a cause before the symptoms it makes.
 pub fn findings(r: &RunReport) -> Vec<Finding> {
-    ranked(unranked(r))
+    ranked(without_generic(unranked(r)))
+}
+
+/// A generic finding never stands beside a specific one: slow_dependency without a remote
+/// address only says the server waits on "a timer, a lock or a pipe", which a cause that names
+/// the wait (and explains RANKED_TAIL_SHARE of p99) says better.
+fn without_generic(mut out: Vec<Finding>) -> Vec<Finding> {
+    let generic = |f: &Finding| {
+        f.kind == FindingKind::SlowDependency && f.evidence.get("remotes") == Some(&0.0)
+    };
+    let named = out.iter().any(|f| {
+        !generic(f)
+            && f.kind != FindingKind::P99Tracks
+            && f.tail_share.is_some_and(|s| s >= RANKED_TAIL_SHARE)
+    });
+    if named {
+        out.retain(|f| !generic(f));
+    }
+    out
 }
 
 /// Symptoms, and the causes that make them: with a cause found, the symptom explains only the
@@ -82,6 +101,8 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(dependency::slow_dependency(r));
     out.extend(locks::lock_contention(r));
     out.extend(pauses::stop_the_world(r));
+    // What the account of p99 names that no rule above did.
+    out.extend(tail::tail_wait(r));
     // One busy worker of several: above the saturated thread it is.
     out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));
@@ -132,6 +153,7 @@ mod tests {
             p99::tests::tables(),
             pauses::tests::tables(),
             stacks::tests::tables(),
+            tail::tests::tables(),
             tcp::tests::tables(),
         ];
         let made: BTreeSet<FindingKind> = tables.iter().flatten().flat_map(|t| t.check()).collect();
@@ -181,6 +203,49 @@ mod tests {
                 FindingKind::NetIrqConcentrated,
                 FindingKind::P99Tracks,
             ]
+        );
+    }
+
+    #[test]
+    fn a_generic_finding_gives_way_to_a_specific_one_that_names_the_wait() {
+        let f = |kind, share: f64, remotes: f64| {
+            Finding::new(
+                kind,
+                Severity::Warning,
+                String::new(),
+                &[("remotes", remotes)],
+            )
+            .explaining(share, 1.0)
+        };
+        let generic = || f(FindingKind::SlowDependency, 0.73, 0.0);
+        // The lock that made the wait is named: the generic sentence goes, whatever its share.
+        let kinds = |out: Vec<Finding>| -> Vec<FindingKind> {
+            ranked(without_generic(out))
+                .iter()
+                .map(|f| f.kind)
+                .collect()
+        };
+        assert_eq!(
+            kinds(vec![generic(), f(FindingKind::LockContention, 0.70, 0.0)]),
+            [FindingKind::LockContention]
+        );
+        assert_eq!(
+            kinds(vec![generic(), f(FindingKind::TailWait, 0.9, 0.0)]),
+            [FindingKind::TailWait]
+        );
+        // Alone, or beside a cause under RANKED_TAIL_SHARE, it stays.
+        assert_eq!(kinds(vec![generic()]), [FindingKind::SlowDependency]);
+        assert_eq!(
+            kinds(vec![generic(), f(FindingKind::LockContention, 0.05, 0.0)]),
+            [FindingKind::SlowDependency, FindingKind::LockContention]
+        );
+        // Naming a remote address, it is specific: ranked by its share beside the others.
+        assert_eq!(
+            kinds(vec![
+                f(FindingKind::SlowDependency, 0.73, 1.0),
+                f(FindingKind::LockContention, 0.70, 0.0)
+            ]),
+            [FindingKind::SlowDependency, FindingKind::LockContention]
         );
     }
 

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use srvprof_analysis::finding::{Finding, FindingKind, Severity};
 use srvprof_analysis::run_report::RunReport;
 use srvprof_analysis::stacks::{FoldedLine, FoldedStacks, StackKind};
+use srvprof_analysis::tail_account::{SKEWED_TAIL, TailAccount};
 use srvprof_common::GROUP_SERVER;
 use srvprof_loadgen::printer::human_us;
 
@@ -18,6 +19,8 @@ use super::text::wrap;
 const WIDTH: usize = 100;
 /// The label column.
 const LABEL: usize = 13;
+/// The account's parts shown: those of at least this share of p99.
+const SHOWN_PART: f64 = 0.01;
 /// Functions named per kind of stack.
 const HOT_FUNCTIONS: usize = 3;
 /// Stacks read as poor, and their quality shown, when fewer than this share reach their start.
@@ -117,8 +120,22 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
         line(&mut out, "valid", &format!("NO: {}", f.summary));
     }
     let _ = writeln!(out, "causes of the tail, by their share of p99");
-    if causes.is_empty() {
-        let _ = writeln!(out, "  none: no rule fired (report.html shows the tables)");
+    let account = r.tail_account.as_ref().filter(|a| a.skewed());
+    let skewed = lat.p50 > 0 && lat.p99 as f64 >= SKEWED_TAIL * lat.p50 as f64;
+    match (causes.is_empty(), account, skewed) {
+        (false, _, _) => {}
+        (true, Some(_), _) => {
+            let _ = writeln!(out, "  no rule fired: where p99's time went is below");
+        }
+        (true, None, true) => {
+            let _ = writeln!(
+                out,
+                "  no rule fired, and without the server's stacks srvprof cannot say where p99's time went"
+            );
+        }
+        (true, None, false) => {
+            let _ = writeln!(out, "  none: no rule fired (report.html shows the tables)");
+        }
     }
     for (i, f) in causes.iter().enumerate() {
         let share = f
@@ -142,6 +159,9 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
             "  (srvprof explain {} says what a kind means; report.html has the evidence)",
             first.kind
         );
+    }
+    if let Some(a) = account {
+        tail_account(&mut out, a);
     }
     for f in run_findings.iter().filter(|f| f.severity == Severity::Info) {
         line(&mut out, "also", &f.summary);
@@ -236,6 +256,31 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
     out
 }
 
+/// Where p99's time went: each part's share and time, and what no part accounts for.
+fn tail_account(out: &mut String, a: &TailAccount) {
+    let _ = writeln!(
+        out,
+        "where p99's time went (p99 {}, {:.0}x the median; docs/how-it-measures.md says how)",
+        human_us(a.p99_ms * 1e3),
+        a.p99_ms / a.p50_ms.max(1e-9)
+    );
+    let row = |share: f64, ms: f64, what: &str| {
+        one_line(&format!(
+            "  {:>3.0}% {:>9}  {what}",
+            share * 100.0,
+            human_us(ms * 1e3)
+        ))
+    };
+    for p in a.parts.iter().filter(|p| p.share >= SHOWN_PART) {
+        let _ = writeln!(out, "{}", row(p.share, p.tail_ms, &p.describe()));
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        row(a.unaccounted_share, a.unaccounted_ms, "not accounted for")
+    );
+}
+
 /// A finding's headline: its summary up to the first colon (findings say what, then the detail),
 /// or all of it.
 fn headline(summary: &str) -> &str {
@@ -250,12 +295,15 @@ fn one_line(text: &str) -> String {
     if text.chars().count() <= WIDTH {
         return text.to_string();
     }
-    let mut out = String::new();
-    for word in text.split(' ') {
+    // The indent stays as it is; the words after it are cut.
+    let body = text.trim_start_matches(' ');
+    let mut out = " ".repeat(text.len() - body.len());
+    let indent = out.len();
+    for word in body.split(' ') {
         if out.chars().count() + 1 + word.chars().count() + 3 > WIDTH {
             break;
         }
-        if !out.is_empty() {
+        if out.len() > indent {
             out.push(' ');
         }
         out.push_str(word);
@@ -423,6 +471,8 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
             "{cut}"
         );
         assert_eq!(one_line("fits"), "fits");
+        let indented = one_line(&format!("  1.  99% {long}"));
+        assert!(indented.starts_with("  1.  99% word"), "{indented}");
     }
 
     #[test]
@@ -451,5 +501,68 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
             "kinds that did not happen: {text}"
         );
         assert!(!text.contains("hot on CPU"), "{text}");
+    }
+
+    #[test]
+    fn with_no_rule_fired_a_skewed_tail_is_told_by_its_account() {
+        use srvprof_analysis::tail_account::{Place, Resource, TailAccount, TailPart};
+        let mut r = report();
+        r.findings.clear();
+        r.load.latency_us.p50 = 81;
+        r.load.latency_us.p99 = 30_200;
+        let part = |place, resource, kernel: Option<&str>, ms: f64| TailPart {
+            place,
+            resource,
+            kernel: kernel.map(str::to_string),
+            function: resource.map(|_| "wait_for_ticket".to_string()),
+            threads: Vec::new(),
+            per_request_ms: ms / 50.0,
+            tail_ms: ms,
+            share: ms / 30.2,
+        };
+        let account = TailAccount {
+            p50_ms: 0.081,
+            p99_ms: 30.2,
+            parts: vec![
+                part(
+                    Place::Blocked,
+                    Some(Resource::Pipe),
+                    Some("pipe_read"),
+                    29.5,
+                ),
+                part(Place::OnCpu, None, Some("conn_main"), 0.05),
+                part(Place::RunQueue, None, None, 0.001),
+            ],
+            unaccounted_ms: 0.649,
+            unaccounted_share: 0.649 / 30.2,
+            ..Default::default()
+        };
+        r.tail_account = Some(account.clone());
+        let text = text(&r, None, false);
+        let block = "\
+causes of the tail, by their share of p99
+  no rule fired: where p99's time went is below
+where p99's time went (p99 30.20ms, 373x the median; docs/how-it-measures.md says how)
+   98%   29.50ms  blocked on a pipe in pipe_read, called from wait_for_ticket
+    2%     649us  not accounted for
+";
+        assert!(text.contains(block), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        // Without stacks there is no account, and the screen says what it would take.
+        r.tail_account = None;
+        let bare = super::text(&r, None, false);
+        assert!(
+            bare.contains("no rule fired, and without the server's stacks"),
+            "{bare}"
+        );
+        // A tail under SKEWED_TAIL times the median is not told.
+        r.load.latency_us.p99 = 200;
+        r.tail_account = Some(TailAccount {
+            p99_ms: 0.2,
+            ..account
+        });
+        let short = super::text(&r, None, false);
+        assert!(short.contains("none: no rule fired"), "{short}");
+        assert!(!short.contains("where p99's time went"), "{short}");
     }
 }

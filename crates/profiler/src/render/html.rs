@@ -62,6 +62,7 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
     );
 
     findings(&mut o, run, stacks);
+    tail_account(&mut o, run);
 
     o.push_str("<h2 id=\"timeline\">Timeline</h2>");
     figure(&mut o, plots::timeline(run), "No interval was measured.");
@@ -217,6 +218,41 @@ fn findings(o: &mut String, run: &RunReport, stacks: &FoldedStacks) {
         o.push_str("<li>Nothing stood out.</li>");
     }
     o.push_str("</ul>");
+}
+
+/// Where p99's time went, part by part (run.json's `tail_account`), when the server's stacks were
+/// taken.
+fn tail_account(o: &mut String, run: &RunReport) {
+    let Some(a) = &run.tail_account else {
+        return;
+    };
+    let _ = write!(
+        o,
+        "<h2 id=\"tail-account\">Where p99's time went</h2><p class=\"note\">p99 {} is {:.0}x the median ({}). \
+         Each part's time per request over the run, and what it adds to a request at p99: the median carries what every \
+         request pays, the waits share the rest (docs/how-it-measures.md).</p><table><tr><th>share of p99</th><th>ms at p99</th>\
+         <th>ms per request</th><th class=\"l\">where</th><th class=\"l\">threads</th></tr>",
+        plots::si(a.p99_ms / 1e3, "s"),
+        a.p99_ms / a.p50_ms.max(1e-9),
+        plots::si(a.p50_ms / 1e3, "s"),
+    );
+    for p in &a.parts {
+        let _ = write!(
+            o,
+            "<tr><td>{:.1} %</td><td>{:.3}</td><td>{:.4}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            p.share * 100.0,
+            p.tail_ms,
+            p.per_request_ms,
+            esc(&p.describe()),
+            esc(&p.threads.join(", "))
+        );
+    }
+    let _ = write!(
+        o,
+        "<tr><td>{:.1} %</td><td>{:.3}</td><td></td><td class=\"l\">not accounted for</td><td></td></tr></table>",
+        a.unaccounted_share * 100.0,
+        a.unaccounted_ms
+    );
 }
 
 /// A kind's section of docs/findings.md, folded under its finding: the report needs no repository.

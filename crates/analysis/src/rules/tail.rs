@@ -1,0 +1,147 @@
+//! The tail's largest wait, from the account of p99's time (crate::tail_account): the cause no
+//! rule of its own was written for, named by what the server's threads waited on and where in
+//! their code.
+
+use crate::finding::{Finding, FindingKind, Severity};
+use crate::rules::{RANKED_TAIL_SHARE, io, locks, memory};
+use crate::run_report::RunReport;
+use crate::tail_account::{Place, Resource, TailAccount, TailPart};
+
+/// p99 at least this far above the median (ms): below, a tail is too short to have a cause worth
+/// naming.
+pub const MIN_TAIL_MS: f64 = 1.0;
+
+/// Waits a rule of their own names, with more evidence (the holder, the file, the faults), when
+/// it fires: the account leaves them to it.
+fn named_by_a_rule(resource: Resource, r: &RunReport) -> bool {
+    match resource {
+        Resource::Lock => locks::lock_contention(r).is_some(),
+        Resource::Disk => io::blocking_io(r).is_some(),
+        Resource::PageFault => memory::memory_pressure(r).is_some(),
+        _ => false,
+    }
+}
+
+/// The account's largest blocked part, when p99 is SKEWED_TAIL times the median and it explains
+/// RANKED_TAIL_SHARE of p99: what waited, on what, where in the code, and the fix.
+pub fn tail_wait(r: &RunReport) -> Option<Finding> {
+    let a = r.tail_account.as_ref()?;
+    if !a.skewed() || a.p99_ms - a.p50_ms < MIN_TAIL_MS {
+        return None;
+    }
+    let part = (a.parts.iter())
+        .filter(|p| p.place == Place::Blocked && p.share >= RANKED_TAIL_SHARE)
+        .filter(|p| !matches!(p.resource, None | Some(Resource::Unknown)))
+        .find(|p| !p.resource.is_some_and(|res| named_by_a_rule(res, r)))?;
+    let resource = part.resource?;
+    Some(
+        Finding::new(
+            FindingKind::TailWait,
+            Severity::Warning,
+            summary(a, part, resource),
+            &[
+                ("p50_ms", a.p50_ms),
+                ("p99_ms", a.p99_ms),
+                ("per_request_ms", part.per_request_ms),
+                ("unaccounted_share", a.unaccounted_share),
+                ("requests_per_thread", a.requests_per_thread),
+            ],
+        )
+        .explaining(part.tail_ms, a.p99_ms),
+    )
+}
+
+fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
+    let threads = match part.threads.as_slice() {
+        [] => String::new(),
+        names => format!(" ({})", names.join(", ")),
+    };
+    format!(
+        "{:.0}% of p99 is the server {}: p99 of {:.1} ms is {:.0}x the median ({:.2} ms), and the server's threads{threads} waited there {:.2} ms a request on average; {:.0}% of p99 is not accounted for. Fix: {}",
+        part.share * 100.0,
+        part.describe(),
+        a.p99_ms,
+        a.p99_ms / a.p50_ms,
+        a.p50_ms,
+        part.per_request_ms,
+        a.unaccounted_share * 100.0,
+        resource.fix()
+    )
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::rules::test_support::*;
+
+    tables!(tail_wait_table);
+
+    fn blocked(resource: Resource, share: f64, p99_ms: f64) -> TailPart {
+        TailPart {
+            place: Place::Blocked,
+            resource: Some(resource),
+            kernel: Some("pipe_read".into()),
+            function: Some("wait_for_ticket".into()),
+            threads: vec!["conn".into()],
+            per_request_ms: share * p99_ms / 50.0,
+            tail_ms: share * p99_ms,
+            share,
+        }
+    }
+
+    /// A quiet run (p50 0.5 ms) whose p99 is `p99_ms`, with its account's one part.
+    fn run(p99_ms: f64, part: TailPart) -> RunReport {
+        let mut r = quiet_run();
+        r.load.latency_us.p99 = (p99_ms * 1e3) as u64;
+        let unaccounted = p99_ms - part.tail_ms;
+        r.tail_account = Some(TailAccount {
+            requests: r.load.completed,
+            p50_ms: r.load.latency_us.p50 as f64 / 1e3,
+            p99_ms,
+            request_threads: vec!["conn".into()],
+            requests_per_thread: 1.0,
+            parts: vec![part],
+            unaccounted_ms: unaccounted,
+            unaccounted_share: unaccounted / p99_ms,
+            ..Default::default()
+        });
+        r
+    }
+
+    fn waits(share: f64, p99_ms: f64) -> Vec<Expected> {
+        finds(
+            FindingKind::TailWait,
+            Severity::Warning,
+            &[("p99_ms", p99_ms), ("tail_ms", share * p99_ms)],
+        )
+    }
+
+    fn tail_wait_table() -> Table {
+        let at = RANKED_TAIL_SHARE;
+        #[rustfmt::skip]
+        let cases = [
+            ("a pipe, 90 % of a 30 ms p99", run(30.0, blocked(Resource::Pipe, 0.9, 30.0)), waits(0.9, 30.0)),
+            ("a sleep at RANKED_TAIL_SHARE", run(30.0, blocked(Resource::Sleep, at, 30.0)), waits(at, 30.0)),
+            ("under RANKED_TAIL_SHARE", run(30.0, blocked(Resource::Sleep, at - 0.01, 30.0)), nothing()),
+            // p50 0.5 ms: 1.4 ms is under SKEWED_TAIL times it.
+            ("p99 under SKEWED_TAIL times the median", run(1.4, blocked(Resource::Pipe, 0.9, 1.4)), nothing()),
+            ("an unknown wait", run(30.0, blocked(Resource::Unknown, 0.9, 30.0)), nothing()),
+            ("on a CPU, not blocked", run(30.0, TailPart { place: Place::OnCpu, ..blocked(Resource::Pipe, 0.9, 30.0) }), nothing()),
+        ];
+        Table::new(tail_wait, cases)
+    }
+
+    #[test]
+    fn the_finding_says_what_waited_on_what_where_and_the_fix() {
+        let f = tail_wait(&run(30.0, blocked(Resource::Pipe, 0.9, 30.0))).unwrap();
+        for words in [
+            "p99 of 30.0 ms is 60x the median (0.50 ms)",
+            "90% of p99 is the server blocked on a pipe in pipe_read, called from wait_for_ticket",
+            "the server's threads (conn) waited there",
+            "10% of p99 is not accounted for",
+            "the process at the other end",
+        ] {
+            assert!(f.summary.contains(words), "{words:?} in {}", f.summary);
+        }
+    }
+}

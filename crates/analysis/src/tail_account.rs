@@ -1,0 +1,757 @@
+//! Where the tail's time went: one account of a request's time at p99, split into the places it
+//! can go (the server on a CPU, the server waiting for one, the server blocked on a named wait,
+//! the client's CPU), with what no part accounts for left as its own figure.
+//!
+//! The server's off-CPU stacks name each wait: the kernel function it slept in, the resource
+//! that function waits on ([`Resource`]), and the user function that called it. Waits for work
+//! (an event loop's epoll_wait, an accept, a thread reading its connection's next request) are
+//! told apart from waits while a request is in progress by their kernel function; a thread that
+//! never waits for work (a background refresher, a timer thread) serves no request, and its waits
+//! are left out. Each part's time per request is its total over the measured span divided by the
+//! requests completed; a blocked event loop delays every request in flight on it, so the waits of
+//! a server with fewer threads than requests in flight count that many times (Little's law).
+//!
+//! The split of p99 ([`allocate`]): the median request carries what every request pays (the
+//! CPU parts first, then the waits in proportion to their time); the rest of p99 above the median
+//! goes to the waits in proportion to what the median left of them, none taking more than it
+//! would if all of its time fell on the slowest 1 % of requests.
+
+use serde::{Deserialize, Serialize};
+use srvprof_common::GROUP_SERVER;
+
+use crate::run_report::RunReport;
+use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
+
+/// The share of requests p99 stands for: a wait's time per request at most this share of the
+/// requests can carry is the most it adds to p99.
+pub const TAIL_FRACTION: f64 = 0.01;
+/// The account is told (first screen, report) when p99 is at least this many times the median.
+pub const SKEWED_TAIL: f64 = 3.0;
+
+/// Where a part of a request's time went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Place {
+    /// The server's threads running its code.
+    OnCpu,
+    /// The server's request threads runnable, waiting for a CPU.
+    RunQueue,
+    /// The server's request threads asleep in the kernel while a request was in progress.
+    Blocked,
+    /// The load generator's CPU: sending, receiving, its own queueing.
+    Client,
+}
+
+/// What a blocked thread waited on, from the kernel function it slept in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// A user-space lock or condition (a futex).
+    Lock,
+    /// A pipe: the process at its other end writes slowly.
+    Pipe,
+    /// A UNIX socket: the process at its other end answers slowly.
+    UnixSocket,
+    /// A TCP socket whose send buffer is full.
+    TcpSend,
+    /// A TCP connection being opened.
+    TcpConnect,
+    /// A sleep or a timer.
+    Sleep,
+    /// A page fault (the page read from disk or swap).
+    PageFault,
+    /// A disk read or write, or a page of a file being read in.
+    Disk,
+    /// A lock inside the kernel (an inode's, a process's memory map).
+    KernelLock,
+    /// A kernel wait srvprof has no name for: its function is the wait point.
+    Other,
+    /// A wait for work: an event loop's poll, an accept, a connection's next request.
+    Work,
+    /// Preempted: runnable, not asleep (the run queue's part, counted there).
+    Preempted,
+    /// No kernel frame to tell by (the stack was not taken).
+    Unknown,
+}
+
+impl Resource {
+    /// In a sentence: "a pipe".
+    pub fn label(self) -> &'static str {
+        match self {
+            Resource::Lock => "a lock (futex)",
+            Resource::Pipe => "a pipe",
+            Resource::UnixSocket => "a UNIX socket",
+            Resource::TcpSend => "a TCP send buffer",
+            Resource::TcpConnect => "a TCP connect",
+            Resource::Sleep => "a sleep or timer",
+            Resource::PageFault => "a page fault",
+            Resource::Disk => "disk I/O",
+            Resource::KernelLock => "a kernel lock",
+            Resource::Other => "a kernel wait",
+            Resource::Work => "the next piece of work",
+            Resource::Preempted => "a CPU",
+            Resource::Unknown => "an unknown wait",
+        }
+    }
+
+    /// What usually removes such a wait from the request path.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Resource::Lock => {
+                "hold the lock for less, or split it (srvprof's lock_contention names its holder when it can)"
+            }
+            Resource::Pipe | Resource::UnixSocket => {
+                "the process at the other end answers slowly: look at it, or stop waiting for it inside a request"
+            }
+            Resource::TcpSend => "the peer reads slowly or the send buffer is small",
+            Resource::TcpConnect => {
+                "keep connections to that service open instead of one per request"
+            }
+            Resource::Sleep => {
+                "a sleep or timed wait in the request path: remove it or move it off the request"
+            }
+            Resource::PageFault => {
+                "keep the memory resident (more memory, a larger cgroup limit, mlock)"
+            }
+            Resource::Disk => "cache the file, or do the I/O off the request path",
+            Resource::KernelLock => {
+                "threads share a kernel object (a file, the memory map): see its flamegraph"
+            }
+            _ => "see the off-CPU flamegraph under that function",
+        }
+    }
+}
+
+/// Kernel functions and the wait each is, checked from the leaf outwards: the first match names
+/// the wait, but a page fault's waits inside it (the page's disk read) are the fault's.
+const WAIT_POINTS: &[(&str, Resource)] = &[
+    ("futex_wait", Resource::Lock),
+    ("__futex_wait", Resource::Lock),
+    ("futex_wait_queue", Resource::Lock),
+    ("futex_lock_pi", Resource::Lock),
+    ("pipe_read", Resource::Pipe),
+    ("pipe_write", Resource::Pipe),
+    ("anon_pipe_read", Resource::Pipe),
+    ("anon_pipe_write", Resource::Pipe),
+    ("wait_for_partner", Resource::Pipe),
+    ("unix_stream_data_wait", Resource::UnixSocket),
+    ("unix_stream_read_generic", Resource::UnixSocket),
+    ("unix_dgram_recvmsg", Resource::UnixSocket),
+    ("unix_wait_for_peer", Resource::UnixSocket),
+    ("sk_stream_wait_memory", Resource::TcpSend),
+    ("inet_wait_for_connect", Resource::TcpConnect),
+    ("do_nanosleep", Resource::Sleep),
+    ("hrtimer_nanosleep", Resource::Sleep),
+    ("do_handle_mm_fault", Resource::PageFault),
+    ("handle_mm_fault", Resource::PageFault),
+    ("do_swap_page", Resource::PageFault),
+    ("filemap_fault", Resource::PageFault),
+    ("io_schedule", Resource::Disk),
+    ("folio_wait_bit_common", Resource::Disk),
+    ("bit_wait_io", Resource::Disk),
+    ("blk_mq_get_tag", Resource::Disk),
+    ("rwsem_down_read_slowpath", Resource::KernelLock),
+    ("rwsem_down_write_slowpath", Resource::KernelLock),
+    ("__mutex_lock", Resource::KernelLock),
+    ("ep_poll", Resource::Work),
+    ("do_epoll_wait", Resource::Work),
+    ("do_select", Resource::Work),
+    ("do_sys_poll", Resource::Work),
+    ("inet_csk_accept", Resource::Work),
+    ("sk_wait_data", Resource::Work),
+    ("tcp_recvmsg", Resource::Work),
+    ("exit_to_user_mode_loop", Resource::Preempted),
+    ("irqentry_exit_to_user_mode", Resource::Preempted),
+    ("preempt_schedule", Resource::Preempted),
+    ("preempt_schedule_irq", Resource::Preempted),
+    ("__cond_resched", Resource::Preempted),
+];
+
+/// The scheduler's own frames, under every wait: never a wait point.
+const SCHEDULER: &[&str] = &[
+    "schedule",
+    "__schedule",
+    "schedule_timeout",
+    "schedule_hrtimeout_range",
+    "schedule_hrtimeout_range_clock",
+    "io_schedule_timeout",
+    "wait_woken",
+];
+
+/// Library wrappers a wait is called through: the user function is the first frame past them.
+const WRAPPERS: &[&str] = &[
+    "read",
+    "write",
+    "recv",
+    "send",
+    "recvfrom",
+    "sendto",
+    "recvmsg",
+    "sendmsg",
+    "readv",
+    "writev",
+    "pread64",
+    "pwrite64",
+    "nanosleep",
+    "clock_nanosleep",
+    "usleep",
+    "sleep",
+    "epoll_wait",
+    "epoll_pwait",
+    "poll",
+    "ppoll",
+    "select",
+    "pselect",
+    "accept",
+    "accept4",
+    "connect",
+    "syscall",
+    "pthread_mutex_lock",
+    "pthread_cond_wait",
+    "pthread_cond_timedwait",
+    "pthread_rwlock_rdlock",
+    "pthread_rwlock_wrlock",
+    "sem_wait",
+    "open",
+    "openat",
+    "fsync",
+    "fdatasync",
+    "sendfile",
+    "pipe",
+    "pipe2",
+    "futex",
+    "flock",
+    "fcntl",
+    "lockf",
+    "msgrcv",
+    "semop",
+    "wait",
+    "waitpid",
+];
+
+/// One stack's wait: the resource, the kernel function that names it, the user function that
+/// called it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wait {
+    pub resource: Resource,
+    pub kernel: Option<String>,
+    pub function: Option<String>,
+}
+
+/// A kernel frame's function ("pipe_read_[k]" -> "pipe_read"; ".isra.0" and the like dropped).
+fn kernel_name(frame: &str) -> Option<&str> {
+    let name = frame.strip_suffix("_[k]")?;
+    Some(name.split('.').next().unwrap_or(name))
+}
+
+fn is_wrapper(frame: &str) -> bool {
+    frame.starts_with('_')
+        || frame.starts_with("runtime.")
+        || frame.starts_with("std::")
+        || frame.starts_with("core::")
+        || frame.starts_with("syscall.")
+        || frame.starts_with('[')
+        || WRAPPERS.contains(&frame)
+}
+
+/// The wait an off-CPU stack (thread name first, then outermost to leaf) was in.
+pub fn wait_of(frames: &[String]) -> Wait {
+    let frames = frames.get(1..).unwrap_or_default();
+    let kernel: Vec<&str> = frames.iter().filter_map(|f| kernel_name(f)).collect();
+    let user: Vec<&str> = (frames.iter())
+        .filter(|f| kernel_name(f).is_none())
+        .map(String::as_str)
+        .collect();
+    let function = (user.iter().rev())
+        .find(|f| !is_wrapper(f))
+        .or(user.last())
+        .map(|f| f.to_string());
+    let points = kernel.iter().rev().filter_map(|k| {
+        (WAIT_POINTS.iter())
+            .find(|(name, _)| name == k)
+            .map(|(name, r)| (*r, name.to_string()))
+    });
+    // A fault's wait is the fault's, whatever it waited on inside (the page's disk read).
+    let named = (points.clone().find(|(r, _)| *r == Resource::PageFault)).or(points.clone().next());
+    let (resource, kernel) = match named {
+        Some((r, k)) => (r, Some(k)),
+        None => match (kernel.iter().rev()).find(|k| !SCHEDULER.contains(k)) {
+            Some(k) => (Resource::Other, Some(k.to_string())),
+            None => (Resource::Unknown, None),
+        },
+    };
+    Wait {
+        resource,
+        kernel,
+        function,
+    }
+}
+
+/// One part of p99's time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TailPart {
+    pub place: Place,
+    /// For a blocked part: what it waited on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    /// The kernel function it waited in (blocked), or the server's hottest function (on a CPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    /// The user function that called the wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The threads it was seen in, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<String>,
+    /// Its time per request (ms), over the measured span.
+    pub per_request_ms: f64,
+    /// Its time in a request at p99 (ms), and that as a share of p99.
+    pub tail_ms: f64,
+    pub share: f64,
+}
+
+impl TailPart {
+    /// "blocked on a pipe in pipe_read, called from wait_for_ticket".
+    pub fn describe(&self) -> String {
+        let called = |f: &Option<String>| match f {
+            Some(f) => format!(", called from {f}"),
+            None => String::new(),
+        };
+        match self.place {
+            Place::OnCpu => match &self.kernel {
+                Some(f) => format!("the server on a CPU (hottest: {f})"),
+                None => "the server on a CPU".to_string(),
+            },
+            Place::RunQueue => "the server's threads waiting for a CPU".to_string(),
+            Place::Client => "the load generator's CPU".to_string(),
+            Place::Blocked => {
+                let what = self.resource.map_or("a wait", Resource::label);
+                match &self.kernel {
+                    Some(k) => format!("blocked on {what} in {k}{}", called(&self.function)),
+                    None => format!("blocked on {what}{}", called(&self.function)),
+                }
+            }
+        }
+    }
+}
+
+/// The account of a run's p99.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TailAccount {
+    /// The requests it covers (completed in the measured span), and the latencies it splits.
+    pub requests: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// The server's threads that wait for work somewhere (they serve requests), by name.
+    pub request_threads: Vec<String>,
+    /// Requests in flight per request thread (at least 1): how many requests one blocked thread
+    /// delays.
+    pub requests_per_thread: f64,
+    /// The request threads' waits for work per request (ms): idle time, in no part.
+    pub idle_per_request_ms: f64,
+    /// The parts, the largest share of p99 first.
+    pub parts: Vec<TailPart>,
+    /// p99's time no part accounts for (ms), and its share of p99.
+    pub unaccounted_ms: f64,
+    pub unaccounted_share: f64,
+}
+
+impl TailAccount {
+    /// Whether p99 is far enough above the median for the account to be told.
+    pub fn skewed(&self) -> bool {
+        self.p50_ms > 0.0 && self.p99_ms >= SKEWED_TAIL * self.p50_ms
+    }
+}
+
+/// A part before the split of p99: where, its time per request, and whether every request pays
+/// it (the CPU parts) or some wait for it.
+#[derive(Clone, Debug)]
+pub struct Cost {
+    pub part: TailPart,
+    pub uniform: bool,
+}
+
+/// Splits p99 among the parts (see the module's doc): each part's tail_ms and share, the parts
+/// by their share, and the rest unaccounted.
+pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f64) {
+    let mut left = p50_ms.max(0.0);
+    let mut median = vec![0.0; costs.len()];
+    for (i, c) in costs.iter().enumerate().filter(|(_, c)| c.uniform) {
+        median[i] = c.part.per_request_ms.min(left);
+        left -= median[i];
+    }
+    let waits: f64 = (costs.iter().filter(|c| !c.uniform))
+        .map(|c| c.part.per_request_ms)
+        .sum();
+    let fill = if waits > 0.0 {
+        (left / waits).min(1.0)
+    } else {
+        0.0
+    };
+    for (i, c) in costs.iter().enumerate().filter(|(_, c)| !c.uniform) {
+        median[i] = c.part.per_request_ms * fill;
+    }
+    let excess = (p99_ms - p50_ms).max(0.0);
+    let rest: Vec<f64> = (costs.iter().zip(&median))
+        .map(|(c, m)| match c.uniform {
+            true => 0.0,
+            false => (c.part.per_request_ms - m).max(0.0),
+        })
+        .collect();
+    let rest_total: f64 = rest.iter().sum();
+    let mut parts: Vec<TailPart> = Vec::new();
+    for ((c, m), r) in costs.into_iter().zip(median).zip(rest) {
+        let above = match rest_total > 0.0 {
+            true => (excess * r / rest_total).min(r / TAIL_FRACTION),
+            false => 0.0,
+        };
+        let mut part = c.part;
+        part.tail_ms = m + above;
+        part.share = match p99_ms > 0.0 {
+            true => (part.tail_ms / p99_ms).min(1.0),
+            false => 0.0,
+        };
+        parts.push(part);
+    }
+    parts.retain(|p| p.tail_ms > 0.0 || p.per_request_ms > 0.0);
+    parts.sort_by(|a, b| b.tail_ms.total_cmp(&a.tail_ms));
+    let accounted: f64 = parts.iter().map(|p| p.tail_ms).sum();
+    (parts, (p99_ms - accounted).max(0.0))
+}
+
+/// One wait's time over the span (us), and the request threads seen in it.
+struct Waited {
+    wait: Wait,
+    us: u64,
+    threads: Vec<String>,
+}
+
+/// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
+pub const MAX_PARTS: usize = 8;
+
+/// The account of `r`'s p99 from its server's stacks; None without stacks, requests or p99.
+pub fn account(r: &RunReport, stacks: &FoldedStacks) -> Option<TailAccount> {
+    let load = &r.load;
+    let n = load.completed;
+    let (p50_ms, p99_ms) = (
+        load.latency_us.p50 as f64 / 1e3,
+        load.latency_us.p99 as f64 / 1e3,
+    );
+    if n == 0 || p99_ms <= 0.0 {
+        return None;
+    }
+    let measured;
+    let stacks = match stacks.is_timed() {
+        true => {
+            measured = stacks.window(0, (load.duration_s * 1000.0).ceil() as i64);
+            &measured
+        }
+        false => stacks,
+    };
+    let offcpu: Vec<&FoldedLine> = (stacks.lines(StackKind::OffCpu).iter())
+        .filter(|l| l.group == GROUP_SERVER)
+        .collect();
+    if offcpu.is_empty() {
+        return None;
+    }
+    let waits: Vec<(&FoldedLine, Wait)> = offcpu.iter().map(|l| (*l, wait_of(&l.frames))).collect();
+    let thread = |l: &FoldedLine| l.frames.first().cloned().unwrap_or_default();
+    let mut request_threads: Vec<String> = (waits.iter())
+        .filter(|(_, w)| w.resource == Resource::Work)
+        .map(|(l, _)| thread(l))
+        .collect();
+    request_threads.sort();
+    request_threads.dedup();
+    let serves =
+        |name: &str| request_threads.is_empty() || request_threads.iter().any(|t| t == name);
+    // Little's law: the requests in flight, over the request threads that ran.
+    let in_flight = load.throughput_rps * load.latency_us.mean / 1e6;
+    let running = (r.server.threads.iter())
+        .filter(|t| serves(&t.comm) && t.oncpu_ns + t.user_ns + t.sys_ns > 0)
+        .count()
+        .max(1);
+    let per_thread = (in_flight / running as f64).max(1.0);
+    let per_request = |us: u64| us as f64 / 1e3 / n as f64;
+
+    let mut blocked: Vec<Waited> = Vec::new();
+    let mut idle_us = 0;
+    for (l, w) in &waits {
+        let name = thread(l);
+        if !serves(&name) {
+            continue;
+        }
+        match w.resource {
+            Resource::Work => idle_us += l.value,
+            // The run queue's part, from the scheduler's own count.
+            Resource::Preempted => {}
+            _ => match blocked.iter_mut().find(|b| b.wait == *w) {
+                Some(b) => {
+                    b.us += l.value;
+                    if !b.threads.contains(&name) {
+                        b.threads.push(name);
+                    }
+                }
+                None => blocked.push(Waited {
+                    wait: w.clone(),
+                    us: l.value,
+                    threads: vec![name],
+                }),
+            },
+        }
+    }
+    blocked.sort_by_key(|b| std::cmp::Reverse(b.us));
+
+    let part = |place, per_request_ms| TailPart {
+        place,
+        resource: None,
+        kernel: None,
+        function: None,
+        threads: Vec::new(),
+        per_request_ms,
+        tail_ms: 0.0,
+        share: 0.0,
+    };
+    let mut costs = Vec::new();
+    let hottest = (crate::stacks::hottest_leaf(&stacks.of_group(StackKind::OnCpu, GROUP_SERVER)))
+        .map(|(f, _)| f);
+    costs.push(Cost {
+        part: TailPart {
+            kernel: hottest,
+            ..part(Place::OnCpu, r.per_request.server.cpu_us / 1e3)
+        },
+        uniform: true,
+    });
+    costs.push(Cost {
+        part: part(Place::Client, r.per_request.client.cpu_us / 1e3),
+        uniform: true,
+    });
+    let runq_ns: u64 = (r.server.threads.iter())
+        .filter(|t| serves(&t.comm))
+        .map(|t| t.runq_ns)
+        .sum();
+    costs.push(Cost {
+        part: part(
+            Place::RunQueue,
+            runq_ns as f64 / 1e6 / n as f64 * per_thread,
+        ),
+        uniform: false,
+    });
+    let shown = MAX_PARTS.saturating_sub(costs.len());
+    for b in blocked.into_iter().take(shown) {
+        costs.push(Cost {
+            part: TailPart {
+                resource: Some(b.wait.resource),
+                kernel: b.wait.kernel,
+                function: b.wait.function,
+                threads: b.threads,
+                ..part(Place::Blocked, per_request(b.us) * per_thread)
+            },
+            uniform: false,
+        });
+    }
+    let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
+    Some(TailAccount {
+        requests: n,
+        p50_ms,
+        p99_ms,
+        request_threads,
+        requests_per_thread: per_thread,
+        idle_per_request_ms: per_request(idle_us),
+        parts,
+        unaccounted_ms,
+        unaccounted_share: unaccounted_ms / p99_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(s: &str) -> Vec<String> {
+        s.split(';').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_wait_is_named_by_its_kernel_function_and_the_user_function_that_called_it() {
+        let cases = [
+            (
+                "conn;clone3;start_thread;conn_main;count_request;___pthread_mutex_lock;__GI___lll_lock_wait;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];__x64_sys_futex_[k];do_futex_[k];futex_wait_[k];__futex_wait_[k];futex_do_wait_[k];schedule_[k];__schedule_[k]",
+                Resource::Lock,
+                Some("__futex_wait"),
+                Some("count_request"),
+            ),
+            (
+                "conn;conn_main;wait_for_ticket;__GI___libc_read;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];ksys_read_[k];vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]",
+                Resource::Pipe,
+                Some("pipe_read"),
+                Some("wait_for_ticket"),
+            ),
+            (
+                "conn;conn_main;wait_for_ticket;__GI___nanosleep;__GI___clock_nanosleep;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];__x64_sys_clock_nanosleep_[k];common_nsleep_[k];hrtimer_nanosleep_[k];do_nanosleep_[k];schedule_[k];__schedule_[k]",
+                Resource::Sleep,
+                Some("do_nanosleep"),
+                Some("wait_for_ticket"),
+            ),
+            (
+                "conn;clone3;start_thread;conn_main;__GI___libc_read;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];ksys_read_[k];vfs_read_[k];sock_read_iter_[k];sock_recvmsg_[k];tcp_recvmsg_[k];tcp_recvmsg_locked_[k];sk_wait_data_[k];wait_woken_[k];schedule_timeout_[k];schedule_[k];__schedule_[k]",
+                Resource::Work,
+                Some("sk_wait_data"),
+                Some("conn_main"),
+            ),
+            (
+                "nginx;main;ngx_process_events_and_timers;epoll_wait;entry_SYSCALL_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_hrtimeout_range_[k];schedule_[k]",
+                Resource::Work,
+                Some("ep_poll"),
+                Some("ngx_process_events_and_timers"),
+            ),
+            (
+                "conn;conn_main;touch_page;asm_exc_page_fault_[k];exc_page_fault_[k];handle_mm_fault_[k];__handle_mm_fault_[k];filemap_fault_[k];folio_wait_bit_common_[k];io_schedule_[k];schedule_[k]",
+                Resource::PageFault,
+                Some("filemap_fault"),
+                Some("touch_page"),
+            ),
+            (
+                "nginx;main;ngx_linux_sendfile;sendfile;entry_SYSCALL_64_[k];do_sendfile_[k];filemap_read_[k];folio_wait_bit_common_[k];io_schedule_[k];schedule_[k]",
+                Resource::Disk,
+                Some("io_schedule"),
+                Some("ngx_linux_sendfile"),
+            ),
+            (
+                "conn;conn_main;__GI___libc_write;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];exit_to_user_mode_loop_[k];schedule_[k];__schedule_[k]",
+                Resource::Preempted,
+                Some("exit_to_user_mode_loop"),
+                Some("conn_main"),
+            ),
+            (
+                "worker;main;serve;flock;entry_SYSCALL_64_[k];__x64_sys_flock_[k];locks_lock_inode_wait_[k];schedule_[k]",
+                Resource::Other,
+                Some("locks_lock_inode_wait"),
+                Some("serve"),
+            ),
+            ("conn;[no stack]", Resource::Unknown, None, None),
+        ];
+        for (stack, resource, kernel, function) in cases {
+            let w = wait_of(&frames(stack));
+            assert_eq!(w.resource, resource, "{stack}");
+            assert_eq!(w.kernel.as_deref(), kernel, "{stack}");
+            if function.is_some() {
+                assert_eq!(w.function.as_deref(), function, "{stack}");
+            }
+        }
+    }
+
+    fn cost(place: Place, ms: f64, uniform: bool) -> Cost {
+        Cost {
+            part: TailPart {
+                place,
+                resource: None,
+                kernel: None,
+                function: None,
+                threads: Vec::new(),
+                per_request_ms: ms,
+                tail_ms: 0.0,
+                share: 0.0,
+            },
+            uniform,
+        }
+    }
+
+    #[test]
+    fn the_shares_and_the_unaccounted_rest_add_up_to_p99() {
+        let cases = [
+            // 2 % of requests sleep 30 ms: p50 0.1, p99 30.
+            (
+                vec![
+                    cost(Place::OnCpu, 0.05, true),
+                    cost(Place::Blocked, 0.6, false),
+                ],
+                0.1,
+                30.0,
+            ),
+            // Every request waits 43 ms: p50 44, p99 46.
+            (
+                vec![
+                    cost(Place::OnCpu, 0.1, true),
+                    cost(Place::Blocked, 43.0, false),
+                ],
+                44.0,
+                46.0,
+            ),
+            // Nothing waits: all of the tail is unaccounted.
+            (vec![cost(Place::OnCpu, 0.05, true)], 0.1, 5.0),
+            // More CPU than the median: capped.
+            (
+                vec![
+                    cost(Place::OnCpu, 9.0, true),
+                    cost(Place::RunQueue, 1.0, false),
+                ],
+                1.0,
+                2.0,
+            ),
+        ];
+        for (costs, p50, p99) in cases {
+            let (parts, rest) = allocate(costs, p50, p99);
+            let sum: f64 = parts.iter().map(|p| p.tail_ms).sum::<f64>() + rest;
+            assert!((sum - p99).abs() < 1e-9, "{parts:?} + {rest} != {p99}");
+            assert!(parts.iter().all(|p| p.share >= 0.0 && p.share <= 1.0));
+            assert!(parts.windows(2).all(|w| w[0].tail_ms >= w[1].tail_ms));
+        }
+    }
+
+    #[test]
+    fn a_wait_some_requests_meet_takes_the_tail_and_one_all_meet_takes_the_median() {
+        let share = |costs, p50, p99| {
+            let (parts, _): (Vec<TailPart>, f64) = allocate(costs, p50, p99);
+            (parts.iter().find(|p| p.place == Place::Blocked))
+                .map(|p| p.share)
+                .unwrap()
+        };
+        // 2 % of requests sleep 30 ms: the sleep is nearly all of p99.
+        let some = share(
+            vec![
+                cost(Place::OnCpu, 0.05, true),
+                cost(Place::Blocked, 0.6, false),
+            ],
+            0.1,
+            30.0,
+        );
+        assert!(some > 0.95, "{some}");
+        // Every request waits 43 ms of 44: 43 of p99's 46.
+        let all = share(
+            vec![
+                cost(Place::OnCpu, 0.1, true),
+                cost(Place::Blocked, 43.0, false),
+            ],
+            44.0,
+            46.0,
+        );
+        assert!((all - 43.0 / 46.0).abs() < 1e-9, "{all}");
+        // 0.1 % of requests wait 30 ms (0.03 ms a request), and the median has room for it:
+        // p99's 1 ms is not that wait's.
+        let rare = share(
+            vec![
+                cost(Place::OnCpu, 0.05, true),
+                cost(Place::Blocked, 0.03, false),
+            ],
+            0.1,
+            1.0,
+        );
+        assert!(rare < 0.05, "{rare}");
+    }
+
+    #[test]
+    fn a_wait_in_the_tail_is_split_by_time_between_two_waits() {
+        let (parts, rest) = allocate(
+            vec![
+                cost(Place::OnCpu, 0.05, true),
+                cost(Place::Blocked, 0.3, false),
+                cost(Place::RunQueue, 0.1, false),
+            ],
+            0.05,
+            20.0,
+        );
+        assert_eq!(parts[0].place, Place::Blocked);
+        assert!((parts[0].tail_ms / parts[1].tail_ms - 3.0).abs() < 1e-6);
+        assert!(rest < 1e-9, "{rest}");
+    }
+}
