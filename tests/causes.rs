@@ -631,6 +631,49 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     assert_no_finding(&run, "tail_wait");
 }
 
+/// The same kind of cause in an event loop: nginx-lua's /popen, where every 50th request of the
+/// worker reads a child's output through a pipe, blocking the worker's event loop 30 ms with the
+/// requests that arrived meanwhile waiting behind it. The top finding is tail_wait naming the pipe
+/// with most of p99; the worker's time blocked there (the account's time per request, over the
+/// requests one blocked worker delays) is what libbpf-tools' offcputime finds in the worker's
+/// stacks through that kernel function, within 15 %; the master's wait for signals is no
+/// request's.
+#[test]
+fn a_blocking_call_in_an_event_loop_is_the_top_finding_from_the_account_of_p99() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_of_thread_with_frame};
+    require_root();
+    let nginx = Server::start("nginx-lua", &[]);
+    let worker = nginx.children(1)[0];
+    let offcputime = Tool::offcputime(worker);
+    let url = format!("{}popen", nginx.url());
+    let run = RunArgs::pid(nginx.pid())
+        .load(50, "6s", "0s")
+        .args(&["--url", &url, "--rate", "400"])
+        .run_ok("tail-wait-event-loop");
+    let peer = offcputime.stop();
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let account = &run["tail_account"];
+    let part = &account["parts"][0];
+    eprintln!("findings {kinds:?}; {}; account {account}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    assert_eq!(part["resource"], "pipe", "{account}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.7, "{f}");
+    let per_thread = account["requests_per_thread"].as_f64().unwrap();
+    let blocked_us =
+        part["per_request_ms"].as_f64().unwrap() * account["requests"].as_f64().unwrap() * 1e3
+            / per_thread;
+    let peer_us =
+        offcputime_us_of_thread_with_frame(&peer, "nginx", part["kernel"].as_str().unwrap());
+    eprintln!("the worker blocked {blocked_us:.0} us; offcputime {peer_us} us");
+    assert_within(
+        blocked_us,
+        peer_us as f64,
+        0.15,
+        "the worker's time blocked on the pipe (us) against offcputime's",
+    );
+}
+
 /// A memory control group made for the test (cgroup v1's memory hierarchy, else v2's), with a
 /// limit; moves its processes back to the root group and removes itself when dropped.
 struct MemoryGroup {

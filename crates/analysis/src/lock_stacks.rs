@@ -57,6 +57,7 @@ mod tests {
             group: 0,
             frames: frames.iter().map(|f| f.to_string()).collect(),
             value,
+            periods: 0,
         }
     }
 

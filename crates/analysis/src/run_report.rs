@@ -246,7 +246,13 @@ pub fn build(
             report.tls_cpu = s.tls_cpu();
         }
         crate::lock_stacks::attach(&mut report.server.locks, &s.offcpu, GROUP_SERVER);
-        report.tail_account = crate::tail_account::account(&report, s);
+        report.tail_account = crate::tail_account::account(crate::tail_account::Inputs {
+            load: &report.load,
+            server: &report.server,
+            server_cpu_us: report.per_request.server.cpu_us,
+            client_cpu_us: report.per_request.client.cpu_us,
+            stacks: s,
+        });
     }
     report
 }

@@ -50,6 +50,10 @@ pub struct FoldedLine {
     pub group: u32,
     pub frames: Vec<String>,
     pub value: u64,
+    /// Off-CPU: the periods its value is the time of, estimated from the drawn ones (each
+    /// standing for the periods it was drawn from); 0 where not known (on-CPU samples, stacks
+    /// read back from files, the kernel's own keys).
+    pub periods: u64,
 }
 
 /// A stack's value in one interval of the run.
@@ -104,11 +108,17 @@ impl LineSet {
                 group: *group,
                 frames: frames.clone(),
                 value: 0,
+                periods: 0,
             });
             (lines.len() - 1) as u32
         });
         self.lines[i as usize].value += value;
         i
+    }
+
+    /// Adds to the off-CPU periods a line's value is the time of.
+    pub fn add_periods(&mut self, line: u32, periods: u64) {
+        self.lines[line as usize].periods += periods;
     }
 
     /// Says when part of a line's value (already added) fell.
@@ -306,6 +316,7 @@ pub fn parse(text: &str, group: u32) -> Vec<FoldedLine> {
                 group,
                 frames: stack.split(';').map(str::to_string).collect(),
                 value: value.parse().ok()?,
+                periods: 0,
             })
         })
         .collect()
@@ -354,6 +365,7 @@ mod tests {
             group,
             frames: frames.iter().map(|s| s.to_string()).collect(),
             value,
+            periods: 0,
         }
     }
 

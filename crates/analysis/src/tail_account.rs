@@ -16,10 +16,14 @@
 //! goes to the waits in proportion to what the median left of them, none taking more than it
 //! would if all of its time fell on the slowest 1 % of requests.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use srvprof_common::GROUP_SERVER;
 
-use crate::run_report::RunReport;
+use srvprof_loadgen::LoadReport;
+
+use crate::kernel_report::KernelReport;
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
 /// The share of requests p99 stands for: a wait's time per request at most this share of the
@@ -29,10 +33,11 @@ pub const TAIL_FRACTION: f64 = 0.01;
 pub const SKEWED_TAIL: f64 = 3.0;
 
 /// Where a part of a request's time went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Place {
     /// The server's threads running its code.
+    #[default]
     OnCpu,
     /// The server's request threads runnable, waiting for a CPU.
     RunQueue,
@@ -158,6 +163,8 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
     ("do_select", Resource::Work),
     ("do_sys_poll", Resource::Work),
     ("inet_csk_accept", Resource::Work),
+    ("sigsuspend", Resource::Work),
+    ("do_sigtimedwait", Resource::Work),
     ("sk_wait_data", Resource::Work),
     ("tcp_recvmsg", Resource::Work),
     ("exit_to_user_mode_loop", Resource::Preempted),
@@ -165,6 +172,20 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
     ("preempt_schedule", Resource::Preempted),
     ("preempt_schedule_irq", Resource::Preempted),
     ("__cond_resched", Resource::Preempted),
+];
+
+/// A futex wait is a lock's when a user frame of its stack takes a lock (any of these in its
+/// name); otherwise it is a worker parked until it is handed work (a condition variable, a
+/// runtime's idle thread: Go's notesleep, tokio's and Java's park), which is a wait for work.
+const LOCK_FRAMES: &[&str] = &[
+    "mutex_lock",
+    "lll_lock",
+    "rwlock",
+    "lock_slow",
+    "Mutex",
+    "RwLock",
+    "sem_wait",
+    "futex_lock",
 ];
 
 /// The scheduler's own frames, under every wait: never a wait point.
@@ -220,6 +241,13 @@ const WRAPPERS: &[&str] = &[
     "pipe",
     "pipe2",
     "futex",
+    "fread",
+    "fgets",
+    "fwrite",
+    "getc",
+    "pclose",
+    "popen",
+    "system",
     "flock",
     "fcntl",
     "lockf",
@@ -236,6 +264,19 @@ pub struct Wait {
     pub resource: Resource,
     pub kernel: Option<String>,
     pub function: Option<String>,
+    /// The syscall it waited in ("read"), None outside one (a page fault).
+    pub syscall: Option<String>,
+}
+
+/// The syscall a stack's kernel frames are in: the outermost of `__x64_sys_NAME`, `ksys_NAME`
+/// (read and write's, whose `__x64_sys_` is inlined) and `__sys_NAME`.
+fn syscall_of(kernel: &[&str]) -> Option<String> {
+    kernel.iter().find_map(|k| {
+        ["__x64_sys_", "__ia32_sys_", "ksys_", "__sys_", "__do_sys_"]
+            .iter()
+            .find_map(|prefix| k.strip_prefix(prefix))
+            .map(str::to_string)
+    })
 }
 
 /// A kernel frame's function ("pipe_read_[k]" -> "pipe_read"; ".isra.0" and the like dropped).
@@ -251,13 +292,16 @@ fn is_wrapper(frame: &str) -> bool {
         || frame.starts_with("core::")
         || frame.starts_with("syscall.")
         || frame.starts_with('[')
+        // An address in a file without symbols says less than the named caller outside it.
+        || frame.contains("+0x")
         || WRAPPERS.contains(&frame)
 }
 
 /// The wait an off-CPU stack (thread name first, then outermost to leaf) was in.
 pub fn wait_of(frames: &[String]) -> Wait {
     let frames = frames.get(1..).unwrap_or_default();
-    let kernel: Vec<&str> = frames.iter().filter_map(|f| kernel_name(f)).collect();
+    let kernel_frames: Vec<&str> = frames.iter().filter_map(|f| kernel_name(f)).collect();
+    let kernel = &kernel_frames;
     let user: Vec<&str> = (frames.iter())
         .filter(|f| kernel_name(f).is_none())
         .map(String::as_str)
@@ -273,7 +317,12 @@ pub fn wait_of(frames: &[String]) -> Wait {
     });
     // A fault's wait is the fault's, whatever it waited on inside (the page's disk read).
     let named = (points.clone().find(|(r, _)| *r == Resource::PageFault)).or(points.clone().next());
+    let takes_lock = || {
+        user.iter()
+            .any(|f| LOCK_FRAMES.iter().any(|l| f.contains(l)))
+    };
     let (resource, kernel) = match named {
+        Some((Resource::Lock, k)) if !takes_lock() => (Resource::Work, Some(k)),
         Some((r, k)) => (r, Some(k)),
         None => match (kernel.iter().rev()).find(|k| !SCHEDULER.contains(k)) {
             Some(k) => (Resource::Other, Some(k.to_string())),
@@ -284,11 +333,12 @@ pub fn wait_of(frames: &[String]) -> Wait {
         resource,
         kernel,
         function,
+        syscall: syscall_of(&kernel_frames),
     }
 }
 
 /// One part of p99's time.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TailPart {
     pub place: Place,
     /// For a blocked part: what it waited on.
@@ -300,6 +350,15 @@ pub struct TailPart {
     /// The user function that called the wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function: Option<String>,
+    /// The syscall it waited in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syscall: Option<String>,
+    /// How many times the request threads waited there over the span, and the mean wait (ms):
+    /// the scheduler's exact count of the syscall's sleeps, shared among its stacks by time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waits: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_wait_ms: Option<f64>,
     /// The threads it was seen in, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<String>,
@@ -333,6 +392,22 @@ impl TailPart {
             }
         }
     }
+
+    /// "1 request in 52 waits 30.4 ms": how often and how long, when the waits were counted.
+    pub fn how_often(&self, requests: u64) -> Option<String> {
+        let (waits, mean) = (self.waits?, self.mean_wait_ms?);
+        if waits < 1.0 || requests == 0 {
+            return None;
+        }
+        let per = requests as f64 / waits;
+        Some(match per >= 1.5 {
+            true => format!("1 request in {per:.0} waits {mean:.1} ms"),
+            false => format!(
+                "{:.1} waits of {mean:.2} ms a request",
+                waits / requests as f64
+            ),
+        })
+    }
 }
 
 /// The account of a run's p99.
@@ -363,50 +438,57 @@ impl TailAccount {
     }
 }
 
-/// A part before the split of p99: where, its time per request, and whether every request pays
-/// it (the CPU parts) or some wait for it.
+/// A part before the split of p99: where, its time per request, whether every request pays it
+/// (the CPU parts) or some wait for it, and when known the share of requests that meet it
+/// (waits times the requests each delays, over the requests; above 1 when each meets it more
+/// than once).
 #[derive(Clone, Debug)]
 pub struct Cost {
     pub part: TailPart,
     pub uniform: bool,
+    pub affected: Option<f64>,
 }
 
 /// Splits p99 among the parts (see the module's doc): each part's tail_ms and share, the parts
 /// by their share, and the rest unaccounted.
 pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f64) {
+    let ms = |c: &Cost| c.part.per_request_ms.max(0.0);
     let mut left = p50_ms.max(0.0);
     let mut median = vec![0.0; costs.len()];
     for (i, c) in costs.iter().enumerate().filter(|(_, c)| c.uniform) {
-        median[i] = c.part.per_request_ms.min(left);
+        median[i] = ms(c).min(left);
         left -= median[i];
     }
-    let waits: f64 = (costs.iter().filter(|c| !c.uniform))
-        .map(|c| c.part.per_request_ms)
-        .sum();
+    // The median request meets a wait that half the requests or more meet, or one of unknown
+    // reach.
+    let in_median = |c: &Cost| !c.uniform && c.affected.is_none_or(|a| a >= 0.5);
+    let waits: f64 = costs.iter().filter(|c| in_median(c)).map(ms).sum();
     let fill = if waits > 0.0 {
         (left / waits).min(1.0)
     } else {
         0.0
     };
-    for (i, c) in costs.iter().enumerate().filter(|(_, c)| !c.uniform) {
-        median[i] = c.part.per_request_ms * fill;
+    for (i, c) in costs.iter().enumerate().filter(|(_, c)| in_median(c)) {
+        median[i] = ms(c) * fill;
     }
-    let excess = (p99_ms - p50_ms).max(0.0);
+    // Above the median: what each wait can add to one request at p99. Known reach: its mean
+    // wait (or its time per request, if more) when at least TAIL_FRACTION of requests meet it,
+    // nothing when fewer do. Unknown: all its time on the slowest TAIL_FRACTION of requests.
     let rest: Vec<f64> = (costs.iter().zip(&median))
-        .map(|(c, m)| match c.uniform {
-            true => 0.0,
-            false => (c.part.per_request_ms - m).max(0.0),
+        .map(|(c, m)| if c.uniform { 0.0 } else { (ms(c) - m).max(0.0) })
+        .collect();
+    let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
+        .map(|((c, m), r)| match (c.affected, c.part.mean_wait_ms) {
+            (Some(a), Some(wait)) if a >= TAIL_FRACTION => (wait.max(ms(c)) - m).max(0.0),
+            (Some(_), Some(_)) => 0.0,
+            _ => r / TAIL_FRACTION,
         })
         .collect();
-    let rest_total: f64 = rest.iter().sum();
+    let above = share_out((p99_ms - p50_ms).max(0.0), &rest, &cap);
     let mut parts: Vec<TailPart> = Vec::new();
-    for ((c, m), r) in costs.into_iter().zip(median).zip(rest) {
-        let above = match rest_total > 0.0 {
-            true => (excess * r / rest_total).min(r / TAIL_FRACTION),
-            false => 0.0,
-        };
+    for ((c, m), a) in costs.into_iter().zip(median).zip(above) {
         let mut part = c.part;
-        part.tail_ms = m + above;
+        part.tail_ms = m + a;
         part.share = match p99_ms > 0.0 {
             true => (part.tail_ms / p99_ms).min(1.0),
             false => 0.0,
@@ -419,19 +501,64 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     (parts, (p99_ms - accounted).max(0.0))
 }
 
+/// `total` shared in proportion to `weights`, none above its cap: what a capped one cannot take
+/// goes to the others, and what none can take is left over.
+fn share_out(total: f64, weights: &[f64], caps: &[f64]) -> Vec<f64> {
+    let mut out = vec![0.0; weights.len()];
+    let mut open: Vec<usize> = (0..weights.len())
+        .filter(|&i| weights[i] > 0.0 && caps[i] > 0.0)
+        .collect();
+    let mut left = total;
+    while left > 1e-12 && !open.is_empty() {
+        let sum: f64 = open.iter().map(|&i| weights[i]).sum();
+        let full: Vec<usize> = (open.iter().copied())
+            .filter(|&i| out[i] + left * weights[i] / sum >= caps[i])
+            .collect();
+        if full.is_empty() {
+            for &i in &open {
+                out[i] += left * weights[i] / sum;
+            }
+            break;
+        }
+        for &i in &full {
+            left -= caps[i] - out[i];
+            out[i] = caps[i];
+        }
+        open.retain(|i| !full.contains(i));
+    }
+    out
+}
+
 /// One wait's time over the span (us), and the request threads seen in it.
 struct Waited {
     wait: Wait,
-    us: u64,
+    us: f64,
+    /// Its stacks' whole-run time (us) and the periods it is the time of (0: not known).
+    length: (u64, u64),
     threads: Vec<String>,
 }
 
 /// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
 pub const MAX_PARTS: usize = 8;
 
-/// The account of `r`'s p99 from its server's stacks; None without stacks, requests or p99.
-pub fn account(r: &RunReport, stacks: &FoldedStacks) -> Option<TailAccount> {
-    let load = &r.load;
+/// What the account is made from: the load's latencies, the server's threads, each side's CPU
+/// per request (µs), and the stacks.
+pub struct Inputs<'a> {
+    pub load: &'a LoadReport,
+    pub server: &'a KernelReport,
+    pub server_cpu_us: f64,
+    pub client_cpu_us: f64,
+    pub stacks: &'a FoldedStacks,
+}
+
+/// The account of a run's p99 from its server's stacks; None without stacks, requests or p99.
+pub fn account(input: Inputs) -> Option<TailAccount> {
+    let Inputs {
+        load,
+        server,
+        stacks,
+        ..
+    } = input;
     let n = load.completed;
     let (p50_ms, p99_ms) = (
         load.latency_us.p50 as f64 / 1e3,
@@ -439,6 +566,13 @@ pub fn account(r: &RunReport, stacks: &FoldedStacks) -> Option<TailAccount> {
     );
     if n == 0 || p99_ms <= 0.0 {
         return None;
+    }
+    // Each wait's mean length, from the whole run's drawn periods: a length, not a total, so
+    // the warm-up's count as well as the measured span's.
+    let mut lengths: HashMap<&[String], (u64, u64)> = HashMap::new();
+    for l in (stacks.offcpu.iter()).filter(|l| l.group == GROUP_SERVER && l.periods > 0) {
+        let e = lengths.entry(&l.frames).or_default();
+        *e = (e.0 + l.value, e.1 + l.periods);
     }
     let measured;
     let stacks = match stacks.is_timed() {
@@ -466,83 +600,132 @@ pub fn account(r: &RunReport, stacks: &FoldedStacks) -> Option<TailAccount> {
         |name: &str| request_threads.is_empty() || request_threads.iter().any(|t| t == name);
     // Little's law: the requests in flight, over the request threads that ran.
     let in_flight = load.throughput_rps * load.latency_us.mean / 1e6;
-    let running = (r.server.threads.iter())
+    let running = (server.threads.iter())
         .filter(|t| serves(&t.comm) && t.oncpu_ns + t.user_ns + t.sys_ns > 0)
         .count()
         .max(1);
     let per_thread = (in_flight / running as f64).max(1.0);
-    let per_request = |us: u64| us as f64 / 1e3 / n as f64;
+    let per_request = |us: f64| us / 1e3 / n as f64;
+
+    // The stacks are a draw of the off-CPU periods, shared out per thread name; the scheduler
+    // times every sleep inside each syscall exactly (a rare long wait of a busy event loop is
+    // drawn a few times at most). Each syscall's stacks are scaled to its exact time.
+    let exact: HashMap<&str, (u64, u64)> = (server.syscalls.iter())
+        .filter_map(|s| Some((s.name.as_str(), (s.blocked?, s.blocked_ns?))))
+        .collect();
+    let mut drawn_us: HashMap<&str, u64> = HashMap::new();
+    for (l, w) in &waits {
+        if let (Some(sc), false) = (&w.syscall, w.resource == Resource::Preempted) {
+            *drawn_us.entry(sc.as_str()).or_default() += l.value;
+        }
+    }
+    // A line's time (us).
+    let calibrated = |l: &FoldedLine, w: &Wait| -> f64 {
+        let known = (w.syscall.as_deref())
+            .filter(|_| w.resource != Resource::Preempted)
+            .and_then(|sc| Some((exact.get(sc)?, drawn_us.get(sc)?)));
+        match known {
+            Some(((_, ns), &drawn)) if drawn > 0 && *ns > 0 => {
+                *ns as f64 / 1e3 * l.value as f64 / drawn as f64
+            }
+            _ => l.value as f64,
+        }
+    };
 
     let mut blocked: Vec<Waited> = Vec::new();
-    let mut idle_us = 0;
+    let mut idle_us = 0.0;
     for (l, w) in &waits {
         let name = thread(l);
         if !serves(&name) {
             continue;
         }
+        let us = calibrated(l, w);
+        let length = lengths
+            .get(l.frames.as_slice())
+            .copied()
+            .unwrap_or_default();
         match w.resource {
-            Resource::Work => idle_us += l.value,
+            Resource::Work => idle_us += us,
             // The run queue's part, from the scheduler's own count.
             Resource::Preempted => {}
             _ => match blocked.iter_mut().find(|b| b.wait == *w) {
                 Some(b) => {
-                    b.us += l.value;
+                    b.us += us;
+                    b.length = (b.length.0 + length.0, b.length.1 + length.1);
                     if !b.threads.contains(&name) {
                         b.threads.push(name);
                     }
                 }
                 None => blocked.push(Waited {
                     wait: w.clone(),
-                    us: l.value,
+                    us,
+                    length,
                     threads: vec![name],
                 }),
             },
         }
     }
-    blocked.sort_by_key(|b| std::cmp::Reverse(b.us));
+    blocked.sort_by(|a, b| b.us.total_cmp(&a.us));
 
     let part = |place, per_request_ms| TailPart {
         place,
         resource: None,
         kernel: None,
         function: None,
+        syscall: None,
+        waits: None,
+        mean_wait_ms: None,
         threads: Vec::new(),
         per_request_ms,
         tail_ms: 0.0,
         share: 0.0,
     };
+    let reach = |waits: f64| waits * per_thread / n as f64;
     let mut costs = Vec::new();
     let hottest = (crate::stacks::hottest_leaf(&stacks.of_group(StackKind::OnCpu, GROUP_SERVER)))
         .map(|(f, _)| f);
     costs.push(Cost {
         part: TailPart {
             kernel: hottest,
-            ..part(Place::OnCpu, r.per_request.server.cpu_us / 1e3)
+            ..part(Place::OnCpu, input.server_cpu_us / 1e3)
         },
         uniform: true,
+        affected: None,
     });
     costs.push(Cost {
-        part: part(Place::Client, r.per_request.client.cpu_us / 1e3),
+        part: part(Place::Client, input.client_cpu_us / 1e3),
         uniform: true,
+        affected: None,
     });
-    let runq_ns: u64 = (r.server.threads.iter())
+    let (runq_ns, runq_waits) = (server.threads.iter())
         .filter(|t| serves(&t.comm))
-        .map(|t| t.runq_ns)
-        .sum();
+        .fold((0, 0), |(ns, k), t| (ns + t.runq_ns, k + t.runq_waits));
     costs.push(Cost {
-        part: part(
-            Place::RunQueue,
-            runq_ns as f64 / 1e6 / n as f64 * per_thread,
-        ),
+        part: TailPart {
+            waits: Some(runq_waits as f64),
+            mean_wait_ms: (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64),
+            ..part(
+                Place::RunQueue,
+                per_request(runq_ns as f64 / 1e3) * per_thread,
+            )
+        },
         uniform: false,
+        affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
     });
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
+        let (drawn_us, periods) = b.length;
+        let mean_wait_ms = (periods > 0).then(|| drawn_us as f64 / 1e3 / periods as f64);
+        let count = mean_wait_ms.filter(|m| *m > 0.0).map(|m| b.us / 1e3 / m);
         costs.push(Cost {
+            affected: count.map(reach),
             part: TailPart {
                 resource: Some(b.wait.resource),
                 kernel: b.wait.kernel,
                 function: b.wait.function,
+                syscall: b.wait.syscall,
+                waits: count,
+                mean_wait_ms,
                 threads: b.threads,
                 ..part(Place::Blocked, per_request(b.us) * per_thread)
             },
@@ -579,6 +762,24 @@ mod tests {
                 Resource::Lock,
                 Some("__futex_wait"),
                 Some("count_request"),
+            ),
+            (
+                "worker;start_thread;std::thread::park;std::sys::pal::unix::futex::futex_wait;syscall;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];do_futex_[k];futex_wait_[k];__futex_wait_[k];schedule_[k]",
+                Resource::Work,
+                Some("__futex_wait"),
+                None,
+            ),
+            (
+                "server;runtime.mstart;runtime.schedule;runtime.findRunnable;runtime.stopm;runtime.notesleep;runtime.futexsleep;runtime.futex;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];do_futex_[k];futex_wait_[k];schedule_[k]",
+                Resource::Work,
+                Some("futex_wait"),
+                None,
+            ),
+            (
+                "nginx;main;ngx_master_process_cycle;__sigsuspend;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_rt_sigsuspend_[k];sigsuspend_[k];schedule_[k]",
+                Resource::Work,
+                Some("sigsuspend"),
+                Some("ngx_master_process_cycle"),
             ),
             (
                 "conn;conn_main;wait_for_ticket;__GI___libc_read;entry_SYSCALL_64_after_hwframe_[k];do_syscall_64_[k];ksys_read_[k];vfs_read_[k];pipe_read_[k];schedule_[k];__schedule_[k]",
@@ -647,12 +848,16 @@ mod tests {
                 resource: None,
                 kernel: None,
                 function: None,
+                syscall: None,
+                waits: None,
+                mean_wait_ms: None,
                 threads: Vec::new(),
                 per_request_ms: ms,
                 tail_ms: 0.0,
                 share: 0.0,
             },
             uniform,
+            affected: None,
         }
     }
 
@@ -753,5 +958,197 @@ mod tests {
         assert_eq!(parts[0].place, Place::Blocked);
         assert!((parts[0].tail_ms / parts[1].tail_ms - 3.0).abs() < 1e-6);
         assert!(rest < 1e-9, "{rest}");
+    }
+
+    #[test]
+    fn what_one_part_cannot_take_goes_to_the_others() {
+        let out = share_out(10.0, &[1.0, 1.0, 2.0], &[1.0, 100.0, 100.0]);
+        assert_eq!(out[0], 1.0);
+        assert!(
+            (out[1] - 3.0).abs() < 1e-9 && (out[2] - 6.0).abs() < 1e-9,
+            "{out:?}"
+        );
+        // Nobody can take it all: the rest is left over.
+        let out = share_out(10.0, &[1.0, 1.0], &[2.0, 3.0]);
+        assert_eq!(out, [2.0, 3.0]);
+        assert_eq!(share_out(5.0, &[0.0], &[9.0]), [0.0]);
+    }
+
+    #[test]
+    fn a_wait_too_rare_for_p99_takes_none_of_it_once_its_waits_are_counted() {
+        let counted = |ms: f64, affected: f64, mean_wait_ms: f64| Cost {
+            affected: Some(affected),
+            part: TailPart {
+                mean_wait_ms: Some(mean_wait_ms),
+                ..cost(Place::Blocked, ms, false).part
+            },
+            ..cost(Place::Blocked, ms, false)
+        };
+        // 0.1 % of requests wait 30 ms, and p99 (5 ms) is something else's.
+        let (parts, rest) = allocate(
+            vec![cost(Place::OnCpu, 0.05, true), counted(0.03, 0.001, 30.0)],
+            0.1,
+            5.0,
+        );
+        let wait = parts.iter().find(|p| p.place == Place::Blocked).unwrap();
+        assert!(wait.tail_ms < 1e-9, "{parts:?}");
+        assert!((rest - 4.95).abs() < 1e-9, "{rest}");
+        // 2 % of requests wait 30 ms: a request at p99 carries one wait.
+        let (parts, _) = allocate(
+            vec![cost(Place::OnCpu, 0.05, true), counted(0.6, 0.02, 30.0)],
+            0.1,
+            30.0,
+        );
+        let wait = parts.iter().find(|p| p.place == Place::Blocked).unwrap();
+        assert!((wait.tail_ms - 29.9).abs() < 1e-9, "{parts:?}");
+    }
+
+    #[test]
+    fn the_syscall_of_a_stack_is_its_outermost_entry() {
+        let sc = |s: &str| wait_of(&frames(s)).syscall;
+        assert_eq!(
+            sc(
+                "conn;main;read;do_syscall_64_[k];ksys_read_[k];vfs_read_[k];pipe_read_[k];schedule_[k]"
+            ),
+            Some("read".into())
+        );
+        assert_eq!(
+            sc(
+                "a;main;accept;do_syscall_64_[k];__x64_sys_accept_[k];__sys_accept4_[k];inet_csk_accept_[k]"
+            ),
+            Some("accept".into())
+        );
+        assert_eq!(
+            sc("a;main;touch;exc_page_fault_[k];handle_mm_fault_[k]"),
+            None
+        );
+    }
+
+    /// A thread-per-connection server, as its stacks and the scheduler's counts show it: each
+    /// connection thread reads its next request from its socket (idle) and, for some requests,
+    /// an answer from a pipe (in a request); a "ticket" thread reads its pipe of asks (never a
+    /// request's); a cache refresher sleeps (no request thread).
+    fn threaded(socket_us: u64, pipe_us: u64) -> (LoadReport, KernelReport, FoldedStacks) {
+        use crate::stacks::LineSet;
+        let read = |thread: &str, caller: &str, wait: &str| -> Vec<String> {
+            frames(&format!(
+                "{thread};conn_main;{caller};read;do_syscall_64_[k];ksys_read_[k];vfs_read_[k];{wait}_[k];schedule_[k]"
+            ))
+        };
+        let mut off = LineSet::default();
+        let socket = off.add(
+            GROUP_SERVER,
+            read("conn", "conn_main", "sk_wait_data"),
+            socket_us,
+        );
+        off.add_periods(socket, 10_000);
+        // The drawn periods: 30 ms each.
+        let pipe = off.add(
+            GROUP_SERVER,
+            read("conn", "wait_for_ticket", "pipe_read"),
+            pipe_us,
+        );
+        off.add_periods(pipe, pipe_us / 30_000);
+        off.add(
+            GROUP_SERVER,
+            read("ticket", "ticket_main", "pipe_read"),
+            5_000_000,
+        );
+        off.add(
+            GROUP_SERVER,
+            frames("cache;refresh;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]"),
+            4_000_000,
+        );
+        let mut stacks = FoldedStacks::default();
+        stacks.set(StackKind::OffCpu, off.finish());
+        let load = LoadReport {
+            completed: 10_000,
+            duration_s: 5.0,
+            throughput_rps: 2_000.0,
+            latency_us: srvprof_loadgen::LatencySummary {
+                p50: 100,
+                p99: 30_000,
+                mean: 400.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let server = KernelReport {
+            threads: vec![crate::kernel_report::ThreadReport {
+                comm: "conn".into(),
+                oncpu_ns: 1_000_000,
+                ..Default::default()
+            }],
+            // Every sleep in read, counted by the scheduler: 10,000 next requests, 200 answers,
+            // and the ticket thread's 200 waits for asks; their exact time.
+            syscalls: vec![crate::kernel_report::SyscallReport {
+                name: "read".into(),
+                blocked: Some(10_400),
+                blocked_ns: Some((socket_us + 6_000_000 + 5_000_000) * 1_000),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        (load, server, stacks)
+    }
+
+    #[test]
+    fn waits_for_work_and_waits_in_a_request_are_told_apart_and_scaled_to_the_exact_times() {
+        // The drawn stacks under-read the pipe: 3.99 s drawn of the 6 s the scheduler counted.
+        let (socket_us, pipe_us) = (40_000_000.0, 3_990_000.0);
+        let (load, server, stacks) = threaded(socket_us as u64, pipe_us as u64);
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        assert_eq!(a.request_threads, ["conn"]);
+        let pipe = (a.parts.iter())
+            .find(|p| p.resource == Some(Resource::Pipe))
+            .expect("the pipe wait");
+        // Scaled: read's exact 51 s shared by the drawn ones, the pipe's 3.99 s of them.
+        let scale = (socket_us + 11e6) / (socket_us + pipe_us + 5e6);
+        let pipe_ms = pipe_us / 1e3 * scale;
+        assert!(
+            (pipe.per_request_ms - pipe_ms / 10_000.0).abs() < 1e-9,
+            "{pipe:?}"
+        );
+        assert_eq!(pipe.threads, ["conn"]);
+        assert_eq!(pipe.function.as_deref(), Some("wait_for_ticket"));
+        // Each wait as long as its drawn ones, and as many as its scaled time makes.
+        assert!((pipe.mean_wait_ms.unwrap() - 30.0).abs() < 1e-9, "{pipe:?}");
+        let waits = pipe.waits.unwrap();
+        assert!((waits - pipe_ms / 30.0).abs() < 1e-6, "{waits}");
+        // The next requests' reads are idle; the ticket's and the refresher's waits no part.
+        assert!((a.idle_per_request_ms - socket_us / 1e3 * scale / 10_000.0).abs() < 1e-9);
+        assert!(a.parts.iter().all(|p| p.resource != Some(Resource::Sleep)));
+        assert_eq!(
+            a.parts.iter().filter(|p| p.place == Place::Blocked).count(),
+            1,
+            "{a:?}"
+        );
+        assert!(pipe.share > 0.9, "{a:?}");
+    }
+
+    #[test]
+    fn how_often_a_wait_is_met_reads_per_request() {
+        let part = |waits: f64, mean: f64| TailPart {
+            waits: Some(waits),
+            mean_wait_ms: Some(mean),
+            ..Default::default()
+        };
+        assert_eq!(
+            part(200.0, 30.04).how_often(10_000).as_deref(),
+            Some("1 request in 50 waits 30.0 ms")
+        );
+        assert_eq!(
+            part(30_000.0, 0.012).how_often(10_000).as_deref(),
+            Some("3.0 waits of 0.01 ms a request")
+        );
+        assert_eq!(part(0.5, 30.0).how_often(10_000), None);
+        assert_eq!(TailPart::default().how_often(10_000), None);
     }
 }

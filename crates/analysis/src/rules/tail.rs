@@ -45,6 +45,8 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
                 ("per_request_ms", part.per_request_ms),
                 ("unaccounted_share", a.unaccounted_share),
                 ("requests_per_thread", a.requests_per_thread),
+                ("waits", part.waits.unwrap_or(0.0)),
+                ("mean_wait_ms", part.mean_wait_ms.unwrap_or(0.0)),
             ],
         )
         .explaining(part.tail_ms, a.p99_ms),
@@ -52,12 +54,16 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
 }
 
 fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
+    let often = match part.how_often(a.requests) {
+        Some(o) => format!(" ({o})"),
+        None => String::new(),
+    };
     let threads = match part.threads.as_slice() {
         [] => String::new(),
         names => format!(" ({})", names.join(", ")),
     };
     format!(
-        "{:.0}% of p99 is the server {}: p99 of {:.1} ms is {:.0}x the median ({:.2} ms), and the server's threads{threads} waited there {:.2} ms a request on average; {:.0}% of p99 is not accounted for. Fix: {}",
+        "{:.0}% of p99 is the server {}: p99 of {:.1} ms is {:.0}x the median ({:.2} ms), and the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
         part.share * 100.0,
         part.describe(),
         a.p99_ms,
@@ -86,6 +92,7 @@ pub(super) mod tests {
             per_request_ms: share * p99_ms / 50.0,
             tail_ms: share * p99_ms,
             share,
+            ..Default::default()
         }
     }
 

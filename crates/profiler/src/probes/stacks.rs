@@ -30,6 +30,8 @@ pub struct RawStacks {
     pub oncpu: Counts,
     /// Off-CPU nanoseconds.
     pub offcpu: Counts,
+    /// Per off-CPU stack unwound in user space, the periods its drawn ones stand for.
+    pub offcpu_periods: StdHashMap<StackKey, u64>,
     /// stack id -> instruction pointers, leaf first.
     pub frames: StdHashMap<i32, Vec<u64>>,
     /// User stack id (unwound in user space) -> how its unwinding ended.
@@ -258,9 +260,16 @@ pub fn read(
             }
         }
     }
+    let mut offcpu_periods = StdHashMap::new();
+    for (&stack, &periods) in &unwound.offcpu_drawn {
+        if from_cfi(&stack.0) {
+            *offcpu_periods.entry(with_unwound(stack)).or_default() += periods;
+        }
+    }
     Ok(RawStacks {
         oncpu,
         offcpu,
+        offcpu_periods,
         frames,
         ends,
         sample_hz,

@@ -272,7 +272,11 @@ fn tail_account(out: &mut String, a: &TailAccount) {
         ))
     };
     for p in a.parts.iter().filter(|p| p.share >= SHOWN_PART) {
-        let _ = writeln!(out, "{}", row(p.share, p.tail_ms, &p.describe()));
+        let what = match p.how_often(a.requests) {
+            Some(often) => format!("{} ({often})", p.describe()),
+            None => p.describe(),
+        };
+        let _ = writeln!(out, "{}", row(p.share, p.tail_ms, &what));
     }
     let _ = writeln!(
         out,
@@ -519,6 +523,7 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
             per_request_ms: ms / 50.0,
             tail_ms: ms,
             share: ms / 30.2,
+            ..Default::default()
         };
         let account = TailAccount {
             p50_ms: 0.081,

@@ -344,6 +344,7 @@ mod tests {
             group,
             frames: frames.iter().map(|s| s.to_string()).collect(),
             value,
+            periods: 0,
         }
     }
 

@@ -191,7 +191,11 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
                     StackKind::OnCpu => frames,
                     StackKind::OffCpu => without_tracing_frames(frames),
                 };
-                set.add(key.group, frames, value)
+                let line = set.add(key.group, frames, value);
+                if let (StackKind::OffCpu, Some(&periods)) = (kind, raw.offcpu_periods.get(key)) {
+                    set.add_periods(line, periods);
+                }
+                line
             })
             .collect();
         for r in &counts.rows {

@@ -25,7 +25,7 @@ use srvprof_common::{OffcpuTime, StackCopyHint, StackKey};
 use super::copy_hints::CopyHints;
 use super::ids::{FrameTree, KERNEL_ID_BASE, UNWOUND_ID_BASE};
 use super::modules::FileCache;
-use super::timed::{Grid, TimedCounts};
+use super::timed::{Grid, StackRef, TimedCounts};
 pub use super::unwinder::UserStack;
 use super::unwinder::{ProcessUnwinder, Record};
 
@@ -45,6 +45,8 @@ pub struct UnwoundStacks {
     pub offcpu: TimedCounts,
     /// Per process, the off-CPU periods whose stacks were unwound and timed.
     pub offcpu_periods: HashMap<u32, u64>,
+    /// Per stack, the off-CPU periods its drawn ones stand for (the sum of their weights).
+    pub offcpu_drawn: HashMap<StackRef, u64>,
     /// Per process, its executable mappings (lines of /proc/PID/maps) when last read: the
     /// frames of a process that is gone by the end are named from these.
     pub maps: HashMap<u32, String>,
@@ -65,6 +67,7 @@ impl Default for UnwoundStacks {
             oncpu: TimedCounts::default(),
             offcpu: TimedCounts::default(),
             offcpu_periods: HashMap::new(),
+            offcpu_drawn: HashMap::new(),
             maps: HashMap::new(),
             copied: HashMap::new(),
             kernel_ids: FrameTree::new(KERNEL_ID_BASE, (i32::MAX - KERNEL_ID_BASE) as usize),
@@ -123,6 +126,7 @@ impl UnwoundStacks {
     ) {
         if let Some((key, stack)) = pending.remove(&t.seq) {
             *self.offcpu_periods.entry(key.tgid).or_default() += 1;
+            *self.offcpu_drawn.entry((key, stack)).or_default() += t.weight;
             let value = t.off_ns.saturating_mul(t.weight);
             self.offcpu.add(grid, (key, stack), t.end_ns, value);
         }
