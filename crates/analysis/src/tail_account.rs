@@ -29,6 +29,9 @@ use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 /// The share of requests p99 stands for: a wait's time per request at most this share of the
 /// requests can carry is the most it adds to p99.
 pub const TAIL_FRACTION: f64 = 0.01;
+/// The kernel's initial retransmission timeout (TCP_TIMEOUT_INIT): a SYN or SYN-ACK lost is
+/// resent this long after (ms).
+pub const SYN_TIMEOUT_MS: f64 = 1000.0;
 /// The account is told (first screen, report) when p99 is at least this many times the median.
 pub const SKEWED_TAIL: f64 = 3.0;
 
@@ -45,6 +48,9 @@ pub enum Place {
     Blocked,
     /// The load generator's CPU: sending, receiving, its own queueing.
     Client,
+    /// The network path with no thread involved: TCP's own timers (a SYN or SYN-ACK resent after
+    /// the kernel's initial timeout).
+    Network,
 }
 
 /// What a blocked thread waited on, from the kernel function it slept in.
@@ -71,8 +77,12 @@ pub enum Resource {
     KernelLock,
     /// A kernel wait srvprof has no name for: its function is the wait point.
     Other,
-    /// A wait for work: an event loop's poll, an accept, a connection's next request.
+    /// A wait for work: an event loop's poll, an accept, a connection's next request. A thread
+    /// seen in one serves requests.
     Work,
+    /// Idle in another way: a worker parked until handed work (a futex with no lock taken), a
+    /// process waiting for signals, a runtime's own threads (Go's sysmon and idle threads).
+    Idle,
     /// Preempted: runnable, not asleep (the run queue's part, counted there).
     Preempted,
     /// No kernel frame to tell by (the stack was not taken).
@@ -94,6 +104,7 @@ impl Resource {
             Resource::KernelLock => "a kernel lock",
             Resource::Other => "a kernel wait",
             Resource::Work => "the next piece of work",
+            Resource::Idle => "nothing (idle)",
             Resource::Preempted => "a CPU",
             Resource::Unknown => "an unknown wait",
         }
@@ -163,8 +174,10 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
     ("do_select", Resource::Work),
     ("do_sys_poll", Resource::Work),
     ("inet_csk_accept", Resource::Work),
-    ("sigsuspend", Resource::Work),
-    ("do_sigtimedwait", Resource::Work),
+    ("sigsuspend", Resource::Idle),
+    ("do_sigtimedwait", Resource::Idle),
+    ("do_sched_yield", Resource::Preempted),
+    ("__do_sys_sched_yield", Resource::Preempted),
     ("sk_wait_data", Resource::Work),
     ("tcp_recvmsg", Resource::Work),
     ("exit_to_user_mode_loop", Resource::Preempted),
@@ -176,7 +189,7 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
 
 /// A futex wait is a lock's when a user frame of its stack takes a lock (any of these in its
 /// name); otherwise it is a worker parked until it is handed work (a condition variable, a
-/// runtime's idle thread: Go's notesleep, tokio's and Java's park), which is a wait for work.
+/// runtime's idle thread: Go's notesleep, tokio's and Java's park): idle.
 const LOCK_FRAMES: &[&str] = &[
     "mutex_lock",
     "lll_lock",
@@ -241,6 +254,7 @@ const WRAPPERS: &[&str] = &[
     "pipe",
     "pipe2",
     "futex",
+    "sched_yield",
     "fread",
     "fgets",
     "fwrite",
@@ -322,12 +336,22 @@ pub fn wait_of(frames: &[String]) -> Wait {
             .any(|f| LOCK_FRAMES.iter().any(|l| f.contains(l)))
     };
     let (resource, kernel) = match named {
-        Some((Resource::Lock, k)) if !takes_lock() => (Resource::Work, Some(k)),
+        Some((Resource::Lock, k)) if !takes_lock() => (Resource::Idle, Some(k)),
         Some((r, k)) => (r, Some(k)),
         None => match (kernel.iter().rev()).find(|k| !SCHEDULER.contains(k)) {
             Some(k) => (Resource::Other, Some(k.to_string())),
             None => (Resource::Unknown, None),
         },
+    };
+    // The Go runtime's own waits (sysmon's sleeps, an idle thread's): no request's code calls
+    // them; a request's blocking syscall has its caller outside the runtime.
+    let runtime_own = function
+        .as_deref()
+        .is_some_and(|f| f.starts_with("runtime."));
+    let resource = match resource {
+        Resource::Work | Resource::Preempted => resource,
+        _ if runtime_own => Resource::Idle,
+        r => r,
     };
     Wait {
         resource,
@@ -344,7 +368,8 @@ pub struct TailPart {
     /// For a blocked part: what it waited on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<Resource>,
-    /// The kernel function it waited in (blocked), or the server's hottest function (on a CPU).
+    /// The kernel function it waited in (blocked), the server's hottest function (on a CPU), or
+    /// what TCP resent (network).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
     /// The user function that called the wait.
@@ -383,6 +408,12 @@ impl TailPart {
             },
             Place::RunQueue => "the server's threads waiting for a CPU".to_string(),
             Place::Client => "the load generator's CPU".to_string(),
+            Place::Network => match &self.kernel {
+                Some(what) => {
+                    format!("the network: {what}, each resent after {SYN_TIMEOUT_MS:.0} ms")
+                }
+                None => "the network".to_string(),
+            },
             Place::Blocked => {
                 let what = self.resource.map_or("a wait", Resource::label);
                 match &self.kernel {
@@ -645,7 +676,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             .copied()
             .unwrap_or_default();
         match w.resource {
-            Resource::Work => idle_us += us,
+            Resource::Work | Resource::Idle => idle_us += us,
             // The run queue's part, from the scheduler's own count.
             Resource::Preempted => {}
             _ => match blocked.iter_mut().find(|b| b.wait == *w) {
@@ -712,6 +743,30 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
     });
+    // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout.
+    for (what, resent) in [
+        (
+            "SYNs retransmitted to the server",
+            server.tcp.syn_retransmits,
+        ),
+        (
+            "SYN-ACKs the server retransmitted",
+            server.tcp.synack_retransmits,
+        ),
+    ] {
+        if resent > 0 {
+            costs.push(Cost {
+                part: TailPart {
+                    kernel: Some(what.to_string()),
+                    waits: Some(resent as f64),
+                    mean_wait_ms: Some(SYN_TIMEOUT_MS),
+                    ..part(Place::Network, resent as f64 * SYN_TIMEOUT_MS / n as f64)
+                },
+                uniform: false,
+                affected: Some(resent as f64 / n as f64),
+            });
+        }
+    }
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
         let (drawn_us, periods) = b.length;
@@ -765,19 +820,19 @@ mod tests {
             ),
             (
                 "worker;start_thread;std::thread::park;std::sys::pal::unix::futex::futex_wait;syscall;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];do_futex_[k];futex_wait_[k];__futex_wait_[k];schedule_[k]",
-                Resource::Work,
+                Resource::Idle,
                 Some("__futex_wait"),
                 None,
             ),
             (
                 "server;runtime.mstart;runtime.schedule;runtime.findRunnable;runtime.stopm;runtime.notesleep;runtime.futexsleep;runtime.futex;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];do_futex_[k];futex_wait_[k];schedule_[k]",
-                Resource::Work,
+                Resource::Idle,
                 Some("futex_wait"),
                 None,
             ),
             (
                 "nginx;main;ngx_master_process_cycle;__sigsuspend;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_rt_sigsuspend_[k];sigsuspend_[k];schedule_[k]",
-                Resource::Work,
+                Resource::Idle,
                 Some("sigsuspend"),
                 Some("ngx_master_process_cycle"),
             ),
@@ -828,6 +883,24 @@ mod tests {
                 Resource::Other,
                 Some("locks_lock_inode_wait"),
                 Some("serve"),
+            ),
+            (
+                "hello-go;runtime.mstart;runtime.sysmon;runtime.usleep;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_nanosleep_[k];hrtimer_nanosleep_[k];do_nanosleep_[k];schedule_[k]",
+                Resource::Idle,
+                Some("do_nanosleep"),
+                Some("runtime.usleep"),
+            ),
+            (
+                "hello-go;main.handler;os.(*File).Read;syscall.Syscall;runtime.entersyscall;entry_SYSCALL_64_[k];do_syscall_64_[k];ksys_read_[k];pipe_read_[k];schedule_[k]",
+                Resource::Pipe,
+                Some("pipe_read"),
+                Some("os.(*File).Read"),
+            ),
+            (
+                "1_scheduler;erts_schedule;sched_yield;entry_SYSCALL_64_[k];do_syscall_64_[k];__do_sys_sched_yield_[k];schedule_[k]",
+                Resource::Preempted,
+                Some("__do_sys_sched_yield"),
+                Some("erts_schedule"),
             ),
             ("conn;[no stack]", Resource::Unknown, None, None),
         ];
@@ -1150,5 +1223,30 @@ mod tests {
         );
         assert_eq!(part(0.5, 30.0).how_often(10_000), None);
         assert_eq!(TailPart::default().how_often(10_000), None);
+    }
+
+    #[test]
+    fn resent_syns_are_the_networks_part_by_the_kernels_timeout() {
+        let (load, mut server, stacks) = threaded(40_000_000, 0);
+        server.tcp.syn_retransmits = 150;
+        let mut load = load;
+        load.latency_us.p99 = 1_002_000;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let net = &a.parts[0];
+        assert_eq!(net.place, Place::Network, "{a:?}");
+        // 1.5 % of the requests waited 1 s: a request at p99 is one of them.
+        assert!((net.per_request_ms - 15.0).abs() < 1e-9, "{net:?}");
+        assert!((net.tail_ms - 1000.0).abs() < 1e-9, "{net:?}");
+        assert!(
+            net.describe()
+                .contains("SYNs retransmitted to the server, each resent after 1000 ms")
+        );
     }
 }
