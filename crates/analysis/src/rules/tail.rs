@@ -62,10 +62,16 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         [] => String::new(),
         names => format!(" ({})", names.join(", ")),
     };
+    let place = match (&part.function, &part.kernel) {
+        (Some(f), Some(k)) => format!(" in {f} ({k})"),
+        (Some(f), None) => format!(" in {f}"),
+        (None, Some(k)) => format!(" ({k})"),
+        (None, None) => String::new(),
+    };
     format!(
-        "{:.0}% of p99 is the server {}: p99 of {:.1} ms is {:.0}x the median ({:.2} ms), and the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
+        "the server waited on {}{place}: that wait is {:.0}% of p99 ({:.1} ms, {:.0}x the median of {:.2} ms); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
+        resource.label(),
         part.share * 100.0,
-        part.describe(),
         a.p99_ms,
         a.p99_ms / a.p50_ms,
         a.p50_ms,
@@ -142,8 +148,8 @@ pub(super) mod tests {
     fn the_finding_says_what_waited_on_what_where_and_the_fix() {
         let f = tail_wait(&run(30.0, blocked(Resource::Pipe, 0.9, 30.0))).unwrap();
         for words in [
-            "p99 of 30.0 ms is 60x the median (0.50 ms)",
-            "90% of p99 is the server blocked on a pipe in pipe_read, called from wait_for_ticket",
+            "the server waited on a pipe in wait_for_ticket (pipe_read): that wait is 90% of p99",
+            "(30.0 ms, 60x the median of 0.50 ms)",
             "the server's threads (conn) waited there",
             "10% of p99 is not accounted for",
             "the process at the other end",

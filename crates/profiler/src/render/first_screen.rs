@@ -19,6 +19,8 @@ use super::text::wrap;
 const WIDTH: usize = 100;
 /// The label column.
 const LABEL: usize = 13;
+/// Where an account row's description starts.
+const ACCOUNT_TEXT: usize = 18;
 /// The account's parts shown: those of at least this share of p99.
 const SHOWN_PART: f64 = 0.01;
 /// Functions named per kind of stack.
@@ -264,12 +266,17 @@ fn tail_account(out: &mut String, a: &TailAccount) {
         human_us(a.p99_ms * 1e3),
         a.p99_ms / a.p50_ms.max(1e-9)
     );
+    // A row wraps under its description rather than lose the end of it.
     let row = |share: f64, ms: f64, what: &str| {
-        one_line(&format!(
-            "  {:>3.0}% {:>9}  {what}",
-            share * 100.0,
-            human_us(ms * 1e3)
-        ))
+        wrap(
+            &format!(
+                "  {:>3.0}% {:>9}  {what}",
+                share * 100.0,
+                human_us(ms * 1e3)
+            ),
+            ACCOUNT_TEXT,
+            WIDTH,
+        )
     };
     for p in a.parts.iter().filter(|p| p.share >= SHOWN_PART) {
         let what = match p.how_often(a.requests) {
@@ -528,13 +535,18 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
         let account = TailAccount {
             p50_ms: 0.081,
             p99_ms: 30.2,
+            requests: 10_000,
             parts: vec![
-                part(
-                    Place::Blocked,
-                    Some(Resource::Pipe),
-                    Some("pipe_read"),
-                    29.5,
-                ),
+                TailPart {
+                    waits: Some(200.0),
+                    mean_wait_ms: Some(30.1),
+                    ..part(
+                        Place::Blocked,
+                        Some(Resource::Pipe),
+                        Some("pipe_read"),
+                        29.5,
+                    )
+                },
                 part(Place::OnCpu, None, Some("conn_main"), 0.05),
                 part(Place::RunQueue, None, None, 0.001),
             ],
@@ -548,7 +560,8 @@ timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell wh
 causes of the tail, by their share of p99
   no rule fired: where p99's time went is below
 where p99's time went (p99 30.20ms, 373x the median; docs/how-it-measures.md says how)
-   98%   29.50ms  blocked on a pipe in pipe_read, called from wait_for_ticket
+   98%   29.50ms  blocked on a pipe in pipe_read, called from wait_for_ticket (1 request in 50 waits
+                  30.1 ms)
     2%     649us  not accounted for
 ";
         assert!(text.contains(block), "{text}");
