@@ -631,6 +631,50 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     assert_no_finding(&run, "tail_wait");
 }
 
+/// servers/threaded with requests that take the CPU: every 50th request spins 30 ms in
+/// slow_path(). The top finding is tail_cpu naming slow_path with most of p99; the request
+/// threads' CPU a request in the account is what /proc's utime and stime say the server used,
+/// over the requests, within 15 %, and about what it spins by construction (0.6 ms a request).
+#[test]
+fn requests_that_take_the_cpu_are_the_top_finding_from_the_account_of_p99() {
+    require_root();
+    let server = Server::start(
+        "threaded",
+        &["--wait-every", "50", "--wait-ms", "30", "--wait-on", "cpu"],
+    );
+    let ticks_before = process_ticks(server.pid());
+    let run = RunArgs::pid(server.pid())
+        .load(50, "6s", "0s")
+        .args(&["--rate", "400"])
+        .run_ok("tail-cpu");
+    let ticks = process_ticks(server.pid()) - ticks_before;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_cpu");
+    let account = &run["tail_account"];
+    let part = &account["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_cpu", "{kinds:?}");
+    assert_eq!(part["place"], "on_cpu", "{account}");
+    assert_eq!(part["function"], "slow_path", "{account}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let per_request_ms = part["per_request_ms"].as_f64().unwrap();
+    // USER_HZ is 100 on Linux: a tick is 10 ms. The server answered every request it was sent.
+    let proc_ms = ticks as f64 * 10.0 / run["load"]["requests"].as_f64().unwrap();
+    eprintln!("CPU a request: srvprof {per_request_ms:.3} ms, /proc {proc_ms:.3} ms");
+    assert_within(
+        per_request_ms,
+        proc_ms,
+        0.15,
+        "the request threads' CPU a request (ms) against /proc's for the server",
+    );
+    assert_within(
+        per_request_ms,
+        0.6,
+        0.25,
+        "the CPU a request (ms) against the 30 ms one request in 50 spins",
+    );
+}
+
 /// The same kind of cause in an event loop: nginx-lua's /popen, where every 50th request of the
 /// worker reads a child's output through a pipe, blocking the worker's event loop 30 ms with the
 /// requests that arrived meanwhile waiting behind it. The top finding is tail_wait naming the pipe

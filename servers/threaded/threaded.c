@@ -6,7 +6,7 @@
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
- *            [--wait-every N --wait-ms M [--wait-on sleep|pipe]]
+ *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|cpu]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -31,7 +31,8 @@
  * With --wait-every N > 0, every N-th request the server counts waits M ms in
  * wait_for_ticket() before its answer: asleep in nanosleep (--wait-on sleep,
  * the default), or reading a byte from a pipe that a thread named "ticket"
- * writes M ms after it is asked (--wait-on pipe). A cause no request pattern
+ * writes M ms after it is asked (--wait-on pipe), or spinning on the CPU in
+ * slow_path() (--wait-on cpu). A cause no request pattern
  * of its own shows: the tail is those requests, the median is not touched.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
@@ -63,7 +64,7 @@ static volatile unsigned long touched;
 static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
 static long wait_every, wait_ms;
-static int wait_on_pipe;
+static int wait_on_pipe, wait_on_cpu;
 static int ask_pipe[2];
 
 static long now_ns(void)
@@ -157,6 +158,10 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 	static unsigned long requests;
 	if (wait_every <= 0 || __atomic_add_fetch(&requests, 1, __ATOMIC_RELAXED) % wait_every)
 		return;
+	if (wait_on_cpu) {
+		slow_path(wait_ms * 1000);
+		return;
+	}
 	if (!wait_on_pipe) {
 		struct timespec gap = {.tv_sec = wait_ms / 1000, .tv_nsec = (wait_ms % 1000) * 1000000L};
 		nanosleep(&gap, NULL);
@@ -301,8 +306,8 @@ int main(int argc, char **argv)
 			wait_every = atol(v), i++;
 		else if (!strcmp(a, "--wait-ms") && v)
 			wait_ms = atol(v), i++;
-		else if (!strcmp(a, "--wait-on") && v && (!strcmp(v, "sleep") || !strcmp(v, "pipe")))
-			wait_on_pipe = !strcmp(v, "pipe"), i++;
+		else if (!strcmp(a, "--wait-on") && v && (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "cpu")))
+			wait_on_pipe = !strcmp(v, "pipe"), wait_on_cpu = !strcmp(v, "cpu"), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;

@@ -49,6 +49,7 @@ finding_kinds! {
     LockContention => "lock_contention",
     StopTheWorld => "stop_the_world",
     TailWait => "tail_wait",
+    TailCpu => "tail_cpu",
     WorkerImbalance => "worker_imbalance",
     ServerCpuSaturated => "server_cpu_saturated",
     SynRetransmitTail => "syn_retransmit_tail",

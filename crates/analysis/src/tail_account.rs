@@ -12,9 +12,10 @@
 //! a server with fewer threads than requests in flight count that many times (Little's law).
 //!
 //! The split of p99 ([`allocate`]): the median request carries what every request pays (the
-//! CPU parts first, then the waits in proportion to their time); the rest of p99 above the median
-//! goes to the waits in proportion to what the median left of them, none taking more than it
-//! would if all of its time fell on the slowest 1 % of requests.
+//! CPU parts first, then the waits most requests meet, in proportion to their time); the rest of
+//! p99 above the median goes to the waits and to the server's CPU beyond the median's, in
+//! proportion to what the median left of them, none taking more than one request at p99 can
+//! carry (docs/how-it-measures.md).
 
 use std::collections::HashMap;
 
@@ -255,6 +256,8 @@ const WRAPPERS: &[&str] = &[
     "pipe2",
     "futex",
     "sched_yield",
+    "clock_gettime",
+    "gettimeofday",
     "fread",
     "fgets",
     "fwrite",
@@ -402,7 +405,7 @@ impl TailPart {
             None => String::new(),
         };
         match self.place {
-            Place::OnCpu => match &self.kernel {
+            Place::OnCpu => match &self.function {
                 Some(f) => format!("the server on a CPU (hottest: {f})"),
                 None => "the server on a CPU".to_string(),
             },
@@ -505,8 +508,13 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     // Above the median: what each wait can add to one request at p99. Known reach: its mean
     // wait (or its time per request, if more) when at least TAIL_FRACTION of requests meet it,
     // nothing when fewer do. Unknown: all its time on the slowest TAIL_FRACTION of requests.
+    // The server's CPU beyond what the median carries is some requests' more than others': it
+    // competes for the excess as a wait of unknown reach. The client's is spread over them all.
     let rest: Vec<f64> = (costs.iter().zip(&median))
-        .map(|(c, m)| if c.uniform { 0.0 } else { (ms(c) - m).max(0.0) })
+        .map(|(c, m)| match c.part.place {
+            Place::Client => 0.0,
+            _ => (ms(c) - m).max(0.0),
+        })
         .collect();
     let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
         .map(|((c, m), r)| match (c.affected, c.part.mean_wait_ms) {
@@ -558,6 +566,30 @@ fn share_out(total: f64, weights: &[f64], caps: &[f64]) -> Vec<f64> {
         open.retain(|i| !full.contains(i));
     }
     out
+}
+
+/// The server's own function with the most on-CPU samples: the innermost frame of its code, not
+/// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
+/// found; a JIT's frames have none and count as the server's).
+fn hottest_function(
+    lines: &[FoldedLine],
+    modules: &std::collections::BTreeMap<String, crate::stacks::Module>,
+) -> Option<String> {
+    let library = |f: &str| {
+        (modules.get(f)).is_some_and(|m| m.path.contains(".so") || m.path.starts_with('['))
+    };
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for l in lines {
+        let user = (l.frames.iter().skip(1)).filter(|f| kernel_name(f).is_none());
+        let own = user.clone().rev().find(|f| !is_wrapper(f) && !library(f));
+        let named = own.or_else(|| user.clone().rev().find(|f| !is_wrapper(f)));
+        if let Some(f) = named.or(user.clone().next_back()) {
+            *by.entry(f.as_str()).or_default() += l.value;
+        }
+    }
+    (by.into_iter())
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(f, _)| f.to_string())
 }
 
 /// One wait's time over the span (us), and the request threads seen in it.
@@ -713,12 +745,24 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     };
     let reach = |waits: f64| waits * per_thread / n as f64;
     let mut costs = Vec::new();
-    let hottest = (crate::stacks::hottest_leaf(&stacks.of_group(StackKind::OnCpu, GROUP_SERVER)))
-        .map(|(f, _)| f);
+    // The request threads' CPU: a background thread's (a refresher, a collector) is no
+    // request's.
+    let cpu_ns: u64 = (server.threads.iter())
+        .filter(|t| serves(&t.comm))
+        .map(|t| t.oncpu_ns.max(t.user_ns + t.sys_ns))
+        .sum();
+    let cpu_ms = match cpu_ns {
+        0 => input.server_cpu_us / 1e3,
+        ns => ns as f64 / 1e6 / n as f64,
+    };
+    let oncpu: Vec<FoldedLine> = (stacks.of_group(StackKind::OnCpu, GROUP_SERVER).into_iter())
+        .filter(|l| l.frames.first().is_some_and(|t| serves(t)))
+        .collect();
     costs.push(Cost {
         part: TailPart {
-            kernel: hottest,
-            ..part(Place::OnCpu, input.server_cpu_us / 1e3)
+            function: hottest_function(&oncpu, &input.stacks.modules),
+            threads: request_threads.clone(),
+            ..part(Place::OnCpu, cpu_ms)
         },
         uniform: true,
         affected: None,
@@ -1247,6 +1291,70 @@ mod tests {
         assert!(
             net.describe()
                 .contains("SYNs retransmitted to the server, each resent after 1000 ms")
+        );
+    }
+
+    #[test]
+    fn cpu_beyond_what_the_median_carries_takes_the_tail_and_the_clients_does_not() {
+        // 1 request in 50 spins 30 ms: 0.62 ms of CPU a request against a median of 0.14 ms.
+        let (parts, rest) = allocate(
+            vec![
+                cost(Place::OnCpu, 0.62, true),
+                cost(Place::Client, 0.11, true),
+                cost(Place::RunQueue, 0.01, false),
+            ],
+            0.14,
+            30.0,
+        );
+        assert_eq!(parts[0].place, Place::OnCpu, "{parts:?}");
+        assert!(parts[0].share > 0.95, "{parts:?}");
+        let client = parts.iter().find(|p| p.place == Place::Client).unwrap();
+        assert_eq!(client.tail_ms, 0.0, "{parts:?}");
+        assert!(rest < 1e-9);
+    }
+
+    #[test]
+    fn the_hottest_function_is_the_servers_own_not_a_librarys() {
+        use crate::stacks::Module;
+        let module = |path: &str| Module {
+            path: path.into(),
+            build_id: None,
+        };
+        let modules = [
+            ("slow_path", module("/srv/threaded")),
+            ("conn_main", module("/srv/threaded")),
+            ("clock_gettime", module("[vdso]")),
+            ("memcpy", module("/usr/lib/libc.so.6")),
+        ]
+        .into_iter()
+        .map(|(f, m)| (f.to_string(), m))
+        .collect();
+        let line = |stack: &str, value| FoldedLine {
+            group: GROUP_SERVER,
+            frames: frames(stack),
+            value,
+            periods: 0,
+        };
+        let lines = [
+            line("conn;conn_main;slow_path;clock_gettime", 60),
+            line("conn;conn_main;slow_path", 10),
+            line("conn;conn_main;memcpy", 80),
+            line("conn;conn_main;memcpy;copy_user_[k]", 5),
+        ];
+        // libc's memcpy is conn_main's time; the vDSO's clock_gettime slow_path's.
+        assert_eq!(
+            hottest_function(&lines, &modules).as_deref(),
+            Some("conn_main")
+        );
+        let only_own = &lines[..2];
+        assert_eq!(
+            hottest_function(only_own, &modules).as_deref(),
+            Some("slow_path")
+        );
+        // Without modules, the innermost frame past the wrappers.
+        assert_eq!(
+            hottest_function(&lines, &Default::default()).as_deref(),
+            Some("memcpy")
         );
     }
 }

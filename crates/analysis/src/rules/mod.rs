@@ -103,6 +103,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     out.extend(pauses::stop_the_world(r));
     // What the account of p99 names that no rule above did.
     out.extend(tail::tail_wait(r));
+    out.extend(tail::tail_cpu(r));
     // One busy worker of several: above the saturated thread it is.
     out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));

@@ -1,9 +1,9 @@
-//! The tail's largest wait, from the account of p99's time (crate::tail_account): the cause no
-//! rule of its own was written for, named by what the server's threads waited on and where in
-//! their code.
+//! The tail's largest part, from the account of p99's time (crate::tail_account), when no rule
+//! of its own was written for it: a wait, named by what the server's threads waited on and where
+//! in their code, or the server's own code on a CPU, named by its hottest function.
 
 use crate::finding::{Finding, FindingKind, Severity};
-use crate::rules::{RANKED_TAIL_SHARE, io, locks, memory};
+use crate::rules::{RANKED_TAIL_SHARE, balance, cpu, io, locks, memory, tls};
 use crate::run_report::RunReport;
 use crate::tail_account::{Place, Resource, TailAccount, TailPart};
 
@@ -53,6 +53,53 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
     )
 }
 
+/// The account's largest part is the server's own code on a CPU, when p99 is SKEWED_TAIL times
+/// the median and it explains RANKED_TAIL_SHARE of p99: the request threads spent more CPU on a
+/// request on average than the median request took, so some requests run far longer than
+/// others. Left to server_cpu_saturated, worker_imbalance and tls_cost when they fire.
+pub fn tail_cpu(r: &RunReport) -> Option<Finding> {
+    let a = r.tail_account.as_ref()?;
+    if !a.skewed() || a.p99_ms - a.p50_ms < MIN_TAIL_MS {
+        return None;
+    }
+    let top = a.parts.first()?;
+    if top.place != Place::OnCpu || top.share < RANKED_TAIL_SHARE {
+        return None;
+    }
+    let named = cpu::server_cpu_saturated(r).is_some()
+        || balance::worker_imbalance(r).is_some()
+        || tls::tls_cost(r).is_some();
+    if named {
+        return None;
+    }
+    let in_function = match &top.function {
+        Some(f) => format!(" (hottest: {f})"),
+        None => String::new(),
+    };
+    Some(
+        Finding::new(
+            FindingKind::TailCpu,
+            Severity::Warning,
+            format!(
+                "the server's own code on a CPU{in_function}: that is {:.0}% of p99 ({:.1} ms, {:.0}x the median of {:.2} ms); its request threads spent {:.2} ms of CPU a request on average, more than the median request took, so some requests run far longer than others; {:.0}% of p99 is not accounted for. Fix: find what the slow requests do differently there (report.html's flamegraph, srvprof report --from --to on the slowest intervals)",
+                top.share * 100.0,
+                a.p99_ms,
+                a.p99_ms / a.p50_ms,
+                a.p50_ms,
+                top.per_request_ms,
+                a.unaccounted_share * 100.0,
+            ),
+            &[
+                ("p50_ms", a.p50_ms),
+                ("p99_ms", a.p99_ms),
+                ("cpu_per_request_ms", top.per_request_ms),
+                ("unaccounted_share", a.unaccounted_share),
+            ],
+        )
+        .explaining(top.tail_ms, a.p99_ms),
+    )
+}
+
 fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
     let often = match part.how_often(a.requests) {
         Some(o) => format!(" ({o})"),
@@ -86,7 +133,7 @@ pub(super) mod tests {
     use super::*;
     use crate::rules::test_support::*;
 
-    tables!(tail_wait_table);
+    tables!(tail_wait_table, tail_cpu_table);
 
     fn blocked(resource: Resource, share: f64, p99_ms: f64) -> TailPart {
         TailPart {
@@ -142,6 +189,49 @@ pub(super) mod tests {
             ("on a CPU, not blocked", run(30.0, TailPart { place: Place::OnCpu, ..blocked(Resource::Pipe, 0.9, 30.0) }), nothing()),
         ];
         Table::new(tail_wait, cases)
+    }
+
+    fn on_cpu(share: f64, p99_ms: f64) -> TailPart {
+        TailPart {
+            place: Place::OnCpu,
+            function: Some("slow_path".into()),
+            per_request_ms: 0.6,
+            tail_ms: share * p99_ms,
+            share,
+            ..Default::default()
+        }
+    }
+
+    fn tail_cpu_table() -> Table {
+        let at = RANKED_TAIL_SHARE;
+        let cpu = |share: f64, p99_ms: f64| {
+            finds(
+                FindingKind::TailCpu,
+                Severity::Warning,
+                &[("p99_ms", p99_ms), ("tail_ms", share * p99_ms)],
+            )
+        };
+        #[rustfmt::skip]
+        let cases = [
+            ("on a CPU, 95 % of a 30 ms p99", run(30.0, on_cpu(0.95, 30.0)), cpu(0.95, 30.0)),
+            ("at RANKED_TAIL_SHARE", run(30.0, on_cpu(at, 30.0)), cpu(at, 30.0)),
+            ("under RANKED_TAIL_SHARE", run(30.0, on_cpu(at - 0.01, 30.0)), nothing()),
+            ("p99 under SKEWED_TAIL times the median", run(1.4, on_cpu(0.9, 1.4)), nothing()),
+            ("a wait, not the CPU", run(30.0, blocked(Resource::Pipe, 0.9, 30.0)), nothing()),
+        ];
+        Table::new(tail_cpu, cases)
+    }
+
+    #[test]
+    fn the_cpu_finding_names_the_hottest_function() {
+        let f = tail_cpu(&run(30.0, on_cpu(0.95, 30.0))).unwrap();
+        assert!(
+            f.summary.starts_with(
+                "the server's own code on a CPU (hottest: slow_path): that is 95% of p99"
+            ),
+            "{}",
+            f.summary
+        );
     }
 
     #[test]
