@@ -631,6 +631,38 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     assert_no_finding(&run, "tail_wait");
 }
 
+/// servers/threaded where every request sleeps 20 ms: the median is slow too, so p99 is not 3
+/// times it, and the server's threads are idle. The top finding is still tail_wait naming the
+/// sleep and wait_for_ticket with most of p99, at 20 ms a request by construction (within
+/// 15 %), and slow_dependency's generic sentence ("a timer, a lock or a pipe") is not beside it.
+#[test]
+fn a_wait_every_request_meets_is_the_top_finding_though_the_tail_is_not_skewed() {
+    require_root();
+    let server = Server::start(
+        "threaded",
+        &["--wait-every", "1", "--wait-ms", "20", "--wait-on", "sleep"],
+    );
+    let run = RunArgs::pid(server.pid())
+        .load(50, "5s", "0s")
+        .args(&["--rate", "200"])
+        .run_ok("tail-wait-every-request");
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let part = &run["tail_account"]["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    assert_eq!(part["resource"], "sleep", "{part}");
+    assert_eq!(part["function"], "wait_for_ticket", "{part}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    assert_within(
+        part["per_request_ms"].as_f64().unwrap(),
+        20.0,
+        0.15,
+        "the sleep per request (ms) against the server's 20 ms",
+    );
+    assert_no_finding(&run, "slow_dependency");
+}
+
 /// servers/threaded with requests that take the CPU: every 50th request spins 30 ms in
 /// slow_path(). The top finding is tail_cpu naming slow_path with most of p99; the request
 /// threads' CPU a request in the account is what /proc's utime and stime say the server used,

@@ -47,8 +47,11 @@ pub enum Place {
     RunQueue,
     /// The server's request threads asleep in the kernel while a request was in progress.
     Blocked,
-    /// The load generator's CPU: sending, receiving, its own queueing.
+    /// The load generator's CPU: sending, receiving.
     Client,
+    /// The load generator's queue (open loop): a request sent late because its connection was
+    /// still waiting for an earlier answer.
+    ClientQueue,
     /// The network path with no thread involved: TCP's own timers (a SYN or SYN-ACK resent after
     /// the kernel's initial timeout).
     Network,
@@ -390,6 +393,9 @@ pub struct TailPart {
     /// The threads it was seen in, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<String>,
+    /// Who held what it waited for: the CPU's holder (run queue), the lock's (a lock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<String>,
     /// Its time per request (ms), over the measured span.
     pub per_request_ms: f64,
     /// Its time in a request at p99 (ms), and that as a share of p99.
@@ -409,8 +415,14 @@ impl TailPart {
                 Some(f) => format!("the server on a CPU (hottest: {f})"),
                 None => "the server on a CPU".to_string(),
             },
-            Place::RunQueue => "the server's threads waiting for a CPU".to_string(),
+            Place::RunQueue => match &self.held_by {
+                Some(h) => format!("the server's threads waiting for a CPU (held most by {h})"),
+                None => "the server's threads waiting for a CPU".to_string(),
+            },
             Place::Client => "the load generator's CPU".to_string(),
+            Place::ClientQueue => {
+                "the load generator's queue: sent late, its connection still busy (more connections keep the schedule)".to_string()
+            }
             Place::Network => match &self.kernel {
                 Some(what) => {
                     format!("the network: {what}, each resent after {SYN_TIMEOUT_MS:.0} ms")
@@ -419,9 +431,13 @@ impl TailPart {
             },
             Place::Blocked => {
                 let what = self.resource.map_or("a wait", Resource::label);
+                let held = match &self.held_by {
+                    Some(h) => format!(", held by {h}"),
+                    None => String::new(),
+                };
                 match &self.kernel {
-                    Some(k) => format!("blocked on {what} in {k}{}", called(&self.function)),
-                    None => format!("blocked on {what}{}", called(&self.function)),
+                    Some(k) => format!("blocked on {what} in {k}{}{held}", called(&self.function)),
+                    None => format!("blocked on {what}{}{held}", called(&self.function)),
                 }
             }
         }
@@ -732,16 +748,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
 
     let part = |place, per_request_ms| TailPart {
         place,
-        resource: None,
-        kernel: None,
-        function: None,
-        syscall: None,
-        waits: None,
-        mean_wait_ms: None,
-        threads: Vec::new(),
         per_request_ms,
-        tail_ms: 0.0,
-        share: 0.0,
+        ..Default::default()
     };
     let reach = |waits: f64| waits * per_thread / n as f64;
     let mut costs = Vec::new();
@@ -775,8 +783,15 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let (runq_ns, runq_waits) = (server.threads.iter())
         .filter(|t| serves(&t.comm))
         .fold((0, 0), |(ns, k), t| (ns + t.runq_ns, k + t.runq_waits));
+    // The process that held the CPUs the server waited for longest (pid 0: an idle CPU, the
+    // wake-up's own latency, is no one's).
+    let cpu_holder = (server.runq_holders.iter())
+        .filter(|h| h.pid != 0)
+        .max_by_key(|h| h.wait_ns)
+        .map(|h| format!("{} (pid {}), {:.0}% of it", h.comm, h.pid, h.share * 100.0));
     costs.push(Cost {
         part: TailPart {
+            held_by: cpu_holder,
             waits: Some(runq_waits as f64),
             mean_wait_ms: (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64),
             ..part(
@@ -787,6 +802,26 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
     });
+    // Open loop: the time from a request's intended send to its actual one, the corrected
+    // latency's mean less the uncorrected's, on the requests sent behind schedule.
+    if let Some(o) = load
+        .open_loop
+        .as_ref()
+        .filter(|o| o.sends_behind_schedule > 0)
+    {
+        let per_request_ms =
+            ((load.latency_us.mean - o.uncorrected_latency_us.mean) / 1e3).max(0.0);
+        let behind = o.sends_behind_schedule as f64;
+        costs.push(Cost {
+            part: TailPart {
+                waits: Some(behind),
+                mean_wait_ms: Some(per_request_ms * n as f64 / behind),
+                ..part(Place::ClientQueue, per_request_ms)
+            },
+            uniform: false,
+            affected: Some(behind / n as f64),
+        });
+    }
     // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout.
     for (what, resent) in [
         (
@@ -816,6 +851,21 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         let (drawn_us, periods) = b.length;
         let mean_wait_ms = (periods > 0).then(|| drawn_us as f64 / 1e3 / periods as f64);
         let count = mean_wait_ms.filter(|m| *m > 0.0).map(|m| b.us / 1e3 / m);
+        // A lock's holder: the lock waited on longest from this function (the lock probes'
+        // waiter stack names it).
+        let held_by = (b.wait.resource == Resource::Lock)
+            .then(|| {
+                (server.locks.iter())
+                    .filter(|l| {
+                        (b.wait.function.as_ref()).is_some_and(|f| l.stack.iter().any(|s| s == f))
+                    })
+                    .max_by_key(|l| l.wait_ns)
+                    .and_then(|l| {
+                        let h = l.holders.first()?;
+                        Some(format!("{} (tid {}) at {}", h.comm, h.tid, l.address))
+                    })
+            })
+            .flatten();
         costs.push(Cost {
             affected: count.map(reach),
             part: TailPart {
@@ -825,6 +875,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 syscall: b.wait.syscall,
                 waits: count,
                 mean_wait_ms,
+                held_by,
                 threads: b.threads,
                 ..part(Place::Blocked, per_request(b.us) * per_thread)
             },
@@ -962,16 +1013,8 @@ mod tests {
         Cost {
             part: TailPart {
                 place,
-                resource: None,
-                kernel: None,
-                function: None,
-                syscall: None,
-                waits: None,
-                mean_wait_ms: None,
-                threads: Vec::new(),
                 per_request_ms: ms,
-                tail_ms: 0.0,
-                share: 0.0,
+                ..Default::default()
             },
             uniform,
             affected: None,
@@ -1356,5 +1399,101 @@ mod tests {
             hottest_function(&lines, &Default::default()).as_deref(),
             Some("memcpy")
         );
+    }
+
+    #[test]
+    fn a_lock_and_a_cpu_are_told_with_who_held_them() {
+        use crate::kernel_report::{LockHolder, LockReport, RunqHolderReport};
+        let (load, mut server, mut stacks) = threaded(40_000_000, 0);
+        let mut lines = stacks.offcpu.clone();
+        lines.push(FoldedLine {
+            group: GROUP_SERVER,
+            frames: frames(
+                "conn;conn_main;count_request;___pthread_mutex_lock;__GI___lll_lock_wait;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]",
+            ),
+            value: 3_000_000,
+            periods: 0,
+        });
+        stacks.offcpu = lines;
+        server.locks = vec![LockReport {
+            address: "0x55d0c0ffee00".into(),
+            wait_ns: 3_000_000_000,
+            stack: vec!["conn_main".into(), "count_request".into()],
+            holders: vec![LockHolder {
+                tid: 4242,
+                comm: "cache-refresh".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }];
+        server.runq_holders = vec![
+            RunqHolderReport {
+                pid: 0,
+                comm: "swapper/0".into(),
+                wait_ns: 9_000_000,
+                share: 0.6,
+                ..Default::default()
+            },
+            RunqHolderReport {
+                pid: 77,
+                comm: "hog".into(),
+                wait_ns: 6_000_000,
+                share: 0.4,
+                ..Default::default()
+            },
+        ];
+        server.threads[0].runq_ns = 15_000_000;
+        server.threads[0].runq_waits = 1_000;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let lock = (a.parts.iter())
+            .find(|p| p.resource == Some(Resource::Lock))
+            .expect("the lock");
+        assert_eq!(
+            lock.describe(),
+            "blocked on a lock (futex) in futex_wait, called from count_request, held by \
+             cache-refresh (tid 4242) at 0x55d0c0ffee00"
+        );
+        let runq = (a.parts.iter())
+            .find(|p| p.place == Place::RunQueue)
+            .expect("the run queue");
+        assert_eq!(
+            runq.describe(),
+            "the server's threads waiting for a CPU (held most by hog (pid 77), 40% of it)"
+        );
+    }
+
+    #[test]
+    fn an_open_loops_late_sends_are_the_clients_queue() {
+        let (mut load, server, stacks) = threaded(40_000_000, 0);
+        // 2 % of the requests sent 25 ms late on average: 0.5 ms a request.
+        load.latency_us.mean = 900.0;
+        load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
+            uncorrected_latency_us: srvprof_loadgen::LatencySummary {
+                mean: 400.0,
+                ..Default::default()
+            },
+            sends_behind_schedule: 200,
+            max_behind_us: 40_000,
+        });
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let queue = &a.parts[0];
+        assert_eq!(queue.place, Place::ClientQueue, "{a:?}");
+        assert!((queue.per_request_ms - 0.5).abs() < 1e-9);
+        assert!((queue.mean_wait_ms.unwrap() - 25.0).abs() < 1e-9);
+        assert!((queue.tail_ms - 25.0).abs() < 1e-9, "{queue:?}");
     }
 }

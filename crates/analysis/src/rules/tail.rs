@@ -22,15 +22,23 @@ fn named_by_a_rule(resource: Resource, r: &RunReport) -> bool {
     }
 }
 
-/// The account's largest blocked part, when p99 is SKEWED_TAIL times the median and it explains
-/// RANKED_TAIL_SHARE of p99: what waited, on what, where in the code, and the fix.
+/// A wait that holds at least this share of p99 is named even when p99 is not SKEWED_TAIL times
+/// the median: every request meets it, so the median is slow too.
+pub const MEDIAN_WAIT_SHARE: f64 = 0.5;
+
+/// The account's largest blocked part: when p99 is SKEWED_TAIL times the median (and MIN_TAIL_MS
+/// above it) and the part explains RANKED_TAIL_SHARE of p99, or when the part is MIN_TAIL_MS or
+/// more of p99 and MEDIAN_WAIT_SHARE of it. What waited, on what, where in the code, and the fix.
 pub fn tail_wait(r: &RunReport) -> Option<Finding> {
     let a = r.tail_account.as_ref()?;
-    if !a.skewed() || a.p99_ms - a.p50_ms < MIN_TAIL_MS {
-        return None;
-    }
+    let skewed = a.skewed() && a.p99_ms - a.p50_ms >= MIN_TAIL_MS;
+    let named = |p: &&TailPart| match skewed {
+        true => p.share >= RANKED_TAIL_SHARE,
+        false => p.share >= MEDIAN_WAIT_SHARE && p.tail_ms >= MIN_TAIL_MS,
+    };
     let part = (a.parts.iter())
-        .filter(|p| p.place == Place::Blocked && p.share >= RANKED_TAIL_SHARE)
+        .filter(|p| p.place == Place::Blocked)
+        .filter(named)
         .filter(|p| !matches!(p.resource, None | Some(Resource::Unknown)))
         .find(|p| !p.resource.is_some_and(|res| named_by_a_rule(res, r)))?;
     let resource = part.resource?;
@@ -115,13 +123,19 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         (None, Some(k)) => format!(" ({k})"),
         (None, None) => String::new(),
     };
+    let median = match a.skewed() {
+        true => format!(
+            "{:.0}x the median of {:.2} ms",
+            a.p99_ms / a.p50_ms,
+            a.p50_ms
+        ),
+        false => format!("the median {:.2} ms", a.p50_ms),
+    };
     format!(
-        "the server waited on {}{place}: that wait is {:.0}% of p99 ({:.1} ms, {:.0}x the median of {:.2} ms); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
+        "the server waited on {}{place}: that wait is {:.0}% of p99 ({:.1} ms, {median}); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
         resource.label(),
         part.share * 100.0,
         a.p99_ms,
-        a.p99_ms / a.p50_ms,
-        a.p50_ms,
         part.per_request_ms,
         a.unaccounted_share * 100.0,
         resource.fix()
@@ -151,7 +165,13 @@ pub(super) mod tests {
 
     /// A quiet run (p50 0.5 ms) whose p99 is `p99_ms`, with its account's one part.
     fn run(p99_ms: f64, part: TailPart) -> RunReport {
+        run_at(0.5, p99_ms, part)
+    }
+
+    /// The same with a median of `p50_ms`.
+    fn run_at(p50_ms: f64, p99_ms: f64, part: TailPart) -> RunReport {
         let mut r = quiet_run();
+        r.load.latency_us.p50 = (p50_ms * 1e3) as u64;
         r.load.latency_us.p99 = (p99_ms * 1e3) as u64;
         let unaccounted = p99_ms - part.tail_ms;
         r.tail_account = Some(TailAccount {
@@ -183,8 +203,14 @@ pub(super) mod tests {
             ("a pipe, 90 % of a 30 ms p99", run(30.0, blocked(Resource::Pipe, 0.9, 30.0)), waits(0.9, 30.0)),
             ("a sleep at RANKED_TAIL_SHARE", run(30.0, blocked(Resource::Sleep, at, 30.0)), waits(at, 30.0)),
             ("under RANKED_TAIL_SHARE", run(30.0, blocked(Resource::Sleep, at - 0.01, 30.0)), nothing()),
-            // p50 0.5 ms: 1.4 ms is under SKEWED_TAIL times it.
-            ("p99 under SKEWED_TAIL times the median", run(1.4, blocked(Resource::Pipe, 0.9, 1.4)), nothing()),
+            // p50 0.5 ms: 1.4 ms is under SKEWED_TAIL times it, and the wait under MIN_TAIL_MS.
+            ("p99 under SKEWED_TAIL times the median", run(1.4, blocked(Resource::Pipe, 0.6, 1.4)), nothing()),
+            // Every request waits: the median too.
+            ("not skewed, at MEDIAN_WAIT_SHARE", run(1.4, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE, 1.4)), nothing()),
+            ("not skewed, the wait at MIN_TAIL_MS", run(1.4, blocked(Resource::Sleep, MIN_TAIL_MS / 1.4, 1.4)), waits(MIN_TAIL_MS / 1.4, 1.4)),
+            // Every request sleeps 43 ms: p50 44, p99 46.
+            ("not skewed, every request waits", run_at(44.0, 46.0, blocked(Resource::Sleep, 43.0 / 46.0, 46.0)), waits(43.0 / 46.0, 46.0)),
+            ("not skewed, under MEDIAN_WAIT_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE - 0.01, 46.0)), nothing()),
             ("an unknown wait", run(30.0, blocked(Resource::Unknown, 0.9, 30.0)), nothing()),
             ("on a CPU, not blocked", run(30.0, TailPart { place: Place::OnCpu, ..blocked(Resource::Pipe, 0.9, 30.0) }), nothing()),
         ];
@@ -220,6 +246,18 @@ pub(super) mod tests {
             ("a wait, not the CPU", run(30.0, blocked(Resource::Pipe, 0.9, 30.0)), nothing()),
         ];
         Table::new(tail_cpu, cases)
+    }
+
+    #[test]
+    fn a_wait_every_request_meets_is_said_beside_the_median_not_as_a_multiple_of_it() {
+        let r = run_at(44.0, 46.0, blocked(Resource::Sleep, 43.0 / 46.0, 46.0));
+        let f = tail_wait(&r).unwrap();
+        assert!(
+            f.summary
+                .contains("that wait is 93% of p99 (46.0 ms, the median 44.00 ms)"),
+            "{}",
+            f.summary
+        );
     }
 
     #[test]

@@ -122,7 +122,10 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
         line(&mut out, "valid", &format!("NO: {}", f.summary));
     }
     let _ = writeln!(out, "causes of the tail, by their share of p99");
-    let account = r.tail_account.as_ref().filter(|a| a.skewed());
+    // Told for a skewed tail, or when a finding was made from it (a wait every request meets).
+    let from_account =
+        (r.findings.iter()).any(|f| matches!(f.kind, FindingKind::TailWait | FindingKind::TailCpu));
+    let account = (r.tail_account.as_ref()).filter(|a| a.skewed() || from_account);
     let skewed = lat.p50 > 0 && lat.p99 as f64 >= SKEWED_TAIL * lat.p50 as f64;
     match (causes.is_empty(), account, skewed) {
         (false, _, _) => {}
