@@ -521,6 +521,17 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
         "{summary}"
     );
     assert!(summary.contains("count_request"), "{summary}");
+    // The account of p99 has the same lock, by its caller and its holder.
+    let parts = run["tail_account"]["parts"].as_array().unwrap();
+    let lock = (parts.iter())
+        .find(|p| p["resource"] == "lock")
+        .unwrap_or_else(|| panic!("no lock in the account: {parts:?}"));
+    assert_eq!(lock["function"], "count_request", "{lock}");
+    let held_by = lock["held_by"].as_str().unwrap_or_default();
+    assert!(
+        held_by.starts_with(&format!("cache-refresh (tid {refresher})")),
+        "{lock}"
+    );
     assert!(peer_us > 100_000, "the threads barely waited: {peer_us} us");
     assert_within(
         ours_us,

@@ -73,6 +73,11 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
     );
     let f = expect_finding(&run, "syn_retransmit_tail");
     assert_eq!(f["severity"], "critical");
+    // The account of p99 gives it to the network, one 1 s wait per retransmitted SYN.
+    let part = &run["tail_account"]["parts"][0];
+    assert_eq!(part["place"], "network", "{}", run["tail_account"]);
+    assert_eq!(part["waits"].as_u64(), Some(syns), "{part}");
+    assert!(part["share"].as_f64().unwrap() >= 0.5, "{part}");
     assert_eq!(
         f["evidence"]["listen_overflows"].as_f64().unwrap() as u64,
         overflows
