@@ -243,7 +243,10 @@ fn tail_account(o: &mut String, run: &RunReport) {
             p.share * 100.0,
             p.tail_ms,
             p.per_request_ms,
-            esc(&p.describe()),
+            esc(&match p.how_often(a.requests) {
+                Some(often) => format!("{} ({often})", p.describe()),
+                None => p.describe(),
+            }),
             esc(&p.threads.join(", "))
         );
     }
@@ -479,6 +482,46 @@ mod tests {
                     "{kind}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_account_of_p99_is_a_table_of_its_parts_and_the_rest() {
+        use srvprof_analysis::tail_account::{Place, Resource, TailAccount, TailPart};
+        let mut run = RunReport::default();
+        let mut html = String::new();
+        tail_account(&mut html, &run);
+        assert!(html.is_empty(), "no account, no section: {html}");
+        run.tail_account = Some(TailAccount {
+            requests: 10_000,
+            p50_ms: 0.1,
+            p99_ms: 30.0,
+            parts: vec![TailPart {
+                place: Place::Blocked,
+                resource: Some(Resource::Pipe),
+                kernel: Some("pipe_read".into()),
+                function: Some("wait_for_ticket".into()),
+                threads: vec!["conn".into()],
+                waits: Some(200.0),
+                mean_wait_ms: Some(30.0),
+                per_request_ms: 0.6,
+                tail_ms: 29.5,
+                share: 29.5 / 30.0,
+                ..Default::default()
+            }],
+            unaccounted_ms: 0.5,
+            unaccounted_share: 0.5 / 30.0,
+            ..Default::default()
+        });
+        tail_account(&mut html, &run);
+        for cell in [
+            "<h2 id=\"tail-account\">Where p99's time went</h2>",
+            "<td>98.3 %</td><td>29.500</td><td>0.6000</td>",
+            "blocked on a pipe in pipe_read, called from wait_for_ticket (1 request in 50 waits 30.0 ms)",
+            "<td class=\"l\">conn</td>",
+            "<td>1.7 %</td><td>0.500</td><td></td><td class=\"l\">not accounted for</td>",
+        ] {
+            assert!(html.contains(cell), "{cell} in {html}");
         }
     }
 }
