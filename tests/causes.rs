@@ -550,9 +550,9 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
 }
 
 /// servers/threaded with a cause no rule was written for: every 50th request waits 30 ms in
-/// wait_for_ticket(), reading its answer from a pipe a "ticket" thread writes (then, on a second
-/// server, asleep in nanosleep). p50 stays well under a millisecond while p99 is the wait. The top
-/// finding is tail_wait, naming the pipe (the sleep), its kernel function and wait_for_ticket,
+/// wait_for_ticket(), reading its answer from a pipe a "ticket" thread writes (then, on other
+/// servers, from a UNIX socket, and asleep in nanosleep). p50 stays well under a millisecond while p99 is the wait. The top
+/// finding is tail_wait, naming the pipe (the socket, the sleep), its kernel function and wait_for_ticket,
 /// with most of p99; the account's time in that wait is what the server does by construction (30
 /// ms for one request in 50) and what libbpf-tools' offcputime finds in the connection threads'
 /// stacks through that kernel function, within 15 % (offcputime's frame-pointer walk skips
@@ -566,6 +566,7 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     const WAIT_MS: f64 = 30.0;
     for (wait_on, resource, kernel) in [
         ("pipe", "pipe", "pipe_read"),
+        ("unix", "unix_socket", "unix_stream_read_generic"),
         ("sleep", "sleep", "do_nanosleep"),
     ] {
         let server = Server::start(

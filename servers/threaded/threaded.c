@@ -6,7 +6,7 @@
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
- *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|cpu]]
+ *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -31,7 +31,8 @@
  * With --wait-every N > 0, every N-th request the server counts waits M ms in
  * wait_for_ticket() before its answer: asleep in nanosleep (--wait-on sleep,
  * the default), or reading a byte from a pipe that a thread named "ticket"
- * writes M ms after it is asked (--wait-on pipe), or spinning on the CPU in
+ * writes M ms after it is asked (--wait-on pipe; a UNIX socket with --wait-on
+ * unix), or spinning on the CPU in
  * slow_path() (--wait-on cpu). A cause no request pattern
  * of its own shows: the tail is those requests, the median is not touched.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
@@ -64,7 +65,7 @@ static volatile unsigned long touched;
 static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
 static long wait_every, wait_ms;
-static int wait_on_pipe, wait_on_cpu;
+static int wait_on_pipe, wait_on_cpu, wait_on_unix;
 static int ask_pipe[2];
 
 static long now_ns(void)
@@ -168,7 +169,7 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 		return;
 	}
 	int answer[2];
-	if (pipe2(answer, O_CLOEXEC))
+	if (wait_on_unix ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer) : pipe2(answer, O_CLOEXEC))
 		return;
 	struct ask a = {.fd = answer[1], .due_ns = now_ns() + wait_ms * 1000000L};
 	char c;
@@ -306,8 +307,10 @@ int main(int argc, char **argv)
 			wait_every = atol(v), i++;
 		else if (!strcmp(a, "--wait-ms") && v)
 			wait_ms = atol(v), i++;
-		else if (!strcmp(a, "--wait-on") && v && (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "cpu")))
-			wait_on_pipe = !strcmp(v, "pipe"), wait_on_cpu = !strcmp(v, "cpu"), i++;
+		else if (!strcmp(a, "--wait-on") && v &&
+			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu")))
+			wait_on_unix = !strcmp(v, "unix"), wait_on_pipe = wait_on_unix || !strcmp(v, "pipe"),
+			wait_on_cpu = !strcmp(v, "cpu"), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;
