@@ -551,7 +551,7 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
 
 /// servers/threaded with a cause no rule was written for: every 50th request waits 30 ms in
 /// wait_for_ticket(), reading its answer from a pipe a "ticket" thread writes (then, on other
-/// servers, from a UNIX socket, and asleep in nanosleep). p50 stays well under a millisecond while p99 is the wait. The top
+/// servers, from a UNIX socket, and asleep in nanosleep under a bursty load). p50 stays well under a millisecond while p99 is the wait. The top
 /// finding is tail_wait, naming the pipe (the socket, the sleep), its kernel function and wait_for_ticket,
 /// with most of p99; the account's time in that wait is what the server does by construction (30
 /// ms for one request in 50) and what libbpf-tools' offcputime finds in the connection threads'
@@ -564,10 +564,12 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     require_root();
     const EVERY: f64 = 50.0;
     const WAIT_MS: f64 = 30.0;
-    for (wait_on, resource, kernel) in [
-        ("pipe", "pipe", "pipe_read"),
-        ("unix", "unix_socket", "unix_stream_read_generic"),
-        ("sleep", "sleep", "do_nanosleep"),
+    // The sleep's load comes in bursts: 100 then 900 requests a second, a second each.
+    let bursts = "100:1s,900:1s,100:1s,900:1s,100:1s,900:1s";
+    for (wait_on, resource, kernel, rate) in [
+        ("pipe", "pipe", "pipe_read", "400"),
+        ("unix", "unix_socket", "unix_stream_read_generic", "400"),
+        ("sleep", "sleep", "do_nanosleep", bursts),
     ] {
         let server = Server::start(
             "threaded",
@@ -583,7 +585,7 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
         let offcputime = Tool::offcputime(server.pid());
         let run = RunArgs::pid(server.pid())
             .load(50, "6s", "0s")
-            .args(&["--rate", "400"])
+            .args(&["--rate", rate])
             .run_ok(&format!("tail-wait-{wait_on}"));
         let peer = offcputime.stop();
         let kinds = finding_kinds(&run);
