@@ -393,6 +393,10 @@ pub struct TailPart {
     /// The threads it was seen in, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<String>,
+    /// The requests one of its waits delays: 1 for a thread that serves one request at a time;
+    /// for an event loop, those in flight and half of those that arrive during the wait.
+    #[serde(default)]
+    pub requests_delayed: f64,
     /// Who held what it waited for: the CPU's holder (run queue), the lock's (a lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
@@ -752,6 +756,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         ..Default::default()
     };
     let reach = |waits: f64| waits * per_thread / n as f64;
+    let arrivals_per_thread = load.throughput_rps / running as f64;
     let mut costs = Vec::new();
     // The request threads' CPU: a background thread's (a refresher, a collector) is no
     // request's.
@@ -791,6 +796,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .map(|h| format!("{} (pid {}), {:.0}% of it", h.comm, h.pid, h.share * 100.0));
     costs.push(Cost {
         part: TailPart {
+            requests_delayed: per_thread,
             held_by: cpu_holder,
             waits: Some(runq_waits as f64),
             mean_wait_ms: (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64),
@@ -866,9 +872,16 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                     })
             })
             .flatten();
+        // A thread that serves several requests at once (an event loop) delays those in flight
+        // and, on average, half of those that arrive while it waits.
+        let delayed = match (per_thread > 1.0, mean_wait_ms) {
+            (true, Some(wait_ms)) => per_thread + arrivals_per_thread * wait_ms / 1e3 / 2.0,
+            _ => per_thread,
+        };
         costs.push(Cost {
-            affected: count.map(reach),
+            affected: count.map(|c| c * delayed / n as f64),
             part: TailPart {
+                requests_delayed: delayed,
                 resource: Some(b.wait.resource),
                 kernel: b.wait.kernel,
                 function: b.wait.function,
@@ -877,7 +890,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 mean_wait_ms,
                 held_by,
                 threads: b.threads,
-                ..part(Place::Blocked, per_request(b.us) * per_thread)
+                ..part(Place::Blocked, per_request(b.us) * delayed)
             },
             uniform: false,
         });
@@ -1495,5 +1508,32 @@ mod tests {
         assert!((queue.per_request_ms - 0.5).abs() < 1e-9);
         assert!((queue.mean_wait_ms.unwrap() - 25.0).abs() < 1e-9);
         assert!((queue.tail_ms - 25.0).abs() < 1e-9, "{queue:?}");
+    }
+
+    #[test]
+    fn an_event_loops_wait_delays_the_requests_in_flight_and_half_those_arriving() {
+        // One thread, 400 requests a second of 10 ms on average: 4 in flight; a 30 ms wait
+        // delays them and half of the 12 that arrive meanwhile.
+        let (mut load, server, stacks) = threaded(40_000_000, 3_990_000);
+        load.throughput_rps = 400.0;
+        load.latency_us.mean = 10_000.0;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let pipe = (a.parts.iter())
+            .find(|p| p.resource == Some(Resource::Pipe))
+            .unwrap();
+        assert!((a.requests_per_thread - 4.0).abs() < 1e-9);
+        assert!((pipe.requests_delayed - 10.0).abs() < 1e-9, "{pipe:?}");
+        let waited_ms = pipe.per_request_ms * 10_000.0 / pipe.requests_delayed;
+        assert!(
+            (waited_ms - pipe.waits.unwrap() * 30.0).abs() < 1e-6,
+            "{pipe:?}"
+        );
     }
 }
