@@ -303,11 +303,12 @@ fn a_handshake_per_request_is_a_finding_with_the_servers_tls_cpu_as_perf_counts_
         "499",
     ];
     // A count, not a time: four connections' edge stays within the per-request bound below on
-    // a slow machine too (225 requests in 4 s once read 1.018); 4,000 give the samples' bound
-    // room on a fast one (1,000 took 121 samples there). -d bounds it.
+    // a slow machine too (225 requests in 4 s once read 1.018); 8,000 give the samples' bound
+    // room (1,000 took 121 samples on a fast machine; 4,000 took ~520, and one run in about ten
+    // then read 0.103 apart from perf, two samplings' spread). -d bounds it.
     let run_args = RunArgs::pid(nginx.pid())
         .load(4, "25s", "0s")
-        .args(&["-n", "4000"])
+        .args(&["-n", "8000"])
         .args(&args)
         .out(&out);
     srvprof_beside_perf(&run_args, worker, &["-q", "-F", "499"], &data);
