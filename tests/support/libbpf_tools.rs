@@ -315,41 +315,42 @@ pub fn offcputime_total_us(text: &str) -> u64 {
         .sum()
 }
 
-/// offcputime's microseconds in the stacks that have `frame` among their frames: its output is
-/// one block per stack, frames then the task's line then its time, blocks apart by blank lines.
+/// offcputime's stacks: its output is one block per stack, frames then the task's line then its
+/// time (us), blocks apart by blank lines. Each block's trimmed lines and its time.
+fn offcputime_blocks(text: &str) -> impl Iterator<Item = (Vec<&str>, u64)> {
+    text.split("\n\n").filter_map(|block| {
+        let lines: Vec<&str> = block
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let us = lines.last()?.parse::<u64>().ok()?;
+        Some((lines, us))
+    })
+}
+
+/// offcputime's microseconds in the stacks that have `frame` among their frames.
 pub fn offcputime_us_with_frame(text: &str, frame: &str) -> u64 {
-    text.split("\n\n")
-        .filter_map(|block| {
-            let lines: Vec<&str> = block
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let us = lines.last()?.parse::<u64>().ok()?;
-            lines.contains(&frame).then_some(us)
-        })
+    offcputime_blocks(text)
+        .filter(|(lines, _)| lines.contains(&frame))
+        .map(|(_, us)| us)
         .sum()
 }
 
 /// offcputime's microseconds in the stacks of threads named `thread` that have `frame` among
 /// their frames.
 pub fn offcputime_us_of_thread_with_frame(text: &str, thread: &str, frame: &str) -> u64 {
-    text.split("\n\n")
-        .filter_map(|block| {
-            let lines: Vec<&str> = block
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let us = lines.last()?.parse::<u64>().ok()?;
+    offcputime_blocks(text)
+        .filter(|(lines, _)| {
             // The task's line: "-                conn (19889)".
             let named = lines.iter().any(|l| {
                 l.strip_prefix('-')
                     .and_then(|t| t.trim().rsplit_once(" ("))
                     .is_some_and(|(name, _)| name == thread)
             });
-            (named && lines.contains(&frame)).then_some(us)
+            named && lines.contains(&frame)
         })
+        .map(|(_, us)| us)
         .sum()
 }
 

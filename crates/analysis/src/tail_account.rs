@@ -488,8 +488,13 @@ pub struct TailAccount {
 impl TailAccount {
     /// Whether p99 is far enough above the median for the account to be told.
     pub fn skewed(&self) -> bool {
-        self.p50_ms > 0.0 && self.p99_ms >= SKEWED_TAIL * self.p50_ms
+        skewed(self.p50_ms, self.p99_ms)
     }
+}
+
+/// Whether a p99 is SKEWED_TAIL times its median or more (any one unit for both).
+pub fn skewed(p50: f64, p99: f64) -> bool {
+    p50 > 0.0 && p99 >= SKEWED_TAIL * p50
 }
 
 /// A part before the split of p99: where, its time per request, whether every request pays it

@@ -11,6 +11,11 @@ use crate::tail_account::{Place, Resource, TailAccount, TailPart};
 /// naming.
 pub const MIN_TAIL_MS: f64 = 1.0;
 
+/// p99 SKEWED_TAIL times the median and MIN_TAIL_MS above it: a tail with a cause to name.
+fn long_tail(a: &TailAccount) -> bool {
+    a.skewed() && a.p99_ms - a.p50_ms >= MIN_TAIL_MS
+}
+
 /// Waits a rule of their own names, with more evidence (the holder, the file, the faults), when
 /// it fires: the account leaves them to it.
 fn named_by_a_rule(resource: Resource, r: &RunReport) -> bool {
@@ -31,8 +36,7 @@ pub const MEDIAN_WAIT_SHARE: f64 = 0.5;
 /// more of p99 and MEDIAN_WAIT_SHARE of it. What waited, on what, where in the code, and the fix.
 pub fn tail_wait(r: &RunReport) -> Option<Finding> {
     let a = r.tail_account.as_ref()?;
-    let skewed = a.skewed() && a.p99_ms - a.p50_ms >= MIN_TAIL_MS;
-    let named = |p: &&TailPart| match skewed {
+    let named = |p: &&TailPart| match long_tail(a) {
         true => p.share >= RANKED_TAIL_SHARE,
         false => p.share >= MEDIAN_WAIT_SHARE && p.tail_ms >= MIN_TAIL_MS,
     };
@@ -67,7 +71,7 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
 /// others. Left to server_cpu_saturated, worker_imbalance and tls_cost when they fire.
 pub fn tail_cpu(r: &RunReport) -> Option<Finding> {
     let a = r.tail_account.as_ref()?;
-    if !a.skewed() || a.p99_ms - a.p50_ms < MIN_TAIL_MS {
+    if !long_tail(a) {
         return None;
     }
     let top = a.parts.first()?;

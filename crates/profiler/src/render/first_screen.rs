@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use srvprof_analysis::finding::{Finding, FindingKind, Severity};
 use srvprof_analysis::run_report::RunReport;
 use srvprof_analysis::stacks::{FoldedLine, FoldedStacks, StackKind};
-use srvprof_analysis::tail_account::{SKEWED_TAIL, TailAccount};
+use srvprof_analysis::tail_account::{self, TailAccount};
 use srvprof_common::GROUP_SERVER;
 use srvprof_loadgen::printer::human_us;
 
@@ -126,7 +126,7 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
     let from_account =
         (r.findings.iter()).any(|f| matches!(f.kind, FindingKind::TailWait | FindingKind::TailCpu));
     let account = (r.tail_account.as_ref()).filter(|a| a.skewed() || from_account);
-    let skewed = lat.p50 > 0 && lat.p99 as f64 >= SKEWED_TAIL * lat.p50 as f64;
+    let skewed = tail_account::skewed(lat.p50 as f64, lat.p99 as f64);
     match (causes.is_empty(), account, skewed) {
         (false, _, _) => {}
         (true, Some(_), _) => {
