@@ -187,45 +187,6 @@ fn files_belong_to_the_sudo_user_and_planted_links_are_refused() {
     assert_eq!(std::fs::read_to_string(&mine).unwrap(), "mine");
 }
 
-/// Two network namespaces joined by a veth pair, made and removed by the test.
-struct Netns {
-    names: [String; 2],
-}
-
-impl Netns {
-    fn create() -> Self {
-        let id = std::process::id() % 10000;
-        let names = [format!("srvprof-srv-{id}"), format!("srvprof-cli-{id}")];
-        let ip = |args: &[&str]| {
-            let st = Command::new("ip").args(args).status().expect("ip");
-            assert!(st.success(), "ip {args:?}");
-        };
-        for n in &names {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-            ip(&["netns", "add", n]);
-        }
-        let (a, b) = (format!("vs{id}"), format!("vc{id}"));
-        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
-        ip(&["link", "set", &a, "netns", &names[0]]);
-        ip(&["link", "set", &b, "netns", &names[1]]);
-        ip(&["-n", &names[0], "addr", "add", "10.231.0.1/24", "dev", &a]);
-        ip(&["-n", &names[1], "addr", "add", "10.231.0.2/24", "dev", &b]);
-        for (n, dev) in [(&names[0], &a), (&names[1], &b)] {
-            ip(&["-n", n, "link", "set", dev, "up"]);
-            ip(&["-n", n, "link", "set", "lo", "up"]);
-        }
-        Netns { names }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for n in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
-        }
-    }
-}
-
 /// The same `srvprof run --out DIR` twice: the second replaces the first (its timeline.csv,
 /// folded stacks and flamegraphs carry no marker; the folder's run.json vouches for them), and
 /// a folder whose files srvprof did not write is still refused.

@@ -716,6 +716,51 @@ pub fn chromium(args: &[&str], url: &str) -> (String, String) {
     )
 }
 
+/// Two network namespaces joined by a veth pair (10.231.0.1 the server's, 10.231.0.2 the
+/// client's), made and removed by the test.
+pub struct Netns {
+    pub names: [String; 2],
+}
+
+impl Netns {
+    pub fn create() -> Self {
+        let id = std::process::id() % 10000;
+        let names = [format!("srvprof-srv-{id}"), format!("srvprof-cli-{id}")];
+        let ip = |args: &[&str]| {
+            let st = Command::new("ip").args(args).status().expect("ip");
+            assert!(st.success(), "ip {args:?}");
+        };
+        for n in &names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+            ip(&["netns", "add", n]);
+        }
+        let (a, b) = (format!("vs{id}"), format!("vc{id}"));
+        ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+        ip(&["link", "set", &a, "netns", &names[0]]);
+        ip(&["link", "set", &b, "netns", &names[1]]);
+        ip(&["-n", &names[0], "addr", "add", "10.231.0.1/24", "dev", &a]);
+        ip(&["-n", &names[1], "addr", "add", "10.231.0.2/24", "dev", &b]);
+        for (n, dev) in [(&names[0], &a), (&names[1], &b)] {
+            ip(&["-n", n, "link", "set", dev, "up"]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        Netns { names }
+    }
+
+    /// The veth device on the server's side.
+    pub fn server_device(&self) -> String {
+        format!("vs{}", std::process::id() % 10000)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
 /// nginx (one worker, `return 200 "hello world"`) in the network namespace `ns`, listening on
 /// `listen`, its files in a fresh temporary folder named for `name`; started 0.8 s ago.
 pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u32) -> Child {

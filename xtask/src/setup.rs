@@ -22,6 +22,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "libbpf-tools",
     "erlang-base",
     "iproute2",
+    // nft: tests/causes.rs drops packets on a veth path (this kernel has no netem).
+    "nftables",
     "linux-perf",
     "chromium",
     // tests/stacks.rs compiles C programs without frame pointers and splits their debug info.

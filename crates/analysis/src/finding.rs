@@ -53,6 +53,7 @@ finding_kinds! {
     WorkerImbalance => "worker_imbalance",
     ServerCpuSaturated => "server_cpu_saturated",
     SynRetransmitTail => "syn_retransmit_tail",
+    RetransmitTail => "retransmit_tail",
     ListenOverflows => "listen_overflows",
     NoisyNeighbour => "noisy_neighbour",
     RunqTail => "runq_tail",

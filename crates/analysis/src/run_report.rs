@@ -249,6 +249,7 @@ pub fn build(
         report.tail_account = crate::tail_account::account(crate::tail_account::Inputs {
             load: &report.load,
             server: &report.server,
+            client: &report.client,
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

@@ -1,6 +1,7 @@
 //! Where the tail's time went: one account of a request's time at p99, split into the places it
 //! can go (the server on a CPU, the server waiting for one, the server blocked on a named wait,
-//! the client's CPU), with what no part accounts for left as its own figure.
+//! the network's lost SYNs and segments, the client's CPU and queue), with what no part accounts
+//! for left as its own figure.
 //!
 //! The server's off-CPU stacks name each wait: the kernel function it slept in, the resource
 //! that function waits on ([`Resource`]), and the user function that called it. Waits for work
@@ -14,8 +15,9 @@
 //! The split of p99 ([`allocate`]): the median request carries what every request pays (the
 //! CPU parts first, then the waits most requests meet, in proportion to their time); the rest of
 //! p99 above the median goes to the waits and to the server's CPU beyond the median's, in
-//! proportion to what the median left of them, none taking more than one request at p99 can
-//! carry (docs/how-it-measures.md).
+//! proportion to what the slowest TAIL_FRACTION of requests carry of each (from how often and
+//! how long each is met), none taking more than one request at p99 can carry
+//! (docs/how-it-measures.md).
 
 use std::collections::HashMap;
 
@@ -33,6 +35,9 @@ pub const TAIL_FRACTION: f64 = 0.01;
 /// The kernel's initial retransmission timeout (TCP_TIMEOUT_INIT): a SYN or SYN-ACK lost is
 /// resent this long after (ms).
 pub const SYN_TIMEOUT_MS: f64 = 1000.0;
+/// The kernel's floor of a connection's retransmission timeout (TCP_RTO_MIN, ms): a lost segment
+/// waits at least this long, the time taken when sock_diag could not read the connections' own.
+pub const RTO_MIN_MS: f64 = 200.0;
 /// The account is told (first screen, report) when p99 is at least this many times the median.
 pub const SKEWED_TAIL: f64 = 3.0;
 
@@ -91,6 +96,10 @@ pub enum Resource {
     Preempted,
     /// No kernel frame to tell by (the stack was not taken).
     Unknown,
+    /// A SYN or SYN-ACK lost on the way and resent after the kernel's initial timeout.
+    SynRetransmit,
+    /// A data segment lost on the way and resent after the connection's retransmission timeout.
+    Retransmit,
 }
 
 impl Resource {
@@ -111,6 +120,8 @@ impl Resource {
             Resource::Idle => "nothing (idle)",
             Resource::Preempted => "a CPU",
             Resource::Unknown => "an unknown wait",
+            Resource::SynRetransmit => "a lost SYN or SYN-ACK",
+            Resource::Retransmit => "a lost segment",
         }
     }
 
@@ -136,6 +147,12 @@ impl Resource {
             Resource::Disk => "cache the file, or do the I/O off the request path",
             Resource::KernelLock => {
                 "threads share a kernel object (a file, the memory map): see its flamegraph"
+            }
+            Resource::SynRetransmit => {
+                "make the accept queue longer (listen backlog, net.core.somaxconn) and accept faster"
+            }
+            Resource::Retransmit => {
+                "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
             }
             _ => "see the off-CPU flamegraph under that function",
         }
@@ -427,11 +444,12 @@ impl TailPart {
             Place::ClientQueue => {
                 "the load generator's queue: sent late, its connection still busy (more connections keep the schedule)".to_string()
             }
-            Place::Network => match &self.kernel {
-                Some(what) => {
-                    format!("the network: {what}, each resent after {SYN_TIMEOUT_MS:.0} ms")
+            Place::Network => match (&self.kernel, self.mean_wait_ms) {
+                (Some(what), Some(ms)) => {
+                    format!("the network: {what}, each resent after {ms:.0} ms")
                 }
-                None => "the network".to_string(),
+                (Some(what), None) => format!("the network: {what}"),
+                _ => "the network".to_string(),
             },
             Place::Blocked => {
                 let what = self.resource.map_or("a wait", Resource::label);
@@ -541,6 +559,36 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
             _ => (ms(c) - m).max(0.0),
         })
         .collect();
+    let known = |c: &Cost| match (c.affected, c.part.mean_wait_ms) {
+        (Some(a), Some(wait)) if wait > 0.0 => Some((a, wait)),
+        _ => None,
+    };
+    let slowest: f64 = (costs.iter().zip(&rest))
+        .filter(|(c, _)| known(c).is_none())
+        .map(|(_, r)| r / TAIL_FRACTION)
+        .sum();
+    let mut spreads = vec![Spread::on_slowest(slowest)];
+    spreads.extend(
+        costs
+            .iter()
+            .filter_map(known)
+            .map(|(a, w)| Spread::met(a, w)),
+    );
+    let carried = slowest_carry(&spreads);
+    let mut k = 0;
+    // Each part's weight is what the slowest TAIL_FRACTION of requests carry of it beyond the
+    // median: a wait met by few but long outweighs one met by many but short.
+    let weight: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
+        .map(|((c, m), r)| match (c.part.place, known(c)) {
+            (Place::Client, _) => 0.0,
+            (_, Some(_)) => {
+                k += 1;
+                (carried[k] - m).max(0.0)
+            }
+            (_, None) if slowest > 0.0 => r / TAIL_FRACTION * carried[0] / slowest,
+            _ => 0.0,
+        })
+        .collect();
     let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
         .map(|((c, m), r)| match (c.affected, c.part.mean_wait_ms) {
             (Some(a), Some(wait)) if a >= TAIL_FRACTION => (wait.max(ms(c)) - m).max(0.0),
@@ -548,7 +596,7 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
             _ => r / TAIL_FRACTION,
         })
         .collect();
-    let above = share_out((p99_ms - p50_ms).max(0.0), &rest, &cap);
+    let above = share_out((p99_ms - p50_ms).max(0.0), &weight, &cap);
     let mut parts: Vec<TailPart> = Vec::new();
     for ((c, m), a) in costs.into_iter().zip(median).zip(above) {
         let mut part = c.part;
@@ -563,6 +611,110 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     parts.sort_by(|a, b| b.tail_ms.total_cmp(&a.tail_ms));
     let accounted: f64 = parts.iter().map(|p| p.tail_ms).sum();
     (parts, (p99_ms - accounted).max(0.0))
+}
+
+/// A part's time in one request, as (ms, probability) pairs.
+struct Spread(Vec<(f64, f64)>);
+
+impl Spread {
+    /// All of `ms` on the slowest TAIL_FRACTION of requests, none on the others.
+    fn on_slowest(ms: f64) -> Self {
+        Spread(vec![(0.0, 1.0 - TAIL_FRACTION), (ms, TAIL_FRACTION)])
+    }
+
+    /// A wait of `wait` ms met `a` times a request on average: at most once when `a` is 1 or
+    /// less, otherwise as often as independent arrivals would (Poisson); so often that every
+    /// request meets about as many, the same time for all.
+    fn met(a: f64, wait: f64) -> Self {
+        const EVEN: f64 = 100.0;
+        match a {
+            a if a <= 0.0 => Spread(vec![(0.0, 1.0)]),
+            a if a <= 1.0 => Spread(vec![(0.0, 1.0 - a), (wait, a)]),
+            a if a >= EVEN => Spread(vec![(a * wait, 1.0)]),
+            a => {
+                let mut p = (-a).exp();
+                let mut atoms = vec![(0.0, p)];
+                let mut total = p;
+                for k in 1.. {
+                    p *= a / k as f64;
+                    total += p;
+                    atoms.push((k as f64 * wait, p));
+                    if k as f64 > a && 1.0 - total < 1e-9 {
+                        break;
+                    }
+                }
+                Spread(atoms.into_iter().map(|(ms, p)| (ms, p / total)).collect())
+            }
+        }
+    }
+}
+
+/// What the slowest TAIL_FRACTION of requests carry of each part on average, the parts met
+/// independently of each other: each part's mean over the requests whose sum of all parts is in
+/// the top TAIL_FRACTION (sums on a grid of BINS).
+fn slowest_carry(spreads: &[Spread]) -> Vec<f64> {
+    const BINS: usize = 2048;
+    let top: f64 = spreads
+        .iter()
+        .map(|s| s.0.iter().map(|a| a.0).fold(0.0, f64::max))
+        .sum();
+    if top <= 0.0 {
+        return vec![0.0; spreads.len()];
+    }
+    let bin = |ms: f64| (ms * (BINS - 1) as f64 / top).round() as usize;
+    let len = BINS + spreads.len();
+    let add = |sum: &[f64], s: &Spread| {
+        let mut out = vec![0.0; len];
+        for &(ms, p) in &s.0 {
+            let shift = bin(ms);
+            for (j, q) in sum.iter().enumerate().filter(|(_, q)| **q > 0.0) {
+                out[(j + shift).min(len - 1)] += q * p;
+            }
+        }
+        out
+    };
+    let none = || {
+        let mut d = vec![0.0; len];
+        d[0] = 1.0;
+        d
+    };
+    let all = spreads.iter().fold(none(), |d, s| add(&d, s));
+    // The top TAIL_FRACTION of the sums: every bin above `edge`, `part` of the one at it.
+    let (mut edge, mut above) = (len - 1, 0.0);
+    while edge > 0 && above + all[edge] < TAIL_FRACTION {
+        above += all[edge];
+        edge -= 1;
+    }
+    let part = match all[edge] > 0.0 {
+        true => ((TAIL_FRACTION - above) / all[edge]).min(1.0),
+        false => 0.0,
+    };
+    let in_top = |j: usize| match j.cmp(&edge) {
+        std::cmp::Ordering::Greater => 1.0,
+        std::cmp::Ordering::Equal => part,
+        std::cmp::Ordering::Less => 0.0,
+    };
+    let mass = (0..len).map(|j| all[j] * in_top(j)).sum::<f64>();
+    (0..spreads.len())
+        .map(|i| {
+            let others = (spreads.iter().enumerate())
+                .filter(|(j, _)| *j != i)
+                .fold(none(), |d, (_, s)| add(&d, s));
+            let carried: f64 = (spreads[i].0.iter())
+                .map(|&(ms, p)| {
+                    let shift = bin(ms);
+                    let reach: f64 = (others.iter().enumerate())
+                        .map(|(j, q)| q * in_top((j + shift).min(len - 1)))
+                        .sum();
+                    ms * p * reach
+                })
+                .sum();
+            match mass > 0.0 {
+                true => carried / mass,
+                false => 0.0,
+            }
+        })
+        .collect()
 }
 
 /// `total` shared in proportion to `weights`, none above its cap: what a capped one cannot take
@@ -634,6 +786,7 @@ pub const MAX_PARTS: usize = 8;
 pub struct Inputs<'a> {
     pub load: &'a LoadReport,
     pub server: &'a KernelReport,
+    pub client: &'a KernelReport,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -644,6 +797,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let Inputs {
         load,
         server,
+        client,
         stacks,
         ..
     } = input;
@@ -833,24 +987,45 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             affected: Some(behind / n as f64),
         });
     }
-    // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout.
-    for (what, resent) in [
+    // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout. A
+    // data segment resent (the server's SYN-ACKs are not among its segments): its request waited
+    // the connection's retransmission timeout. A lost response often has both ends resend (the
+    // server its response, the client its unanswered request): the larger count is the losses.
+    let (by_server, by_client) = (
+        server.tcp.retransmits,
+        (client.tcp.retransmits).saturating_sub(client.tcp.syn_retransmits),
+    );
+    let segments =
+        format!("segments retransmitted ({by_server} by the server, {by_client} by the client)");
+    let rto_ms = (server.tcp.rto_ms.or(client.tcp.rto_ms)).unwrap_or(RTO_MIN_MS);
+    for (what, resource, resent, wait_ms) in [
         (
             "SYNs retransmitted to the server",
+            Resource::SynRetransmit,
             server.tcp.syn_retransmits,
+            SYN_TIMEOUT_MS,
         ),
         (
             "SYN-ACKs the server retransmitted",
+            Resource::SynRetransmit,
             server.tcp.synack_retransmits,
+            SYN_TIMEOUT_MS,
+        ),
+        (
+            segments.as_str(),
+            Resource::Retransmit,
+            by_server.max(by_client),
+            rto_ms,
         ),
     ] {
         if resent > 0 {
             costs.push(Cost {
                 part: TailPart {
+                    resource: Some(resource),
                     kernel: Some(what.to_string()),
                     waits: Some(resent as f64),
-                    mean_wait_ms: Some(SYN_TIMEOUT_MS),
-                    ..part(Place::Network, resent as f64 * SYN_TIMEOUT_MS / n as f64)
+                    mean_wait_ms: Some(wait_ms),
+                    ..part(Place::Network, resent as f64 * wait_ms / n as f64)
                 },
                 uniform: false,
                 affected: Some(resent as f64 / n as f64),
@@ -1182,6 +1357,45 @@ mod tests {
     }
 
     #[test]
+    fn a_short_wait_met_by_more_requests_than_p99_leaves_the_tail_to_the_long_one() {
+        let counted = |place, ms: f64, affected: f64, mean_wait_ms: f64| Cost {
+            affected: Some(affected),
+            part: TailPart {
+                mean_wait_ms: Some(mean_wait_ms),
+                ..cost(place, ms, false).part
+            },
+            uniform: false,
+        };
+        // 1 request in 50 spins 30 ms (0.57 ms of CPU a request, p99 30.1 ms) while a busy
+        // client sent 1.6 % of its requests 9.3 ms late: a request at p99 is a spinning one.
+        let (parts, _) = allocate(
+            vec![
+                cost(Place::OnCpu, 0.567, true),
+                cost(Place::Client, 0.108, true),
+                counted(Place::ClientQueue, 0.1475, 0.0158, 9.31),
+                counted(Place::RunQueue, 0.0655, 1.68, 0.039),
+            ],
+            0.147,
+            30.127,
+        );
+        assert_eq!(parts[0].place, Place::OnCpu, "{parts:?}");
+        assert!(parts[0].share > 0.95, "{parts:?}");
+        // 2 % of requests wait 30 ms on one thing, 30 % wait 2 ms on another: the same time a
+        // request, but p99 is the long wait's.
+        let (parts, _) = allocate(
+            vec![
+                cost(Place::OnCpu, 0.05, true),
+                counted(Place::Blocked, 0.6, 0.02, 30.0),
+                counted(Place::RunQueue, 0.6, 0.3, 2.0),
+            ],
+            0.1,
+            30.0,
+        );
+        assert_eq!(parts[0].place, Place::Blocked, "{parts:?}");
+        assert!(parts[0].tail_ms > 27.0, "{parts:?}");
+    }
+
+    #[test]
     fn the_syscall_of_a_stack_is_its_outermost_entry() {
         let sc = |s: &str| wait_of(&frames(s)).syscall;
         assert_eq!(
@@ -1278,6 +1492,7 @@ mod tests {
         let a = account(Inputs {
             load: &load,
             server: &server,
+            client: &KernelReport::default(),
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1339,6 +1554,7 @@ mod tests {
         let a = account(Inputs {
             load: &load,
             server: &server,
+            client: &KernelReport::default(),
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1353,6 +1569,56 @@ mod tests {
             net.describe()
                 .contains("SYNs retransmitted to the server, each resent after 1000 ms")
         );
+    }
+
+    #[test]
+    fn lost_segments_are_the_networks_part_by_the_connections_own_timeout() {
+        let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+        load.latency_us.p99 = 205_000;
+        // 2 % of responses lost and resent after the connections' 204 ms (tcp_info), the
+        // client resending its request for most of them; its SYN retransmits are not segments.
+        server.tcp.retransmits = 200;
+        server.tcp.rto_ms = Some(204.0);
+        let mut client = KernelReport::default();
+        client.tcp.retransmits = 153;
+        client.tcp.syn_retransmits = 3;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            client: &client,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let net = &a.parts[0];
+        assert_eq!(net.resource, Some(Resource::Retransmit), "{a:?}");
+        assert!((net.per_request_ms - 4.08).abs() < 1e-9, "{net:?}");
+        assert!((net.tail_ms - 204.0).abs() < 1e-9, "{net:?}");
+        assert_eq!(
+            net.describe(),
+            "the network: segments retransmitted (200 by the server, 150 by the client), each \
+             resent after 204 ms"
+        );
+        assert_eq!(
+            (a.parts.iter())
+                .filter(|p| p.place == Place::Network)
+                .count(),
+            1,
+            "{a:?}"
+        );
+        // Without the connections' timeout, the kernel's floor.
+        server.tcp.rto_ms = None;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            client: &client,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        assert_eq!(a.parts[0].mean_wait_ms, Some(RTO_MIN_MS), "{a:?}");
     }
 
     #[test]
@@ -1465,6 +1731,7 @@ mod tests {
         let a = account(Inputs {
             load: &load,
             server: &server,
+            client: &KernelReport::default(),
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1503,6 +1770,7 @@ mod tests {
         let a = account(Inputs {
             load: &load,
             server: &server,
+            client: &KernelReport::default(),
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1525,6 +1793,7 @@ mod tests {
         let a = account(Inputs {
             load: &load,
             server: &server,
+            client: &KernelReport::default(),
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,

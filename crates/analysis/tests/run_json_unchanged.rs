@@ -201,6 +201,7 @@ fn sample(k: u64) -> Reading {
         listen_socket_drops: Some(k * 42),
         cgroups: Vec::new(),
         time_wait: None,
+        rto_us: None,
         outbound: None,
         parents: BTreeMap::new(),
         major_faults: BTreeMap::new(),
@@ -410,6 +411,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
         ".time_wait_at_end",
         "added: sockets in TIME_WAIT when the window closed",
+    ),
+    (
+        ".rto_ms",
+        "added: the retransmission timeout of the connections on the server's port",
     ),
     (
         ".outbound",

@@ -29,6 +29,11 @@ pub struct TcpReport {
     pub synack_retransmits: u64,
     /// Segments this side's sockets retransmitted, SYNs included.
     pub retransmits: u64,
+    /// The mean retransmission timeout (ms) of the connections on the server's port at the
+    /// measured span's end or start (tcpi_rto, sock_diag): how long a segment lost on them waits
+    /// before it is sent again. None when not read or there were none.
+    #[serde(default)]
+    pub rto_ms: Option<f64>,
     /// RSTs this side's sockets sent (tcp_send_reset), with a socket or answering a segment
     /// addressed to this side's port with none.
     pub resets_sent: u64,
@@ -170,6 +175,7 @@ pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpRepor
         syn_retransmits: tcp_delta(start, end, tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS),
         synack_retransmits: tcp_delta(start, end, side, tcp::SYNACK_RETRANSMITS),
         retransmits: tcp_delta(start, end, side, tcp::RETRANSMITS),
+        rto_ms: end.rto_us.or(start.rto_us).map(|us| f64::from(us) / 1e3),
         resets_sent: tcp_delta(start, end, side, tcp::RESETS_SENT),
         resets_received: tcp_delta(start, end, side, tcp::RESETS_RECEIVED),
         resets,

@@ -110,6 +110,10 @@ pub struct Reading {
     /// Sockets in TIME_WAIT; None when sock_diag could not be asked.
     #[serde(default)]
     pub time_wait: Option<TimeWait>,
+    /// The mean retransmission timeout (tcpi_rto, us) of the established connections on the
+    /// server's listening ports, from sock_diag; None when not read or there were none.
+    #[serde(default)]
+    pub rto_us: Option<u32>,
     /// The control groups limiting the watched processes' CPU time (none without a quota).
     #[serde(default)]
     pub cgroups: Vec<CgroupCpu>,

@@ -104,6 +104,7 @@ fn unranked(r: &RunReport) -> Vec<Finding> {
     // What the account of p99 names that no rule above did.
     out.extend(tail::tail_wait(r));
     out.extend(tail::tail_cpu(r));
+    out.extend(tail::retransmit_tail(r));
     // One busy worker of several: above the saturated thread it is.
     out.extend(balance::worker_imbalance(r));
     out.extend(cpu::server_cpu_saturated(r));

@@ -112,6 +112,50 @@ pub fn tail_cpu(r: &RunReport) -> Option<Finding> {
     )
 }
 
+/// The account's largest part is data segments lost and resent, when p99 is SKEWED_TAIL times the
+/// median (and MIN_TAIL_MS above it) and they explain RANKED_TAIL_SHARE of p99: each lost segment
+/// held its request for the connection's retransmission timeout.
+pub fn retransmit_tail(r: &RunReport) -> Option<Finding> {
+    let a = r.tail_account.as_ref()?;
+    if !long_tail(a) {
+        return None;
+    }
+    let part = (a.parts.iter())
+        .filter(|p| p.resource == Some(Resource::Retransmit))
+        .find(|p| p.share >= RANKED_TAIL_SHARE)?;
+    let resent = part.waits.unwrap_or(0.0);
+    let rto_ms = part.mean_wait_ms.unwrap_or(0.0);
+    let often = match part.how_often(a.requests) {
+        Some(o) => format!(": {o}"),
+        None => String::new(),
+    };
+    Some(
+        Finding::new(
+            FindingKind::RetransmitTail,
+            Severity::Warning,
+            format!(
+                "p99 of {:.1} ms = lost segments resent: {}, each after the connections' retransmission timeout of {rto_ms:.0} ms{often}; that is {:.0}% of p99 ({:.0}x the median of {:.2} ms); {:.0}% of p99 is not accounted for. Fix: {}",
+                a.p99_ms,
+                part.kernel.as_deref().unwrap_or("segments retransmitted"),
+                part.share * 100.0,
+                a.p99_ms / a.p50_ms,
+                a.p50_ms,
+                a.unaccounted_share * 100.0,
+                Resource::Retransmit.fix(),
+            ),
+            &[
+                ("p50_ms", a.p50_ms),
+                ("p99_ms", a.p99_ms),
+                ("retransmits", resent),
+                ("rto_ms", rto_ms),
+                ("per_request_ms", part.per_request_ms),
+                ("unaccounted_share", a.unaccounted_share),
+            ],
+        )
+        .explaining(part.tail_ms, a.p99_ms),
+    )
+}
+
 fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
     let often = match part.how_often(a.requests) {
         Some(o) => format!(" ({o})"),
@@ -151,7 +195,7 @@ pub(super) mod tests {
     use super::*;
     use crate::rules::test_support::*;
 
-    tables!(tail_wait_table, tail_cpu_table);
+    tables!(tail_wait_table, tail_cpu_table, retransmit_tail_table);
 
     fn blocked(resource: Resource, share: f64, p99_ms: f64) -> TailPart {
         TailPart {
@@ -250,6 +294,61 @@ pub(super) mod tests {
             ("a wait, not the CPU", run(30.0, blocked(Resource::Pipe, 0.9, 30.0)), nothing()),
         ];
         Table::new(tail_cpu, cases)
+    }
+
+    fn lost(share: f64, p99_ms: f64) -> TailPart {
+        TailPart {
+            place: Place::Network,
+            resource: Some(Resource::Retransmit),
+            kernel: Some("segments retransmitted (40 by the server, 31 by the client)".into()),
+            waits: Some(40.0),
+            mean_wait_ms: Some(204.0),
+            per_request_ms: 4.08,
+            tail_ms: share * p99_ms,
+            share,
+            ..Default::default()
+        }
+    }
+
+    fn retransmit_tail_table() -> Table {
+        let at = RANKED_TAIL_SHARE;
+        let resent = |share: f64, p99_ms: f64| {
+            finds(
+                FindingKind::RetransmitTail,
+                Severity::Warning,
+                &[
+                    ("p99_ms", p99_ms),
+                    ("tail_ms", share * p99_ms),
+                    ("retransmits", 40.0),
+                    ("rto_ms", 204.0),
+                ],
+            )
+        };
+        let syn = TailPart {
+            resource: Some(Resource::SynRetransmit),
+            ..lost(0.9, 1000.0)
+        };
+        #[rustfmt::skip]
+        let cases = [
+            ("lost segments, 99 % of a 205 ms p99", run(205.0, lost(0.99, 205.0)), resent(0.99, 205.0)),
+            ("at RANKED_TAIL_SHARE", run(205.0, lost(at, 205.0)), resent(at, 205.0)),
+            ("under RANKED_TAIL_SHARE", run(205.0, lost(at - 0.01, 205.0)), nothing()),
+            ("p99 under SKEWED_TAIL times the median", run(1.4, lost(0.9, 1.4)), nothing()),
+            ("SYNs, syn_retransmit_tail's", run(1000.0, syn), nothing()),
+        ];
+        Table::new(retransmit_tail, cases)
+    }
+
+    #[test]
+    fn lost_segments_are_said_with_how_often_and_the_timeout() {
+        let f = retransmit_tail(&run(205.0, lost(0.99, 205.0))).unwrap();
+        for words in [
+            "p99 of 205.0 ms = lost segments resent: segments retransmitted (40 by the server, 31 by the client), each after the connections' retransmission timeout of 204 ms: 1 request in",
+            "that is 99% of p99",
+            "tc -s qdisc",
+        ] {
+            assert!(f.summary.contains(words), "{words:?} in {}", f.summary);
+        }
     }
 
     #[test]

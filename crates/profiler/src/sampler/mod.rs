@@ -280,6 +280,7 @@ impl Sampler {
         }
         let outbound = self.read_outbound(&server_inodes, connections.as_ref().filter(|_| seed));
         let time_wait = self.time_wait(connections.as_ref());
+        let rto_us = (connections.as_ref()).and_then(|c| c.mean_rto_us(&self.listen_ports));
         self.time_programs(kernel.monotonic_ns, responses);
         // The interval's slots count from the end of this reading, srvprof's own CPU burst.
         if self.probes.window().is_some() {
@@ -310,6 +311,7 @@ impl Sampler {
             major_faults,
             outbound,
             time_wait,
+            rto_us,
             listen_socket_drops,
         })
     }
