@@ -250,6 +250,9 @@ pub fn build(
             load: &report.load,
             server: &report.server,
             client: &report.client,
+            runq_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .map(|h| &h.runq),
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

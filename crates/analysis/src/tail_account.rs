@@ -27,6 +27,7 @@ use srvprof_common::GROUP_SERVER;
 use srvprof_loadgen::LoadReport;
 
 use crate::kernel_report::KernelReport;
+use crate::record::NsHistogram;
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
 /// The share of requests p99 stands for: a wait's time per request at most this share of the
@@ -519,11 +520,14 @@ pub fn skewed(p50: f64, p99: f64) -> bool {
 /// (the CPU parts) or some wait for it, and when known the share of requests that meet it
 /// (waits times the requests each delays, over the requests; above 1 when each meets it more
 /// than once).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Cost {
     pub part: TailPart,
     pub uniform: bool,
     pub affected: Option<f64>,
+    /// When known, how one wait's length is spread: (ms, share of the waits), the run queue's
+    /// from the scheduler's histogram. Without it, every wait is the mean wait.
+    pub lengths: Option<Vec<(f64, f64)>>,
 }
 
 /// Splits p99 among the parts (see the module's doc): each part's tail_ms and share, the parts
@@ -568,33 +572,50 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
         .map(|(_, r)| r / TAIL_FRACTION)
         .sum();
     let mut spreads = vec![Spread::on_slowest(slowest)];
-    spreads.extend(
-        costs
-            .iter()
-            .filter_map(known)
-            .map(|(a, w)| Spread::met(a, w)),
-    );
-    let carried = slowest_carry(&spreads);
+    spreads.extend(costs.iter().filter_map(|c| {
+        let (a, wait) = known(c)?;
+        Some(match &c.lengths {
+            Some(lengths) => Spread::compound(a, lengths),
+            None => Spread::met(a, wait),
+        })
+    }));
+    let slowest_carried = slowest_carry(&spreads);
     let mut k = 0;
+    // What the slowest TAIL_FRACTION of requests carry of each part with a known reach.
+    let carried: Vec<Option<f64>> = (costs.iter())
+        .map(|c| {
+            known(c).map(|_| {
+                k += 1;
+                slowest_carried[k]
+            })
+        })
+        .collect();
     // Each part's weight is what the slowest TAIL_FRACTION of requests carry of it beyond the
     // median: a wait met by few but long outweighs one met by many but short.
-    let weight: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
-        .map(|((c, m), r)| match (c.part.place, known(c)) {
+    let weight: Vec<f64> = (costs.iter().zip(&median).zip(&rest).zip(&carried))
+        .map(|(((c, m), r), carried)| match (c.part.place, carried) {
             (Place::Client, _) => 0.0,
-            (_, Some(_)) => {
-                k += 1;
-                (carried[k] - m).max(0.0)
-            }
-            (_, None) if slowest > 0.0 => r / TAIL_FRACTION * carried[0] / slowest,
+            (_, Some(carried)) => (carried - m).max(0.0),
+            (_, None) if slowest > 0.0 => r / TAIL_FRACTION * slowest_carried[0] / slowest,
             _ => 0.0,
         })
         .collect();
-    let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest))
-        .map(|((c, m), r)| match (c.affected, c.part.mean_wait_ms) {
-            (Some(a), Some(wait)) if a >= TAIL_FRACTION => (wait.max(ms(c)) - m).max(0.0),
-            (Some(_), Some(_)) => 0.0,
-            _ => r / TAIL_FRACTION,
-        })
+    // A part whose waits' lengths are known can give a slow request as much as the slowest
+    // carry of it (several waits, or one long one); others one mean wait.
+    let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest).zip(&carried))
+        .map(
+            |(((c, m), r), carried)| match (c.affected, c.part.mean_wait_ms) {
+                (Some(a), Some(wait)) if a >= TAIL_FRACTION => {
+                    let most = match (&c.lengths, carried) {
+                        (Some(_), Some(carried)) => wait.max(ms(c)).max(*carried),
+                        _ => wait.max(ms(c)),
+                    };
+                    (most - m).max(0.0)
+                }
+                (Some(_), Some(_)) => 0.0,
+                _ => r / TAIL_FRACTION,
+            },
+        )
         .collect();
     let above = share_out((p99_ms - p50_ms).max(0.0), &weight, &cap);
     let mut parts: Vec<TailPart> = Vec::new();
@@ -639,7 +660,7 @@ impl Spread {
                     p *= a / k as f64;
                     total += p;
                     atoms.push((k as f64 * wait, p));
-                    if k as f64 > a && 1.0 - total < 1e-9 {
+                    if (k as f64 > a && 1.0 - total < 1e-9) || k >= 10_000 {
                         break;
                     }
                 }
@@ -647,6 +668,105 @@ impl Spread {
             }
         }
     }
+}
+
+impl Spread {
+    /// The sum of the waits a request meets, `a` of them on average (at most one when `a` is 1
+    /// or less, otherwise as independent arrivals would), each as long as `lengths` spreads them
+    /// (ms, share): on a grid of GRID steps up to the sum's mean plus 8 deviations. From
+    /// MANY waits a request on, the sum is as normal as the central limit makes it.
+    fn compound(a: f64, lengths: &[(f64, f64)]) -> Self {
+        const GRID: usize = 512;
+        const MANY: f64 = 100.0;
+        let mean: f64 = lengths.iter().map(|(ms, p)| ms * p).sum();
+        let square: f64 = lengths.iter().map(|(ms, p)| ms * ms * p).sum();
+        let longest = lengths.iter().map(|l| l.0).fold(0.0, f64::max);
+        if a <= 0.0 || longest <= 0.0 {
+            return Spread(vec![(0.0, 1.0)]);
+        }
+        if a >= MANY {
+            let (mu, sigma) = (a * mean, (a * square).sqrt());
+            let from = (mu - 6.0 * sigma).max(0.0);
+            let step = (mu + 6.0 * sigma - from) / (GRID - 1) as f64;
+            let atoms: Vec<(f64, f64)> = (0..GRID)
+                .map(|i| from + i as f64 * step)
+                .map(|x| (x, (-((x - mu) / sigma).powi(2) / 2.0).exp()))
+                .collect();
+            let total: f64 = atoms.iter().map(|a| a.1).sum();
+            return Spread(atoms.into_iter().map(|(x, p)| (x, p / total)).collect());
+        }
+        let top = a * mean + 8.0 * (a * square).sqrt() + longest;
+        let step = top / (GRID - 1) as f64;
+        let at = |ms: f64| ((ms / step).round() as usize).min(GRID - 1);
+        let mut one = vec![0.0; GRID];
+        for &(ms, p) in lengths {
+            one[at(ms)] += p;
+        }
+        // How many waits: at most one, or Poisson, cut where what is left is under 1e-9.
+        let counts: Vec<f64> = match a <= 1.0 {
+            true => vec![1.0 - a, a],
+            false => {
+                let mut p = (-a).exp();
+                let (mut out, mut total) = (vec![p], p);
+                while ((out.len() as f64) <= a || 1.0 - total > 1e-9) && out.len() < 10_000 {
+                    p *= a / out.len() as f64;
+                    total += p;
+                    out.push(p);
+                }
+                out
+            }
+        };
+        let mut sum = vec![0.0; GRID];
+        let mut k_waits = vec![0.0; GRID];
+        k_waits[0] = 1.0;
+        for (k, pk) in counts.iter().enumerate() {
+            if k > 0 {
+                let mut next = vec![0.0; GRID];
+                for (i, q) in k_waits.iter().enumerate().filter(|(_, q)| **q > 0.0) {
+                    for (j, w) in one.iter().enumerate().filter(|(_, w)| **w > 0.0) {
+                        next[(i + j).min(GRID - 1)] += q * w;
+                    }
+                }
+                k_waits = next;
+            }
+            for (s, q) in sum.iter_mut().zip(&k_waits) {
+                *s += pk * q;
+            }
+        }
+        let total: f64 = sum.iter().sum();
+        Spread(
+            (sum.iter().enumerate())
+                .filter(|(_, p)| **p > 1e-12)
+                .map(|(i, p)| (i as f64 * step, p / total))
+                .collect(),
+        )
+    }
+}
+
+/// One wait's lengths from a histogram of them (ns, srvprof_common::hist slots): each slot at
+/// the middle of its bounds, scaled so that their mean is `mean_ms`, the exact one.
+pub fn lengths_of(h: &NsHistogram, mean_ms: f64) -> Option<Vec<(f64, f64)>> {
+    use srvprof_common::hist;
+    let total = h.total();
+    if total == 0 || mean_ms <= 0.0 {
+        return None;
+    }
+    let raw: Vec<(f64, f64)> = (h.slots.iter().enumerate())
+        .filter(|(_, n)| **n > 0)
+        .map(|(slot, n)| {
+            let (low, high) = (
+                hist::slot_lower_bound(slot as u32) as f64,
+                hist::slot_value(slot as u32) as f64,
+            );
+            ((low + high) / 2.0 / 1e6, *n as f64 / total as f64)
+        })
+        .collect();
+    let raw_mean: f64 = raw.iter().map(|(ms, p)| ms * p).sum();
+    (raw_mean > 0.0).then(|| {
+        raw.into_iter()
+            .map(|(ms, p)| (ms * mean_ms / raw_mean, p))
+            .collect()
+    })
 }
 
 /// What the slowest TAIL_FRACTION of requests carry of each part on average, the parts met
@@ -787,6 +907,8 @@ pub struct Inputs<'a> {
     pub load: &'a LoadReport,
     pub server: &'a KernelReport,
     pub client: &'a KernelReport,
+    /// The server's run-queue waits in the measured span (srvprof_common::hist slots, ns).
+    pub runq_lengths: Option<&'a NsHistogram>,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -799,6 +921,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         server,
         client,
         stacks,
+        runq_lengths,
         ..
     } = input;
     let n = load.completed;
@@ -938,11 +1061,13 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         },
         uniform: true,
         affected: None,
+        lengths: None,
     });
     costs.push(Cost {
         part: part(Place::Client, input.client_cpu_us / 1e3),
         uniform: true,
         affected: None,
+        lengths: None,
     });
     let (runq_ns, runq_waits) = (server.threads.iter())
         .filter(|t| serves(&t.comm))
@@ -953,12 +1078,13 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .filter(|h| h.pid != 0)
         .max_by_key(|h| h.wait_ns)
         .map(|h| format!("{} (pid {}), {:.0}% of it", h.comm, h.pid, h.share * 100.0));
+    let runq_mean_ms = (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64);
     costs.push(Cost {
         part: TailPart {
             requests_delayed: per_thread,
             held_by: cpu_holder,
             waits: Some(runq_waits as f64),
-            mean_wait_ms: (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64),
+            mean_wait_ms: runq_mean_ms,
             ..part(
                 Place::RunQueue,
                 per_request(runq_ns as f64 / 1e3) * per_thread,
@@ -966,6 +1092,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         },
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
+        lengths: runq_lengths
+            .zip(runq_mean_ms)
+            .and_then(|(h, mean)| lengths_of(h, mean)),
     });
     // Open loop: the time from a request's intended send to its actual one, the corrected
     // latency's mean less the uncorrected's, on the requests sent behind schedule.
@@ -985,6 +1114,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             },
             uniform: false,
             affected: Some(behind / n as f64),
+            lengths: None,
         });
     }
     // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout. A
@@ -1029,6 +1159,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 },
                 uniform: false,
                 affected: Some(resent as f64 / n as f64),
+                lengths: None,
             });
         }
     }
@@ -1060,6 +1191,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         };
         costs.push(Cost {
             affected: count.map(|c| c * delayed / n as f64),
+            lengths: None,
             part: TailPart {
                 requests_delayed: delayed,
                 resource: Some(b.wait.resource),
@@ -1211,6 +1343,7 @@ mod tests {
             },
             uniform,
             affected: None,
+            lengths: None,
         }
     }
 
@@ -1364,7 +1497,7 @@ mod tests {
                 mean_wait_ms: Some(mean_wait_ms),
                 ..cost(place, ms, false).part
             },
-            uniform: false,
+            ..Default::default()
         };
         // 1 request in 50 spins 30 ms (0.57 ms of CPU a request, p99 30.1 ms) while a busy
         // client sent 1.6 % of its requests 9.3 ms late: a request at p99 is a spinning one.
@@ -1393,6 +1526,56 @@ mod tests {
         );
         assert_eq!(parts[0].place, Place::Blocked, "{parts:?}");
         assert!(parts[0].tail_ms > 27.0, "{parts:?}");
+    }
+
+    #[test]
+    fn rare_long_run_queue_waits_make_the_tail_of_an_event_loop() {
+        use srvprof_common::hist::slot_of;
+        // An event loop (50 requests in flight) sharing its CPU with a hog: 61,156 waits for a
+        // CPU, 1 % of them the hog's 2 ms slices, the rest 6 us; p50 0.87 ms, p99 5.16 ms.
+        let mut h = NsHistogram::default();
+        h.slots[slot_of(6_000) as usize] = 60_545;
+        h.slots[slot_of(2_000_000) as usize] = 611;
+        let mean_ms = (60_545.0 * 0.006 + 611.0 * 2.0) / 61_156.0;
+        let runq = |lengths| Cost {
+            affected: Some(61_156.0 * 49.8 / 199_915.0),
+            part: TailPart {
+                mean_wait_ms: Some(mean_ms),
+                ..cost(
+                    Place::RunQueue,
+                    mean_ms * 61_156.0 * 49.8 / 199_915.0,
+                    false,
+                )
+                .part
+            },
+            lengths,
+            ..Default::default()
+        };
+        let share = |lengths| {
+            let (parts, _) = allocate(
+                vec![
+                    cost(Place::OnCpu, 0.0117, true),
+                    cost(Place::Client, 0.0159, true),
+                    runq(lengths),
+                ],
+                0.865,
+                5.163,
+            );
+            (parts.iter().find(|p| p.place == Place::RunQueue))
+                .map(|p| p.share)
+                .unwrap()
+        };
+        // With the waits' lengths, two of the hog's slices are what the slowest 1 % meet.
+        let spread = share(lengths_of(&h, mean_ms));
+        assert!(spread > 0.8, "{spread}");
+        // Thousands of waits a request (a 1 s tail of a queue 20,000 deep): the sum is normal,
+        // about as long for every request, and it is worked out at once.
+        let many = Spread::compound(5_000.0, &lengths_of(&h, mean_ms).unwrap());
+        let mean: f64 = many.0.iter().map(|(ms, p)| ms * p).sum();
+        assert!((mean / (5_000.0 * mean_ms) - 1.0).abs() < 0.01, "{mean}");
+        // Every wait its mean length (0.03 ms), the run queue could not make that tail.
+        let even = share(None);
+        assert!(even < 0.2, "{even}");
     }
 
     #[test]
@@ -1493,6 +1676,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &KernelReport::default(),
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1555,6 +1739,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &KernelReport::default(),
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1586,6 +1771,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &client,
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1613,6 +1799,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &client,
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1732,6 +1919,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &KernelReport::default(),
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1771,6 +1959,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &KernelReport::default(),
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -1794,6 +1983,7 @@ mod tests {
             load: &load,
             server: &server,
             client: &KernelReport::default(),
+            runq_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,

@@ -22,6 +22,7 @@ pub mod tls;
 
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::run_report::RunReport;
+use crate::tail_account::{Place, Resource};
 
 /// A cause that explains at least this share of p99 ranks by that share, above every finding
 /// that explains less or has no share (those follow by severity).
@@ -32,7 +33,70 @@ pub const RANKED_TAIL_SHARE: f64 = 0.1;
 /// RANKED_TAIL_SHARE of p99, the largest share first, then the rest by severity. Ties keep the
 /// order below, which puts a cause before the symptoms it makes.
 pub fn findings(r: &RunReport) -> Vec<Finding> {
-    ranked(without_generic(unranked(r)))
+    ranked(without_generic(from_the_account(r, unranked(r))))
+}
+
+/// The rules that name a part of the account of p99 (crate::tail_account) with more evidence
+/// than it has (the lock's holder, the file, the faults, the process that held the CPU), and
+/// the part each names. Their share of p99 is the account's, so that every cause is measured
+/// against the others by one split of p99; without an account, or without that part in it, each
+/// keeps its own estimate. The rules the account cannot measure keep theirs: several SYN
+/// retransmits to one connection, a quota's throttling, a dependency read like a wait for work,
+/// a runtime's pauses, and the CPU of requests queued behind others.
+/// A neighbour's share is the part's times its share of the waits (its evidence named here).
+const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
+    (
+        FindingKind::LockContention,
+        Place::Blocked,
+        Some(Resource::Lock),
+        None,
+    ),
+    (
+        FindingKind::BlockingIo,
+        Place::Blocked,
+        Some(Resource::Disk),
+        None,
+    ),
+    (
+        FindingKind::MemoryPressure,
+        Place::Blocked,
+        Some(Resource::PageFault),
+        None,
+    ),
+    (
+        FindingKind::NoisyNeighbour,
+        Place::RunQueue,
+        None,
+        Some("share_of_wait"),
+    ),
+    (FindingKind::RunqTail, Place::RunQueue, None, None),
+];
+
+/// Each finding of an ACCOUNTED kind takes its share of p99 from the account's part (its own
+/// estimate stays as `rule_tail_ms`).
+fn from_the_account(r: &RunReport, mut out: Vec<Finding>) -> Vec<Finding> {
+    let Some(account) = &r.tail_account else {
+        return out;
+    };
+    for f in &mut out {
+        let Some((_, place, resource, scale)) = ACCOUNTED.iter().find(|(kind, ..)| *kind == f.kind)
+        else {
+            continue;
+        };
+        let part = (account.parts.iter())
+            .filter(|p| p.place == *place && (resource.is_none() || p.resource == *resource))
+            .max_by(|a, b| a.tail_ms.total_cmp(&b.tail_ms));
+        if let Some(part) = part {
+            if let Some(own) = f.evidence.get("tail_ms").copied() {
+                f.evidence.insert("rule_tail_ms".into(), own);
+            }
+            let of_it = scale
+                .and_then(|k| f.evidence.get(k).copied())
+                .unwrap_or(1.0);
+            *f = f.clone().explaining(part.tail_ms * of_it, account.p99_ms);
+        }
+    }
+    out
 }
 
 /// A generic finding never stands beside a specific one: slow_dependency without a remote
@@ -249,6 +313,60 @@ mod tests {
             ]),
             [FindingKind::SlowDependency, FindingKind::LockContention]
         );
+    }
+
+    #[test]
+    fn a_cause_the_account_measures_takes_its_share_from_it() {
+        use crate::tail_account::{Place, Resource, TailAccount, TailPart};
+        let lock = || {
+            Finding::new(
+                FindingKind::LockContention,
+                Severity::Warning,
+                String::new(),
+                &[],
+            )
+            .explaining(7.0, 10.0)
+        };
+        let neighbour = || {
+            Finding::new(
+                FindingKind::NoisyNeighbour,
+                Severity::Warning,
+                String::new(),
+                &[("share_of_wait", 0.5)],
+            )
+            .explaining(9.0, 10.0)
+        };
+        let mut r = test_support::quiet_run();
+        // Without an account, each keeps its own.
+        let out = from_the_account(&r, vec![lock(), neighbour()]);
+        assert_eq!(out[0].tail_share, Some(0.7));
+        r.tail_account = Some(TailAccount {
+            p99_ms: 10.0,
+            parts: vec![
+                TailPart {
+                    place: Place::Blocked,
+                    resource: Some(Resource::Lock),
+                    tail_ms: 3.0,
+                    share: 0.3,
+                    ..Default::default()
+                },
+                TailPart {
+                    place: Place::RunQueue,
+                    tail_ms: 4.0,
+                    share: 0.4,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        });
+        let out = from_the_account(&r, vec![lock(), neighbour()]);
+        assert_eq!(out[0].tail_share, Some(0.3));
+        assert_eq!(out[0].evidence["rule_tail_ms"], 7.0);
+        // The neighbour held half the waits for a CPU: half the run queue's part.
+        assert_eq!(out[1].tail_share, Some(0.2));
+        // A part the account lacks: the rule's own.
+        r.tail_account.as_mut().unwrap().parts.remove(0);
+        assert_eq!(from_the_account(&r, vec![lock()])[0].tail_share, Some(0.7));
     }
 
     #[test]
