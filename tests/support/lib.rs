@@ -731,7 +731,10 @@ impl Netns {
             assert!(st.success(), "ip {args:?}");
         };
         for n in &names {
-            let _ = Command::new("ip").args(["netns", "del", n]).status();
+            // A namespace a killed run left behind; none is the usual case.
+            let _ = (Command::new("ip").args(["netns", "del", n]))
+                .stderr(Stdio::null())
+                .status();
             ip(&["netns", "add", n]);
         }
         let (a, b) = (format!("vs{id}"), format!("vc{id}"));

@@ -574,10 +574,9 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     let mut spreads = vec![Spread::on_slowest(slowest)];
     spreads.extend(costs.iter().filter_map(|c| {
         let (a, wait) = known(c)?;
-        Some(match &c.lengths {
-            Some(lengths) => Spread::compound(a, lengths),
-            None => Spread::met(a, wait),
-        })
+        // Without their lengths, every wait the mean one.
+        let even = [(wait, 1.0)];
+        Some(Spread::compound(a, c.lengths.as_deref().unwrap_or(&even)))
     }));
     let slowest_carried = slowest_carry(&spreads);
     let mut k = 0;
@@ -643,38 +642,11 @@ impl Spread {
         Spread(vec![(0.0, 1.0 - TAIL_FRACTION), (ms, TAIL_FRACTION)])
     }
 
-    /// A wait of `wait` ms met `a` times a request on average: at most once when `a` is 1 or
-    /// less, otherwise as often as independent arrivals would (Poisson); so often that every
-    /// request meets about as many, the same time for all.
-    fn met(a: f64, wait: f64) -> Self {
-        const EVEN: f64 = 100.0;
-        match a {
-            a if a <= 0.0 => Spread(vec![(0.0, 1.0)]),
-            a if a <= 1.0 => Spread(vec![(0.0, 1.0 - a), (wait, a)]),
-            a if a >= EVEN => Spread(vec![(a * wait, 1.0)]),
-            a => {
-                let mut p = (-a).exp();
-                let mut atoms = vec![(0.0, p)];
-                let mut total = p;
-                for k in 1.. {
-                    p *= a / k as f64;
-                    total += p;
-                    atoms.push((k as f64 * wait, p));
-                    if (k as f64 > a && 1.0 - total < 1e-9) || k >= 10_000 {
-                        break;
-                    }
-                }
-                Spread(atoms.into_iter().map(|(ms, p)| (ms, p / total)).collect())
-            }
-        }
-    }
-}
-
-impl Spread {
-    /// The sum of the waits a request meets, `a` of them on average (at most one when `a` is 1
-    /// or less, otherwise as independent arrivals would), each as long as `lengths` spreads them
-    /// (ms, share): on a grid of GRID steps up to the sum's mean plus 8 deviations. From
-    /// MANY waits a request on, the sum is as normal as the central limit makes it.
+    /// The sum of the waits a request meets, `a` of them on average, each as long as `lengths`
+    /// spreads them (ms, share): at most one when `a` is 1 or less; otherwise as many as
+    /// independent arrivals would bring (Poisson), summed on a grid of GRID steps up to the
+    /// sum's mean plus 8 deviations; from MANY a request on, as normal as the central limit
+    /// makes the sum.
     fn compound(a: f64, lengths: &[(f64, f64)]) -> Self {
         const GRID: usize = 512;
         const MANY: f64 = 100.0;
@@ -683,6 +655,10 @@ impl Spread {
         let longest = lengths.iter().map(|l| l.0).fold(0.0, f64::max);
         if a <= 0.0 || longest <= 0.0 {
             return Spread(vec![(0.0, 1.0)]);
+        }
+        if a <= 1.0 {
+            let met = lengths.iter().map(|&(ms, p)| (ms, a * p));
+            return Spread(std::iter::once((0.0, 1.0 - a)).chain(met).collect());
         }
         if a >= MANY {
             let (mu, sigma) = (a * mean, (a * square).sqrt());
@@ -702,20 +678,14 @@ impl Spread {
         for &(ms, p) in lengths {
             one[at(ms)] += p;
         }
-        // How many waits: at most one, or Poisson, cut where what is left is under 1e-9.
-        let counts: Vec<f64> = match a <= 1.0 {
-            true => vec![1.0 - a, a],
-            false => {
-                let mut p = (-a).exp();
-                let (mut out, mut total) = (vec![p], p);
-                while ((out.len() as f64) <= a || 1.0 - total > 1e-9) && out.len() < 10_000 {
-                    p *= a / out.len() as f64;
-                    total += p;
-                    out.push(p);
-                }
-                out
-            }
-        };
+        // How many waits, cut where what is left is under 1e-9.
+        let mut p = (-a).exp();
+        let (mut counts, mut total) = (vec![p], p);
+        while ((counts.len() as f64) <= a || 1.0 - total > 1e-9) && counts.len() < 10_000 {
+            p *= a / counts.len() as f64;
+            total += p;
+            counts.push(p);
+        }
         let mut sum = vec![0.0; GRID];
         let mut k_waits = vec![0.0; GRID];
         k_waits[0] = 1.0;
