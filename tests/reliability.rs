@@ -238,8 +238,8 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
     require_root();
     let ns = Netns::create();
     // nginx in the server namespace, listening on its veth address.
-    let mut nginx = nginx_in_netns(&ns.names[0], "veth", "10.231.0.1:8080", 4096);
-    let master = nginx.id();
+    let nginx = nginx_in_netns(&ns.names[0], "veth", "10.231.0.1:8080", 4096);
+    let master = nginx.pid();
     let before = proc_softirq("NET_RX");
     // srvprof (and so its load generator) in the client namespace; the URL is found from nginx's socket.
     let dir = fresh_run_dir("veth");
@@ -258,9 +258,7 @@ fn a_veth_path_between_namespaces_is_measured_like_loopback() {
         .output()
         .unwrap();
     let after = proc_softirq("NET_RX");
-    // SAFETY: the master stops its worker on SIGTERM.
-    unsafe { libc::kill(master as i32, libc::SIGTERM) };
-    let _ = nginx.wait();
+    drop(nginx);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(

@@ -468,7 +468,7 @@ fn running_out_of_local_ports_is_named_with_its_fix() {
     ] {
         run_ip(&["netns", "exec", &ns, "sysctl", "-q", "-w", setting]);
     }
-    let mut nginx = nginx_in_netns(&ns, "ports", "127.0.0.1:8080", 1024);
+    let nginx = nginx_in_netns(&ns, "ports", "127.0.0.1:8080", 1024);
     let json_dir = std::env::temp_dir().join(format!("srvprof-ports-{}", std::process::id()));
     let json = json_dir.join("load.json");
     let out = Command::new("ip")
@@ -488,9 +488,7 @@ fn running_out_of_local_ports_is_named_with_its_fix() {
         .arg(&json_dir)
         .output()
         .unwrap();
-    // SAFETY: the master stops its worker on SIGTERM.
-    unsafe { libc::kill(nginx.id() as i32, libc::SIGTERM) };
-    let _ = nginx.wait();
+    drop(nginx);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report = read_json(&json);
     let by_kind = &report["errors_by_kind"];

@@ -764,9 +764,29 @@ impl Drop for Netns {
     }
 }
 
+/// nginx started by [`nginx_in_netns`]: stopped (SIGTERM to its master, then reaped) when
+/// dropped, a failed assertion included.
+pub struct NginxInNetns(Child);
+
+impl NginxInNetns {
+    /// Its master's pid.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for NginxInNetns {
+    fn drop(&mut self) {
+        // SAFETY: a signal to a child this process started and has not reaped; the master
+        // stops its worker on SIGTERM.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
 /// nginx (one worker, `return 200 "hello world"`) in the network namespace `ns`, listening on
 /// `listen`, its files in a fresh temporary folder named for `name`; started 0.8 s ago.
-pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u32) -> Child {
+pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u32) -> NginxInNetns {
     let state = std::env::temp_dir().join(format!("srvprof-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     std::fs::create_dir_all(&state).unwrap();
@@ -791,7 +811,7 @@ pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u3
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    nginx
+    NginxInNetns(nginx)
 }
 
 /// Runs srvprof as `run` says, and `perf record PERF_ARGS -o DATA -p PID` over the same seconds:
