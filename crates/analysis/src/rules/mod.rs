@@ -43,6 +43,7 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
 /// keeps its own estimate. The rules the account cannot measure keep theirs: several SYN
 /// retransmits to one connection, a quota's throttling, a dependency read like a wait for work,
 /// a runtime's pauses, and the CPU of requests queued behind others.
+///
 /// A neighbour's share is the part's times its share of the waits (its evidence named here).
 const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
     (
