@@ -1195,6 +1195,25 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
 mod tests {
     use super::*;
 
+    /// The account of a run whose server and client used 20 and 10 us of CPU a request.
+    fn account_of(
+        load: &LoadReport,
+        server: &KernelReport,
+        client: &KernelReport,
+        stacks: &FoldedStacks,
+    ) -> TailAccount {
+        account(Inputs {
+            load,
+            server,
+            client,
+            runq_lengths: None,
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks,
+        })
+        .unwrap()
+    }
+
     fn frames(s: &str) -> Vec<String> {
         s.split(';').map(str::to_string).collect()
     }
@@ -1642,16 +1661,7 @@ mod tests {
         // The drawn stacks under-read the pipe: 3.99 s drawn of the 6 s the scheduler counted.
         let (socket_us, pipe_us) = (40_000_000.0, 3_990_000.0);
         let (load, server, stacks) = threaded(socket_us as u64, pipe_us as u64);
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
         assert_eq!(a.request_threads, ["conn"]);
         let pipe = (a.parts.iter())
             .find(|p| p.resource == Some(Resource::Pipe))
@@ -1705,16 +1715,7 @@ mod tests {
         server.tcp.syn_retransmits = 150;
         let mut load = load;
         load.latency_us.p99 = 1_002_000;
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
         let net = &a.parts[0];
         assert_eq!(net.place, Place::Network, "{a:?}");
         // 1.5 % of the requests waited 1 s: a request at p99 is one of them.
@@ -1737,16 +1738,7 @@ mod tests {
         let mut client = KernelReport::default();
         client.tcp.retransmits = 153;
         client.tcp.syn_retransmits = 3;
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &client,
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &client, &stacks);
         let net = &a.parts[0];
         assert_eq!(net.resource, Some(Resource::Retransmit), "{a:?}");
         assert!((net.per_request_ms - 4.08).abs() < 1e-9, "{net:?}");
@@ -1765,16 +1757,7 @@ mod tests {
         );
         // Without the connections' timeout, the kernel's floor.
         server.tcp.rto_ms = None;
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &client,
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &client, &stacks);
         assert_eq!(a.parts[0].mean_wait_ms, Some(RTO_MIN_MS), "{a:?}");
     }
 
@@ -1885,16 +1868,7 @@ mod tests {
         ];
         server.threads[0].runq_ns = 15_000_000;
         server.threads[0].runq_waits = 1_000;
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
         let lock = (a.parts.iter())
             .find(|p| p.resource == Some(Resource::Lock))
             .expect("the lock");
@@ -1925,16 +1899,7 @@ mod tests {
             sends_behind_schedule: 200,
             max_behind_us: 40_000,
         });
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
         let queue = &a.parts[0];
         assert_eq!(queue.place, Place::ClientQueue, "{a:?}");
         assert!((queue.per_request_ms - 0.5).abs() < 1e-9);
@@ -1949,16 +1914,7 @@ mod tests {
         let (mut load, server, stacks) = threaded(40_000_000, 3_990_000);
         load.throughput_rps = 400.0;
         load.latency_us.mean = 10_000.0;
-        let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
-        })
-        .unwrap();
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
         let pipe = (a.parts.iter())
             .find(|p| p.resource == Some(Resource::Pipe))
             .unwrap();
