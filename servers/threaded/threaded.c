@@ -7,6 +7,7 @@
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
+ *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -35,6 +36,11 @@
  * unix), or spinning on the CPU in
  * slow_path() (--wait-on cpu). A cause no request pattern
  * of its own shows: the tail is those requests, the median is not touched.
+ * With --upstream IP:PORT instead, that request asks another HTTP server: it
+ * connects, sends "GET /" and reads the answer until the upstream closes, in
+ * ask_upstream(), as a thread-per-connection server calls a dependency. With
+ * --upstream-pool K it opens K keep-alive connections at start instead, and each
+ * ask takes one (or opens one more when all are taken), as a connection pool does.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -67,6 +73,9 @@ static long first_request_ns;
 static long wait_every, wait_ms;
 static int wait_on_pipe, wait_on_cpu, wait_on_unix;
 static int ask_pipe[2];
+static struct sockaddr_in upstream;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pool[64], pooled, keep_upstream;
 
 static long now_ns(void)
 {
@@ -152,13 +161,98 @@ static void *ticket_main(void *arg)
 	return NULL;
 }
 
+static int upstream_connection(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&upstream, sizeof(upstream))) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+/* Reads one answer: its headers, then Content-Length bytes of body; 0 when whole. */
+static int read_answer(int s)
+{
+	char buf[4096];
+	size_t have = 0;
+	char *end = NULL;
+	while (!end) {
+		ssize_t n = read(s, buf + have, sizeof(buf) - 1 - have);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		have += (size_t)n;
+		buf[have] = 0;
+		end = strstr(buf, "\r\n\r\n");
+		if (!end && have >= sizeof(buf) - 1)
+			return -1;
+	}
+	const char *length = strcasestr(buf, "content-length:");
+	long body = length ? atol(length + 15) : 0;
+	for (long got = (long)(buf + have - (end + 4)); got < body;) {
+		ssize_t n = read(s, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		got += n;
+	}
+	return 0;
+}
+
+/* One HTTP request to the upstream: on a connection of its own, read until it closes, or on a
+ * pooled keep-alive one, read to the answer's end. */
+__attribute__((noinline)) static void ask_upstream(void)
+{
+	static const char once[] = "GET / HTTP/1.1\r\nHost: upstream\r\nConnection: close\r\n\r\n";
+	static const char kept[] = "GET / HTTP/1.1\r\nHost: upstream\r\n\r\n";
+	int s = -1;
+	if (keep_upstream) {
+		pthread_mutex_lock(&pool_lock);
+		if (pooled > 0)
+			s = pool[--pooled];
+		pthread_mutex_unlock(&pool_lock);
+	}
+	if (s < 0 && (s = upstream_connection()) < 0)
+		return;
+	const char *ask = keep_upstream ? kept : once;
+	size_t len = strlen(ask);
+	char buf[4096];
+	if (write(s, ask, len) != (ssize_t)len) {
+		close(s);
+		return;
+	}
+	if (!keep_upstream) {
+		for (ssize_t n = 1; n > 0 || (n < 0 && errno == EINTR);)
+			n = read(s, buf, sizeof(buf));
+		close(s);
+		return;
+	}
+	if (read_answer(s)) {
+		close(s);
+		return;
+	}
+	pthread_mutex_lock(&pool_lock);
+	if (pooled < (int)(sizeof(pool) / sizeof(pool[0])))
+		pool[pooled++] = s, s = -1;
+	pthread_mutex_unlock(&pool_lock);
+	if (s >= 0)
+		close(s);
+}
+
 /* Every wait_every-th request waits wait_ms: asleep, or reading the ticket thread's answer from
- * a pipe of its own. */
+ * a pipe of its own; or asks the upstream. */
 __attribute__((noinline)) static void wait_for_ticket(void)
 {
 	static unsigned long requests;
 	if (wait_every <= 0 || __atomic_add_fetch(&requests, 1, __ATOMIC_RELAXED) % wait_every)
 		return;
+	if (upstream.sin_port) {
+		ask_upstream();
+		return;
+	}
 	if (wait_on_cpu) {
 		slow_path(wait_ms * 1000);
 		return;
@@ -311,6 +405,18 @@ int main(int argc, char **argv)
 			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu")))
 			wait_on_unix = !strcmp(v, "unix"), wait_on_pipe = wait_on_unix || !strcmp(v, "pipe"),
 			wait_on_cpu = !strcmp(v, "cpu"), i++;
+		else if (!strcmp(a, "--upstream") && v && strchr(v, ':')) {
+			char ip[64];
+			snprintf(ip, sizeof(ip), "%.*s", (int)(strchr(v, ':') - v), v);
+			upstream.sin_family = AF_INET;
+			upstream.sin_port = htons((unsigned short)atoi(strchr(v, ':') + 1));
+			if (inet_pton(AF_INET, ip, &upstream.sin_addr) != 1 || !upstream.sin_port) {
+				fprintf(stderr, "threaded: --upstream takes IPV4:PORT, not %s\n", v);
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(a, "--upstream-pool") && v)
+			keep_upstream = atoi(v), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;
@@ -320,6 +426,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "threaded: needs --port PORT, --hold-ms below --every-ms, and --touch-file with --touch-mb\n");
 		return 2;
 	}
+	for (; pooled < keep_upstream && pooled < (int)(sizeof(pool) / sizeof(pool[0])); pooled++)
+		if ((pool[pooled] = upstream_connection()) < 0) {
+			perror("threaded: --upstream-pool");
+			return 1;
+		}
 	if (touch_mb > 0 && map_pages()) {
 		perror("threaded: --touch-file");
 		return 1;
