@@ -107,6 +107,7 @@ pub mod maps {
         TCP_RESETS,
         OUTBOUND,
         OUTBOUND_SOCKETS,
+        OUTBOUND_REMOTES,
         EXITS,
         LOST_EVENTS,
         STACK_TRACES,

@@ -79,6 +79,17 @@ pub struct ThreadStats {
     pub reclaims: u64,
     pub reclaim_ns: u64,
     pub reclaim_start_ns: u64,
+    /// Set at a switch-out asleep in a socket read (socket_call's encoding; 0: any other wait).
+    /// At the switch-in that sleep becomes the socket wait (its call and its length), which the
+    /// read's return (sock_recv_length) charges to the socket it read when that is one of the
+    /// server's outbound connections. The thread's next sleep drops it (a preemption does not).
+    pub sleep_call: u64,
+    pub socket_wait_call: u64,
+    pub socket_wait_ns: u64,
+    /// The outbound socket the thread's last charged wait was on, until it reads another socket:
+    /// a wait on the same socket continues that call to the service (its answer's last bytes,
+    /// the close), and is not counted as another.
+    pub last_waited_sk: u64,
     pub comm: [u8; 16],
 }
 
@@ -106,6 +117,37 @@ pub fn futex_lock_protocol(op: u64, val: u64) -> bool {
         FUTEX_LOCK_PI | FUTEX_LOCK_PI2 => true,
         _ => false,
     }
+}
+
+/// A syscall that reads from one socket, encoded with what it reads: (its number plus one) << 32
+/// and its file descriptor, or ANY_FD for poll(2) and ppoll(2) on a single descriptor (in user
+/// memory), whose read follows. None for other syscalls. `slot` is ThreadStats.blocked_nr's
+/// encoding, `fd` and `nfds` the first and second arguments.
+pub fn socket_call(slot: u64, fd: u64, nfds: u64) -> Option<u64> {
+    const READ: u64 = 1;
+    const POLL: u64 = 8;
+    const READV: u64 = 20;
+    const RECVFROM: u64 = 46;
+    const RECVMSG: u64 = 48;
+    const PPOLL: u64 = 272;
+    const RECVMMSG: u64 = 300;
+    match slot {
+        READ | READV | RECVFROM | RECVMSG | RECVMMSG if fd <= i32::MAX as u64 => {
+            Some((slot << 32) | fd)
+        }
+        POLL | PPOLL if nfds == 1 => Some((slot << 32) | ANY_FD),
+        _ => None,
+    }
+}
+
+/// socket_call's descriptor when the call names none itself.
+pub const ANY_FD: u64 = 0xffff_ffff;
+
+/// Whether a socket read's return (`now`, socket_call's encoding of the running syscall) ends
+/// the wait recorded as `waited` (socket_call's encoding of the call slept in): the same call
+/// on the same descriptor, or any read after a single-descriptor poll.
+pub fn ends_socket_wait(waited: u64, now: u64) -> bool {
+    waited != 0 && (waited == now || waited & ANY_FD == ANY_FD)
 }
 
 /// Who woke a watched thread: the task running when the wakeup was issued (sched_waking fires in

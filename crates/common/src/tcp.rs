@@ -67,6 +67,10 @@ pub struct OutboundKey {
 pub struct OutboundCount {
     pub opened: u64,
     pub closed: u64,
+    /// The server's threads' sleeps reading from those connections (a socket read, or a poll
+    /// of one descriptor before it), and their time: the requests' waits for the dependency.
+    pub waits: u64,
+    pub wait_ns: u64,
 }
 
 /// Remote addresses OUTBOUND holds.

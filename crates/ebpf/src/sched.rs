@@ -16,7 +16,7 @@ use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, HistSlots, HolderKey, HolderWait,
     LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS, MAX_RUNQ_HOLDERS,
     MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, ThreadStats, WakeCount, WakeKey,
-    futex_lock_protocol, hist, lost,
+    futex_lock_protocol, hist, lost, socket_call,
 };
 
 use crate::target::{
@@ -58,7 +58,7 @@ static BLOCKED_SYSCALLS: PerCpuArray<BlockedTable> = PerCpuArray::with_max_entri
 /// the kernel's BTF), not a probe_read helper call: this runs at every switch of a watched
 /// thread. pt_regs is x86-64's, as are the syscall numbers.
 #[inline(always)]
-fn current_syscall_slot() -> u64 {
+pub fn current_syscall_slot() -> u64 {
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
     if regs.is_null() {
         return 0;
@@ -97,7 +97,7 @@ fn current_syscall_fd(slot: u64) -> i32 {
 /// The first three arguments of the current task's syscall (for futex(2): the word's address,
 /// the operation and the value), read as current_syscall_fd reads them.
 #[inline(always)]
-fn current_syscall_args() -> (u64, u64, u64) {
+pub fn current_syscall_args() -> (u64, u64, u64) {
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
     if regs.is_null() {
         return (0, 0, 0);
@@ -306,6 +306,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.voluntary_switches += 1;
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
+            // Nor is a socket wait that no read returned from yet that read's any more.
+            st.socket_wait_ns = 0;
         }
         if let Some(n) = GROUP_SWITCHES.get_ptr_mut(st.group) {
             unsafe { *n += 1 };
@@ -317,11 +319,17 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             current_syscall_slot()
         };
-        let (uaddr, op, val) = if st.blocked_nr == FUTEX_SLOT {
+        let args = if st.blocked_nr != 0 {
             current_syscall_args()
         } else {
             (0, 0, 0)
         };
+        let (uaddr, op, val) = if st.blocked_nr == FUTEX_SLOT {
+            args
+        } else {
+            (0, 0, 0)
+        };
+        st.sleep_call = socket_call(st.blocked_nr, args.0, args.1).unwrap_or(0);
         st.futex_uaddr = uaddr;
         st.futex_lock = futex_lock_protocol(op, val) as u32;
         st.futex_holder = 0;
@@ -411,6 +419,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
             st.blocked_nr = 0;
         }
+        if st.sleep_call != 0 && st.last_switch_out_ns != 0 {
+            st.socket_wait_call = st.sleep_call;
+            st.socket_wait_ns = now.saturating_sub(st.last_switch_out_ns);
+        }
+        st.sleep_call = 0;
         st.last_switch_in_ns = now;
         if let Some(slot) = RUNNING.get_ptr_mut(0) {
             unsafe {

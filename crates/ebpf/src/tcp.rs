@@ -8,9 +8,13 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
-use srvprof_common::{GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey, lost, tcp};
+use srvprof_common::{
+    GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey, ends_socket_wait, lost,
+    socket_call, tcp,
+};
 
-use crate::target::{count_lost, global, group_of, read_field};
+use crate::sched::{current_syscall_args, current_syscall_slot};
+use crate::target::{count_lost, global, group_of, read_field, watched_thread_current};
 
 #[map]
 static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::SIDES * tcp::COUNT, 0);
@@ -55,6 +59,12 @@ static OUTBOUND: PerCpuHashMap<OutboundKey, OutboundCount> =
 #[map]
 static OUTBOUND_SOCKETS: HashMap<u64, OutboundKey> =
     HashMap::with_max_entries(tcp::MAX_OUTBOUND_SOCKETS, 0);
+
+/// The remote addresses of the server's connections open before the programs attached (userspace
+/// writes them at its first reading): a socket connected to one of them is outbound too.
+#[map]
+static OUTBOUND_REMOTES: HashMap<OutboundKey, u8> =
+    HashMap::with_max_entries(tcp::MAX_OUTBOUND_REMOTES, 0);
 
 #[inline(always)]
 fn bump(side: u32, counter: u32) {
@@ -250,6 +260,17 @@ fn outbound_opened(sk: *const u8) {
     if group_of(tgid) != Some(GROUP_SERVER) {
         return;
     }
+    let key = remote_of(sk);
+    if OUTBOUND_SOCKETS.insert(&(sk as u64), &key, 0).is_err() {
+        count_lost(lost::OUTBOUND_MAP_FULL);
+        return;
+    }
+    count_outbound(&key, 1, 0);
+}
+
+/// The address a socket is connected to.
+#[inline(always)]
+fn remote_of(sk: *const u8) -> OutboundKey {
     let family: u16 = read_field(sk, global(&SOCK_FAMILY_OFFSET)).unwrap_or(0);
     let port_be: u16 = read_field(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0);
     let mut key = OutboundKey {
@@ -263,11 +284,7 @@ fn outbound_opened(sk: *const u8) {
         let v4: [u8; 4] = read_field(sk, global(&SOCK_DADDR_OFFSET)).unwrap_or([0; 4]);
         key.addr[..4].copy_from_slice(&v4);
     }
-    if OUTBOUND_SOCKETS.insert(&(sk as u64), &key, 0).is_err() {
-        count_lost(lost::OUTBOUND_MAP_FULL);
-        return;
-    }
-    count_outbound(&key, 1, 0);
+    key
 }
 
 #[inline(always)]
@@ -280,23 +297,82 @@ fn outbound_closed(sk: *const u8) {
     count_outbound(&key, 0, 1);
 }
 
+/// sock_recv_length(struct sock *sk, int ret, int flags), at the return of every socket read:
+/// a server thread that slept in this read (or in a poll of one descriptor right before it, with
+/// no sleep since) waited that long on this socket; when it is one of the server's
+/// outbound connections (its connect() seen, or open before the programs attached), that is a
+/// wait for a dependency, counted by its remote address (waits
+/// in a row on one socket as one call's). A thread per connection reads its dependency's answer the way it reads its client's next
+/// request: only the socket tells the two apart.
+#[btf_tracepoint(function = "sock_recv_length")]
+pub fn sock_recv_length(ctx: BtfTracePointContext) -> i32 {
+    let Some(st) = watched_thread_current() else {
+        return 0;
+    };
+    let sk: *const u8 = ctx.arg(0);
+    if st.last_waited_sk != sk as u64 {
+        st.last_waited_sk = 0;
+    }
+    if st.socket_wait_ns == 0 {
+        return 0;
+    }
+    let (call, waited) = (st.socket_wait_call, st.socket_wait_ns);
+    st.socket_wait_ns = 0;
+    if st.group != GROUP_SERVER {
+        return 0;
+    }
+    let (fd, nfds, _) = current_syscall_args();
+    let now = socket_call(current_syscall_slot(), fd, nfds).unwrap_or(0);
+    if !ends_socket_wait(call, now) {
+        return 0;
+    }
+    let key = match unsafe { OUTBOUND_SOCKETS.get(&(sk as u64)) } {
+        Some(key) => Some(*key),
+        None => Some(remote_of(sk)).filter(|k| unsafe { OUTBOUND_REMOTES.get(k) }.is_some()),
+    };
+    if let Some(key) = key {
+        let call_goes_on = st.last_waited_sk == sk as u64;
+        st.last_waited_sk = sk as u64;
+        add_outbound(
+            &key,
+            OutboundCount {
+                waits: u64::from(!call_goes_on),
+                wait_ns: waited,
+                ..Default::default()
+            },
+        );
+    }
+    0
+}
+
 #[inline(always)]
 fn count_outbound(key: &OutboundKey, opened: u64, closed: u64) {
+    add_outbound(
+        key,
+        OutboundCount {
+            opened,
+            closed,
+            ..Default::default()
+        },
+    );
+}
+
+#[inline(always)]
+fn add_outbound(key: &OutboundKey, n: OutboundCount) {
+    let add = |c: *mut OutboundCount| unsafe {
+        (*c).opened += n.opened;
+        (*c).closed += n.closed;
+        (*c).waits += n.waits;
+        (*c).wait_ns += n.wait_ns;
+    };
     if let Some(c) = OUTBOUND.get_ptr_mut(key) {
-        unsafe {
-            (*c).opened += opened;
-            (*c).closed += closed;
-        }
+        add(c);
         return;
     }
-    let first = OutboundCount { opened, closed };
     // Per-CPU values: a key another CPU inserted first has a zeroed slot for this CPU.
-    if OUTBOUND.insert(key, &first, BPF_NOEXIST as u64).is_err() {
+    if OUTBOUND.insert(key, &n, BPF_NOEXIST as u64).is_err() {
         match OUTBOUND.get_ptr_mut(key) {
-            Some(c) => unsafe {
-                (*c).opened += opened;
-                (*c).closed += closed;
-            },
+            Some(c) => add(c),
             None => count_lost(lost::OUTBOUND_MAP_FULL),
         }
     }

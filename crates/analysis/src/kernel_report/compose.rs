@@ -294,6 +294,14 @@ pub fn kernel_report<'a>(
     r.pauses = super::pauses::pause_deltas(start, end, group);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
+        // Waits are the span's: those before it are the start's.
+        for o in &mut outbound {
+            let before = (start.outbound.iter().flatten()).find(|b| b.remote == o.remote);
+            if let Some(b) = before {
+                o.waits = o.waits.saturating_sub(b.waits);
+                o.wait_ns = o.wait_ns.saturating_sub(b.wait_ns);
+            }
+        }
         outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));
         r.outbound = outbound;
     }

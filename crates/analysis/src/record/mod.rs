@@ -75,6 +75,13 @@ pub struct Outbound {
     /// Connections to it the server opened while watched (its connect() calls that left).
     #[serde(default)]
     pub opened: u64,
+    /// The server's threads' sleeps reading its answers on those connections (a thread per
+    /// connection's wait for it), and their time (ns), since the probes attached; a kernel
+    /// report's are the span's.
+    #[serde(default)]
+    pub waits: u64,
+    #[serde(default)]
+    pub wait_ns: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

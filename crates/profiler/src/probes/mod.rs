@@ -20,7 +20,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
-use srvprof_common::{globals, lost, maps};
+use srvprof_common::{OutboundCount, globals, lost, maps};
 
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
@@ -55,6 +55,7 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_send_reset",
     "tcp_receive_reset",
     "inet_sock_set_state",
+    "sock_recv_length",
 ];
 
 /// What to watch.
@@ -101,7 +102,7 @@ impl ProbeTargets {
 pub enum Family {
     /// softirq_* and irq_handler_*
     Irq,
-    /// tcp_* and inet_sock_set_state
+    /// tcp_*, inet_sock_set_state and sock_recv_length
     Tcp,
     /// sched_process_exit
     Exits,
@@ -120,7 +121,9 @@ impl Family {
     pub fn of(program: &str) -> Option<Family> {
         match program {
             p if p.starts_with("softirq_") || p.starts_with("irq_handler_") => Some(Family::Irq),
-            p if p.starts_with("tcp_") || p == "inet_sock_set_state" => Some(Family::Tcp),
+            p if p.starts_with("tcp_") || p == "inet_sock_set_state" || p == "sock_recv_length" => {
+                Some(Family::Tcp)
+            }
             "sched_process_exit" => Some(Family::Exits),
             p if p.starts_with("mm_vmscan_") => Some(Family::Reclaim),
             stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
@@ -380,12 +383,21 @@ impl Probes {
         target::watched(&self.ebpf)
     }
 
-    /// Reads every cumulative counter once. Cost: one map walk per measurement.
-    /// The server's outbound connections since the programs attached: (remote, opened, closed).
-    pub fn outbound(&self) -> Result<Vec<(std::net::SocketAddr, u64, u64)>, SrvprofError> {
+    /// The server's outbound connections since the programs attached, by remote address.
+    pub fn outbound(&self) -> Result<Vec<(std::net::SocketAddr, OutboundCount)>, SrvprofError> {
         tcp::outbound(&self.ebpf)
     }
 
+    /// The remote addresses of the server's connections open before the programs attached,
+    /// whose reads are then waits for a dependency too.
+    pub fn add_outbound_remotes(
+        &mut self,
+        remotes: &[std::net::SocketAddr],
+    ) -> Result<(), SrvprofError> {
+        tcp::add_outbound_remotes(&mut self.ebpf, remotes)
+    }
+
+    /// Reads every cumulative counter once. Cost: one map walk per measurement.
     pub fn read(&mut self) -> Result<KernelCounters, SrvprofError> {
         let watched: Vec<u32> = self
             .watched_pids()?

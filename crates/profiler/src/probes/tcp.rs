@@ -1,13 +1,14 @@
-//! Reads the TCP probes: retransmits and resets by side, resets by state and reason.
+//! Reads the TCP probes: retransmits and resets by side, resets by state and reason, the
+//! server's outbound connections and the waits on them.
 
 use aya::{
     Ebpf,
-    maps::{MapData, PerCpuArray, PerCpuHashMap},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
 };
 use srvprof_common::{OutboundCount, OutboundKey, TcpResetKey, maps, tcp};
 
 use super::btf_offsets::TcpNames;
-use super::{map_error, map_ref};
+use super::{map_error, map_mut, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{KernelCounters, TcpResetCount};
 
@@ -37,19 +38,54 @@ pub fn read(
     Ok(())
 }
 
-/// The server's outbound connections since the programs attached, by remote address: (opened,
-/// closed), summed over the CPUs.
-pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, u64, u64)>, SrvprofError> {
+/// The server's outbound connections since the programs attached, by remote address: opened,
+/// closed and waited on, summed over the CPUs.
+pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, OutboundCount)>, SrvprofError> {
     let map: PerCpuHashMap<&MapData, OutboundKey, OutboundCount> = map_ref(ebpf, maps::OUTBOUND)?;
     Ok(map
         .iter()
         .filter_map(Result::ok)
         .map(|(key, per_cpu)| {
-            let (opened, closed) =
-                (per_cpu.iter()).fold((0, 0), |(o, c), n| (o + n.opened, c + n.closed));
-            (remote_address(&key), opened, closed)
+            let sum = (per_cpu.iter()).fold(OutboundCount::default(), |s, n| OutboundCount {
+                opened: s.opened + n.opened,
+                closed: s.closed + n.closed,
+                waits: s.waits + n.waits,
+                wait_ns: s.wait_ns + n.wait_ns,
+            });
+            (remote_address(&key), sum)
         })
         .collect())
+}
+
+/// Adds the remote addresses of the server's connections open before the programs attached:
+/// reads from them are waits for a dependency too (sock_recv_length).
+pub fn add_outbound_remotes(
+    ebpf: &mut Ebpf,
+    remotes: &[std::net::SocketAddr],
+) -> Result<(), SrvprofError> {
+    let mut map: HashMap<&mut MapData, OutboundKey, u8> = map_mut(ebpf, maps::OUTBOUND_REMOTES)?;
+    for remote in remotes {
+        map.insert(outbound_key(remote), 1, 0)
+            .map_err(|e| map_error(maps::OUTBOUND_REMOTES, e))?;
+    }
+    Ok(())
+}
+
+/// The kernel's key for a remote address (remote_address's inverse).
+fn outbound_key(remote: &std::net::SocketAddr) -> OutboundKey {
+    let mut key = OutboundKey {
+        family: tcp::AF_INET,
+        port: remote.port(),
+        addr: [0; 16],
+    };
+    match remote.ip() {
+        std::net::IpAddr::V4(ip) => key.addr[..4].copy_from_slice(&ip.octets()),
+        std::net::IpAddr::V6(ip) => {
+            key.family = tcp::AF_INET6;
+            key.addr = ip.octets();
+        }
+    }
+    key
 }
 
 fn remote_address(key: &OutboundKey) -> std::net::SocketAddr {
@@ -86,5 +122,18 @@ pub fn reset_count(names: &TcpNames, key: &TcpResetKey, count: u64) -> TcpResetC
         state,
         reason,
         count,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_address_and_the_kernels_key_for_it_agree() {
+        for remote in ["127.0.0.1:5432", "[::1]:6379", "[::ffff:10.0.0.7]:80"] {
+            let remote: std::net::SocketAddr = remote.parse().unwrap();
+            assert_eq!(remote_address(&outbound_key(&remote)), remote);
+        }
     }
 }

@@ -386,21 +386,32 @@ impl Sampler {
         seed: Option<&crate::sockdiag::Connections>,
     ) -> Option<Vec<Outbound>> {
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
+        let mut open_before = Vec::new();
         for &(inode, local_port, remote) in seed.map_or(&[][..], |c| &c.established) {
             if inodes.contains(&u64::from(inode)) && !self.listen_ports.contains(&local_port) {
+                open_before.push(remote);
                 let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
                 *now.entry(remote.to_string()).or_default() += 1;
             }
         }
-        for (remote, opened, closed) in self.probes.outbound().ok()? {
+        if !open_before.is_empty() {
+            // Not fatal: its waits would read as waits for work, as without the programs.
+            let _ = self.probes.add_outbound_remotes(&open_before);
+        }
+        for (remote, count) in self.probes.outbound().ok()? {
             let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
-            let before = self.outbound_opened.insert(remote, opened).unwrap_or(0);
-            let open = opened.saturating_sub(closed);
-            if open > 0 || opened > before {
+            let before = self
+                .outbound_opened
+                .insert(remote, count.opened)
+                .unwrap_or(0);
+            let open = count.opened.saturating_sub(count.closed);
+            if open > 0 || count.opened > before {
                 let n = now.entry(remote.to_string()).or_default();
                 *n = (*n + open).max(1);
             }
-            self.outbound_entry(remote.to_string()).opened = opened;
+            let entry = self.outbound_entry(remote.to_string());
+            entry.opened = count.opened;
+            (entry.waits, entry.wait_ns) = (count.waits, count.wait_ns);
         }
         for (remote, n) in now {
             let seen = self.outbound_entry(remote);
