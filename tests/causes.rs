@@ -477,6 +477,84 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
     assert_no_finding(&fast, "slow_dependency");
 }
 
+/// servers/threaded, a thread per connection, asking servers/faulty (`--mode delay`, which
+/// answers after a known delay) on a connection of its own in ask_upstream(): its thread reads
+/// the answer in the same sk_wait_data as its client's next request. For one request in 50 and a
+/// 30 ms upstream, under a bursty load, and again over a pool of keep-alive connections opened
+/// before srvprof attached (so no connect() of theirs was seen), the top finding is tail_wait naming "a service it calls, at" the upstream's
+/// address with most of p99; the account counts one wait per ask, the requests completed over
+/// 50 (by construction, within 3 and those in flight at the span's ends), each as long as the upstream's delay within 15 %. When every
+/// request asks a 20 ms upstream, slow_dependency is the top finding and takes its share of p99
+/// from the account's part for that address. The same server without an upstream has no such
+/// part.
+#[test]
+fn a_dependency_a_thread_per_connection_reads_is_the_top_finding_by_its_address() {
+    require_root();
+    let service_part = |run: &serde_json::Value| {
+        (run["tail_account"]["parts"].as_array().unwrap().iter())
+            .find(|p| p["resource"] == "service")
+            .cloned()
+    };
+    // The rare wait's load comes in bursts: 100 then 700 requests a second, a second each.
+    let bursts = "100:1s,700:1s,100:1s,700:1s,100:1s,700:1s";
+    for (every, delay_ms, rate, peak_rate, pool, kind) in [
+        (50.0, 30.0, bursts, 700.0, "0", "tail_wait"),
+        (50.0, 30.0, "400", 400.0, "4", "tail_wait"),
+        (1.0, 20.0, "200", 200.0, "0", "slow_dependency"),
+    ] {
+        let delay = format!("{delay_ms}");
+        let upstream = Server::start("faulty", &["--mode", "delay", "--delay-ms", &delay]);
+        let address = format!("127.0.0.1:{}", upstream.port);
+        let every_arg = format!("{every}");
+        let mut args = vec!["--wait-every", &every_arg, "--upstream", &address];
+        if pool != "0" {
+            args.extend(["--upstream-pool", pool]);
+        }
+        let server = Server::start("threaded", &args);
+        let run = RunArgs::pid(server.pid())
+            .load(50, "6s", "0s")
+            .args(&["--rate", rate])
+            .run_ok(&format!("service-every-{every}-pool-{pool}"));
+        let kinds = finding_kinds(&run);
+        let f = expect_finding(&run, kind);
+        let part = service_part(&run).unwrap_or_else(|| panic!("{}", run["tail_account"]));
+        eprintln!(
+            "one in {every}, pool {pool}: findings {kinds:?}; {}; service part {part}",
+            f["summary"]
+        );
+        assert_eq!(kinds[0], kind, "{kinds:?}");
+        assert_eq!(part["held_by"], address.as_str(), "{part}");
+        assert!(f["summary"].as_str().unwrap().contains(&address), "{f}");
+        assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+        // The asks in flight at either end of the span may fall on either side of it.
+        let completed = run["tail_account"]["requests"].as_f64().unwrap();
+        let in_flight = peak_rate / every * delay_ms / 1e3;
+        let waits = part["waits"].as_f64().unwrap();
+        assert!(
+            (waits - completed / every).abs() <= 2.0 * in_flight + 3.0,
+            "{waits} waits for {completed} requests, one in {every} asking"
+        );
+        assert_within(
+            part["mean_wait_ms"].as_f64().unwrap(),
+            delay_ms,
+            0.15,
+            "the mean wait (ms) against the upstream's delay",
+        );
+        if kind == "slow_dependency" {
+            // Its share is the account's, its own estimate kept beside it.
+            assert!(f["evidence"]["rule_tail_ms"].is_number(), "{f}");
+        }
+    }
+
+    let clean = Server::start("threaded", &[]);
+    let run = RunArgs::pid(clean.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "400"])
+        .run_ok("service-clean");
+    assert!(service_part(&run).is_none(), "{}", run["tail_account"]);
+    assert_no_finding(&run, "tail_wait");
+}
+
 /// The tid of `pid`'s thread named `comm`.
 fn thread_named(pid: u32, comm: &str) -> Option<u32> {
     fs::read_dir(format!("/proc/{pid}/task"))

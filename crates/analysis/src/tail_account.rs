@@ -101,6 +101,9 @@ pub enum Resource {
     SynRetransmit,
     /// A data segment lost on the way and resent after the connection's retransmission timeout.
     Retransmit,
+    /// Another service's answer, read on a connection the server opened to it (its address is
+    /// the part's `held_by`).
+    Service,
 }
 
 impl Resource {
@@ -123,6 +126,7 @@ impl Resource {
             Resource::Unknown => "an unknown wait",
             Resource::SynRetransmit => "a lost SYN or SYN-ACK",
             Resource::Retransmit => "a lost segment",
+            Resource::Service => "a service it calls",
         }
     }
 
@@ -151,6 +155,9 @@ impl Resource {
             }
             Resource::SynRetransmit => {
                 "make the accept queue longer (listen backlog, net.core.somaxconn) and accept faster"
+            }
+            Resource::Service => {
+                "look at that service's latency, cache its answers, or call it with a timeout and in parallel"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
@@ -415,7 +422,8 @@ pub struct TailPart {
     /// for an event loop, those in flight and half of those that arrive during the wait.
     #[serde(default)]
     pub requests_delayed: f64,
-    /// Who held what it waited for: the CPU's holder (run queue), the lock's (a lock).
+    /// Who held what it waited for: the CPU's holder (run queue), the lock's (a lock), the
+    /// service's address (a service it calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
     /// Its time per request (ms), over the measured span.
@@ -451,6 +459,10 @@ impl TailPart {
                 }
                 (Some(what), None) => format!("the network: {what}"),
                 _ => "the network".to_string(),
+            },
+            Place::Blocked if self.resource == Some(Resource::Service) => match &self.held_by {
+                Some(at) => format!("blocked on a service it calls, at {at}"),
+                None => "blocked on a service it calls".to_string(),
             },
             Place::Blocked => {
                 let what = self.resource.map_or("a wait", Resource::label);
@@ -1133,6 +1145,33 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             });
         }
     }
+    // A thread asleep reading a connection the server opened waits for that service's answer, in
+    // a request: the kernel timed each such sleep (a thread per connection's read looks like
+    // one for its client's next request in the stacks, so that time is out of the idle time).
+    let mut service_us = 0.0;
+    for o in server.outbound.iter().filter(|o| o.waits > 0) {
+        let us = o.wait_ns as f64 / 1e3;
+        service_us += us;
+        let mean_wait_ms = us / 1e3 / o.waits as f64;
+        let delayed = match per_thread > 1.0 {
+            true => per_thread + arrivals_per_thread * mean_wait_ms / 1e3 / 2.0,
+            false => per_thread,
+        };
+        costs.push(Cost {
+            affected: Some(o.waits as f64 * delayed / n as f64),
+            lengths: None,
+            part: TailPart {
+                requests_delayed: delayed,
+                resource: Some(Resource::Service),
+                waits: Some(o.waits as f64),
+                mean_wait_ms: Some(mean_wait_ms),
+                held_by: Some(o.remote.clone()),
+                ..part(Place::Blocked, per_request(us) * delayed)
+            },
+            uniform: false,
+        });
+    }
+    idle_us = (idle_us - service_us).max(0.0);
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
         let (drawn_us, periods) = b.length;
@@ -1688,6 +1727,53 @@ mod tests {
             "{a:?}"
         );
         assert!(pipe.share > 0.9, "{a:?}");
+    }
+
+    /// A thread per connection that reads its dependency's answer as it reads its client's next
+    /// request: the stacks show both as the same wait for work; the kernel's count of the sleeps
+    /// on the server's outbound connections takes the service's out of the idle time.
+    #[test]
+    fn a_dependency_read_like_a_wait_for_work_is_the_services_part_by_the_kernels_count() {
+        // 10,000 requests, 200 of which wait 30 ms on 127.0.0.1:9000 (6 s); 40 s of next
+        // requests. No pipe wait.
+        let (load, mut server, stacks) = threaded(46_000_000, 0);
+        let idle_before =
+            account_of(&load, &server, &KernelReport::default(), &stacks).idle_per_request_ms;
+        server.outbound = vec![crate::record::Outbound {
+            remote: "127.0.0.1:9000".into(),
+            opened: 200,
+            waits: 200,
+            wait_ns: 6_000_000_000,
+            ..Default::default()
+        }];
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+        let top = &a.parts[0];
+        assert_eq!(top.place, Place::Blocked, "{a:?}");
+        assert_eq!(top.resource, Some(Resource::Service), "{a:?}");
+        assert_eq!(top.held_by.as_deref(), Some("127.0.0.1:9000"));
+        assert!((top.mean_wait_ms.unwrap() - 30.0).abs() < 1e-9, "{top:?}");
+        assert!(
+            (top.per_request_ms - 6_000.0 / 10_000.0).abs() < 1e-9,
+            "{top:?}"
+        );
+        // One request in 50 waits 30 ms: p99 (30 ms) is that wait.
+        assert!(top.share > 0.9, "{a:?}");
+        assert!(
+            (idle_before - a.idle_per_request_ms - 0.6).abs() < 1e-9,
+            "{idle_before} -> {}",
+            a.idle_per_request_ms
+        );
+        assert!(
+            top.describe()
+                .contains("a service it calls, at 127.0.0.1:9000"),
+            "{}",
+            top.describe()
+        );
+        // Without the kernel's count, the same stacks leave p99 unaccounted, not misnamed.
+        server.outbound[0].waits = 0;
+        server.outbound[0].wait_ns = 0;
+        let blind = account_of(&load, &server, &KernelReport::default(), &stacks);
+        assert!(blind.unaccounted_share > 0.9, "{blind:?}");
     }
 
     #[test]

@@ -120,6 +120,7 @@ pub(super) mod tests {
                         max_connections: conns,
                         samples_seen: k + 1,
                         opened: conns,
+                        ..Default::default()
                     })
                     .into_iter()
                     .collect(),

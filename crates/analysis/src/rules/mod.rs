@@ -41,8 +41,9 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
 /// the part each names. Their share of p99 is the account's, so that every cause is measured
 /// against the others by one split of p99; without an account, or without that part in it, each
 /// keeps its own estimate. The rules the account cannot measure keep theirs: several SYN
-/// retransmits to one connection, a quota's throttling, a dependency read like a wait for work,
-/// a runtime's pauses, and the CPU of requests queued behind others.
+/// retransmits to one connection, a quota's throttling, an event loop's dependency (its reads
+/// never sleep: it waits for the answer in its poll, with all other work), a runtime's pauses,
+/// and the CPU of requests queued behind others.
 ///
 /// A neighbour's share is the part's times its share of the waits (its evidence named here).
 const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
@@ -71,6 +72,12 @@ const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
         Some("share_of_wait"),
     ),
     (FindingKind::RunqTail, Place::RunQueue, None, None),
+    (
+        FindingKind::SlowDependency,
+        Place::Blocked,
+        Some(Resource::Service),
+        None,
+    ),
 ];
 
 /// Each finding of an ACCOUNTED kind takes its share of p99 from the account's part (its own

@@ -3,7 +3,7 @@
 //! in their code, or the server's own code on a CPU, named by its hottest function.
 
 use crate::finding::{Finding, FindingKind, Severity};
-use crate::rules::{RANKED_TAIL_SHARE, balance, cpu, io, locks, memory, tls};
+use crate::rules::{RANKED_TAIL_SHARE, balance, cpu, dependency, io, locks, memory, tls};
 use crate::run_report::RunReport;
 use crate::tail_account::{Place, Resource, TailAccount, TailPart};
 
@@ -23,6 +23,7 @@ fn named_by_a_rule(resource: Resource, r: &RunReport) -> bool {
         Resource::Lock => locks::lock_contention(r).is_some(),
         Resource::Disk => io::blocking_io(r).is_some(),
         Resource::PageFault => memory::memory_pressure(r).is_some(),
+        Resource::Service => dependency::slow_dependency(r).is_some(),
         _ => false,
     }
 }
@@ -179,9 +180,12 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         ),
         false => format!("the median {:.2} ms", a.p50_ms),
     };
+    let what = match (resource, &part.held_by) {
+        (Resource::Service, Some(at)) => format!("{}, at {at}", resource.label()),
+        _ => resource.label().to_string(),
+    };
     format!(
-        "the server waited on {}{place}: that wait is {:.0}% of p99 ({:.1} ms, {median}); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
-        resource.label(),
+        "the server waited on {what}{place}: that wait is {:.0}% of p99 ({:.1} ms, {median}); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
         part.share * 100.0,
         a.p99_ms,
         part.per_request_ms,
