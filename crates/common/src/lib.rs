@@ -22,7 +22,9 @@ pub use pauses::*;
 pub use sched::*;
 pub use stacks::*;
 pub use syscalls::*;
-pub use tcp::{MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey};
+pub use tcp::{
+    FdKey, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket, TcpResetKey,
+};
 
 /// Which side of a run a watched process belongs to.
 pub const GROUP_SERVER: u32 = 0;
@@ -72,6 +74,16 @@ pub mod globals {
         SOCK_FAMILY_OFFSET,
         SOCK_DADDR_OFFSET,
         SOCK_V6_DADDR_OFFSET,
+        /// task_struct.files, files_struct.fdt, fdtable.max_fds and .fd, file.f_inode and
+        /// .private_data, inode.i_mode, socket.sk: from a file descriptor to its socket.
+        TASK_FILES_OFFSET,
+        FILES_FDT_OFFSET,
+        FDTABLE_MAX_FDS_OFFSET,
+        FDTABLE_FD_OFFSET,
+        FILE_INODE_OFFSET,
+        INODE_MODE_OFFSET,
+        FILE_PRIVATE_DATA_OFFSET,
+        SOCKET_SK_OFFSET,
         /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
         STACK_GROUPS,
         /// Non-zero: the windowed syscall and softirq programs return at once (a measurement of
@@ -107,7 +119,7 @@ pub mod maps {
         TCP_RESETS,
         OUTBOUND,
         OUTBOUND_SOCKETS,
-        OUTBOUND_REMOTES,
+        OUTBOUND_FDS,
         EXITS,
         LOST_EVENTS,
         STACK_TRACES,
@@ -208,6 +220,8 @@ mod pod {
     unsafe impl aya::Pod for RunningSlot {}
     unsafe impl aya::Pod for OutboundKey {}
     unsafe impl aya::Pod for OutboundCount {}
+    unsafe impl aya::Pod for FdKey {}
+    unsafe impl aya::Pod for OutboundFd {}
     unsafe impl aya::Pod for HolderWait {}
     unsafe impl aya::Pod for DiskWaitKey {}
     unsafe impl aya::Pod for LockWaitKey {}

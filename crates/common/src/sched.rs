@@ -79,16 +79,14 @@ pub struct ThreadStats {
     pub reclaims: u64,
     pub reclaim_ns: u64,
     pub reclaim_start_ns: u64,
-    /// Set at a switch-out asleep in a socket read (socket_call's encoding; 0: any other wait).
-    /// At the switch-in that sleep becomes the socket wait (its call and its length), which the
-    /// read's return (sock_recv_length) charges to the socket it read when that is one of the
-    /// server's outbound connections. The thread's next sleep drops it (a preemption does not).
-    pub sleep_call: u64,
-    pub socket_wait_call: u64,
-    pub socket_wait_ns: u64,
-    /// The outbound socket the thread's last charged wait was on, until it reads another socket:
-    /// a wait on the same socket continues that call to the service (its answer's last bytes,
-    /// the close), and is not counted as another.
+    /// The server's threads: the file descriptor plus one a switch-out asleep in a socket read
+    /// named (socket_arg; 0: any other wait). At the switch-in, the sleep is charged to the
+    /// socket's remote address when it is one of the server's outbound connections.
+    pub sleep_socket: u32,
+    pub _pad_sleep: u32,
+    /// The outbound socket the thread's last such sleep was on (0: its last was on another
+    /// socket): a sleep on the same one again goes on with that call to the service (the
+    /// answer's last bytes, the close), and is not counted as another wait.
     pub last_waited_sk: u64,
     pub comm: [u8; 16],
 }
@@ -119,11 +117,18 @@ pub fn futex_lock_protocol(op: u64, val: u64) -> bool {
     }
 }
 
-/// A syscall that reads from one socket, encoded with what it reads: (its number plus one) << 32
-/// and its file descriptor, or ANY_FD for poll(2) and ppoll(2) on a single descriptor (in user
-/// memory), whose read follows. None for other syscalls. `slot` is ThreadStats.blocked_nr's
-/// encoding, `fd` and `nfds` the first and second arguments.
-pub fn socket_call(slot: u64, fd: u64, nfds: u64) -> Option<u64> {
+/// Where a syscall that waits on one socket names it: its first argument (`Fd`: read, readv,
+/// recvfrom, recvmsg, recvmmsg), or the first pollfd at its first argument, in user memory
+/// (`PollFd`: poll(2) and ppoll(2) of one descriptor, the wait before a read). `slot` is
+/// ThreadStats.blocked_nr's encoding, `nfds` the second argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketArg {
+    Fd,
+    PollFd,
+    None,
+}
+
+pub fn socket_arg(slot: u64, nfds: u64) -> SocketArg {
     const READ: u64 = 1;
     const POLL: u64 = 8;
     const READV: u64 = 20;
@@ -132,22 +137,10 @@ pub fn socket_call(slot: u64, fd: u64, nfds: u64) -> Option<u64> {
     const PPOLL: u64 = 272;
     const RECVMMSG: u64 = 300;
     match slot {
-        READ | READV | RECVFROM | RECVMSG | RECVMMSG if fd <= i32::MAX as u64 => {
-            Some((slot << 32) | fd)
-        }
-        POLL | PPOLL if nfds == 1 => Some((slot << 32) | ANY_FD),
-        _ => None,
+        READ | READV | RECVFROM | RECVMSG | RECVMMSG => SocketArg::Fd,
+        POLL | PPOLL if nfds == 1 => SocketArg::PollFd,
+        _ => SocketArg::None,
     }
-}
-
-/// socket_call's descriptor when the call names none itself.
-pub const ANY_FD: u64 = 0xffff_ffff;
-
-/// Whether a socket read's return (`now`, socket_call's encoding of the running syscall) ends
-/// the wait recorded as `waited` (socket_call's encoding of the call slept in): the same call
-/// on the same descriptor, or any read after a single-descriptor poll.
-pub fn ends_socket_wait(waited: u64, now: u64) -> bool {
-    waited != 0 && (waited == now || waited & ANY_FD == ANY_FD)
 }
 
 /// Who woke a watched thread: the task running when the wakeup was issued (sched_waking fires in
@@ -233,7 +226,20 @@ pub const MAX_LOCK_WAITS: u32 = 4096;
 
 #[cfg(test)]
 mod tests {
-    use super::futex_lock_protocol;
+    use super::{SocketArg, futex_lock_protocol, socket_arg};
+
+    #[test]
+    fn the_reads_name_their_socket_and_a_poll_of_one_descriptor_its_pollfd() {
+        // Numbers plus one: read 0, recvfrom 45, poll 7, ppoll 271, epoll_wait 232, futex 202.
+        assert_eq!(socket_arg(1, 0), SocketArg::Fd);
+        assert_eq!(socket_arg(46, 0), SocketArg::Fd);
+        assert_eq!(socket_arg(8, 1), SocketArg::PollFd);
+        assert_eq!(socket_arg(272, 1), SocketArg::PollFd);
+        // An event loop's poll of many, and its epoll_wait, wait for any work.
+        assert_eq!(socket_arg(8, 2), SocketArg::None);
+        assert_eq!(socket_arg(233, 1), SocketArg::None);
+        assert_eq!(socket_arg(203, 0), SocketArg::None);
+    }
 
     #[test]
     fn a_lock_waits_on_its_contended_value_a_condvar_on_others() {

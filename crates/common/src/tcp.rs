@@ -59,6 +59,33 @@ pub struct OutboundKey {
     pub addr: [u8; 16],
 }
 
+/// A watched process's file descriptor.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FdKey {
+    pub tgid: u32,
+    pub fd: u32,
+}
+
+/// OUTBOUND_SOCKETS' value: where a socket the server's connect() opened goes, and the file
+/// descriptor it was opened on (fd u32::MAX: not known).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundSocket {
+    pub remote: OutboundKey,
+    pub fd: FdKey,
+}
+
+/// OUTBOUND_FDS' value: the socket behind an outbound connection's file descriptor (0: one
+/// open before the programs attached, told by its remote address), and where it goes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutboundFd {
+    pub sk: u64,
+    pub remote: OutboundKey,
+    pub _pad: u32,
+}
+
 /// The server's connections to one remote address, per CPU: those its connect() started and
 /// those that closed since the programs attached (a close may count on another CPU than its
 /// open; the sums are right).

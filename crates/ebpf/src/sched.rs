@@ -5,7 +5,7 @@ use aya_ebpf::{
     bindings::pt_regs,
     helpers::{
         bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes, bpf_task_pt_regs,
+        bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_task_pt_regs,
     },
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
@@ -13,10 +13,10 @@ use aya_ebpf::{
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
-    BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, HistSlots, HolderKey, HolderWait,
-    LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS, MAX_RUNQ_HOLDERS,
-    MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, ThreadStats, WakeCount, WakeKey,
-    futex_lock_protocol, hist, lost, socket_call,
+    BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
+    HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
+    MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg,
+    ThreadStats, WakeCount, WakeKey, futex_lock_protocol, hist, lost, socket_arg,
 };
 
 use crate::target::{
@@ -306,8 +306,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.voluntary_switches += 1;
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
-            // Nor is a socket wait that no read returned from yet that read's any more.
-            st.socket_wait_ns = 0;
         }
         if let Some(n) = GROUP_SWITCHES.get_ptr_mut(st.group) {
             unsafe { *n += 1 };
@@ -319,7 +317,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             current_syscall_slot()
         };
-        let args = if st.blocked_nr != 0 {
+        // The server's sleeps on one socket, which may be a dependency's (charged at the wake).
+        let on_socket = st.group == GROUP_SERVER && socket_arg(st.blocked_nr, 1) != SocketArg::None;
+        let args = if st.blocked_nr == FUTEX_SLOT || on_socket {
             current_syscall_args()
         } else {
             (0, 0, 0)
@@ -329,7 +329,18 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         } else {
             (0, 0, 0)
         };
-        st.sleep_call = socket_call(st.blocked_nr, args.0, args.1).unwrap_or(0);
+        let fd = match socket_arg(st.blocked_nr, args.1) {
+            _ if !on_socket => None,
+            SocketArg::Fd => Some(args.0),
+            SocketArg::PollFd => unsafe { bpf_probe_read_user(args.0 as *const i32) }
+                .ok()
+                .map(|fd| fd as u64),
+            SocketArg::None => None,
+        };
+        st.sleep_socket = match fd {
+            Some(fd) if fd < u32::MAX as u64 => fd as u32 + 1,
+            _ => 0,
+        };
         st.futex_uaddr = uaddr;
         st.futex_lock = futex_lock_protocol(op, val) as u32;
         st.futex_holder = 0;
@@ -419,11 +430,13 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
             st.blocked_nr = 0;
         }
-        if st.sleep_call != 0 && st.last_switch_out_ns != 0 {
-            st.socket_wait_call = st.sleep_call;
-            st.socket_wait_ns = now.saturating_sub(st.last_switch_out_ns);
+        if st.sleep_socket != 0 {
+            if st.last_switch_out_ns != 0 {
+                let slept = now.saturating_sub(st.last_switch_out_ns);
+                crate::tcp::socket_sleep_ended(st, next, st.sleep_socket - 1, slept);
+            }
+            st.sleep_socket = 0;
         }
-        st.sleep_call = 0;
         st.last_switch_in_ns = now;
         if let Some(slot) = RUNNING.get_ptr_mut(0) {
             unsafe {

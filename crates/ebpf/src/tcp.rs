@@ -9,12 +9,16 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use srvprof_common::{
-    GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundKey, TcpResetKey, ends_socket_wait, lost,
-    socket_call, tcp,
+    FdKey, GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket,
+    TcpResetKey, ThreadStats, lost, tcp,
 };
 
 use crate::sched::{current_syscall_args, current_syscall_slot};
-use crate::target::{count_lost, global, group_of, read_field, watched_thread_current};
+
+/// connect(2)'s number on x86-64, plus one (current_syscall_slot's encoding).
+const CONNECT_SLOT: u64 = 42 + 1;
+
+use crate::target::{count_lost, global, group_of, read_field};
 
 #[map]
 static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::SIDES * tcp::COUNT, 0);
@@ -48,6 +52,23 @@ static SOCK_FAMILY_OFFSET: u64 = 0;
 static SOCK_DADDR_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_V6_DADDR_OFFSET: u64 = 0;
+/// The walk from a task's file descriptor to its socket (socket_sleep_ended).
+#[unsafe(no_mangle)]
+static TASK_FILES_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FILES_FDT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FDTABLE_MAX_FDS_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FDTABLE_FD_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FILE_INODE_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static INODE_MODE_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static FILE_PRIVATE_DATA_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SOCKET_SK_OFFSET: u64 = 0;
 
 /// The server's outbound connections by remote address: opened and closed, per CPU.
 #[map]
@@ -55,16 +76,17 @@ static OUTBOUND: PerCpuHashMap<OutboundKey, OutboundCount> =
     PerCpuHashMap::with_max_entries(tcp::MAX_OUTBOUND_REMOTES, 0);
 
 /// Socket -> the remote address of each outbound connection the server's connect() started,
-/// until it closes.
+/// and its file descriptor, until it closes.
 #[map]
-static OUTBOUND_SOCKETS: HashMap<u64, OutboundKey> =
+static OUTBOUND_SOCKETS: HashMap<u64, OutboundSocket> =
     HashMap::with_max_entries(tcp::MAX_OUTBOUND_SOCKETS, 0);
 
-/// The remote addresses of the server's connections open before the programs attached (userspace
-/// writes them at its first reading): a socket connected to one of them is outbound too.
+/// (process, file descriptor) -> the outbound connection on it: those the server's connect()
+/// opened, and those open before the programs attached (userspace writes them at its first
+/// reading). A sleep on any other descriptor costs one lookup here.
 #[map]
-static OUTBOUND_REMOTES: HashMap<OutboundKey, u8> =
-    HashMap::with_max_entries(tcp::MAX_OUTBOUND_REMOTES, 0);
+static OUTBOUND_FDS: HashMap<FdKey, OutboundFd> =
+    HashMap::with_max_entries(tcp::MAX_OUTBOUND_SOCKETS, 0);
 
 #[inline(always)]
 fn bump(side: u32, counter: u32) {
@@ -261,11 +283,41 @@ fn outbound_opened(sk: *const u8) {
         return;
     }
     let key = remote_of(sk);
-    if OUTBOUND_SOCKETS.insert(&(sk as u64), &key, 0).is_err() {
+    // In connect(2)'s context: its first argument is the descriptor.
+    let fd = match current_syscall_slot() {
+        CONNECT_SLOT => current_syscall_args().0 as u32,
+        _ => u32::MAX,
+    };
+    let socket = OutboundSocket {
+        remote: key,
+        fd: FdKey { tgid, fd },
+    };
+    if OUTBOUND_SOCKETS.insert(&(sk as u64), &socket, 0).is_err() {
         count_lost(lost::OUTBOUND_MAP_FULL);
         return;
     }
+    if fd != u32::MAX {
+        let on_fd = OutboundFd {
+            sk: sk as u64,
+            remote: key,
+            _pad: 0,
+        };
+        if OUTBOUND_FDS.insert(&socket.fd, &on_fd, 0).is_err() {
+            count_lost(lost::OUTBOUND_MAP_FULL);
+        }
+    }
     count_outbound(&key, 1, 0);
+}
+
+/// Compared field by field: a derived comparison of the address bytes may call memcmp, which a
+/// BPF program cannot.
+#[inline(always)]
+fn same_remote(a: &OutboundKey, b: &OutboundKey) -> bool {
+    let mut same = a.family == b.family && a.port == b.port;
+    for i in 0..16 {
+        same &= a.addr[i] == b.addr[i];
+    }
+    same
 }
 
 /// The address a socket is connected to.
@@ -290,59 +342,73 @@ fn remote_of(sk: *const u8) -> OutboundKey {
 #[inline(always)]
 fn outbound_closed(sk: *const u8) {
     let id = sk as u64;
-    let Some(key) = (unsafe { OUTBOUND_SOCKETS.get(&id) }).copied() else {
+    let Some(socket) = (unsafe { OUTBOUND_SOCKETS.get(&id) }).copied() else {
         return;
     };
     let _ = OUTBOUND_SOCKETS.remove(&id);
-    count_outbound(&key, 0, 1);
+    if unsafe { OUTBOUND_FDS.get(&socket.fd) }.is_some_and(|f| f.sk == id) {
+        let _ = OUTBOUND_FDS.remove(&socket.fd);
+    }
+    count_outbound(&socket.remote, 0, 1);
 }
 
-/// sock_recv_length(struct sock *sk, int ret, int flags), at the return of every socket read:
-/// a server thread that slept in this read (or in a poll of one descriptor right before it, with
-/// no sleep since) waited that long on this socket; when it is one of the server's
-/// outbound connections (its connect() seen, or open before the programs attached), that is a
-/// wait for a dependency, counted by its remote address (waits
-/// in a row on one socket as one call's). A thread per connection reads its dependency's answer the way it reads its client's next
-/// request: only the socket tells the two apart.
-#[btf_tracepoint(function = "sock_recv_length")]
-pub fn sock_recv_length(ctx: BtfTracePointContext) -> i32 {
-    let Some(st) = watched_thread_current() else {
-        return 0;
-    };
-    let sk: *const u8 = ctx.arg(0);
-    if st.last_waited_sk != sk as u64 {
+/// A server thread woke from a sleep reading one socket (`fd` of `task`, the thread switching in):
+/// when that descriptor holds one of the server's outbound connections, it waited that long for
+/// a dependency, counted by the remote address; sleeps in a row on one socket as one call's. A
+/// thread per connection reads its dependency's answer the way it reads its client's next
+/// request: only the descriptor tells the two apart. Only sleeps pay for this (an event loop
+/// sleeps in its poll), and a sleep on a client's connection one lookup.
+#[inline(always)]
+pub fn socket_sleep_ended(st: &mut ThreadStats, task: *const u8, fd: u32, slept: u64) {
+    let id = FdKey { tgid: st.tgid, fd };
+    let Some(on_fd) = (unsafe { OUTBOUND_FDS.get(&id) }).copied() else {
         st.last_waited_sk = 0;
-    }
-    if st.socket_wait_ns == 0 {
-        return 0;
-    }
-    let (call, waited) = (st.socket_wait_call, st.socket_wait_ns);
-    st.socket_wait_ns = 0;
-    if st.group != GROUP_SERVER {
-        return 0;
-    }
-    let (fd, nfds, _) = current_syscall_args();
-    let now = socket_call(current_syscall_slot(), fd, nfds).unwrap_or(0);
-    if !ends_socket_wait(call, now) {
-        return 0;
-    }
-    let key = match unsafe { OUTBOUND_SOCKETS.get(&(sk as u64)) } {
-        Some(key) => Some(*key),
-        None => Some(remote_of(sk)).filter(|k| unsafe { OUTBOUND_REMOTES.get(k) }.is_some()),
+        return;
     };
-    if let Some(key) = key {
-        let call_goes_on = st.last_waited_sk == sk as u64;
-        st.last_waited_sk = sk as u64;
-        add_outbound(
-            &key,
-            OutboundCount {
-                waits: u64::from(!call_goes_on),
-                wait_ns: waited,
-                ..Default::default()
-            },
-        );
+    // The descriptor may have been closed and reused since: the socket behind it says.
+    let sk = fd_socket(task, fd).map_or(0, |sk| sk as u64);
+    let same = match on_fd.sk {
+        0 => sk != 0 && same_remote(&remote_of(sk as *const u8), &on_fd.remote),
+        known => known == sk,
+    };
+    if !same {
+        let _ = OUTBOUND_FDS.remove(&id);
+        st.last_waited_sk = 0;
+        return;
     }
-    0
+    let call_goes_on = st.last_waited_sk == sk;
+    st.last_waited_sk = sk;
+    add_outbound(
+        &on_fd.remote,
+        OutboundCount {
+            waits: u64::from(!call_goes_on),
+            wait_ns: slept,
+            ..Default::default()
+        },
+    );
+}
+
+/// The socket behind a task's file descriptor: task->files->fdt->fd[fd], when its inode is a
+/// socket's, then file->private_data (a struct socket) ->sk.
+#[inline(always)]
+fn fd_socket(task: *const u8, fd: u32) -> Option<*const u8> {
+    const S_IFMT: u16 = 0o170000;
+    const S_IFSOCK: u16 = 0o140000;
+    let files: *const u8 = read_field(task, global(&TASK_FILES_OFFSET))?;
+    let fdt: *const u8 = read_field(files, global(&FILES_FDT_OFFSET))?;
+    let max_fds: u32 = read_field(fdt, global(&FDTABLE_MAX_FDS_OFFSET))?;
+    if fd >= max_fds {
+        return None;
+    }
+    let fds: *const u8 = read_field(fdt, global(&FDTABLE_FD_OFFSET))?;
+    let file: *const u8 = read_field(fds, u64::from(fd) * 8)?;
+    let inode: *const u8 = read_field(file, global(&FILE_INODE_OFFSET))?;
+    let mode: u16 = read_field(inode, global(&INODE_MODE_OFFSET))?;
+    if mode & S_IFMT != S_IFSOCK {
+        return None;
+    }
+    let socket: *const u8 = read_field(file, global(&FILE_PRIVATE_DATA_OFFSET))?;
+    read_field(socket, global(&SOCKET_SK_OFFSET)).filter(|sk: &*const u8| !sk.is_null())
 }
 
 #[inline(always)]

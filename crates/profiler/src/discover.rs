@@ -101,7 +101,9 @@ pub fn parse_listeners(text: &str, v6: bool) -> Vec<(SocketAddr, u64)> {
 pub fn listening_addrs(pids: &[u32]) -> Vec<SocketAddr> {
     let mut addrs = BTreeSet::new();
     for &pid in pids {
-        let inodes: BTreeSet<u64> = crate::procfs::socket_inodes(pid).into_iter().collect();
+        let inodes: BTreeSet<u64> = (crate::procfs::socket_fds(pid).into_iter())
+            .map(|(_, inode)| inode)
+            .collect();
         if inodes.is_empty() {
             continue;
         }

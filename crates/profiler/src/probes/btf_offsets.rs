@@ -35,6 +35,16 @@ pub struct KernelOffsets {
     pub inet_sport: u64,
     /// sk_buff.data: a received segment's TCP header, for a reset sent with no socket.
     pub skb_data: u64,
+    /// From a task's file descriptor to its socket: task_struct.files, files_struct.fdt,
+    /// fdtable.max_fds and .fd, file.f_inode, inode.i_mode, file.private_data, socket.sk.
+    pub task_files: u64,
+    pub files_fdt: u64,
+    pub fdtable_max_fds: u64,
+    pub fdtable_fd: u64,
+    pub file_inode: u64,
+    pub inode_mode: u64,
+    pub file_private_data: u64,
+    pub socket_sk: u64,
 }
 
 /// Names of the kernel's TCP numbers, read from its BTF enums: TCP states (an anonymous enum
@@ -142,6 +152,14 @@ impl KernelOffsets {
             sock_v6_daddr: sk_common + field(&["sock_common", "skc_v6_daddr"])?,
             inet_sport: field(&["inet_sock", "inet_sport"])?,
             skb_data: field(&["sk_buff", "data"])?,
+            task_files: field(&["task_struct", "files"])?,
+            files_fdt: field(&["files_struct", "fdt"])?,
+            fdtable_max_fds: field(&["fdtable", "max_fds"])?,
+            fdtable_fd: field(&["fdtable", "fd"])?,
+            file_inode: field(&["file", "f_inode"])?,
+            inode_mode: field(&["inode", "i_mode"])?,
+            file_private_data: field(&["file", "private_data"])?,
+            socket_sk: field(&["socket", "sk"])?,
         })
     }
 }

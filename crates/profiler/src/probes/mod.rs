@@ -55,7 +55,6 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_send_reset",
     "tcp_receive_reset",
     "inet_sock_set_state",
-    "sock_recv_length",
 ];
 
 /// What to watch.
@@ -102,7 +101,7 @@ impl ProbeTargets {
 pub enum Family {
     /// softirq_* and irq_handler_*
     Irq,
-    /// tcp_*, inet_sock_set_state and sock_recv_length
+    /// tcp_* and inet_sock_set_state
     Tcp,
     /// sched_process_exit
     Exits,
@@ -121,9 +120,7 @@ impl Family {
     pub fn of(program: &str) -> Option<Family> {
         match program {
             p if p.starts_with("softirq_") || p.starts_with("irq_handler_") => Some(Family::Irq),
-            p if p.starts_with("tcp_") || p == "inet_sock_set_state" || p == "sock_recv_length" => {
-                Some(Family::Tcp)
-            }
+            p if p.starts_with("tcp_") || p == "inet_sock_set_state" => Some(Family::Tcp),
             "sched_process_exit" => Some(Family::Exits),
             p if p.starts_with("mm_vmscan_") => Some(Family::Reclaim),
             stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
@@ -204,6 +201,22 @@ impl Probes {
             .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
             .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
             .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
+            .override_global(globals::TASK_FILES_OFFSET, &offsets.task_files, true)
+            .override_global(globals::FILES_FDT_OFFSET, &offsets.files_fdt, true)
+            .override_global(
+                globals::FDTABLE_MAX_FDS_OFFSET,
+                &offsets.fdtable_max_fds,
+                true,
+            )
+            .override_global(globals::FDTABLE_FD_OFFSET, &offsets.fdtable_fd, true)
+            .override_global(globals::FILE_INODE_OFFSET, &offsets.file_inode, true)
+            .override_global(globals::INODE_MODE_OFFSET, &offsets.inode_mode, true)
+            .override_global(
+                globals::FILE_PRIVATE_DATA_OFFSET,
+                &offsets.file_private_data,
+                true,
+            )
+            .override_global(globals::SOCKET_SK_OFFSET, &offsets.socket_sk, true)
             .override_global(globals::STACK_GROUPS, &targets.stack_groups(), true)
             .override_global(
                 globals::WINDOW_PROGRAMS_EMPTY,
@@ -388,13 +401,13 @@ impl Probes {
         tcp::outbound(&self.ebpf)
     }
 
-    /// The remote addresses of the server's connections open before the programs attached,
-    /// whose reads are then waits for a dependency too.
-    pub fn add_outbound_remotes(
+    /// The server's connections open before the programs attached, by (process, file
+    /// descriptor, remote address): sleeps reading them are then waits for a dependency too.
+    pub fn add_outbound_fds(
         &mut self,
-        remotes: &[std::net::SocketAddr],
+        open: &[(u32, u32, std::net::SocketAddr)],
     ) -> Result<(), SrvprofError> {
-        tcp::add_outbound_remotes(&mut self.ebpf, remotes)
+        tcp::add_outbound_fds(&mut self.ebpf, open)
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.

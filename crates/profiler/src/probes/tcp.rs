@@ -5,7 +5,7 @@ use aya::{
     Ebpf,
     maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
 };
-use srvprof_common::{OutboundCount, OutboundKey, TcpResetKey, maps, tcp};
+use srvprof_common::{FdKey, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp};
 
 use super::btf_offsets::TcpNames;
 use super::{map_error, map_mut, map_ref};
@@ -57,16 +57,21 @@ pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, OutboundCount)
         .collect())
 }
 
-/// Adds the remote addresses of the server's connections open before the programs attached:
-/// reads from them are waits for a dependency too (sock_recv_length).
-pub fn add_outbound_remotes(
+/// Adds the server's connections open before the programs attached, by (process, file
+/// descriptor, remote address): sleeps reading them are waits for a dependency too.
+pub fn add_outbound_fds(
     ebpf: &mut Ebpf,
-    remotes: &[std::net::SocketAddr],
+    open: &[(u32, u32, std::net::SocketAddr)],
 ) -> Result<(), SrvprofError> {
-    let mut map: HashMap<&mut MapData, OutboundKey, u8> = map_mut(ebpf, maps::OUTBOUND_REMOTES)?;
-    for remote in remotes {
-        map.insert(outbound_key(remote), 1, 0)
-            .map_err(|e| map_error(maps::OUTBOUND_REMOTES, e))?;
+    let mut map: HashMap<&mut MapData, FdKey, OutboundFd> = map_mut(ebpf, maps::OUTBOUND_FDS)?;
+    for &(tgid, fd, remote) in open {
+        let on_fd = OutboundFd {
+            sk: 0,
+            remote: outbound_key(&remote),
+            _pad: 0,
+        };
+        map.insert(FdKey { tgid, fd }, on_fd, 0)
+            .map_err(|e| map_error(maps::OUTBOUND_FDS, e))?;
     }
     Ok(())
 }

@@ -200,18 +200,23 @@ pub fn comm(pid: u32, tid: u32) -> Option<String> {
         .map(|s| s.trim_end().to_string())
 }
 
-/// The inodes of the sockets a process holds open (/proc/PID/fd links `socket:[N]`).
-pub fn socket_inodes(pid: u32) -> Vec<u64> {
+/// The sockets a process holds open: (file descriptor, inode) from /proc/PID/fd links
+/// `socket:[N]`.
+pub fn socket_fds(pid: u32) -> Vec<(u32, u64)> {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .into_iter()
         .flatten()
         .filter_map(|e| {
-            let link = std::fs::read_link(e.ok()?.path()).ok()?;
+            let e = e.ok()?;
+            let fd = e.file_name().to_str()?.parse().ok()?;
+            let link = std::fs::read_link(e.path()).ok()?;
             let link = link.to_str()?;
-            link.strip_prefix("socket:[")?
+            let inode = link
+                .strip_prefix("socket:[")?
                 .strip_suffix(']')?
                 .parse()
-                .ok()
+                .ok()?;
+            Some((fd, inode))
         })
         .collect()
 }

@@ -260,10 +260,13 @@ impl Sampler {
         let seed = first && !self.listen_ports.is_empty();
         // The server's sockets read right before and right after the socket table: a connection
         // that lives a request long (a proxy's to its upstream) is in both reads and the table.
-        let server_sockets = || -> std::collections::HashSet<u64> {
+        // By inode: the process and descriptor holding it.
+        let server_sockets = || -> std::collections::HashMap<u64, (u32, u32)> {
             (watched.iter())
                 .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
-                .flat_map(|(pid, _)| procfs::socket_inodes(*pid))
+                .flat_map(|&(pid, _)| {
+                    (procfs::socket_fds(pid).into_iter()).map(move |(fd, inode)| (inode, (pid, fd)))
+                })
                 .collect()
         };
         let mut server_inodes = if seed {
@@ -382,21 +385,22 @@ impl Sampler {
     /// programs' count cannot be read.
     fn read_outbound(
         &mut self,
-        inodes: &std::collections::HashSet<u64>,
+        inodes: &std::collections::HashMap<u64, (u32, u32)>,
         seed: Option<&crate::sockdiag::Connections>,
     ) -> Option<Vec<Outbound>> {
         let mut now: BTreeMap<String, u64> = BTreeMap::new();
         let mut open_before = Vec::new();
         for &(inode, local_port, remote) in seed.map_or(&[][..], |c| &c.established) {
-            if inodes.contains(&u64::from(inode)) && !self.listen_ports.contains(&local_port) {
-                open_before.push(remote);
+            let held = inodes.get(&u64::from(inode));
+            if let Some(&(pid, fd)) = held.filter(|_| !self.listen_ports.contains(&local_port)) {
+                open_before.push((pid, fd, remote));
                 let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
                 *now.entry(remote.to_string()).or_default() += 1;
             }
         }
         if !open_before.is_empty() {
             // Not fatal: its waits would read as waits for work, as without the programs.
-            let _ = self.probes.add_outbound_remotes(&open_before);
+            let _ = self.probes.add_outbound_fds(&open_before);
         }
         for (remote, count) in self.probes.outbound().ok()? {
             let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
