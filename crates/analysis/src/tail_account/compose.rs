@@ -1,0 +1,397 @@
+//! The account of a run: its parts from the server's stacks and kernel figures, the client's
+//! CPU and queue, and the network's resent segments, then split.
+
+use std::collections::HashMap;
+
+use srvprof_common::GROUP_SERVER;
+use srvprof_loadgen::LoadReport;
+
+use super::split::{Cost, allocate, lengths_of};
+use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
+use super::{Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
+use crate::kernel_report::KernelReport;
+use crate::record::NsHistogram;
+use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
+
+/// The server's own function with the most on-CPU samples: the innermost frame of its code, not
+/// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
+/// found; a JIT's frames have none and count as the server's).
+pub(super) fn hottest_function(
+    lines: &[FoldedLine],
+    modules: &std::collections::BTreeMap<String, crate::stacks::Module>,
+) -> Option<String> {
+    let library = |f: &str| {
+        (modules.get(f)).is_some_and(|m| m.path.contains(".so") || m.path.starts_with('['))
+    };
+    let mut by: HashMap<&str, u64> = HashMap::new();
+    for l in lines {
+        let user = (l.frames.iter().skip(1)).filter(|f| kernel_name(f).is_none());
+        let own = user.clone().rev().find(|f| !is_wrapper(f) && !library(f));
+        let named = own.or_else(|| user.clone().rev().find(|f| !is_wrapper(f)));
+        if let Some(f) = named.or(user.clone().next_back()) {
+            *by.entry(f.as_str()).or_default() += l.value;
+        }
+    }
+    (by.into_iter())
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .map(|(f, _)| f.to_string())
+}
+
+/// One wait's time over the span (us), and the request threads seen in it.
+struct Waited {
+    wait: Wait,
+    us: f64,
+    /// Its stacks' whole-run time (us) and the periods it is the time of (0: not known).
+    length: (u64, u64),
+    threads: Vec<String>,
+}
+
+/// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
+pub const MAX_PARTS: usize = 8;
+
+/// What the account is made from: the load's latencies, the server's threads, each side's CPU
+/// per request (µs), and the stacks.
+pub struct Inputs<'a> {
+    pub load: &'a LoadReport,
+    pub server: &'a KernelReport,
+    pub client: &'a KernelReport,
+    /// The server's run-queue waits in the measured span (srvprof_common::hist slots, ns).
+    pub runq_lengths: Option<&'a NsHistogram>,
+    pub server_cpu_us: f64,
+    pub client_cpu_us: f64,
+    pub stacks: &'a FoldedStacks,
+}
+
+/// The account of a run's p99 from its server's stacks; None without stacks, requests or p99.
+pub fn account(input: Inputs) -> Option<TailAccount> {
+    let Inputs {
+        load,
+        server,
+        client,
+        stacks,
+        runq_lengths,
+        ..
+    } = input;
+    let n = load.completed;
+    let (p50_ms, p99_ms) = (
+        load.latency_us.p50 as f64 / 1e3,
+        load.latency_us.p99 as f64 / 1e3,
+    );
+    if n == 0 || p99_ms <= 0.0 {
+        return None;
+    }
+    // Each wait's mean length, from the whole run's drawn periods: a length, not a total, so
+    // the warm-up's count as well as the measured span's.
+    let mut lengths: HashMap<&[String], (u64, u64)> = HashMap::new();
+    for l in (stacks.offcpu.iter()).filter(|l| l.group == GROUP_SERVER && l.periods > 0) {
+        let e = lengths.entry(&l.frames).or_default();
+        *e = (e.0 + l.value, e.1 + l.periods);
+    }
+    let measured;
+    let stacks = match stacks.is_timed() {
+        true => {
+            measured = stacks.window(0, (load.duration_s * 1000.0).ceil() as i64);
+            &measured
+        }
+        false => stacks,
+    };
+    let offcpu: Vec<&FoldedLine> = (stacks.lines(StackKind::OffCpu).iter())
+        .filter(|l| l.group == GROUP_SERVER)
+        .collect();
+    if offcpu.is_empty() {
+        return None;
+    }
+    let waits: Vec<(&FoldedLine, Wait)> = offcpu.iter().map(|l| (*l, wait_of(&l.frames))).collect();
+    let thread = |l: &FoldedLine| l.frames.first().cloned().unwrap_or_default();
+    let mut request_threads: Vec<String> = (waits.iter())
+        .filter(|(_, w)| w.resource == Resource::Work)
+        .map(|(l, _)| thread(l))
+        .collect();
+    request_threads.sort();
+    request_threads.dedup();
+    let serves =
+        |name: &str| request_threads.is_empty() || request_threads.iter().any(|t| t == name);
+    // Little's law: the requests in flight, over the request threads that ran.
+    let in_flight = load.throughput_rps * load.latency_us.mean / 1e6;
+    let running = (server.threads.iter())
+        .filter(|t| serves(&t.comm) && t.oncpu_ns + t.user_ns + t.sys_ns > 0)
+        .count()
+        .max(1);
+    let per_thread = (in_flight / running as f64).max(1.0);
+    let per_request = |us: f64| us / 1e3 / n as f64;
+
+    // The stacks are a draw of the off-CPU periods, shared out per thread name; the scheduler
+    // times every sleep inside each syscall exactly (a rare long wait of a busy event loop is
+    // drawn a few times at most). Each syscall's stacks are scaled to its exact time.
+    let exact: HashMap<&str, (u64, u64)> = (server.syscalls.iter())
+        .filter_map(|s| Some((s.name.as_str(), (s.blocked?, s.blocked_ns?))))
+        .collect();
+    let mut drawn_us: HashMap<&str, u64> = HashMap::new();
+    for (l, w) in &waits {
+        if let (Some(sc), false) = (&w.syscall, w.resource == Resource::Preempted) {
+            *drawn_us.entry(sc.as_str()).or_default() += l.value;
+        }
+    }
+    // A line's time (us).
+    let calibrated = |l: &FoldedLine, w: &Wait| -> f64 {
+        let known = (w.syscall.as_deref())
+            .filter(|_| w.resource != Resource::Preempted)
+            .and_then(|sc| Some((exact.get(sc)?, drawn_us.get(sc)?)));
+        match known {
+            Some(((_, ns), &drawn)) if drawn > 0 && *ns > 0 => {
+                *ns as f64 / 1e3 * l.value as f64 / drawn as f64
+            }
+            _ => l.value as f64,
+        }
+    };
+
+    let mut blocked: Vec<Waited> = Vec::new();
+    let mut idle_us = 0.0;
+    for (l, w) in &waits {
+        let name = thread(l);
+        if !serves(&name) {
+            continue;
+        }
+        let us = calibrated(l, w);
+        let length = lengths
+            .get(l.frames.as_slice())
+            .copied()
+            .unwrap_or_default();
+        match w.resource {
+            Resource::Work | Resource::Idle => idle_us += us,
+            // The run queue's part, from the scheduler's own count.
+            Resource::Preempted => {}
+            _ => match blocked.iter_mut().find(|b| b.wait == *w) {
+                Some(b) => {
+                    b.us += us;
+                    b.length = (b.length.0 + length.0, b.length.1 + length.1);
+                    if !b.threads.contains(&name) {
+                        b.threads.push(name);
+                    }
+                }
+                None => blocked.push(Waited {
+                    wait: w.clone(),
+                    us,
+                    length,
+                    threads: vec![name],
+                }),
+            },
+        }
+    }
+    blocked.sort_by(|a, b| b.us.total_cmp(&a.us));
+
+    let part = |place, per_request_ms| TailPart {
+        place,
+        per_request_ms,
+        ..Default::default()
+    };
+    let reach = |waits: f64| waits * per_thread / n as f64;
+    let arrivals_per_thread = load.throughput_rps / running as f64;
+    let mut costs = Vec::new();
+    // The request threads' CPU: a background thread's (a refresher, a collector) is no
+    // request's.
+    let cpu_ns: u64 = (server.threads.iter())
+        .filter(|t| serves(&t.comm))
+        .map(|t| t.oncpu_ns.max(t.user_ns + t.sys_ns))
+        .sum();
+    let cpu_ms = match cpu_ns {
+        0 => input.server_cpu_us / 1e3,
+        ns => ns as f64 / 1e6 / n as f64,
+    };
+    let oncpu: Vec<FoldedLine> = (stacks.of_group(StackKind::OnCpu, GROUP_SERVER).into_iter())
+        .filter(|l| l.frames.first().is_some_and(|t| serves(t)))
+        .collect();
+    costs.push(Cost {
+        part: TailPart {
+            function: hottest_function(&oncpu, &input.stacks.modules),
+            threads: request_threads.clone(),
+            ..part(Place::OnCpu, cpu_ms)
+        },
+        uniform: true,
+        affected: None,
+        lengths: None,
+    });
+    costs.push(Cost {
+        part: part(Place::Client, input.client_cpu_us / 1e3),
+        uniform: true,
+        affected: None,
+        lengths: None,
+    });
+    let (runq_ns, runq_waits) = (server.threads.iter())
+        .filter(|t| serves(&t.comm))
+        .fold((0, 0), |(ns, k), t| (ns + t.runq_ns, k + t.runq_waits));
+    // The process that held the CPUs the server waited for longest (pid 0: an idle CPU, the
+    // wake-up's own latency, is no one's).
+    let cpu_holder = (server.runq_holders.iter())
+        .filter(|h| h.pid != 0)
+        .max_by_key(|h| h.wait_ns)
+        .map(|h| format!("{} (pid {}), {:.0}% of it", h.comm, h.pid, h.share * 100.0));
+    let runq_mean_ms = (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64);
+    costs.push(Cost {
+        part: TailPart {
+            requests_delayed: per_thread,
+            held_by: cpu_holder,
+            waits: Some(runq_waits as f64),
+            mean_wait_ms: runq_mean_ms,
+            ..part(
+                Place::RunQueue,
+                per_request(runq_ns as f64 / 1e3) * per_thread,
+            )
+        },
+        uniform: false,
+        affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
+        lengths: runq_lengths
+            .zip(runq_mean_ms)
+            .and_then(|(h, mean)| lengths_of(h, mean)),
+    });
+    // Open loop: the time from a request's intended send to its actual one, the corrected
+    // latency's mean less the uncorrected's, on the requests sent behind schedule.
+    if let Some(o) = load
+        .open_loop
+        .as_ref()
+        .filter(|o| o.sends_behind_schedule > 0)
+    {
+        let per_request_ms =
+            ((load.latency_us.mean - o.uncorrected_latency_us.mean) / 1e3).max(0.0);
+        let behind = o.sends_behind_schedule as f64;
+        costs.push(Cost {
+            part: TailPart {
+                waits: Some(behind),
+                mean_wait_ms: Some(per_request_ms * n as f64 / behind),
+                ..part(Place::ClientQueue, per_request_ms)
+            },
+            uniform: false,
+            affected: Some(behind / n as f64),
+            lengths: None,
+        });
+    }
+    // A SYN or SYN-ACK resent: that connection's first request waited the kernel's timeout. A
+    // data segment resent (the server's SYN-ACKs are not among its segments): its request waited
+    // the connection's retransmission timeout. A lost response often has both ends resend (the
+    // server its response, the client its unanswered request): the larger count is the losses.
+    let (by_server, by_client) = (
+        server.tcp.retransmits,
+        (client.tcp.retransmits).saturating_sub(client.tcp.syn_retransmits),
+    );
+    let segments =
+        format!("segments retransmitted ({by_server} by the server, {by_client} by the client)");
+    let rto_ms = (server.tcp.rto_ms.or(client.tcp.rto_ms)).unwrap_or(RTO_MIN_MS);
+    for (what, resource, resent, wait_ms) in [
+        (
+            "SYNs retransmitted to the server",
+            Resource::SynRetransmit,
+            server.tcp.syn_retransmits,
+            SYN_TIMEOUT_MS,
+        ),
+        (
+            "SYN-ACKs the server retransmitted",
+            Resource::SynRetransmit,
+            server.tcp.synack_retransmits,
+            SYN_TIMEOUT_MS,
+        ),
+        (
+            segments.as_str(),
+            Resource::Retransmit,
+            by_server.max(by_client),
+            rto_ms,
+        ),
+    ] {
+        if resent > 0 {
+            costs.push(Cost {
+                part: TailPart {
+                    resource: Some(resource),
+                    kernel: Some(what.to_string()),
+                    waits: Some(resent as f64),
+                    mean_wait_ms: Some(wait_ms),
+                    ..part(Place::Network, resent as f64 * wait_ms / n as f64)
+                },
+                uniform: false,
+                affected: Some(resent as f64 / n as f64),
+                lengths: None,
+            });
+        }
+    }
+    // A thread asleep reading a connection the server opened waits for that service's answer, in
+    // a request: the kernel timed each such sleep (a thread per connection's read looks like
+    // one for its client's next request in the stacks, so that time is out of the idle time).
+    let mut service_us = 0.0;
+    for o in server.outbound.iter().filter(|o| o.waits > 0) {
+        let us = o.wait_ns as f64 / 1e3;
+        service_us += us;
+        let mean_wait_ms = us / 1e3 / o.waits as f64;
+        let delayed = match per_thread > 1.0 {
+            true => per_thread + arrivals_per_thread * mean_wait_ms / 1e3 / 2.0,
+            false => per_thread,
+        };
+        costs.push(Cost {
+            affected: Some(o.waits as f64 * delayed / n as f64),
+            lengths: None,
+            part: TailPart {
+                requests_delayed: delayed,
+                resource: Some(Resource::Service),
+                waits: Some(o.waits as f64),
+                mean_wait_ms: Some(mean_wait_ms),
+                held_by: Some(o.remote.clone()),
+                ..part(Place::Blocked, per_request(us) * delayed)
+            },
+            uniform: false,
+        });
+    }
+    idle_us = (idle_us - service_us).max(0.0);
+    let shown = MAX_PARTS.saturating_sub(costs.len());
+    for b in blocked.into_iter().take(shown) {
+        let (drawn_us, periods) = b.length;
+        let mean_wait_ms = (periods > 0).then(|| drawn_us as f64 / 1e3 / periods as f64);
+        let count = mean_wait_ms.filter(|m| *m > 0.0).map(|m| b.us / 1e3 / m);
+        // A lock's holder: the lock waited on longest from this function (the lock probes'
+        // waiter stack names it).
+        let held_by = (b.wait.resource == Resource::Lock)
+            .then(|| {
+                (server.locks.iter())
+                    .filter(|l| {
+                        (b.wait.function.as_ref()).is_some_and(|f| l.stack.iter().any(|s| s == f))
+                    })
+                    .max_by_key(|l| l.wait_ns)
+                    .and_then(|l| {
+                        let h = l.holders.first()?;
+                        Some(format!("{} (tid {}) at {}", h.comm, h.tid, l.address))
+                    })
+            })
+            .flatten();
+        // A thread that serves several requests at once (an event loop) delays those in flight
+        // and, on average, half of those that arrive while it waits.
+        let delayed = match (per_thread > 1.0, mean_wait_ms) {
+            (true, Some(wait_ms)) => per_thread + arrivals_per_thread * wait_ms / 1e3 / 2.0,
+            _ => per_thread,
+        };
+        costs.push(Cost {
+            affected: count.map(|c| c * delayed / n as f64),
+            lengths: None,
+            part: TailPart {
+                requests_delayed: delayed,
+                resource: Some(b.wait.resource),
+                kernel: b.wait.kernel,
+                function: b.wait.function,
+                syscall: b.wait.syscall,
+                waits: count,
+                mean_wait_ms,
+                held_by,
+                threads: b.threads,
+                ..part(Place::Blocked, per_request(b.us) * delayed)
+            },
+            uniform: false,
+        });
+    }
+    let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
+    Some(TailAccount {
+        requests: n,
+        p50_ms,
+        p99_ms,
+        request_threads,
+        requests_per_thread: per_thread,
+        idle_per_request_ms: per_request(idle_us),
+        parts,
+        unaccounted_ms,
+        unaccounted_share: unaccounted_ms / p99_ms,
+    })
+}

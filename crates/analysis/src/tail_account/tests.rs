@@ -1,0 +1,430 @@
+//! The account of constructed runs: waits told apart, parts named, shares split.
+
+use super::compose::hottest_function;
+use super::*;
+use crate::kernel_report::KernelReport;
+use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
+use srvprof_common::GROUP_SERVER;
+use srvprof_loadgen::LoadReport;
+
+/// The account of a run whose server and client used 20 and 10 us of CPU a request.
+fn account_of(
+    load: &LoadReport,
+    server: &KernelReport,
+    client: &KernelReport,
+    stacks: &FoldedStacks,
+) -> TailAccount {
+    account(Inputs {
+        load,
+        server,
+        client,
+        runq_lengths: None,
+        server_cpu_us: 20.0,
+        client_cpu_us: 10.0,
+        stacks,
+    })
+    .unwrap()
+}
+
+pub(super) fn cost(place: Place, ms: f64, uniform: bool) -> Cost {
+    Cost {
+        part: TailPart {
+            place,
+            per_request_ms: ms,
+            ..Default::default()
+        },
+        uniform,
+        affected: None,
+        lengths: None,
+    }
+}
+
+pub(super) fn frames(s: &str) -> Vec<String> {
+    s.split(';').map(str::to_string).collect()
+}
+
+/// A thread-per-connection server, as its stacks and the scheduler's counts show it: each
+/// connection thread reads its next request from its socket (idle) and, for some requests,
+/// an answer from a pipe (in a request); a "ticket" thread reads its pipe of asks (never a
+/// request's); a cache refresher sleeps (no request thread).
+fn threaded(socket_us: u64, pipe_us: u64) -> (LoadReport, KernelReport, FoldedStacks) {
+    use crate::stacks::LineSet;
+    let read = |thread: &str, caller: &str, wait: &str| -> Vec<String> {
+        frames(&format!(
+            "{thread};conn_main;{caller};read;do_syscall_64_[k];ksys_read_[k];vfs_read_[k];{wait}_[k];schedule_[k]"
+        ))
+    };
+    let mut off = LineSet::default();
+    let socket = off.add(
+        GROUP_SERVER,
+        read("conn", "conn_main", "sk_wait_data"),
+        socket_us,
+    );
+    off.add_periods(socket, 10_000);
+    // The drawn periods: 30 ms each.
+    let pipe = off.add(
+        GROUP_SERVER,
+        read("conn", "wait_for_ticket", "pipe_read"),
+        pipe_us,
+    );
+    off.add_periods(pipe, pipe_us / 30_000);
+    off.add(
+        GROUP_SERVER,
+        read("ticket", "ticket_main", "pipe_read"),
+        5_000_000,
+    );
+    off.add(
+        GROUP_SERVER,
+        frames("cache;refresh;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]"),
+        4_000_000,
+    );
+    let mut stacks = FoldedStacks::default();
+    stacks.set(StackKind::OffCpu, off.finish());
+    let load = LoadReport {
+        completed: 10_000,
+        duration_s: 5.0,
+        throughput_rps: 2_000.0,
+        latency_us: srvprof_loadgen::LatencySummary {
+            p50: 100,
+            p99: 30_000,
+            mean: 400.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let server = KernelReport {
+        threads: vec![crate::kernel_report::ThreadReport {
+            comm: "conn".into(),
+            oncpu_ns: 1_000_000,
+            ..Default::default()
+        }],
+        // Every sleep in read, counted by the scheduler: 10,000 next requests, 200 answers,
+        // and the ticket thread's 200 waits for asks; their exact time.
+        syscalls: vec![crate::kernel_report::SyscallReport {
+            name: "read".into(),
+            blocked: Some(10_400),
+            blocked_ns: Some((socket_us + 6_000_000 + 5_000_000) * 1_000),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    (load, server, stacks)
+}
+
+#[test]
+fn waits_for_work_and_waits_in_a_request_are_told_apart_and_scaled_to_the_exact_times() {
+    // The drawn stacks under-read the pipe: 3.99 s drawn of the 6 s the scheduler counted.
+    let (socket_us, pipe_us) = (40_000_000.0, 3_990_000.0);
+    let (load, server, stacks) = threaded(socket_us as u64, pipe_us as u64);
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert_eq!(a.request_threads, ["conn"]);
+    let pipe = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::Pipe))
+        .expect("the pipe wait");
+    // Scaled: read's exact 51 s shared by the drawn ones, the pipe's 3.99 s of them.
+    let scale = (socket_us + 11e6) / (socket_us + pipe_us + 5e6);
+    let pipe_ms = pipe_us / 1e3 * scale;
+    assert!(
+        (pipe.per_request_ms - pipe_ms / 10_000.0).abs() < 1e-9,
+        "{pipe:?}"
+    );
+    assert_eq!(pipe.threads, ["conn"]);
+    assert_eq!(pipe.function.as_deref(), Some("wait_for_ticket"));
+    // Each wait as long as its drawn ones, and as many as its scaled time makes.
+    assert!((pipe.mean_wait_ms.unwrap() - 30.0).abs() < 1e-9, "{pipe:?}");
+    let waits = pipe.waits.unwrap();
+    assert!((waits - pipe_ms / 30.0).abs() < 1e-6, "{waits}");
+    // The next requests' reads are idle; the ticket's and the refresher's waits no part.
+    assert!((a.idle_per_request_ms - socket_us / 1e3 * scale / 10_000.0).abs() < 1e-9);
+    assert!(a.parts.iter().all(|p| p.resource != Some(Resource::Sleep)));
+    assert_eq!(
+        a.parts.iter().filter(|p| p.place == Place::Blocked).count(),
+        1,
+        "{a:?}"
+    );
+    assert!(pipe.share > 0.9, "{a:?}");
+}
+
+/// A thread per connection that reads its dependency's answer as it reads its client's next
+/// request: the stacks show both as the same wait for work; the kernel's count of the sleeps
+/// on the server's outbound connections takes the service's out of the idle time.
+#[test]
+fn a_dependency_read_like_a_wait_for_work_is_the_services_part_by_the_kernels_count() {
+    // 10,000 requests, 200 of which wait 30 ms on 127.0.0.1:9000 (6 s); 40 s of next
+    // requests. No pipe wait.
+    let (load, mut server, stacks) = threaded(46_000_000, 0);
+    let idle_before =
+        account_of(&load, &server, &KernelReport::default(), &stacks).idle_per_request_ms;
+    server.outbound = vec![crate::record::Outbound {
+        remote: "127.0.0.1:9000".into(),
+        opened: 200,
+        waits: 200,
+        wait_ns: 6_000_000_000,
+        ..Default::default()
+    }];
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let top = &a.parts[0];
+    assert_eq!(top.place, Place::Blocked, "{a:?}");
+    assert_eq!(top.resource, Some(Resource::Service), "{a:?}");
+    assert_eq!(top.held_by.as_deref(), Some("127.0.0.1:9000"));
+    assert!((top.mean_wait_ms.unwrap() - 30.0).abs() < 1e-9, "{top:?}");
+    assert!(
+        (top.per_request_ms - 6_000.0 / 10_000.0).abs() < 1e-9,
+        "{top:?}"
+    );
+    // One request in 50 waits 30 ms: p99 (30 ms) is that wait.
+    assert!(top.share > 0.9, "{a:?}");
+    assert!(
+        (idle_before - a.idle_per_request_ms - 0.6).abs() < 1e-9,
+        "{idle_before} -> {}",
+        a.idle_per_request_ms
+    );
+    assert!(
+        top.describe()
+            .contains("a service it calls, at 127.0.0.1:9000"),
+        "{}",
+        top.describe()
+    );
+    // Without the kernel's count, the same stacks leave p99 unaccounted, not misnamed.
+    server.outbound[0].waits = 0;
+    server.outbound[0].wait_ns = 0;
+    let blind = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert!(blind.unaccounted_share > 0.9, "{blind:?}");
+}
+
+#[test]
+fn how_often_a_wait_is_met_reads_per_request() {
+    let part = |waits: f64, mean: f64| TailPart {
+        waits: Some(waits),
+        mean_wait_ms: Some(mean),
+        ..Default::default()
+    };
+    assert_eq!(
+        part(200.0, 30.04).how_often(10_000).as_deref(),
+        Some("1 request in 50 waits 30.0 ms")
+    );
+    assert_eq!(
+        part(30_000.0, 0.012).how_often(10_000).as_deref(),
+        Some("3.0 waits of 0.01 ms a request")
+    );
+    assert_eq!(part(0.5, 30.0).how_often(10_000), None);
+    assert_eq!(TailPart::default().how_often(10_000), None);
+}
+
+#[test]
+fn resent_syns_are_the_networks_part_by_the_kernels_timeout() {
+    let (load, mut server, stacks) = threaded(40_000_000, 0);
+    server.tcp.syn_retransmits = 150;
+    let mut load = load;
+    load.latency_us.p99 = 1_002_000;
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let net = &a.parts[0];
+    assert_eq!(net.place, Place::Network, "{a:?}");
+    // 1.5 % of the requests waited 1 s: a request at p99 is one of them.
+    assert!((net.per_request_ms - 15.0).abs() < 1e-9, "{net:?}");
+    assert!((net.tail_ms - 1000.0).abs() < 1e-9, "{net:?}");
+    assert!(
+        net.describe()
+            .contains("SYNs retransmitted to the server, each resent after 1000 ms")
+    );
+}
+
+#[test]
+fn lost_segments_are_the_networks_part_by_the_connections_own_timeout() {
+    let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+    load.latency_us.p99 = 205_000;
+    // 2 % of responses lost and resent after the connections' 204 ms (tcp_info), the
+    // client resending its request for most of them; its SYN retransmits are not segments.
+    server.tcp.retransmits = 200;
+    server.tcp.rto_ms = Some(204.0);
+    let mut client = KernelReport::default();
+    client.tcp.retransmits = 153;
+    client.tcp.syn_retransmits = 3;
+    let a = account_of(&load, &server, &client, &stacks);
+    let net = &a.parts[0];
+    assert_eq!(net.resource, Some(Resource::Retransmit), "{a:?}");
+    assert!((net.per_request_ms - 4.08).abs() < 1e-9, "{net:?}");
+    assert!((net.tail_ms - 204.0).abs() < 1e-9, "{net:?}");
+    assert_eq!(
+        net.describe(),
+        "the network: segments retransmitted (200 by the server, 150 by the client), each \
+         resent after 204 ms"
+    );
+    assert_eq!(
+        (a.parts.iter())
+            .filter(|p| p.place == Place::Network)
+            .count(),
+        1,
+        "{a:?}"
+    );
+    // Without the connections' timeout, the kernel's floor.
+    server.tcp.rto_ms = None;
+    let a = account_of(&load, &server, &client, &stacks);
+    assert_eq!(a.parts[0].mean_wait_ms, Some(RTO_MIN_MS), "{a:?}");
+}
+
+#[test]
+fn cpu_beyond_what_the_median_carries_takes_the_tail_and_the_clients_does_not() {
+    // 1 request in 50 spins 30 ms: 0.62 ms of CPU a request against a median of 0.14 ms.
+    let (parts, rest) = allocate(
+        vec![
+            cost(Place::OnCpu, 0.62, true),
+            cost(Place::Client, 0.11, true),
+            cost(Place::RunQueue, 0.01, false),
+        ],
+        0.14,
+        30.0,
+    );
+    assert_eq!(parts[0].place, Place::OnCpu, "{parts:?}");
+    assert!(parts[0].share > 0.95, "{parts:?}");
+    let client = parts.iter().find(|p| p.place == Place::Client).unwrap();
+    assert_eq!(client.tail_ms, 0.0, "{parts:?}");
+    assert!(rest < 1e-9);
+}
+
+#[test]
+fn the_hottest_function_is_the_servers_own_not_a_librarys() {
+    use crate::stacks::Module;
+    let module = |path: &str| Module {
+        path: path.into(),
+        build_id: None,
+    };
+    let modules = [
+        ("slow_path", module("/srv/threaded")),
+        ("conn_main", module("/srv/threaded")),
+        ("clock_gettime", module("[vdso]")),
+        ("memcpy", module("/usr/lib/libc.so.6")),
+    ]
+    .into_iter()
+    .map(|(f, m)| (f.to_string(), m))
+    .collect();
+    let line = |stack: &str, value| FoldedLine {
+        group: GROUP_SERVER,
+        frames: frames(stack),
+        value,
+        periods: 0,
+    };
+    let lines = [
+        line("conn;conn_main;slow_path;clock_gettime", 60),
+        line("conn;conn_main;slow_path", 10),
+        line("conn;conn_main;memcpy", 80),
+        line("conn;conn_main;memcpy;copy_user_[k]", 5),
+    ];
+    // libc's memcpy is conn_main's time; the vDSO's clock_gettime slow_path's.
+    assert_eq!(
+        hottest_function(&lines, &modules).as_deref(),
+        Some("conn_main")
+    );
+    let only_own = &lines[..2];
+    assert_eq!(
+        hottest_function(only_own, &modules).as_deref(),
+        Some("slow_path")
+    );
+    // Without modules, the innermost frame past the wrappers.
+    assert_eq!(
+        hottest_function(&lines, &Default::default()).as_deref(),
+        Some("memcpy")
+    );
+}
+
+#[test]
+fn a_lock_and_a_cpu_are_told_with_who_held_them() {
+    use crate::kernel_report::{LockHolder, LockReport, RunqHolderReport};
+    let (load, mut server, mut stacks) = threaded(40_000_000, 0);
+    let mut lines = stacks.offcpu.clone();
+    lines.push(FoldedLine {
+        group: GROUP_SERVER,
+        frames: frames(
+            "conn;conn_main;count_request;___pthread_mutex_lock;__GI___lll_lock_wait;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]",
+        ),
+        value: 3_000_000,
+        periods: 0,
+    });
+    stacks.offcpu = lines;
+    server.locks = vec![LockReport {
+        address: "0x55d0c0ffee00".into(),
+        wait_ns: 3_000_000_000,
+        stack: vec!["conn_main".into(), "count_request".into()],
+        holders: vec![LockHolder {
+            tid: 4242,
+            comm: "cache-refresh".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }];
+    server.runq_holders = vec![
+        RunqHolderReport {
+            pid: 0,
+            comm: "swapper/0".into(),
+            wait_ns: 9_000_000,
+            share: 0.6,
+            ..Default::default()
+        },
+        RunqHolderReport {
+            pid: 77,
+            comm: "hog".into(),
+            wait_ns: 6_000_000,
+            share: 0.4,
+            ..Default::default()
+        },
+    ];
+    server.threads[0].runq_ns = 15_000_000;
+    server.threads[0].runq_waits = 1_000;
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let lock = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::Lock))
+        .expect("the lock");
+    assert_eq!(
+        lock.describe(),
+        "blocked on a lock (futex) in futex_wait, called from count_request, held by \
+         cache-refresh (tid 4242) at 0x55d0c0ffee00"
+    );
+    let runq = (a.parts.iter())
+        .find(|p| p.place == Place::RunQueue)
+        .expect("the run queue");
+    assert_eq!(
+        runq.describe(),
+        "the server's threads waiting for a CPU (held most by hog (pid 77), 40% of it)"
+    );
+}
+
+#[test]
+fn an_open_loops_late_sends_are_the_clients_queue() {
+    let (mut load, server, stacks) = threaded(40_000_000, 0);
+    // 2 % of the requests sent 25 ms late on average: 0.5 ms a request.
+    load.latency_us.mean = 900.0;
+    load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
+        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
+            mean: 400.0,
+            ..Default::default()
+        },
+        sends_behind_schedule: 200,
+        max_behind_us: 40_000,
+    });
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let queue = &a.parts[0];
+    assert_eq!(queue.place, Place::ClientQueue, "{a:?}");
+    assert!((queue.per_request_ms - 0.5).abs() < 1e-9);
+    assert!((queue.mean_wait_ms.unwrap() - 25.0).abs() < 1e-9);
+    assert!((queue.tail_ms - 25.0).abs() < 1e-9, "{queue:?}");
+}
+
+#[test]
+fn an_event_loops_wait_delays_the_requests_in_flight_and_half_those_arriving() {
+    // One thread, 400 requests a second of 10 ms on average: 4 in flight; a 30 ms wait
+    // delays them and half of the 12 that arrive meanwhile.
+    let (mut load, server, stacks) = threaded(40_000_000, 3_990_000);
+    load.throughput_rps = 400.0;
+    load.latency_us.mean = 10_000.0;
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let pipe = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::Pipe))
+        .unwrap();
+    assert!((a.requests_per_thread - 4.0).abs() < 1e-9);
+    assert!((pipe.requests_delayed - 10.0).abs() < 1e-9, "{pipe:?}");
+    let waited_ms = pipe.per_request_ms * 10_000.0 / pipe.requests_delayed;
+    assert!(
+        (waited_ms - pipe.waits.unwrap() * 30.0).abs() < 1e-6,
+        "{pipe:?}"
+    );
+}
