@@ -8,6 +8,7 @@ mod exits;
 mod irq;
 mod memory;
 mod pauses;
+mod regs;
 mod sched;
 mod stacks;
 mod syscalls;

@@ -2,10 +2,9 @@
 
 use aya_ebpf::{
     EbpfContext,
-    bindings::pt_regs,
     helpers::{
-        bpf_get_current_pid_tgid, bpf_get_current_task_btf, bpf_get_smp_processor_id,
-        bpf_ktime_get_ns, bpf_probe_read_kernel_str_bytes, bpf_probe_read_user, bpf_task_pt_regs,
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_str_bytes, bpf_probe_read_user,
     },
     macros::{btf_tracepoint, map},
     maps::PerCpuArray,
@@ -15,10 +14,11 @@ use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
     HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
-    MAX_RUNQ_HOLDERS, MAX_SYSCALL_NR, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg,
-    ThreadStats, WakeCount, WakeKey, futex_lock_protocol, hist, lost, socket_arg,
+    MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg, ThreadStats, WakeCount,
+    WakeKey, futex_lock_protocol, hist, lost, socket_arg,
 };
 
+use crate::regs::{current_syscall_args, current_syscall_fd, current_syscall_slot};
 use crate::target::{
     count_lost, current_comm, group_of, task_comm, task_exec_runtime, task_ids, watch,
     watched_thread,
@@ -49,61 +49,6 @@ fn add_group_oncpu(group: u32, ns: u64) {
 /// [group].by_nr[nr] -> voluntary off-CPU periods inside syscall nr, and their time.
 #[map]
 static BLOCKED_SYSCALLS: PerCpuArray<BlockedTable> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
-
-/// The syscall the current task is in, plus one; 0 when it is not in one. A task's kernel entry
-/// from user space saves its registers at the top of its kernel stack, and orig_ax there holds
-/// the syscall number, or -1 for an interrupt or an exception (a page fault, a preemption of
-/// user code): each entry overwrites it, so it names what the task is inside now. Read with a
-/// direct load through the helper's typed pointer (the verifier checks it against pt_regs in
-/// the kernel's BTF), not a probe_read helper call: this runs at every switch of a watched
-/// thread. pt_regs is x86-64's, as are the syscall numbers.
-#[inline(always)]
-pub fn current_syscall_slot() -> u64 {
-    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
-    if regs.is_null() {
-        return 0;
-    }
-    let nr = unsafe { (*regs).orig_rax } as i64;
-    if nr >= 0 && nr < MAX_SYSCALL_NR as i64 {
-        nr as u64 + 1
-    } else {
-        0
-    }
-}
-
-/// The file descriptor the current task's syscall was given: sendfile's source (its second
-/// argument), else the first argument, which is an fd for read, pread64, readv, write, fsync,
-/// and the other calls that wait on a file (user space keeps the fd only for those). Read from
-/// the registers saved at the syscall's entry, as current_syscall_slot reads its number.
-#[inline(always)]
-fn current_syscall_fd(slot: u64) -> i32 {
-    const SENDFILE: u64 = 40;
-    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
-    if regs.is_null() || slot == 0 {
-        return -1;
-    }
-    let arg = if slot == SENDFILE + 1 {
-        unsafe { (*regs).rsi }
-    } else {
-        unsafe { (*regs).rdi }
-    };
-    if arg <= i32::MAX as u64 {
-        arg as i32
-    } else {
-        -1
-    }
-}
-
-/// The first three arguments of the current task's syscall (for futex(2): the word's address,
-/// the operation and the value), read as current_syscall_fd reads them.
-#[inline(always)]
-pub fn current_syscall_args() -> (u64, u64, u64) {
-    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
-    if regs.is_null() {
-        return (0, 0, 0);
-    }
-    unsafe { ((*regs).rdi, (*regs).rsi, (*regs).rdx) }
-}
 
 /// Adds to `key`'s value in `map` with `add`, or inserts `first()` for a new key (made only
 /// then: it may call helpers); `full` counts a new key that found the map full. Another CPU may

@@ -13,7 +13,7 @@ use srvprof_common::{
     TcpResetKey, ThreadStats, lost, tcp,
 };
 
-use crate::sched::{current_syscall_args, current_syscall_slot};
+use crate::regs::{current_syscall_args, current_syscall_slot};
 
 /// connect(2)'s number on x86-64, plus one (current_syscall_slot's encoding).
 const CONNECT_SLOT: u64 = 42 + 1;
