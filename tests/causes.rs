@@ -631,7 +631,8 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
 
 /// servers/threaded with a cause no rule was written for: every 50th request waits 30 ms in
 /// wait_for_ticket(), reading its answer from a pipe a "ticket" thread writes (then, on other
-/// servers, from a UNIX socket, and asleep in nanosleep under a bursty load). p50 stays well under a millisecond while p99 is the wait. The top
+/// servers, from a UNIX socket, and asleep in nanosleep under a bursty load); the pipe's and the
+/// socket's other end is named, the ticket thread. p50 stays well under a millisecond while p99 is the wait. The top
 /// finding is tail_wait, naming the pipe (the socket, the sleep), its kernel function and wait_for_ticket,
 /// with most of p99; the account's time in that wait is what the server does by construction (30
 /// ms for one request in 50) and what libbpf-tools' offcputime finds in the connection threads'
@@ -683,6 +684,12 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
         assert!(kernel_function.ends_with(kernel), "{account}");
         let peer_us = offcputime_us_of_thread_with_frame(&peer, "conn", kernel_function);
         assert_eq!(part["function"], "wait_for_ticket", "{account}");
+        // A pipe's or a socket's other end: the ticket thread, which writes the answers.
+        if wait_on != "sleep" {
+            let end = part["held_by"].as_str().unwrap_or_default();
+            let ticket = format!("ticket (pid {})", server.pid());
+            assert!(end.starts_with(&ticket), "{part}");
+        }
         // The connection threads serve requests (the main thread's accept too); the ticket
         // thread's waits for asks are none of a request's.
         let threads = account["request_threads"].to_string();
@@ -806,8 +813,8 @@ fn requests_that_take_the_cpu_are_the_top_finding_from_the_account_of_p99() {
 /// requests that arrived meanwhile waiting behind it. The top finding is tail_wait naming the pipe
 /// with most of p99; the worker's time blocked there (the account's time per request, over the
 /// requests each wait delays) is what libbpf-tools' offcputime finds in the worker's
-/// stacks through that kernel function, within 15 %; the master's wait for signals is no
-/// request's.
+/// stacks through that kernel function, within 15 %; the pipe's other end is named, a child
+/// process per wait; the master's wait for signals is no request's.
 #[test]
 fn a_blocking_call_in_an_event_loop_is_the_top_finding_from_the_account_of_p99() {
     use srvprof_integration::libbpf_tools::{Tool, offcputime_us_of_thread_with_frame};
@@ -829,6 +836,18 @@ fn a_blocking_call_in_an_event_loop_is_the_top_finding_from_the_account_of_p99()
     assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
     assert_eq!(part["resource"], "pipe", "{account}");
     assert!(f["tail_share"].as_f64().unwrap() >= 0.7, "{f}");
+    // The pipe's other end: a child process per wait, about as many as the waits.
+    let end = part["held_by"].as_str().unwrap_or_default();
+    let children: f64 = (end.split(" (").nth(1))
+        .and_then(|s| s.split(" processes").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{part}"));
+    assert_within(
+        children,
+        part["waits"].as_f64().unwrap(),
+        0.15,
+        "the child processes that woke the worker against its waits on the pipe",
+    );
     // Each wait delays the requests in flight and half of those arriving meanwhile: 400 a
     // second on one worker, a 30 ms wait, at least 6.
     let delayed = part["requests_delayed"].as_f64().unwrap();

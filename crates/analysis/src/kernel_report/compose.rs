@@ -10,7 +10,10 @@ use super::sampling::{
     Basis, MIN_TRACED_SWITCHES, group_switches, traced_fraction, traced_share_by, traced_syscalls,
 };
 use super::tcp::{host_tcp_report, tcp_report};
-use super::{KernelReport, LatencyUs, SyscallReport, TOP_WAKEUPS, ThreadReport, WakeupReport};
+use super::{
+    KernelReport, LatencyUs, SyscallReport, TOP_WAKERS, TOP_WAKEUPS, ThreadReport, WakerReport,
+    WakeupReport,
+};
 use crate::names::syscall_name;
 use crate::record::{CpuUse, ExitRecord, Reading, ThreadCounters};
 
@@ -68,7 +71,32 @@ fn wakeup_deltas(
             .then(a.waker_tid.cmp(&b.waker_tid))
             .then(a.wakee_tid.cmp(&b.wakee_tid))
     });
-    out.truncate(TOP_WAKEUPS);
+    out
+}
+
+/// Every pair's wakeups summed by the waker's name and the woken thread's name, but a thread's
+/// by its siblings of its own name (workers passing a lock on): `pid_of` a watched thread.
+fn wakers_of(pairs: &[WakeupReport], pid_of: impl Fn(u32) -> Option<u32>) -> Vec<WakerReport> {
+    let mut by: BTreeMap<(&str, &str), BTreeMap<u32, u64>> = BTreeMap::new();
+    let sibling =
+        |w: &WakeupReport| w.waker_comm == w.wakee_comm && pid_of(w.wakee_tid) == Some(w.waker_pid);
+    for w in pairs.iter().filter(|w| !sibling(w)) {
+        let pids = by.entry((&w.waker_comm, &w.wakee_comm)).or_default();
+        *pids.entry(w.waker_pid).or_default() += w.count;
+    }
+    let mut out: Vec<WakerReport> = (by.into_iter())
+        .map(|((waker, wakee), pids)| WakerReport {
+            waker_pid: (pids.iter())
+                .max_by_key(|(_, n)| **n)
+                .map_or(0, |(p, _)| *p),
+            waker_comm: waker.to_string(),
+            wakee_comm: wakee.to_string(),
+            count: pids.values().sum(),
+            processes: pids.len() as u64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.truncate(TOP_WAKERS);
     out
 }
 
@@ -283,6 +311,11 @@ pub fn kernel_report<'a>(
         .sort_by(|a, b| b.count.cmp(&a.count).then(a.nr.cmp(&b.nr)));
 
     r.wakeups = wakeup_deltas(start, end, group, &r.threads);
+    let pids: BTreeMap<u32, u32> = (end.kernel.threads.iter())
+        .map(|t| (t.tid, t.pid))
+        .collect();
+    r.wakers = wakers_of(&r.wakeups, |tid| pids.get(&tid).copied());
+    r.wakeups.truncate(TOP_WAKEUPS);
     r.softirqs = softirq_deltas(start, end);
     r.hardirqs = hardirq_deltas(start, end);
     r.exits = exits.iter().filter(|e| e.group == group).cloned().collect();

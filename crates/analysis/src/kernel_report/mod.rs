@@ -49,6 +49,20 @@ pub struct WakeupReport {
     pub count: u64,
 }
 
+/// How often threads of one name woke the group's threads of one name in the span: who is at
+/// the other end of what they wait on (a pipe's writer, a lock's holder). `processes` is how
+/// many processes they were in (a helper started per request is a new one each time), and
+/// `waker_pid` the one that woke them most.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WakerReport {
+    pub waker_pid: u32,
+    pub waker_comm: String,
+    pub wakee_comm: String,
+    pub count: u64,
+    #[serde(default)]
+    pub processes: u64,
+}
+
 /// A thread of the group that did nothing in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuietThread {
@@ -62,6 +76,8 @@ pub const PAGE_FAULT: &str = "page fault";
 
 /// The pairs kept in a report, most frequent first.
 pub const TOP_WAKEUPS: usize = 20;
+/// The wakers kept, by thread name.
+pub const TOP_WAKERS: usize = 50;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ThreadReport {
@@ -200,6 +216,10 @@ pub struct KernelReport {
     /// The most frequent waker -> woken-thread pairs (woken thread in this group).
     #[serde(default)]
     pub wakeups: Vec<WakeupReport>,
+    /// Every waker of the group's threads, by thread name, the most wakeups first (TOP_WAKERS
+    /// of them); a thread's siblings of its own name left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wakers: Vec<WakerReport>,
     /// Who held the CPU when this group's threads' waits for one ended, longest first.
     #[serde(default)]
     pub runq_holders: Vec<RunqHolderReport>,

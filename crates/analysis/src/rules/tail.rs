@@ -182,6 +182,9 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
     };
     let what = match (resource, &part.held_by) {
         (Resource::Service, Some(at)) => format!("{}, at {at}", resource.label()),
+        (Resource::Pipe | Resource::UnixSocket, Some(end)) => {
+            format!("{} (its other end {end})", resource.label())
+        }
         _ => resource.label().to_string(),
     };
     format!(

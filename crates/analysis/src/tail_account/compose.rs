@@ -16,6 +16,40 @@ use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 /// The server's own function with the most on-CPU samples: the innermost frame of its code, not
 /// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
 /// found; a JIT's frames have none and count as the server's).
+/// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times: the
+/// waker of those threads that woke them about as often as they waited there (half to twice),
+/// or a new process of it about as often (a helper started per wait, which wakes its parent at
+/// its start and at its end), other than their siblings, the load generator and the kernel's own (an idle CPU's interrupt, a
+/// worker thread): "ticket (pid 812), which woke them 48 times".
+fn other_end(
+    server: &KernelReport,
+    client_pids: &[u32],
+    threads: &[String],
+    waits: f64,
+) -> Option<String> {
+    const KERNEL: [&str; 4] = ["swapper", "ksoftirqd", "kworker", "rcu"];
+    // By the waker's name: (the pid that woke them most, processes, wakeups).
+    let mut by: HashMap<&str, (u32, u64, u64)> = HashMap::new();
+    let wakers = (server.wakers.iter()).filter(|w| {
+        threads.contains(&w.wakee_comm)
+            && w.waker_pid != 0
+            && !client_pids.contains(&w.waker_pid)
+            && !KERNEL.iter().any(|k| w.waker_comm.starts_with(k))
+    });
+    for w in wakers {
+        let e = by.entry(&w.waker_comm).or_default();
+        *e = (w.waker_pid, e.1.max(w.processes), e.2 + w.count);
+    }
+    let about = |k: u64| (0.5 * waits..=2.0 * waits).contains(&(k as f64));
+    (by.into_iter())
+        .filter(|(_, (_, processes, n))| about(*n) || (*processes > 1 && about(*processes)))
+        .max_by_key(|(comm, (.., n))| (*n, std::cmp::Reverse(*comm)))
+        .map(|(comm, (pid, processes, n))| match processes {
+            0 | 1 => format!("{comm} (pid {pid}), which woke them {n} times"),
+            k => format!("{comm} ({k} processes), which woke them {n} times"),
+        })
+}
+
 pub(super) fn hottest_function(
     lines: &[FoldedLine],
     modules: &std::collections::BTreeMap<String, crate::stacks::Module>,
@@ -381,6 +415,12 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             },
             uniform: false,
         });
+    }
+    for c in &mut costs {
+        let p = &mut c.part;
+        if matches!(p.resource, Some(Resource::Pipe | Resource::UnixSocket)) {
+            p.held_by = (p.waits).and_then(|w| other_end(server, &client.pids, &p.threads, w));
+        }
     }
     let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
     Some(TailAccount {

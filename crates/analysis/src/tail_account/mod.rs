@@ -202,7 +202,8 @@ pub struct TailPart {
     #[serde(default)]
     pub requests_delayed: f64,
     /// Who held what it waited for: the CPU's holder (run queue), the lock's (a lock), the
-    /// service's address (a service it calls).
+    /// service's address (a service it calls), the process at the other end (a pipe, a UNIX
+    /// socket).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<String>,
     /// Its time per request (ms), over the measured span.
@@ -245,9 +246,12 @@ impl TailPart {
             },
             Place::Blocked => {
                 let what = self.resource.map_or("a wait", Resource::label);
-                let held = match &self.held_by {
-                    Some(h) => format!(", held by {h}"),
-                    None => String::new(),
+                let held = match (&self.held_by, self.resource) {
+                    (Some(h), Some(Resource::Pipe | Resource::UnixSocket)) => {
+                        format!(", its other end {h}")
+                    }
+                    (Some(h), _) => format!(", held by {h}"),
+                    (None, _) => String::new(),
                 };
                 match &self.kernel {
                     Some(k) => format!("blocked on {what} in {k}{}{held}", called(&self.function)),

@@ -111,6 +111,61 @@ fn threaded(socket_us: u64, pipe_us: u64) -> (LoadReport, KernelReport, FoldedSt
     (load, server, stacks)
 }
 
+/// The pipe's 200 waits of 30 ms: its writer woke the connection threads about as often (a
+/// thread, or a helper process per wait); the load generator, an idle CPU's interrupts and a thread that hands out connections woke them
+/// too, but they are the client, the kernel, or woke them 50 times as often.
+#[test]
+fn the_other_end_of_a_pipe_is_the_waker_that_woke_its_readers_as_often_as_they_waited() {
+    use crate::kernel_report::WakerReport;
+    let (load, mut server, stacks) = threaded(40_000_000, 3_990_000);
+    let waker = |pid: u32, comm: &str, count: u64| WakerReport {
+        waker_pid: pid,
+        waker_comm: comm.into(),
+        wakee_comm: "conn".into(),
+        count,
+        processes: 1,
+    };
+    let client = KernelReport {
+        pids: vec![9],
+        ..Default::default()
+    };
+    let pipe_of = |server: &KernelReport| {
+        let a = account_of(&load, server, &client, &stacks);
+        (a.parts.into_iter())
+            .find(|p| p.resource == Some(Resource::Pipe))
+            .expect("the pipe wait")
+    };
+    server.wakers = vec![
+        waker(9, "loadgen-0", 10_000),
+        waker(7, "acceptor", 10_000),
+        waker(0, "swapper/1", 3_000),
+        waker(7, "ticket", 202),
+    ];
+    let pipe = pipe_of(&server);
+    assert_eq!(
+        pipe.held_by.as_deref(),
+        Some("ticket (pid 7), which woke them 202 times"),
+        "{pipe:?}"
+    );
+    // A helper started for each wait: a new process each time, named by what they run.
+    server.wakers[3] = WakerReport {
+        processes: 200,
+        ..waker(31, "sleep", 600)
+    };
+    assert_eq!(
+        pipe_of(&server).held_by.as_deref(),
+        Some("sleep (200 processes), which woke them 600 times")
+    );
+    assert!(
+        pipe.describe().contains("its other end ticket (pid 7)"),
+        "{}",
+        pipe.describe()
+    );
+    // No waker woke them about as often as they waited: none is named.
+    server.wakers.truncate(3);
+    assert_eq!(pipe_of(&server).held_by, None);
+}
+
 #[test]
 fn waits_for_work_and_waits_in_a_request_are_told_apart_and_scaled_to_the_exact_times() {
     // The drawn stacks under-read the pipe: 3.99 s drawn of the 6 s the scheduler counted.
