@@ -36,6 +36,12 @@ pub struct StackKey {
     pub user_stack_id: i32,
     pub kernel_stack_id: i32,
     pub comm: [u8; 16],
+    /// Off-CPU: the syscall the thread slept in, plus one (0: none; on-CPU keys 0). The undrawn
+    /// periods are timed per thread name and syscall, so that each syscall's exact time goes to
+    /// the drawn stacks in it: a busy thread's rare long wait in one syscall, drawn a few times
+    /// at most, is not shared with its frequent short ones in another.
+    pub syscall: u32,
+    pub _pad: u32,
 }
 
 /// A stack the kernel walked but could not keep: STACK_TRACES is a hash table of one stack per

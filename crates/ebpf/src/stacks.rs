@@ -28,6 +28,7 @@ use srvprof_common::{
     USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
+use crate::regs::current_syscall_slot;
 use crate::target::{THREADS, count_lost, current_comm, stacks_group_of, task_exec_runtime};
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
@@ -97,13 +98,15 @@ const TASK_DEAD: u64 = 0x80;
 /// is unwound in user space, or walked here only when the ring has no room (the caller sets
 /// user_stack_id).
 #[inline(always)]
-fn stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32) -> StackKey {
+fn stack_key<C: StackIdContext>(ctx: &C, tgid: u32, group: u32, syscall: u32) -> StackKey {
     StackKey {
         tgid,
         group,
         user_stack_id: -1,
         kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
         comm: current_comm(),
+        syscall,
+        _pad: 0,
     }
 }
 
@@ -168,6 +171,8 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
             user_stack_id: -1,
             kernel_stack_id: -1,
             comm: current_comm(),
+            syscall: 0,
+            _pad: 0,
         };
         let kernel = KernelStack::Frames(ctx.as_ptr());
         if !send_user_stack(&key, kernel, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
@@ -376,8 +381,9 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
             .unwrap_or(0)
             == 0;
     let mut seq = 0;
+    let syscall = current_syscall_slot() as u32;
     let key = if drawn {
-        let mut key = stack_key(&ctx, prev_tgid, group);
+        let mut key = stack_key(&ctx, prev_tgid, group, syscall);
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
         if send_user_stack(&key, KernelStack::InKey, prev_tid, id, now) {
             seq = id;
@@ -394,6 +400,8 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
             user_stack_id: -1,
             kernel_stack_id: -1,
             comm: current_comm(),
+            syscall,
+            _pad: 0,
         }
     };
     let period = OffcpuPeriod {

@@ -157,6 +157,8 @@ pub struct Probes {
     accounting: cost::Accounting,
     /// The threads of the watched processes have been listed from /proc once (sched::read).
     threads_seeded: bool,
+    /// The kernel's off-CPU totals when the stacks' grid started (set_stack_grid).
+    offcpu_at_grid: Option<stacks::OffcpuTotals>,
 }
 
 impl Probes {
@@ -335,6 +337,7 @@ impl Probes {
             disk_paths: Default::default(),
             accounting: Default::default(),
             threads_seeded: false,
+            offcpu_at_grid: None,
         })
     }
 
@@ -476,16 +479,20 @@ impl Probes {
             .as_mut()
             .map(crate::stacks::unwind::UserStacks::finish)
             .unwrap_or_default();
+        let at_grid = self.offcpu_at_grid.as_ref();
         self.stack_sample_hz
-            .map(|hz| stacks::read(&self.ebpf, hz, unwound, grid))
+            .map(|hz| stacks::read(&self.ebpf, hz, unwound, grid, at_grid))
             .transpose()
     }
 
     /// The run's interval grid, which stacks are timed on: interval 0 starts at `origin_ns`
-    /// (CLOCK_MONOTONIC).
-    pub fn set_stack_grid(&self, origin_ns: u64, interval_ns: u64) {
+    /// (CLOCK_MONOTONIC). The kernel's off-CPU totals are read now, to scale the draws before
+    /// and after it each to its own.
+    pub fn set_stack_grid(&mut self, origin_ns: u64, interval_ns: u64) {
         if let Some(u) = &self.user_stacks {
             u.set_grid(origin_ns, interval_ns);
+            // Without them, the draws are scaled to the whole run's totals, as before a grid.
+            self.offcpu_at_grid = stacks::offcpu_totals(&self.ebpf).ok();
         }
     }
 

@@ -143,6 +143,30 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     Ok(())
 }
 
+/// Off-CPU time per thread name of a process and syscall slept in (tgid, comm, syscall).
+pub type Who = (u32, [u8; 16], u32);
+pub type OffcpuTotals = StdHashMap<Who, u64>;
+
+fn who(k: &StackKey) -> Who {
+    (k.tgid, k.comm, k.syscall)
+}
+
+fn totals_of(exact: &[(StackKey, u64)]) -> OffcpuTotals {
+    let mut out = StdHashMap::new();
+    for (key, ns) in exact {
+        *out.entry(who(key)).or_default() += ns;
+    }
+    out
+}
+
+/// The kernel's exact off-CPU time so far per thread name and syscall: read when the run's
+/// interval grid starts, so that the draws before and after it are each scaled to their own.
+pub fn offcpu_totals(ebpf: &Ebpf) -> Result<OffcpuTotals, SrvprofError> {
+    let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, maps::OFFCPU_STACKS)?;
+    let exact: Vec<(StackKey, u64)> = map.iter().filter_map(Result::ok).collect();
+    Ok(totals_of(&exact))
+}
+
 /// A process's off-CPU stacks are the ones unwound in user space once this many of its periods
 /// were (a sample of them, scaled to the kernel's exact total); below, the kernel's walk.
 pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
@@ -151,15 +175,16 @@ pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
 ///
 /// On-CPU, every sample is unwound (the kernel counts only those the ring had no room for).
 /// Off-CPU, the kernel times every period, a draw of them (OFFCPU_UNWIND_PER_S) with their
-/// stacks, the rest under their thread's name alone: for a process with enough drawn periods,
-/// each thread name's exact off-CPU total is shared among the unwound stacks in proportion to
-/// their weighted times. Otherwise the kernel's keys are shown as they are, the undrawn time as
+/// stacks, the rest under their thread's name and syscall alone: for a process with enough drawn
+/// periods, each thread name's exact off-CPU total in each syscall is shared among the unwound
+/// stacks in it in proportion to their weighted times (none drawn: the thread's "[no stack]"). Otherwise the kernel's keys are shown as they are, the undrawn time as
 /// the thread's "[no stack]".
 pub fn read(
     ebpf: &Ebpf,
     sample_hz: u64,
     mut unwound: UnwoundStacks,
     grid: Option<(u64, u64)>,
+    at_grid: Option<&OffcpuTotals>,
 ) -> Result<RawStacks, SrvprofError> {
     let counts = |name: &str| -> Result<Vec<(StackKey, u64)>, SrvprofError> {
         let map: HashMap<&MapData, StackKey, u64> = map_ref(ebpf, name)?;
@@ -177,10 +202,12 @@ pub fn read(
     // The key with its unwound user stack's id (the kernel took none: its user_stack_id is -1).
     // None unwound, a sample of a process gone before it was, keeps -1 and shows the kernel
     // frames alone.
+    // The syscall only shares the time out: a stack's lines are one whatever it was.
     let with_unwound = |(mut key, user): StackRef| -> StackKey {
         if user >= 0 {
             key.user_stack_id = user;
         }
+        key.syscall = 0;
         key
     };
 
@@ -197,47 +224,80 @@ pub fn read(
         oncpu.add(&mut index, key, n);
     }
 
-    // Off-CPU time is shared out per thread name of a process (tgid, comm): a busy thread's
-    // sampled periods, each standing for many, vary more than a quiet thread's, and one total
-    // for the process would let that noise move time between them.
+    // Off-CPU time is shared out per thread name of a process and syscall slept in (tgid,
+    // comm, syscall): a busy thread's sampled periods, each standing for many, vary more than
+    // a quiet thread's, and its rare long wait in one syscall more than its frequent short ones
+    // in another; one total for all would let that noise move time between them.
     let off = std::mem::take(&mut unwound.offcpu).finish(grid);
     let exact = counts(maps::OFFCPU_STACKS)?;
-    let who = |k: &StackKey| (k.tgid, k.comm);
-    let mut exact_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
-    for (key, ns) in &exact {
-        *exact_total.entry(who(key)).or_default() += ns;
+    let exact_total = totals_of(&exact);
+    // Each phase's draws are scaled to its own exact time when the totals were read at the
+    // grid's start: the periods before it (the grid's negative intervals, or no grid) and
+    // those after it (a rare wait drawn a few times would otherwise take its share of the whole
+    // run's time in whichever phase its draws fell).
+    let before = |who: &Who| at_grid.map(|t| t.get(who).copied().unwrap_or(0));
+    let (mut sampled_rows, mut sampled_before) = (OffcpuTotals::new(), OffcpuTotals::new());
+    for r in off.rows.iter() {
+        let phase = match r.interval >= 0 {
+            true => &mut sampled_rows,
+            false => &mut sampled_before,
+        };
+        *phase
+            .entry(who(&off.stacks[r.stack as usize].0))
+            .or_default() += r.value;
     }
-    let sampled = (off.rows.iter().map(|r| (r.stack, r.value))).chain(off.untimed.iter().copied());
-    let mut sampled_total: StdHashMap<(u32, [u8; 16]), u64> = StdHashMap::new();
-    for (id, w) in sampled {
-        *sampled_total
+    for &(id, w) in &off.untimed {
+        *sampled_before
             .entry(who(&off.stacks[id as usize].0))
             .or_default() += w;
     }
+    let sampled_total = |who: &Who| {
+        sampled_rows.get(who).copied().unwrap_or(0) + sampled_before.get(who).copied().unwrap_or(0)
+    };
     let from_cfi = |k: &StackKey| {
         unwound.offcpu_periods.get(&k.tgid).copied().unwrap_or(0) >= MIN_OFFCPU_UNWOUND_PERIODS
-            && sampled_total.get(&who(k)).copied().unwrap_or(0) > 0
+            && sampled_total(&who(k)) > 0
     };
-    let scaled = |key: &StackKey, w: u64| -> u64 {
-        let scale = exact_total.get(&who(key)).copied().unwrap_or(0) as f64
-            / sampled_total[&who(key)] as f64;
+    // `timed`: a period after the grid's start, else one before it.
+    let scaled = |key: &StackKey, w: u64, timed: bool| -> u64 {
+        let who = who(key);
+        let total = exact_total.get(&who).copied().unwrap_or(0);
+        let (sampled, exact) = match (before(&who), timed) {
+            (Some(b), true) => (sampled_rows.get(&who).copied(), total.saturating_sub(b)),
+            (Some(b), false) => (sampled_before.get(&who).copied(), b),
+            (None, _) => (Some(sampled_total(&who)), total),
+        };
+        let scale = match sampled.filter(|s| *s > 0) {
+            Some(s) => exact as f64 / s as f64,
+            None => total as f64 / sampled_total(&who) as f64,
+        };
         (w as f64 * scale).round() as u64
     };
     let (mut offcpu, mut index) = (Counts::default(), StdHashMap::new());
+    // Shown as the kernel keyed them, one line per stack whatever the syscall.
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
-        offcpu.add(&mut index, *key, *ns);
+        let key = StackKey { syscall: 0, ..*key };
+        offcpu.add(&mut index, key, *ns);
     }
+    // Each drawn stack's time before and after scaling: its periods are scaled alike, so that
+    // its time over its periods stays its drawn periods' mean length.
+    let mut drawn: StdHashMap<StackRef, (u64, u64)> = StdHashMap::new();
     for r in off.rows.iter() {
         let stack = off.stacks[r.stack as usize];
         if from_cfi(&stack.0) {
-            let ns = scaled(&stack.0, r.value);
+            let ns = scaled(&stack.0, r.value, r.interval >= 0);
+            let d = drawn.entry(stack).or_default();
+            *d = (d.0 + r.value, d.1 + ns);
             offcpu.add_timed(&mut index, with_unwound(stack), r.interval, ns);
         }
     }
     for &(id, w) in &off.untimed {
         let stack = off.stacks[id as usize];
         if from_cfi(&stack.0) {
-            offcpu.add(&mut index, with_unwound(stack), scaled(&stack.0, w));
+            let ns = scaled(&stack.0, w, false);
+            let d = drawn.entry(stack).or_default();
+            *d = (d.0 + w, d.1 + ns);
+            offcpu.add(&mut index, with_unwound(stack), ns);
         }
     }
 
@@ -263,6 +323,8 @@ pub fn read(
     let mut offcpu_periods = StdHashMap::new();
     for (&stack, &periods) in &unwound.offcpu_drawn {
         if from_cfi(&stack.0) {
+            let (raw, ns) = drawn.get(&stack).copied().unwrap_or((1, 1));
+            let periods = (periods as f64 * ns as f64 / raw.max(1) as f64).round() as u64;
             *offcpu_periods.entry(with_unwound(stack)).or_default() += periods;
         }
     }

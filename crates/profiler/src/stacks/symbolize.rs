@@ -358,6 +358,7 @@ mod tests {
             user_stack_id: -1,
             kernel_stack_id,
             comm: *b"worker\0\0\0\0\0\0\0\0\0\0",
+            ..Default::default()
         };
         let mut user_lost = key(-1);
         user_lost.user_stack_id = STACK_ID_COLLIDED;
@@ -394,6 +395,7 @@ mod tests {
             user_stack_id: -1,
             kernel_stack_id: -1,
             comm: *comm,
+            ..Default::default()
         };
         let (a, b) = (
             *b"a\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
