@@ -732,6 +732,76 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
     assert_no_finding(&run, "tail_wait");
 }
 
+/// servers/threaded with a pool of 4 "worker" threads behind its connection threads: each
+/// request's work is handed to the pool through a queue, and every 50th request's worker reads
+/// the ticket thread's answer from a pipe, 30 ms late. The workers never wait on a socket; their
+/// wakeups (handed work by the connection threads, handing it back) make them request threads.
+/// The top finding is tail_wait naming the pipe, wait_for_ticket and the workers, with most of
+/// p99; its time is what the server does by construction (30 ms for one request in 50) and what
+/// libbpf-tools' offcputime finds in the workers' stacks through that kernel function, within
+/// 15 %; its other end is the ticket thread.
+#[test]
+fn a_wait_in_a_worker_pool_behind_the_connections_is_the_top_finding() {
+    use srvprof_integration::libbpf_tools::{Tool, offcputime_us_of_thread_with_frame};
+    require_root();
+    let server = Server::start(
+        "threaded",
+        &[
+            "--pool",
+            "4",
+            "--wait-every",
+            "50",
+            "--wait-ms",
+            "30",
+            "--wait-on",
+            "pipe",
+        ],
+    );
+    let offcputime = Tool::offcputime(server.pid());
+    let run = RunArgs::pid(server.pid())
+        .load(50, "6s", "0s")
+        .args(&["--rate", "400"])
+        .run_ok("tail-wait-pool");
+    let peer = offcputime.stop();
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let account = &run["tail_account"];
+    let part = &account["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    assert_eq!(part["resource"], "pipe", "{account}");
+    assert_eq!(part["function"], "wait_for_ticket", "{account}");
+    assert_eq!(part["threads"], serde_json::json!(["worker"]), "{account}");
+    let threads = account["request_threads"].to_string();
+    assert!(
+        threads.contains("\"worker\"") && threads.contains("\"conn\""),
+        "{threads}"
+    );
+    let end = part["held_by"].as_str().unwrap_or_default();
+    assert!(
+        end.starts_with(&format!("ticket (pid {})", server.pid())),
+        "{part}"
+    );
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let per_request_ms = part["per_request_ms"].as_f64().unwrap();
+    assert_within(
+        per_request_ms,
+        30.0 / 50.0,
+        0.15,
+        "the wait per request (ms) against the server's 30 ms in 50 requests",
+    );
+    let kernel_function = part["kernel"].as_str().unwrap();
+    let peer_us = offcputime_us_of_thread_with_frame(&peer, "worker", kernel_function);
+    let ours_us = per_request_ms * account["requests"].as_f64().unwrap() * 1e3;
+    eprintln!("{ours_us:.0} us in the workers' pipe reads; offcputime {peer_us} us");
+    assert_within(
+        ours_us,
+        peer_us as f64,
+        0.15,
+        "the wait's time (us) against offcputime's worker stacks through its kernel function",
+    );
+}
+
 /// servers/threaded where every request sleeps 20 ms: the median is slow too, so p99 is not 3
 /// times it, and the server's threads are idle. The top finding is still tail_wait naming the
 /// sleep and wait_for_ticket with most of p99, at 20 ms a request by construction (within

@@ -8,6 +8,7 @@
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
  *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
+ *            [--pool W]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -41,6 +42,9 @@
  * ask_upstream(), as a thread-per-connection server calls a dependency. With
  * --upstream-pool K it opens K keep-alive connections at start instead, and each
  * ask takes one (or opens one more when all are taken), as a connection pool does.
+ * With --pool W the connection threads hand each request's work (wait_for_ticket
+ * and slow_path above) to W threads named "worker" through a queue, and wait for
+ * it to be done, as a server with a worker pool behind its I/O threads does.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -62,6 +66,7 @@ static pthread_mutex_t table = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long hits;
 static long hold_ms, every_ms = 100;
 static int keepalive = 1;
+static long pool_size;
 static const char *touch_file;
 static long touch_mb, touch_pages = 1;
 static int touch_anon;
@@ -321,6 +326,60 @@ static int map_pages(void)
 	return 0;
 }
 
+/* What a request does besides answering: the waits and spins built in. */
+static void do_work(void)
+{
+	wait_for_ticket();
+	if (in_slow_window())
+		slow_path(slow_us);
+}
+
+/* A request's work handed to the pool: queued, then waited for until a worker has done it. */
+struct job {
+	int done;
+	pthread_cond_t cond;
+	struct job *next;
+};
+static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jobs_ready = PTHREAD_COND_INITIALIZER;
+static struct job *jobs_head, **jobs_tail = &jobs_head;
+
+__attribute__((noinline)) static void hand_to_pool(void)
+{
+	struct job j = {.done = 0, .next = NULL};
+	pthread_cond_init(&j.cond, NULL);
+	pthread_mutex_lock(&jobs_lock);
+	*jobs_tail = &j;
+	jobs_tail = &j.next;
+	pthread_cond_signal(&jobs_ready);
+	while (!j.done)
+		pthread_cond_wait(&j.cond, &jobs_lock);
+	pthread_mutex_unlock(&jobs_lock);
+	pthread_cond_destroy(&j.cond);
+}
+
+static void *worker_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "worker");
+	for (;;) {
+		pthread_mutex_lock(&jobs_lock);
+		while (!jobs_head)
+			pthread_cond_wait(&jobs_ready, &jobs_lock);
+		struct job *j = jobs_head;
+		jobs_head = j->next;
+		if (!jobs_head)
+			jobs_tail = &jobs_head;
+		pthread_mutex_unlock(&jobs_lock);
+		do_work();
+		pthread_mutex_lock(&jobs_lock);
+		j->done = 1;
+		pthread_cond_signal(&j->cond);
+		pthread_mutex_unlock(&jobs_lock);
+	}
+	return NULL;
+}
+
 static void *conn_main(void *arg)
 {
 	int fd = (int)(long)arg;
@@ -343,9 +402,10 @@ static void *conn_main(void *arg)
 		/* Every complete request in the buffer (bodies are not expected). */
 		while ((end = strstr(buf, "\r\n\r\n")) != NULL) {
 			count_request();
-			wait_for_ticket();
-			if (in_slow_window())
-				slow_path(slow_us);
+			if (pool_size > 0)
+				hand_to_pool();
+			else
+				do_work();
 			for (long p = 0; pages && p < touch_pages; p++)
 				touch_page(&seed);
 			if (write(fd, ok, ok_len) != (ssize_t)ok_len) {
@@ -415,7 +475,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			i++;
-		} else if (!strcmp(a, "--upstream-pool") && v)
+		} else if (!strcmp(a, "--pool") && v)
+			pool_size = atol(v), i++;
+		else if (!strcmp(a, "--upstream-pool") && v)
 			keep_upstream = atoi(v), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
@@ -453,6 +515,11 @@ int main(int argc, char **argv)
 		perror("threaded: the ticket thread");
 		return 1;
 	}
+	for (long w = 0; w < pool_size; w++)
+		if (pthread_create(&t, &attr, worker_main, NULL)) {
+			perror("threaded: --pool");
+			return 1;
+		}
 	if (hold_ms > 0 && pthread_create(&t, &attr, refresh_main, NULL)) {
 		perror("threaded: pthread_create");
 		return 1;

@@ -95,7 +95,7 @@ fn wakers_of(pairs: &[WakeupReport], pid_of: impl Fn(u32) -> Option<u32>) -> Vec
             processes: pids.len() as u64,
         })
         .collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|w| std::cmp::Reverse(w.count));
     out.truncate(TOP_WAKERS);
     out
 }

@@ -50,6 +50,33 @@ fn other_end(
         })
 }
 
+/// The threads the request threads hand work to and that hand it back (a worker pool behind
+/// the threads that read the requests): by name, woken by request threads at least
+/// MIN_HANDOFF_SHARE times a request and waking them back about as often (half to twice). A
+/// thread handed work it never hands back (a logger) serves no request.
+fn handed_work(server: &KernelReport, request_threads: &[String], requests: u64) -> Vec<String> {
+    // By name: (woken by the request threads, waking them).
+    let mut by: HashMap<&str, (u64, u64)> = HashMap::new();
+    for w in &server.wakers {
+        let from = request_threads.contains(&w.waker_comm);
+        let to = request_threads.contains(&w.wakee_comm);
+        match (from, to) {
+            (true, false) => by.entry(&w.wakee_comm).or_default().0 += w.count,
+            (false, true) => by.entry(&w.waker_comm).or_default().1 += w.count,
+            _ => {}
+        }
+    }
+    let mut out: Vec<String> = (by.into_iter())
+        .filter(|(_, (handed, back))| {
+            *handed as f64 >= MIN_HANDOFF_SHARE * requests as f64
+                && (0.5..=2.0).contains(&(*back as f64 / *handed as f64))
+        })
+        .map(|(name, _)| name.to_string())
+        .collect();
+    out.sort();
+    out
+}
+
 pub(super) fn hottest_function(
     lines: &[FoldedLine],
     modules: &std::collections::BTreeMap<String, crate::stacks::Module>,
@@ -82,6 +109,9 @@ struct Waited {
 
 /// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
 pub const MAX_PARTS: usize = 8;
+/// A thread the request threads hand work to at least this many times a request (and that
+/// hands it back) serves requests: a worker pool's.
+pub const MIN_HANDOFF_SHARE: f64 = 0.01;
 
 /// What the account is made from: the load's latencies, the server's threads, each side's CPU
 /// per request (µs), and the stacks.
@@ -141,6 +171,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .filter(|(_, w)| w.resource == Resource::Work)
         .map(|(l, _)| thread(l))
         .collect();
+    let workers = handed_work(server, &request_threads, n);
+    request_threads.extend(workers);
     request_threads.sort();
     request_threads.dedup();
     let serves =

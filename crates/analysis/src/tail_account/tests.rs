@@ -483,3 +483,80 @@ fn an_event_loops_wait_delays_the_requests_in_flight_and_half_those_arriving() {
         "{pipe:?}"
     );
 }
+
+/// Connection threads that hand each request's work to a pool of "worker" threads and wait for
+/// it: a worker sleeps 30 ms for one request in 50. The workers never wait on a socket, so
+/// only their wakeups tell that they serve requests: the connection threads wake them as often
+/// as requests come, and they wake the connection threads back. A "logger" woken as often but
+/// never waking anyone back serves no request, and its disk writes are none of the tail's.
+#[test]
+fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
+    use crate::kernel_report::WakerReport;
+    use crate::stacks::LineSet;
+    let mut off = LineSet::default();
+    let socket = off.add(
+        GROUP_SERVER,
+        frames("conn;conn_main;read;do_syscall_64_[k];ksys_read_[k];sk_wait_data_[k];schedule_[k]"),
+        40_000_000,
+    );
+    off.add_periods(socket, 10_000);
+    let sleep = off.add(
+        GROUP_SERVER,
+        frames("worker;worker_main;do_work;wait_for_ticket;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]"),
+        6_000_000,
+    );
+    off.add_periods(sleep, 200);
+    off.add(
+        GROUP_SERVER,
+        frames(
+            "logger;log_main;write;do_syscall_64_[k];ksys_write_[k];io_schedule_[k];schedule_[k]",
+        ),
+        9_000_000,
+    );
+    let mut stacks = FoldedStacks::default();
+    stacks.set(StackKind::OffCpu, off.finish());
+    let load = LoadReport {
+        completed: 10_000,
+        duration_s: 5.0,
+        throughput_rps: 2_000.0,
+        latency_us: srvprof_loadgen::LatencySummary {
+            p50: 100,
+            p99: 30_000,
+            mean: 700.0,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let woke = |waker: &str, wakee: &str, count| WakerReport {
+        waker_pid: 7,
+        waker_comm: waker.into(),
+        wakee_comm: wakee.into(),
+        count,
+        processes: 1,
+    };
+    let mut server = KernelReport {
+        wakers: vec![
+            woke("conn", "worker", 10_000),
+            woke("conn", "logger", 10_000),
+        ],
+        ..Default::default()
+    };
+    let account =
+        |server: &KernelReport| account_of(&load, server, &KernelReport::default(), &stacks);
+    // Not handed back: the workers' sleep and the logger's writes are no request's.
+    let a = account(&server);
+    assert_eq!(a.request_threads, ["conn"], "{a:?}");
+    assert!(a.parts.iter().all(|p| p.place != Place::Blocked), "{a:?}");
+    server.wakers.push(woke("worker", "conn", 9_800));
+    let a = account(&server);
+    assert_eq!(a.request_threads, ["conn", "worker"], "{a:?}");
+    let top = &a.parts[0];
+    assert_eq!(top.resource, Some(Resource::Sleep), "{a:?}");
+    assert_eq!(top.threads, ["worker"]);
+    assert_eq!(top.function.as_deref(), Some("wait_for_ticket"));
+    assert!(top.share > 0.9, "{a:?}");
+    assert!(
+        a.parts.iter().all(|p| p.resource != Some(Resource::Disk)),
+        "{a:?}"
+    );
+}
