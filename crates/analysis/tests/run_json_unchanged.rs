@@ -424,6 +424,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         ".quiet_threads",
         "added: the threads that did nothing in the window, by name",
     ),
+    (
+        ".wakers",
+        "added: every waker of each side's threads, by name (a pipe's other end, a pool's feeder)",
+    ),
     (".parents", "added: each watched process's parent"),
     (
         ".syscalls_missed",

@@ -51,10 +51,17 @@ fn other_end(
 }
 
 /// The threads the request threads hand work to and that hand it back (a worker pool behind
-/// the threads that read the requests): by name, woken by request threads at least
-/// MIN_HANDOFF_SHARE times a request and waking them back about as often (half to twice). A
-/// thread handed work it never hands back (a logger) serves no request.
-fn handed_work(server: &KernelReport, request_threads: &[String], requests: u64) -> Vec<String> {
+/// the threads that read the requests): by name, among those seen `parked` idle between jobs,
+/// woken by request threads at least MIN_HANDOFF_SHARE times a request and waking them back
+/// about as often (half to twice). A thread handed work it never hands back (a logger) serves
+/// no request; nor does one that waits for its work on a pipe or a socket (a helper answering
+/// asks: its waits would read as the requests').
+fn handed_work(
+    server: &KernelReport,
+    request_threads: &[String],
+    parked: &[String],
+    requests: u64,
+) -> Vec<String> {
     // By name: (woken by the request threads, waking them).
     let mut by: HashMap<&str, (u64, u64)> = HashMap::new();
     for w in &server.wakers {
@@ -67,8 +74,9 @@ fn handed_work(server: &KernelReport, request_threads: &[String], requests: u64)
         }
     }
     let mut out: Vec<String> = (by.into_iter())
-        .filter(|(_, (handed, back))| {
-            *handed as f64 >= MIN_HANDOFF_SHARE * requests as f64
+        .filter(|(name, (handed, back))| {
+            parked.iter().any(|p| p == name)
+                && *handed as f64 >= MIN_HANDOFF_SHARE * requests as f64
                 && (0.5..=2.0).contains(&(*back as f64 / *handed as f64))
         })
         .map(|(name, _)| name.to_string())
@@ -171,7 +179,12 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .filter(|(_, w)| w.resource == Resource::Work)
         .map(|(l, _)| thread(l))
         .collect();
-    let workers = handed_work(server, &request_threads, n);
+    // A pool's workers park between jobs (a condition variable, a runtime's park).
+    let parked: Vec<String> = (waits.iter())
+        .filter(|(_, w)| w.resource == Resource::Idle)
+        .map(|(l, _)| thread(l))
+        .collect();
+    let workers = handed_work(server, &request_threads, &parked, n);
     request_threads.extend(workers);
     request_threads.sort();
     request_threads.dedup();

@@ -487,8 +487,9 @@ fn an_event_loops_wait_delays_the_requests_in_flight_and_half_those_arriving() {
 /// Connection threads that hand each request's work to a pool of "worker" threads and wait for
 /// it: a worker sleeps 30 ms for one request in 50. The workers never wait on a socket, so
 /// only their wakeups tell that they serve requests: the connection threads wake them as often
-/// as requests come, and they wake the connection threads back. A "logger" woken as often but
-/// never waking anyone back serves no request, and its disk writes are none of the tail's.
+/// as requests come, they wake the connection threads back, and they park between jobs. A
+/// "logger" woken as often but never waking anyone back serves no request, and its disk writes
+/// are none of the tail's; nor does a "helper" that answers asks it waits for on a pipe.
 #[test]
 fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
     use crate::kernel_report::WakerReport;
@@ -506,12 +507,26 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
         6_000_000,
     );
     off.add_periods(sleep, 200);
+    let park = |name: &str| {
+        frames(&format!(
+            "{name};{name}_main;pthread_cond_wait;do_syscall_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]"
+        ))
+    };
+    off.add(GROUP_SERVER, park("worker"), 14_000_000);
+    off.add(GROUP_SERVER, park("logger"), 1_000_000);
     off.add(
         GROUP_SERVER,
         frames(
             "logger;log_main;write;do_syscall_64_[k];ksys_write_[k];io_schedule_[k];schedule_[k]",
         ),
         9_000_000,
+    );
+    // A helper that reads asks from a pipe and answers them: handed work and handing it back,
+    // but its wait for asks is a pipe's, which would read as the requests' own.
+    off.add(
+        GROUP_SERVER,
+        frames("helper;helper_main;read;do_syscall_64_[k];ksys_read_[k];vfs_read_[k];pipe_read_[k];schedule_[k]"),
+        20_000_000,
     );
     let mut stacks = FoldedStacks::default();
     stacks.set(StackKind::OffCpu, off.finish());
@@ -538,6 +553,8 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
         wakers: vec![
             woke("conn", "worker", 10_000),
             woke("conn", "logger", 10_000),
+            woke("conn", "helper", 10_000),
+            woke("helper", "conn", 10_000),
         ],
         ..Default::default()
     };
@@ -557,6 +574,10 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
     assert!(top.share > 0.9, "{a:?}");
     assert!(
         a.parts.iter().all(|p| p.resource != Some(Resource::Disk)),
+        "{a:?}"
+    );
+    assert!(
+        a.parts.iter().all(|p| p.resource != Some(Resource::Pipe)),
         "{a:?}"
     );
 }
