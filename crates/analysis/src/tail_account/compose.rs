@@ -13,14 +13,11 @@ use crate::kernel_report::KernelReport;
 use crate::record::NsHistogram;
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
-/// The server's own function with the most on-CPU samples: the innermost frame of its code, not
-/// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
-/// found; a JIT's frames have none and count as the server's).
 /// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times: the
 /// waker of those threads that woke them about as often as they waited there (half to twice),
 /// or a new process of it about as often (a helper started per wait, which wakes its parent at
-/// its start and at its end), other than their siblings, the load generator and the kernel's own (an idle CPU's interrupt, a
-/// worker thread): "ticket (pid 812), which woke them 48 times".
+/// its start and at its end), other than their siblings, the load generator and the kernel's
+/// own (an idle CPU's interrupt, a worker thread): "ticket (pid 812), which woke them 48 times".
 fn other_end(
     server: &KernelReport,
     client_pids: &[u32],
@@ -85,6 +82,9 @@ fn handed_work(
     out
 }
 
+/// The server's own function with the most on-CPU samples: the innermost frame of its code, not
+/// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
+/// found; a JIT's frames have none and count as the server's).
 pub(super) fn hottest_function(
     lines: &[FoldedLine],
     modules: &std::collections::BTreeMap<String, crate::stacks::Module>,

@@ -112,8 +112,9 @@ fn threaded(socket_us: u64, pipe_us: u64) -> (LoadReport, KernelReport, FoldedSt
 }
 
 /// The pipe's 200 waits of 30 ms: its writer woke the connection threads about as often (a
-/// thread, or a helper process per wait); the load generator, an idle CPU's interrupts and a thread that hands out connections woke them
-/// too, but they are the client, the kernel, or woke them 50 times as often.
+/// thread, or a helper process per wait); the load generator, an idle CPU's interrupts and a
+/// thread that hands out connections woke them too, but they are the client, the kernel, or
+/// woke them 50 times as often.
 #[test]
 fn the_other_end_of_a_pipe_is_the_waker_that_woke_its_readers_as_often_as_they_waited() {
     use crate::kernel_report::WakerReport;

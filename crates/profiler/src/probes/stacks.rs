@@ -177,7 +177,8 @@ pub const MIN_OFFCPU_UNWOUND_PERIODS: u64 = 10;
 /// Off-CPU, the kernel times every period, a draw of them (OFFCPU_UNWIND_PER_S) with their
 /// stacks, the rest under their thread's name and syscall alone: for a process with enough drawn
 /// periods, each thread name's exact off-CPU total in each syscall is shared among the unwound
-/// stacks in it in proportion to their weighted times (none drawn: the thread's "[no stack]"). Otherwise the kernel's keys are shown as they are, the undrawn time as
+/// stacks in it in proportion to their weighted times (none drawn: the thread's "[no stack]").
+/// Otherwise the kernel's keys are shown as they are, the undrawn time as
 /// the thread's "[no stack]".
 pub fn read(
     ebpf: &Ebpf,
