@@ -8,7 +8,7 @@
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
  *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
- *            [--pool W]
+ *            [--pool W] [--stall-every-ms E --stall-ms M]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -45,6 +45,12 @@
  * With --pool W the connection threads hand each request's work (wait_for_ticket
  * and slow_path above) to W threads named "worker" through a queue, and wait for
  * it to be done, as a server with a worker pool behind its I/O threads does.
+ * With --stall-ms M > 0 the thread that accepts (the main thread, blocked in
+ * accept() otherwise) stops every E ms (--stall-every-ms, default 1000; at its
+ * first accept after that) for M ms in housekeeping(), asleep in nanosleep, as
+ * an acceptor that also rotates a log or reloads its configuration would:
+ * connections that arrive meanwhile wait in the listening socket's accept
+ * queue, the connection threads idle.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
@@ -81,6 +87,7 @@ static int ask_pipe[2];
 static struct sockaddr_in upstream;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static int pool[64], pooled, keep_upstream;
+static long stall_every_ms = 1000, stall_ms;
 
 static long now_ns(void)
 {
@@ -427,6 +434,30 @@ static void *conn_main(void *arg)
 	return NULL;
 }
 
+/* The acceptor's periodic chore: M ms away from its accept. */
+__attribute__((noinline)) static void housekeeping(void)
+{
+	struct timespec gap = {stall_ms / 1000, (stall_ms % 1000) * 1000000L};
+	nanosleep(&gap, NULL);
+}
+
+/* The next connection, the acceptor's chore first when one is due: blocked in
+ * accept() otherwise, as most acceptors are. */
+static int next_connection(int s)
+{
+	static long next_stall_ns;
+	if (stall_ms > 0) {
+		long now = now_ns();
+		if (!next_stall_ns)
+			next_stall_ns = now + stall_every_ms * 1000000L;
+		if (now >= next_stall_ns) {
+			housekeeping();
+			next_stall_ns = now_ns() + stall_every_ms * 1000000L;
+		}
+	}
+	return accept(s, NULL, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	int port = 0, backlog = 511;
@@ -479,13 +510,17 @@ int main(int argc, char **argv)
 			pool_size = atol(v), i++;
 		else if (!strcmp(a, "--upstream-pool") && v)
 			keep_upstream = atoi(v), i++;
+		else if (!strcmp(a, "--stall-every-ms") && v)
+			stall_every_ms = atol(v), i++;
+		else if (!strcmp(a, "--stall-ms") && v)
+			stall_ms = atol(v), i++;
 		else {
 			fprintf(stderr, "threaded: unknown argument %s\n", a);
 			return 2;
 		}
 	}
-	if (port <= 0 || hold_ms < 0 || every_ms <= hold_ms || touch_mb < 0 || (touch_mb > 0 && !touch_file)) {
-		fprintf(stderr, "threaded: needs --port PORT, --hold-ms below --every-ms, and --touch-file with --touch-mb\n");
+	if (port <= 0 || hold_ms < 0 || every_ms <= hold_ms || stall_ms < 0 || stall_every_ms <= stall_ms || touch_mb < 0 || (touch_mb > 0 && !touch_file)) {
+		fprintf(stderr, "threaded: needs --port PORT, --hold-ms below --every-ms, --stall-ms below --stall-every-ms, and --touch-file with --touch-mb\n");
 		return 2;
 	}
 	for (; pooled < keep_upstream && pooled < (int)(sizeof(pool) / sizeof(pool[0])); pooled++)
@@ -525,7 +560,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (;;) {
-		int c = accept(s, NULL, NULL);
+		int c = next_connection(s);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE)
 				continue;
