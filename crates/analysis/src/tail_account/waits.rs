@@ -52,6 +52,18 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
     ("__cond_resched", Resource::Preempted),
 ];
 
+/// Syscalls whose sleep is one wait whatever the kernel function: the wait of a stack with no
+/// wait point (a period with no stack drawn shows only its syscall).
+const SYSCALL_WAITS: &[(&str, Resource)] = &[
+    ("nanosleep", Resource::Sleep),
+    ("clock_nanosleep", Resource::Sleep),
+    ("accept", Resource::Work),
+    ("accept4", Resource::Work),
+    ("epoll_wait", Resource::Work),
+    ("epoll_pwait", Resource::Work),
+    ("epoll_pwait2", Resource::Work),
+];
+
 /// A futex wait is a lock's when a user frame of its stack takes a lock (any of these in its
 /// name); otherwise it is a worker parked until it is handed work (a condition variable, a
 /// runtime's idle thread: Go's notesleep, tokio's and Java's park): idle.
@@ -187,9 +199,10 @@ pub fn wait_of(frames: &[String]) -> Wait {
         .filter(|f| kernel_name(f).is_none())
         .map(String::as_str)
         .collect();
+    // A bracketed frame ("[no stack]") is srvprof's, no function of the code.
     let function = (user.iter().rev())
         .find(|f| !is_wrapper(f))
-        .or(user.last())
+        .or(user.last().filter(|f| !f.starts_with('[')))
         .map(|f| f.to_string());
     let points = kernel.iter().rev().filter_map(|k| {
         (WAIT_POINTS.iter())
@@ -202,10 +215,17 @@ pub fn wait_of(frames: &[String]) -> Wait {
         user.iter()
             .any(|f| LOCK_FRAMES.iter().any(|l| f.contains(l)))
     };
-    let (resource, kernel) = match named {
-        Some((Resource::Lock, k)) if !takes_lock() => (Resource::Idle, Some(k)),
-        Some((r, k)) => (r, Some(k)),
-        None => match (kernel.iter().rev()).find(|k| !SCHEDULER.contains(k)) {
+    let syscall = syscall_of(&kernel_frames);
+    let by_syscall = (syscall.as_deref())
+        .and_then(|sc| SYSCALL_WAITS.iter().find(|(name, _)| *name == sc))
+        .map(|(_, r)| *r);
+    let (resource, kernel) = match (named, by_syscall) {
+        (Some((Resource::Lock, k)), _) if !takes_lock() => (Resource::Idle, Some(k)),
+        (Some((r, k)), _) => (r, Some(k)),
+        (None, Some(r)) => (r, kernel.last().map(|k| k.to_string())),
+        // No stack drawn, and a syscall that could wait on anything (a read: a pipe, a socket).
+        (None, None) if user.contains(&"[no stack]") => (Resource::Unknown, None),
+        (None, None) => match (kernel.iter().rev()).find(|k| !SCHEDULER.contains(k)) {
             Some(k) => (Resource::Other, Some(k.to_string())),
             None => (Resource::Unknown, None),
         },
@@ -224,7 +244,7 @@ pub fn wait_of(frames: &[String]) -> Wait {
         resource,
         kernel,
         function,
-        syscall: syscall_of(&kernel_frames),
+        syscall,
     }
 }
 
@@ -327,6 +347,18 @@ mod tests {
                 Some("erts_schedule"),
             ),
             ("conn;[no stack]", Resource::Unknown, None, None),
+            (
+                "acceptor;[no stack];__do_sys_clock_nanosleep_[k]",
+                Resource::Sleep,
+                Some("__do_sys_clock_nanosleep"),
+                None,
+            ),
+            (
+                "conn;[no stack];__do_sys_read_[k]",
+                Resource::Unknown,
+                None,
+                None,
+            ),
         ];
         for (stack, resource, kernel, function) in cases {
             let w = wait_of(&frames(stack));

@@ -275,9 +275,13 @@ pub fn read(
         (w as f64 * scale).round() as u64
     };
     let (mut offcpu, mut index) = (Counts::default(), StdHashMap::new());
-    // Shown as the kernel keyed them, one line per stack whatever the syscall.
+    // Shown as the kernel keyed them, one line per stack whatever the syscall; a thread's time
+    // with no stack drawn, per syscall (the syscall names the wait when nothing else does).
     for (key, ns) in exact.iter().filter(|(k, _)| !from_cfi(k)) {
-        let key = StackKey { syscall: 0, ..*key };
+        let key = match key.user_stack_id < 0 && key.kernel_stack_id < 0 {
+            true => *key,
+            false => StackKey { syscall: 0, ..*key },
+        };
         offcpu.add(&mut index, key, *ns);
     }
     // Each drawn stack's time before and after scaling: its periods are scaled alike, so that

@@ -142,6 +142,12 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
         }
         if frames.len() == 1 {
             frames.push("[no stack]".into());
+            // Off-CPU time with no stack drawn: the syscall it slept in (plus one), as the kernel
+            // frame that enters it.
+            if key.syscall > 0 {
+                let name = srvprof_analysis::names::syscall_name(key.syscall - 1);
+                frames.push(format!("__do_sys_{name}_[k]"));
+            }
         }
         (frames, user)
     };
