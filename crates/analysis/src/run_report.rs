@@ -100,6 +100,10 @@ pub struct GroupHistograms {
     pub offcpu: NsHistogram,
     /// Run-queue waits, ns, in srvprof_common::hist slots.
     pub runq: NsHistogram,
+    /// The server's connections' accept-queue waits, ns, in srvprof_common::hist slots; None for
+    /// the client, or when not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_queue: Option<NsHistogram>,
 }
 
 pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
@@ -205,6 +209,7 @@ pub fn build(
             .streams
             .map(|_| load.completed as f64 / load.connections_opened.max(1) as f64),
     };
+    let accepts_timed = server.tcp.accept_queue.is_some();
     let mut report = RunReport {
         tool: "srvprof".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -232,6 +237,8 @@ pub fn build(
                     group: name.into(),
                     offcpu: delta(&last.kernel.offcpu_hist, &first.kernel.offcpu_hist),
                     runq: delta(&last.kernel.runq_hist, &first.kernel.runq_hist),
+                    accept_queue: (g == GROUP_SERVER && accepts_timed)
+                        .then(|| last.kernel.accept_hist.minus(&first.kernel.accept_hist)),
                 }
             })
             .collect(),
@@ -253,6 +260,9 @@ pub fn build(
             runq_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .map(|h| &h.runq),
+            accept_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .and_then(|h| h.accept_queue.as_ref()),
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

@@ -23,7 +23,8 @@ pub use sched::*;
 pub use stacks::*;
 pub use syscalls::*;
 pub use tcp::{
-    FdKey, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket, TcpResetKey,
+    AcceptCount, FdKey, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket,
+    TcpResetKey,
 };
 
 /// Which side of a run a watched process belongs to.
@@ -70,6 +71,10 @@ pub mod globals {
         TCP_STATE_SYN_SENT,
         /// The kernel's TCP_CLOSE state number.
         TCP_STATE_CLOSE,
+        /// The kernel's TCP_ESTABLISHED and TCP_SYN_RECV state numbers: a passive open's
+        /// handshake ends (its connection joins the accept queue) on that move.
+        TCP_STATE_ESTABLISHED,
+        TCP_STATE_SYN_RECV,
         /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
         SOCK_FAMILY_OFFSET,
         SOCK_DADDR_OFFSET,
@@ -116,10 +121,16 @@ pub mod maps {
         HARDIRQ_START,
         TCP_COUNTERS,
         TCP_PORTS,
+        TCP_PORT_BITS,
         TCP_RESETS,
         OUTBOUND,
         OUTBOUND_SOCKETS,
         OUTBOUND_FDS,
+        ACCEPT_QUEUE,
+        ACCEPT_PENDING,
+        ACCEPT_PENDING_COUNT,
+        ACCEPT_TIMED_SINCE,
+        ACCEPT_HIST,
         EXITS,
         LOST_EVENTS,
         STACK_TRACES,
@@ -200,7 +211,10 @@ pub mod lost {
     /// A server's connect() found OUTBOUND or OUTBOUND_SOCKETS full: that connection is not
     /// among its outbound ones.
     pub const OUTBOUND_MAP_FULL: u32 = 12;
-    pub const COUNT: u32 = 13;
+    /// A new connection found ACCEPT_PENDING full, or its first read ACCEPT_QUEUE full: that
+    /// connection's wait to be taken is not counted.
+    pub const ACCEPT_MAP_FULL: u32 = 13;
+    pub const COUNT: u32 = 14;
 }
 
 #[cfg(feature = "user")]
@@ -233,4 +247,5 @@ mod pod {
     unsafe impl aya::Pod for UserStackSample {}
     unsafe impl aya::Pod for OffcpuTime {}
     unsafe impl aya::Pod for TcpResetKey {}
+    unsafe impl aya::Pod for AcceptCount {}
 }

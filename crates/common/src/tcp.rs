@@ -18,7 +18,9 @@ pub const SYN_RETRANSMITS: u32 = 1;
 pub const SYNACK_RETRANSMITS: u32 = 2;
 pub const RESETS_SENT: u32 = 3;
 pub const RESETS_RECEIVED: u32 = 4;
-pub const COUNT: u32 = 5;
+/// Passive opens that completed their handshake (SYN_RECV to ESTABLISHED): new connections.
+pub const HANDSHAKES: u32 = 5;
+pub const COUNT: u32 = 6;
 
 pub const fn index(side: u32, counter: u32) -> u32 {
     side * COUNT + counter
@@ -35,6 +37,8 @@ pub const REASON_NONE: u32 = u32::MAX;
 pub const MAX_RESET_KEYS: u32 = 1024;
 
 pub const MAX_PORTS: u32 = 64;
+/// TCP_PORT_BITS: a bit per port.
+pub const PORT_BITS_WORDS: u32 = 65536 / 64;
 
 /// A TCP_RESETS key: resets a side sent or received, by the socket's TCP state (the kernel's
 /// numbers) and, for sent ones, the kernel's enum sk_rst_reason (numbers named from BTF).
@@ -106,3 +110,17 @@ pub const MAX_OUTBOUND_REMOTES: u32 = 1024;
 pub const MAX_OUTBOUND_SOCKETS: u32 = 65536;
 pub const AF_INET: u16 = 2;
 pub const AF_INET6: u16 = 10;
+
+/// ACCEPT_QUEUE's value (its key a listening port, host order), per CPU: new connections taken,
+/// and their waits to be taken, from the handshake's end (SYN_RECV to ESTABLISHED) to the
+/// server's first read of the connection (the accept queue, then until the accepted connection is
+/// read).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AcceptCount {
+    pub accepts: u64,
+    pub wait_ns: u64,
+}
+
+/// New connections not yet read that ACCEPT_PENDING follows at once.
+pub const MAX_PENDING_ACCEPTS: u32 = 65536;

@@ -3,6 +3,9 @@
 //! software cpu-clock perf event, pauses to uprobes in a runtime's code): no kprobes, no tracefs.
 #![no_std]
 #![no_main]
+// The BPF atomic add (ebpf/src/tcp.rs): core's atomic types have no read-modify-write here.
+#![feature(core_intrinsics)]
+#![allow(internal_features)]
 
 mod exits;
 mod irq;

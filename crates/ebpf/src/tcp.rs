@@ -1,16 +1,18 @@
 //! TCP retransmits (SYN, SYN-ACK, data) and resets, by side: a socket whose own port is watched
-//! is the server's, one whose peer's port is watched a client's (srvprof_common::tcp).
+//! is the server's, one whose peer's port is watched a client's (srvprof_common::tcp). The
+//! server's outbound connections and the waits on them, and its new connections' waits to be
+//! taken (the accept queue, then until their first read).
 
-use aya_ebpf::helpers::bpf_get_current_pid_tgid;
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::{
-    bindings::BPF_NOEXIST,
+    bindings::{BPF_EXIST, BPF_NOEXIST},
     macros::{btf_tracepoint, map},
-    maps::{HashMap, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap},
     programs::BtfTracePointContext,
 };
 use srvprof_common::{
-    FdKey, GROUP_SERVER, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket,
-    TcpResetKey, ThreadStats, lost, tcp,
+    AcceptCount, FdKey, GROUP_SERVER, HistSlots, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey,
+    OutboundSocket, TcpResetKey, ThreadStats, hist, lost, tcp,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_slot};
@@ -46,6 +48,10 @@ static SKB_DATA_OFFSET: u64 = 0;
 static TCP_STATE_SYN_SENT: u64 = 0;
 #[unsafe(no_mangle)]
 static TCP_STATE_CLOSE: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_STATE_ESTABLISHED: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_STATE_SYN_RECV: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_FAMILY_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
@@ -87,6 +93,68 @@ static OUTBOUND_SOCKETS: HashMap<u64, OutboundSocket> =
 #[map]
 static OUTBOUND_FDS: HashMap<FdKey, OutboundFd> =
     HashMap::with_max_entries(tcp::MAX_OUTBOUND_SOCKETS, 0);
+
+/// The server's new connections and their waits to be taken (the accept queue, then until their
+/// first read), by port.
+#[map]
+static ACCEPT_QUEUE: PerCpuHashMap<u16, AcceptCount> =
+    PerCpuHashMap::with_max_entries(MAX_PORTS, 0);
+
+/// Socket -> when its handshake ended, for the server's connections not yet read (an entry
+/// leaves at the first read or the close).
+#[map]
+static ACCEPT_PENDING: HashMap<u64, u64> = HashMap::with_max_entries(tcp::MAX_PENDING_ACCEPTS, 0);
+
+/// The server's listening ports, a bit each (TCP_PORTS as a bitmap: one load, no hash lookup, for
+/// a test made at every TCP read on the host).
+#[map]
+static TCP_PORT_BITS: Array<u64> = Array::with_max_entries(tcp::PORT_BITS_WORDS, 0);
+
+#[inline(always)]
+fn server_port(port: u16) -> bool {
+    TCP_PORT_BITS
+        .get(u32::from(port) / 64)
+        .is_some_and(|w| w & (1 << (port % 64)) != 0)
+}
+
+/// How many connections ACCEPT_PENDING holds: at 0, as on a server whose connections stay open, a
+/// read costs one load, not a hash lookup.
+#[map]
+static ACCEPT_PENDING_COUNT: Array<u64> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn any_pending() -> bool {
+    ACCEPT_PENDING_COUNT
+        .get(0)
+        .is_some_and(|n| unsafe { core::ptr::read_volatile(n) } != 0)
+}
+
+/// Adds `delta` (wrapping: u64::MAX takes one) to ACCEPT_PENDING_COUNT, atomically (core's
+/// atomic types have no read-modify-write on this target; the BPF instruction does).
+#[inline(always)]
+fn count_pending(delta: u64) {
+    use core::intrinsics::{AtomicOrdering, atomic_xadd};
+    if let Some(n) = ACCEPT_PENDING_COUNT.get_ptr_mut(0) {
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(n, delta) };
+    }
+}
+
+/// Forgets a pending connection: taken, or closed first.
+#[inline(always)]
+fn pending_removed(sk: u64) {
+    if ACCEPT_PENDING.remove(&sk).is_ok() {
+        count_pending(u64::MAX);
+    }
+}
+
+/// When userspace last attached the program that ends those waits (bpf_ktime_get_ns): a
+/// connection pending from before was not followed all along, and its wait is not counted.
+#[map]
+static ACCEPT_TIMED_SINCE: Array<u64> = Array::with_max_entries(1, 0);
+
+/// Those waits' lengths (ns, hist slots), every port's.
+#[map]
+static ACCEPT_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(1, 0);
 
 #[inline(always)]
 fn bump(side: u32, counter: u32) {
@@ -263,6 +331,7 @@ pub fn tcp_receive_reset(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "inet_sock_set_state")]
 pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
     let sk: *const u8 = ctx.arg(0);
+    let old: u64 = ctx.arg(1);
     let new: u64 = ctx.arg(2);
     if sk.is_null() {
         return 0;
@@ -272,6 +341,86 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         outbound_opened(sk);
     } else if new == global(&TCP_STATE_CLOSE) {
         outbound_closed(sk);
+        // Closed before the server read it: its memory may be another socket's next.
+        if any_pending() {
+            pending_removed(sk as u64);
+        }
+    } else if new == global(&TCP_STATE_ESTABLISHED)
+        && old & 0xffff_ffff == global(&TCP_STATE_SYN_RECV)
+    {
+        handshake_ended(sk);
+    }
+    0
+}
+
+/// A passive open on a server port completed its handshake: the connection is in its
+/// listener's accept queue from now until an accept takes it.
+#[inline(always)]
+fn handshake_ended(sk: *const u8) {
+    let local: u16 = read_field(sk, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
+    if !server_port(local) {
+        return;
+    }
+    bump(tcp::SIDE_SERVER, tcp::HANDSHAKES);
+    let now = unsafe { bpf_ktime_get_ns() };
+    let id = sk as u64;
+    if ACCEPT_PENDING.insert(&id, &now, BPF_NOEXIST as u64).is_ok() {
+        count_pending(1);
+    } else if ACCEPT_PENDING.insert(&id, &now, BPF_EXIST as u64).is_err() {
+        count_lost(lost::ACCEPT_MAP_FULL);
+    }
+}
+
+/// tcp_rcv_space_adjust(struct sock *sk): the server read data from a connection. The first such
+/// read of a connection in ACCEPT_PENDING ends its wait to be taken (the accept queue, then
+/// until the accepted connection is first read), counted by port.
+/// Every TCP read on the host pays one lookup here (no hook at accept itself is open to BPF
+/// without a trampoline, which hosts may refuse).
+#[btf_tracepoint(function = "tcp_rcv_space_adjust")]
+pub fn tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
+    let sk: u64 = ctx.arg(0);
+    if sk == 0 || !any_pending() {
+        return 0;
+    }
+    let port: u16 = read_field(sk as *const u8, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
+    if !server_port(port) {
+        return 0;
+    }
+    let Some(since) = (unsafe { ACCEPT_PENDING.get(&sk) }).copied() else {
+        return 0;
+    };
+    pending_removed(sk);
+    if ACCEPT_TIMED_SINCE.get(0).is_none_or(|t| since < *t) {
+        return 0;
+    }
+    let waited = unsafe { bpf_ktime_get_ns() }.saturating_sub(since);
+    let key = port;
+    let add = |c: *mut AcceptCount| unsafe {
+        (*c).accepts += 1;
+        (*c).wait_ns += waited;
+    };
+    match ACCEPT_QUEUE.get_ptr_mut(&key) {
+        Some(c) => add(c),
+        None => {
+            let first = AcceptCount {
+                accepts: 1,
+                wait_ns: waited,
+            };
+            // Per-CPU values: a key another CPU inserted first has a zeroed slot for this CPU.
+            if ACCEPT_QUEUE
+                .insert(&key, &first, BPF_NOEXIST as u64)
+                .is_err()
+            {
+                match ACCEPT_QUEUE.get_ptr_mut(&key) {
+                    Some(c) => add(c),
+                    None => count_lost(lost::ACCEPT_MAP_FULL),
+                }
+            }
+        }
+    }
+    if let Some(h) = ACCEPT_HIST.get_ptr_mut(0) {
+        let slot = (hist::slot_of(waited) & (hist::SLOTS - 1)) as usize;
+        unsafe { (*h).slots[slot] += 1 };
     }
     0
 }

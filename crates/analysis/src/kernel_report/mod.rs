@@ -35,7 +35,7 @@ pub use memory::MemoryReport;
 pub use pauses::PauseReport;
 pub use runq_holders::{RunqHolderReport, TOP_RUNQ_HOLDERS};
 pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
-pub use tcp::{HostTcpReport, ResetReport, TcpReport};
+pub use tcp::{AcceptQueuePort, AcceptQueueReport, HostTcpReport, ResetReport, TcpReport};
 
 /// How often one thread woke a watched thread in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

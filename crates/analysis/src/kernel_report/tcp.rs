@@ -43,6 +43,58 @@ pub struct TcpReport {
     /// resets_sent and resets_received by TCP state and (sent) the kernel's reason, most first.
     #[serde(default)]
     pub resets: Vec<ResetReport>,
+    /// The server's new connections' waits to be taken: from the handshake's end to the server's
+    /// first read of the connection (its listener's accept queue, then until the accepted
+    /// connection is read); None for the client, or when not timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_queue: Option<AcceptQueueReport>,
+}
+
+/// New connections the server took in the span and their waits to be taken.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcceptQueueReport {
+    pub accepts: u64,
+    pub wait_ns: u64,
+    /// The waits' 99th percentile and longest (ms), from their histogram (the upper bound of a
+    /// slot: at most a quarter above the true value).
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// By listening port, most waited first.
+    pub by_port: Vec<AcceptQueuePort>,
+}
+
+/// One listening port's new connections in the span and their waits to be taken.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AcceptQueuePort {
+    pub port: u16,
+    pub accepts: u64,
+    pub wait_ns: u64,
+}
+
+/// The server's new connections and their waits to be taken between two readings; None when
+/// none was timed.
+fn accept_queue(start: &Reading, end: &Reading) -> Option<AcceptQueueReport> {
+    let mut by_port: Vec<AcceptQueuePort> = (end.kernel.accept_waits.iter())
+        .map(|e| {
+            let before = (start.kernel.accept_waits.iter()).find(|s| s.port == e.port);
+            AcceptQueuePort {
+                port: e.port,
+                accepts: e.accepts - before.map_or(0, |b| b.accepts.min(e.accepts)),
+                wait_ns: e.wait_ns - before.map_or(0, |b| b.wait_ns.min(e.wait_ns)),
+            }
+        })
+        .filter(|p| p.accepts > 0)
+        .collect();
+    by_port.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.port.cmp(&b.port)));
+    let hist = end.kernel.accept_hist.minus(&start.kernel.accept_hist);
+    let ms = |ns: Option<u64>| ns.map_or(0.0, |ns| ns as f64 / 1e6);
+    (!by_port.is_empty()).then(|| AcceptQueueReport {
+        accepts: by_port.iter().map(|p| p.accepts).sum(),
+        wait_ns: by_port.iter().map(|p| p.wait_ns).sum(),
+        p99_ms: ms(hist.quantile_ns(0.99)),
+        max_ms: ms(hist.max_ns()),
+        by_port,
+    })
 }
 
 /// Resets one side sent or received in one TCP state, for one reason.
@@ -179,6 +231,9 @@ pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpRepor
         resets_sent: tcp_delta(start, end, side, tcp::RESETS_SENT),
         resets_received: tcp_delta(start, end, side, tcp::RESETS_RECEIVED),
         resets,
+        accept_queue: (group == GROUP_SERVER)
+            .then(|| accept_queue(start, end))
+            .flatten(),
     }
 }
 

@@ -185,6 +185,16 @@ pub struct TcpResetCount {
     pub count: u64,
 }
 
+/// New connections the server took on one listening port and their waits to be taken (from the
+/// handshake's end to the server's first read: the accept queue, then until the accepted
+/// connection is read), cumulative.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptWaitCount {
+    pub port: u16,
+    pub accepts: u64,
+    pub wait_ns: u64,
+}
+
 /// Everything the probes count, cumulative since attach, read at `monotonic_ns`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelCounters {
@@ -235,6 +245,12 @@ pub struct KernelCounters {
     /// Resets of the server and client sides by direction, state and reason, cumulative.
     #[serde(default)]
     pub tcp_resets: Vec<TcpResetCount>,
+    /// The server's new connections and their waits to be taken, by port.
+    #[serde(default)]
+    pub accept_waits: Vec<AcceptWaitCount>,
+    /// Those waits' lengths (ns), every port's.
+    #[serde(default)]
+    pub accept_hist: NsHistogram,
     /// Indexed by srvprof_common::lost.
     pub lost: Vec<u64>,
 }
@@ -275,6 +291,8 @@ impl KernelCounters {
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],
             tcp_resets: Vec::new(),
+            accept_waits: Vec::new(),
+            accept_hist: NsHistogram::default(),
             lost: vec![0; lost::COUNT as usize],
         }
     }

@@ -85,6 +85,7 @@ pub fn checks() -> Vec<CheckResult> {
         let targets = ProbeTargets {
             server_pids: vec![std::process::id()],
             stack_sample_hz: Some(99),
+            accept_waits: crate::probes::tcp::AcceptWaits::Always,
             ..Default::default()
         };
         let mut attached = Vec::new();

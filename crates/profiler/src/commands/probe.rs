@@ -8,7 +8,7 @@ use srvprof_common::GROUP_SERVER;
 
 use crate::cli::{Format, ProbeArgs};
 use crate::error::SrvprofError;
-use crate::probes::{ProbeTargets, Probes};
+use crate::probes::{ProbeTargets, Probes, tcp::AcceptWaits};
 use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
@@ -40,6 +40,8 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         sampled_window: args.syscalls.sampled_window(args.interval),
         skip: args.syscalls.skip.clone(),
         empty_window_programs: args.syscalls.empty_window_programs,
+        // Whether the clients open a connection per request is not known here.
+        accept_waits: AcceptWaits::WhileConnecting,
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;

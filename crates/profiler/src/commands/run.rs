@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::cli::{RunArgs, Stacks};
 use crate::discover::{self, ServerProcess};
 use crate::error::SrvprofError;
-use crate::probes::{ProbeTargets, Probes};
+use crate::probes::{ProbeTargets, Probes, tcp::AcceptWaits};
 use crate::render;
 use crate::render::run_text;
 use crate::sampler::Sampler;
@@ -86,6 +86,10 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         sampled_window: args.syscalls.sampled_window(config.interval),
         skip: args.syscalls.skip.clone(),
         empty_window_programs: args.syscalls.empty_window_programs,
+        accept_waits: match config.keepalive {
+            true => AcceptWaits::Off,
+            false => AcceptWaits::Always,
+        },
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
     // Scripts and tests bracket the probed window with this line and "reading stacks".

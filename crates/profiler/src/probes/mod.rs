@@ -54,6 +54,7 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_retransmit_synack",
     "tcp_send_reset",
     "tcp_receive_reset",
+    "tcp_rcv_space_adjust",
     "inet_sock_set_state",
 ];
 
@@ -85,6 +86,8 @@ pub struct ProbeTargets {
     /// The windowed syscall and softirq programs return at once, to measure what the kernel's
     /// traced path and the dispatch to them cost alone (their figures read zero).
     pub empty_window_programs: bool,
+    /// When new connections' waits to be taken are timed (ACCEPT_PROGRAM).
+    pub accept_waits: tcp::AcceptWaits,
 }
 
 impl ProbeTargets {
@@ -131,6 +134,10 @@ impl Family {
     }
 }
 
+/// The program that ends a new connection's wait to be taken, at its first read (attached as
+/// ProbeTargets::accept_waits says).
+pub const ACCEPT_PROGRAM: &str = "tcp_rcv_space_adjust";
+
 /// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
 pub const SYSCALL_PROGRAMS: [&str; 2] = ["sys_enter", "sys_exit"];
 /// The programs that time softirqs: in sampled mode attached for the syscall programs' window.
@@ -159,6 +166,7 @@ pub struct Probes {
     threads_seeded: bool,
     /// The kernel's off-CPU totals when the stacks' grid started (set_stack_grid).
     offcpu_at_grid: Option<stacks::OffcpuTotals>,
+    accept: tcp::AcceptTiming,
 }
 
 impl Probes {
@@ -178,6 +186,7 @@ impl Probes {
             })
         };
         let (syn_sent, close) = (state("SYN_SENT")?, state("CLOSE")?);
+        let (established, syn_recv) = (state("ESTABLISHED")?, state("SYN_RECV")?);
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
@@ -200,6 +209,8 @@ impl Probes {
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .override_global(globals::TCP_STATE_CLOSE, &close, true)
+            .override_global(globals::TCP_STATE_ESTABLISHED, &established, true)
+            .override_global(globals::TCP_STATE_SYN_RECV, &syn_recv, true)
             .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
             .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
             .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
@@ -246,6 +257,15 @@ impl Probes {
                     .insert(port, 1, 0)
                     .map_err(|e| map_error(maps::TCP_PORTS, e))?;
             }
+            let mut bits: aya::maps::Array<&mut MapData, u64> =
+                map_mut(&mut ebpf, maps::TCP_PORT_BITS)?;
+            for word in targets.tcp_ports.iter().map(|p| u32::from(*p) / 64) {
+                let set = (targets.tcp_ports.iter())
+                    .filter(|p| u32::from(**p) / 64 == word)
+                    .fold(0u64, |w, p| w | 1 << (p % 64));
+                bits.set(word, set, 0)
+                    .map_err(|e| map_error(maps::TCP_PORT_BITS, e))?;
+            }
         }
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         // Sampled mode: the softirq programs, then the syscall programs (sys_exit, which counts,
@@ -271,10 +291,15 @@ impl Probes {
             if targets.skip_syscalls && syscall {
                 continue;
             }
+            if program == ACCEPT_PROGRAM && targets.accept_waits == tcp::AcceptWaits::Off {
+                continue;
+            }
             if Family::of(program).is_some_and(|f| targets.skip.contains(&f)) {
                 continue;
             }
-            let windowed = window.is_some() && windowed_programs.contains(&program);
+            // Attached by AcceptTiming, at once or while the server takes new connections.
+            let windowed = (window.is_some() && windowed_programs.contains(&program))
+                || program == ACCEPT_PROGRAM;
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())
@@ -284,6 +309,10 @@ impl Probes {
             });
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
+        }
+        let mut accept = tcp::AcceptTiming::new(targets.accept_waits);
+        if targets.accept_waits == tcp::AcceptWaits::Always {
+            accept.attach(&mut ebpf)?;
         }
         // The thread that unwinds the samples, ready (its targets' modules read) before the
         // programs that send them attach.
@@ -338,6 +367,7 @@ impl Probes {
             accounting: Default::default(),
             threads_seeded: false,
             offcpu_at_grid: None,
+            accept,
         })
     }
 
@@ -442,6 +472,12 @@ impl Probes {
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
         tcp::read(&self.ebpf, &self.tcp_names, &mut counters)?;
+        tcp::read_accepts(&self.ebpf, &mut counters)?;
+        let handshakes = srvprof_common::tcp::index(
+            srvprof_common::tcp::SIDE_SERVER,
+            srvprof_common::tcp::HANDSHAKES,
+        );
+        (self.accept).follow(&mut self.ebpf, counters.tcp[handshakes as usize])?;
         counters.pauses = pauses::read(&self.ebpf)?;
         for p in &mut counters.pauses {
             if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {

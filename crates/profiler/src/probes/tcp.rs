@@ -1,16 +1,109 @@
 //! Reads the TCP probes: retransmits and resets by side, resets by state and reason, the
-//! server's outbound connections and the waits on them.
+//! server's outbound connections and the waits on them, its new connections' waits to be taken.
 
 use aya::{
     Ebpf,
-    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    maps::{Array, HashMap, MapData, PerCpuArray, PerCpuHashMap},
+    programs::tp_btf::BtfTracePointLinkId,
 };
-use srvprof_common::{FdKey, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp};
+use srvprof_common::{
+    AcceptCount, FdKey, HistSlots, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp,
+};
 
 use super::btf_offsets::TcpNames;
-use super::{map_error, map_mut, map_ref};
+use super::{ACCEPT_PROGRAM, attach_loaded, btf_program, map_error, map_mut, map_ref};
 use crate::error::SrvprofError;
-use srvprof_analysis::record::{KernelCounters, TcpResetCount};
+use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, NsHistogram, TcpResetCount};
+
+/// When new connections' waits to be taken are timed: ACCEPT_PROGRAM runs at every TCP read on the
+/// host, so it is attached only where it has waits to time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AcceptWaits {
+    /// Not timed.
+    #[default]
+    Off,
+    /// All along: the load opens a connection per request.
+    Always,
+    /// While the server takes new connections: attached at a reading that finds handshakes since
+    /// the one before, detached at one that finds none.
+    WhileConnecting,
+}
+
+/// ACCEPT_PROGRAM's attachment (loaded with the others, attached by `follow` or `attach`).
+#[derive(Default)]
+pub struct AcceptTiming {
+    mode: AcceptWaits,
+    link: Option<BtfTracePointLinkId>,
+    /// The server's handshakes at the last reading.
+    handshakes: u64,
+}
+
+impl AcceptTiming {
+    pub fn new(mode: AcceptWaits) -> Self {
+        Self {
+            mode,
+            ..Default::default()
+        }
+    }
+
+    /// Attaches the program; only connections pending from now on have their waits counted.
+    pub fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if self.link.is_some() {
+            return Ok(());
+        }
+        let mut since: Array<&mut MapData, u64> = map_mut(ebpf, maps::ACCEPT_TIMED_SINCE)?;
+        since
+            .set(0, crate::clock::monotonic_ns(), 0)
+            .map_err(|e| map_error(maps::ACCEPT_TIMED_SINCE, e))?;
+        let prog = btf_program(ebpf, ACCEPT_PROGRAM)?;
+        self.link = Some(attach_loaded(prog, ACCEPT_PROGRAM, ACCEPT_PROGRAM)?);
+        Ok(())
+    }
+
+    /// At each reading, with the server's handshakes so far: attached while they grow.
+    pub fn follow(&mut self, ebpf: &mut Ebpf, handshakes: u64) -> Result<(), SrvprofError> {
+        let connecting = handshakes > self.handshakes;
+        self.handshakes = handshakes;
+        match (self.mode, self.link.is_some(), connecting) {
+            (AcceptWaits::WhileConnecting, false, true) => self.attach(ebpf),
+            (AcceptWaits::WhileConnecting, true, false) => {
+                if let Some(link) = self.link.take() {
+                    let _ = btf_program(ebpf, ACCEPT_PROGRAM)?.detach(link);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The server's new connections and their waits to be taken so far (the accept queue, then until
+/// their first read), by port, and the waits' lengths.
+pub fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+    let map: PerCpuHashMap<&MapData, u16, AcceptCount> = map_ref(ebpf, maps::ACCEPT_QUEUE)?;
+    counters.accept_waits = map
+        .iter()
+        .filter_map(Result::ok)
+        .map(|(port, per_cpu)| AcceptWaitCount {
+            port,
+            accepts: per_cpu.iter().map(|c| c.accepts).sum(),
+            wait_ns: per_cpu.iter().map(|c| c.wait_ns).sum(),
+        })
+        .collect();
+    counters.accept_waits.sort_by_key(|a| a.port);
+    let hist: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, maps::ACCEPT_HIST)?;
+    let per_cpu = hist
+        .get(&0, 0)
+        .map_err(|e| map_error(maps::ACCEPT_HIST, e))?;
+    let mut sum = NsHistogram::default();
+    for h in per_cpu.iter() {
+        for (a, b) in sum.slots.iter_mut().zip(h.slots.iter()) {
+            *a += b;
+        }
+    }
+    counters.accept_hist = sum;
+    Ok(())
+}
 
 pub fn read(
     ebpf: &Ebpf,
