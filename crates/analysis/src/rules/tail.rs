@@ -41,8 +41,9 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
         true => p.share >= RANKED_TAIL_SHARE,
         false => p.share >= MEDIAN_WAIT_SHARE && p.tail_ms >= MIN_TAIL_MS,
     };
+    // A thread's wait, or connections' in an accept queue while the thread that takes them waits.
     let part = (a.parts.iter())
-        .filter(|p| p.place == Place::Blocked)
+        .filter(|p| p.place == Place::Blocked || p.resource == Some(Resource::AcceptQueue))
         .filter(named)
         .filter(|p| !matches!(p.resource, None | Some(Resource::Unknown)))
         .find(|p| !p.resource.is_some_and(|res| named_by_a_rule(res, r)))?;
@@ -180,6 +181,26 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         ),
         false => format!("the median {:.2} ms", a.p50_ms),
     };
+    if resource == Resource::AcceptQueue {
+        let port = part
+            .kernel
+            .as_deref()
+            .map_or(String::new(), |k| format!(" of {k}"));
+        let held = part
+            .held_by
+            .as_deref()
+            .map_or(String::new(), |h| format!(" ({h})"));
+        let mean = part.mean_wait_ms.unwrap_or(0.0);
+        return format!(
+            "connections waited in the accept queue{port} while the thread that takes them was busy elsewhere{held}: that wait is {:.0}% of p99 ({:.1} ms, {median}); {:.0} connections waited {mean:.2} ms on average, {:.2} ms a request; {:.0}% of p99 is not accounted for. Fix: {}",
+            part.share * 100.0,
+            a.p99_ms,
+            part.waits.unwrap_or(0.0),
+            part.per_request_ms,
+            a.unaccounted_share * 100.0,
+            resource.fix()
+        );
+    }
     let what = match (resource, &part.held_by) {
         (Resource::Service, Some(at)) => format!("{}, at {at}", resource.label()),
         (Resource::Pipe | Resource::UnixSocket, Some(end)) => {

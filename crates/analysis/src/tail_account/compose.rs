@@ -1,5 +1,5 @@
 //! The account of a run: its parts from the server's stacks and kernel figures, the client's
-//! CPU and queue, and the network's resent segments, then split.
+//! CPU and queue, the network's resent segments and its accept queue, then split.
 
 use std::collections::HashMap;
 
@@ -106,6 +106,72 @@ pub(super) fn hottest_function(
         .map(|(f, _)| f.to_string())
 }
 
+/// The threads that take connections from the accept queue and serve none of their requests (an
+/// acceptor beside threads per connection): those seen waiting for work only in an accept, when
+/// some other thread serves requests. An event loop that accepts and serves is none (its accepts
+/// do not block, and its waits delay the requests it holds, counted with them).
+fn acceptors(waits: &[(&FoldedLine, Wait)], request_threads: &[String]) -> Vec<String> {
+    let thread = |l: &FoldedLine| l.frames.first().cloned().unwrap_or_default();
+    let is_accept =
+        |w: &Wait| (w.kernel.as_deref()).is_some_and(|k| k.ends_with("inet_csk_accept"));
+    let work = || (waits.iter()).filter(|(_, w)| w.resource == Resource::Work);
+    let mut only_accept: Vec<String> = work()
+        .filter(|(_, w)| is_accept(w))
+        .map(|(l, _)| thread(l))
+        .collect();
+    only_accept.sort();
+    only_accept.dedup();
+    only_accept.retain(|t| !work().any(|(l, w)| thread(l) == *t && !is_accept(w)));
+    match request_threads.iter().any(|t| !only_accept.contains(t)) {
+        true => only_accept,
+        false => Vec::new(),
+    }
+}
+
+/// New connections' waits to be taken (the accept queue, then until their first read), when a
+/// thread only accepts them: each delays its connection's first request. Held by what the
+/// acceptor did meanwhile: its longest own wait.
+fn accept_queue(
+    server: &KernelReport,
+    acceptors: &[String],
+    acceptor_waits: &[(Wait, f64, String)],
+    lengths: Option<&NsHistogram>,
+    n: u64,
+) -> Option<Cost> {
+    let queue = server.tcp.accept_queue.as_ref()?;
+    let (accepts, wait_ns) = (queue.accepts, queue.wait_ns);
+    if acceptors.is_empty() || accepts == 0 || wait_ns == 0 {
+        return None;
+    }
+    let mean_wait_ms = wait_ns as f64 / 1e6 / accepts as f64;
+    let busiest = (acceptor_waits.iter()).max_by(|a, b| a.1.total_cmp(&b.1));
+    let held_by = busiest.map(|(w, _, thread)| {
+        let called = w
+            .function
+            .as_deref()
+            .map_or(String::new(), |f| format!(" in {f}"));
+        format!("{thread} waited on {}{called}", w.resource.label())
+    });
+    Some(Cost {
+        part: TailPart {
+            place: Place::Network,
+            resource: Some(Resource::AcceptQueue),
+            kernel: queue.by_port.first().map(|p| format!("port {}", p.port)),
+            function: busiest.and_then(|(w, ..)| w.function.clone()),
+            waits: Some(accepts as f64),
+            mean_wait_ms: Some(mean_wait_ms),
+            threads: acceptors.to_vec(),
+            requests_delayed: 1.0,
+            held_by,
+            per_request_ms: wait_ns as f64 / 1e6 / n as f64,
+            ..Default::default()
+        },
+        uniform: false,
+        affected: Some((accepts as f64 / n as f64).min(1.0)),
+        lengths: lengths.and_then(|h| lengths_of(h, mean_wait_ms)),
+    })
+}
+
 /// One wait's time over the span (us), and the request threads seen in it.
 struct Waited {
     wait: Wait,
@@ -129,6 +195,8 @@ pub struct Inputs<'a> {
     pub client: &'a KernelReport,
     /// The server's run-queue waits in the measured span (srvprof_common::hist slots, ns).
     pub runq_lengths: Option<&'a NsHistogram>,
+    /// The server's connections' accept-queue waits in the measured span (hist slots, ns).
+    pub accept_lengths: Option<&'a NsHistogram>,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -142,6 +210,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         client,
         stacks,
         runq_lengths,
+        accept_lengths,
         ..
     } = input;
     let n = load.completed;
@@ -190,6 +259,11 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     request_threads.dedup();
     let serves =
         |name: &str| request_threads.is_empty() || request_threads.iter().any(|t| t == name);
+    // Without the kernel's figures of the queue, an acceptor's waits stay where they were seen.
+    let acceptors = match &server.tcp.accept_queue {
+        Some(_) => acceptors(&waits, &request_threads),
+        None => Vec::new(),
+    };
     // Little's law: the requests in flight, over the request threads that ran.
     let in_flight = load.throughput_rps * load.latency_us.mean / 1e6;
     let running = (server.threads.iter())
@@ -240,6 +314,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             Resource::Work | Resource::Idle => idle_us += us,
             // The run queue's part, from the scheduler's own count.
             Resource::Preempted => {}
+            // The accept queue's cause, not a request's wait.
+            _ if acceptors.contains(&name) => {}
             _ => match blocked.iter_mut().find(|b| b.wait == *w) {
                 Some(b) => {
                     b.us += us;
@@ -417,6 +493,27 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         });
     }
     idle_us = (idle_us - service_us).max(0.0);
+    // What the acceptors did: their waits over the whole run, a rare long one with no stack drawn
+    // (its syscall alone, outside the timed window) included.
+    let mut acceptor_waits: Vec<(Wait, f64, String)> = Vec::new();
+    for l in (input.stacks.offcpu.iter()).filter(|l| l.group == GROUP_SERVER) {
+        let (name, w) = (thread(l), wait_of(&l.frames));
+        if !acceptors.contains(&name)
+            || matches!(
+                w.resource,
+                Resource::Work | Resource::Idle | Resource::Preempted
+            )
+        {
+            continue;
+        }
+        match (acceptor_waits.iter_mut()).find(|(aw, _, t)| *aw == w && *t == name) {
+            Some(a) => a.1 += l.value as f64,
+            None => acceptor_waits.push((w, l.value as f64, name)),
+        }
+    }
+    if let Some(cost) = accept_queue(server, &acceptors, &acceptor_waits, accept_lengths, n) {
+        costs.push(cost);
+    }
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
         let (drawn_us, periods) = b.length;

@@ -63,7 +63,7 @@ pub enum Place {
     /// still waiting for an earlier answer.
     ClientQueue,
     /// The network path with no thread involved: TCP's own timers (a SYN or SYN-ACK resent after
-    /// the kernel's initial timeout).
+    /// the kernel's initial timeout) and queues (a connection in its listener's accept queue).
     Network,
 }
 
@@ -108,6 +108,9 @@ pub enum Resource {
     /// Another service's answer, read on a connection the server opened to it (its address is
     /// the part's `held_by`).
     Service,
+    /// A listening socket's accept queue: the connection established, the thread that accepts
+    /// busy elsewhere (what it was doing is the part's `held_by`).
+    AcceptQueue,
 }
 
 impl Resource {
@@ -131,6 +134,7 @@ impl Resource {
             Resource::SynRetransmit => "a lost SYN or SYN-ACK",
             Resource::Retransmit => "a lost segment",
             Resource::Service => "a service it calls",
+            Resource::AcceptQueue => "the accept queue",
         }
     }
 
@@ -162,6 +166,9 @@ impl Resource {
             }
             Resource::Service => {
                 "look at that service's latency, cache its answers, or call it with a timeout and in parallel"
+            }
+            Resource::AcceptQueue => {
+                "the thread that accepts connections was busy elsewhere: give accepting a thread that does nothing else, or several listeners (SO_REUSEPORT), and move its other work off it"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
@@ -232,6 +239,16 @@ impl TailPart {
             Place::Client => "the load generator's CPU".to_string(),
             Place::ClientQueue => {
                 "the load generator's queue: sent late, its connection still busy (more connections keep the schedule)".to_string()
+            }
+            Place::Network if self.resource == Some(Resource::AcceptQueue) => {
+                let queue = match &self.kernel {
+                    Some(port) => format!("the accept queue of {port}"),
+                    None => "the accept queue".to_string(),
+                };
+                match &self.held_by {
+                    Some(h) => format!("connections waiting in {queue}, the thread that accepts them {h}"),
+                    None => format!("connections waiting in {queue}"),
+                }
             }
             Place::Network => match (&self.kernel, self.mean_wait_ms) {
                 (Some(what), Some(ms)) => {

@@ -19,6 +19,7 @@ fn account_of(
         server,
         client,
         runq_lengths: None,
+        accept_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks,
@@ -251,6 +252,111 @@ fn a_dependency_read_like_a_wait_for_work_is_the_services_part_by_the_kernels_co
     server.outbound[0].wait_ns = 0;
     let blind = account_of(&load, &server, &KernelReport::default(), &stacks);
     assert!(blind.unaccounted_share > 0.9, "{blind:?}");
+}
+
+/// The waits to be taken of 10,000 new connections on port 8080, `waited` of them 30 ms each.
+fn accepted(waited: u64) -> crate::kernel_report::AcceptQueueReport {
+    let by_port = vec![crate::kernel_report::AcceptQueuePort {
+        port: 8080,
+        accepts: 10_000,
+        wait_ns: waited * 30_000_000,
+    }];
+    crate::kernel_report::AcceptQueueReport {
+        accepts: 10_000,
+        wait_ns: waited * 30_000_000,
+        p99_ms: 30.0,
+        max_ms: 30.0,
+        by_port,
+    }
+}
+
+/// A thread per connection behind a thread that accepts: 200 connections of 10,000 wait 30 ms in
+/// the accept queue while it sleeps, its 6 s of sleeps drawn as `chore`.
+fn behind_an_acceptor(chore: &str) -> (LoadReport, KernelReport, FoldedStacks) {
+    use crate::stacks::LineSet;
+    let (load, server, mut stacks) = threaded(46_000_000, 0);
+    let mut off = LineSet::default();
+    for l in stacks.lines(StackKind::OffCpu) {
+        let line = off.add(l.group, l.frames.clone(), l.value);
+        off.add_periods(line, l.periods);
+    }
+    off.add(
+        GROUP_SERVER,
+        frames("acceptor;main;accept;do_syscall_64_[k];__x64_sys_accept_[k];__sys_accept4_[k];inet_csk_accept_[k];schedule_[k]"),
+        40_000_000,
+    );
+    let slept = off.add(GROUP_SERVER, frames(chore), 6_000_000);
+    off.add_periods(slept, 200);
+    stacks.set(StackKind::OffCpu, off.finish());
+    (load, server, stacks)
+}
+
+#[test]
+fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_it_did() {
+    // The acceptor's sleep drawn with its stack, or with none (its syscall alone).
+    for (chore, held) in [
+        (
+            "acceptor;main;housekeeping;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]",
+            "acceptor waited on a sleep or timer in housekeeping",
+        ),
+        (
+            "acceptor;[no stack];__do_sys_clock_nanosleep_[k]",
+            "acceptor waited on a sleep or timer",
+        ),
+    ] {
+        let (load, mut server, stacks) = behind_an_acceptor(chore);
+        let blind = account_of(&load, &server, &KernelReport::default(), &stacks);
+        assert!(
+            (blind.parts.iter()).any(|p| p.resource == Some(Resource::Sleep)),
+            "without the queue's figures the acceptor's sleep is a request's wait: {blind:?}"
+        );
+
+        server.tcp.accept_queue = Some(accepted(200));
+        // The kernel's lengths: 9,800 connections read at once (10 us), 200 after 30 ms.
+        let mut lengths = crate::record::NsHistogram::default();
+        lengths.slots[srvprof_common::hist::slot_of(10_000) as usize] = 9_800;
+        lengths.slots[srvprof_common::hist::slot_of(30_000_000) as usize] = 200;
+        let a = account(Inputs {
+            load: &load,
+            server: &server,
+            client: &KernelReport::default(),
+            runq_lengths: None,
+            accept_lengths: Some(&lengths),
+            server_cpu_us: 20.0,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let top = &a.parts[0];
+        assert_eq!(top.place, Place::Network, "{a:?}");
+        assert_eq!(top.resource, Some(Resource::AcceptQueue), "{a:?}");
+        assert_eq!(top.kernel.as_deref(), Some("port 8080"));
+        assert!((top.mean_wait_ms.unwrap() - 0.6).abs() < 1e-9, "{top:?}");
+        assert!((top.per_request_ms - 0.6).abs() < 1e-9, "{top:?}");
+        assert_eq!(top.held_by.as_deref(), Some(held), "{top:?}");
+        assert!(top.share > 0.9, "{a:?}");
+        // Its sleep is the queue's cause, not a second part beside it.
+        assert!(
+            !(a.parts.iter()).any(|p| p.resource == Some(Resource::Sleep)),
+            "{a:?}"
+        );
+        assert!(top.describe().contains("the accept queue of port 8080"));
+    }
+}
+
+#[test]
+fn an_event_loop_that_accepts_and_serves_keeps_its_waits_and_gets_no_accept_part() {
+    // The connection threads take their own connections (say, SO_REUSEPORT listeners polled
+    // with the connections): no thread waits for work only in an accept, and their waits are
+    // the requests' own.
+    let (load, mut server, stacks) = threaded(46_000_000, 6_000_000);
+    server.tcp.accept_queue = Some(accepted(200));
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert!(
+        !(a.parts.iter()).any(|p| p.resource == Some(Resource::AcceptQueue)),
+        "{a:?}"
+    );
+    assert_eq!(a.parts[0].resource, Some(Resource::Pipe), "{a:?}");
 }
 
 #[test]
