@@ -183,6 +183,9 @@ struct Waited {
 
 /// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
 pub const MAX_PARTS: usize = 8;
+/// A wait with at least this share of its syscall's sleeping time (the scheduler's) is counted
+/// by the syscall's sleeps.
+pub const MIN_SYSCALL_SHARE: f64 = 0.9;
 /// A thread the request threads hand work to at least this many times a request (and that
 /// hands it back) serves requests: a worker pool's.
 pub const MIN_HANDOFF_SHARE: f64 = 0.01;
@@ -517,8 +520,20 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
         let (drawn_us, periods) = b.length;
-        let mean_wait_ms = (periods > 0).then(|| drawn_us as f64 / 1e3 / periods as f64);
-        let count = mean_wait_ms.filter(|m| *m > 0.0).map(|m| b.us / 1e3 / m);
+        let drawn_mean_ms = (periods > 0).then(|| drawn_us as f64 / 1e3 / periods as f64);
+        // The scheduler counted every sleep in the syscall: a wait that holds nearly all of its
+        // time takes that count (a few drawn periods make a noisy mean), others the drawn mean.
+        let counted = (b.wait.syscall.as_deref())
+            .and_then(|sc| exact.get(sc))
+            .filter(|(k, ns)| *k > 0 && b.us * 1e3 >= MIN_SYSCALL_SHARE * *ns as f64)
+            .map(|(k, ns)| *k as f64 * (b.us * 1e3 / *ns as f64).min(1.0));
+        let (count, mean_wait_ms) = match counted {
+            Some(k) => (Some(k), Some(b.us / 1e3 / k)),
+            None => (
+                drawn_mean_ms.filter(|m| *m > 0.0).map(|m| b.us / 1e3 / m),
+                drawn_mean_ms,
+            ),
+        };
         // A lock's holder: the lock waited on longest from this function (the lock probes'
         // waiter stack names it).
         let held_by = (b.wait.resource == Resource::Lock)

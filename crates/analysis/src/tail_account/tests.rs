@@ -596,6 +596,76 @@ fn an_event_loops_wait_delays_the_requests_in_flight_and_half_those_arriving() {
     );
 }
 
+/// A worker that sleeps in one syscall for one wait alone: 48 sleeps of 30 ms by the scheduler's
+/// count, of which the three drawn happened to average 50 ms. The count is the scheduler's, not
+/// the time over the drawn mean; a wait that shares its syscall with others keeps the drawn mean.
+#[test]
+fn a_wait_alone_in_its_syscall_takes_the_schedulers_count_of_its_sleeps() {
+    use crate::stacks::LineSet;
+    // The worker's waits for work and its pipe reads, with a disk read as long in the same
+    // syscall or without.
+    let stacks_with = |disk_read: bool| {
+        let mut off = LineSet::default();
+        let poll = off.add(
+            GROUP_SERVER,
+            frames("nginx;ngx_process_events;epoll_wait;do_syscall_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_[k]"),
+            40_000_000,
+        );
+        off.add_periods(poll, 10_000);
+        let pipe = off.add(
+            GROUP_SERVER,
+            frames("nginx;ngx_http_lua_run_thread;io_popen_read;fread;read;do_syscall_64_[k];ksys_read_[k];anon_pipe_read_[k];schedule_[k]"),
+            150_000,
+        );
+        off.add_periods(pipe, 3);
+        if disk_read {
+            let disk = off.add(
+                GROUP_SERVER,
+                frames("nginx;ngx_http_read_file;read;do_syscall_64_[k];ksys_read_[k];folio_wait_bit_common_[k];schedule_[k]"),
+                150_000,
+            );
+            off.add_periods(disk, 3);
+        }
+        let mut stacks = FoldedStacks::default();
+        stacks.set(StackKind::OffCpu, off.finish());
+        stacks
+    };
+    let (stacks, shared_stacks) = (stacks_with(false), stacks_with(true));
+    let load = load_at(2_400, 400.0);
+    let server = KernelReport {
+        threads: vec![crate::kernel_report::ThreadReport {
+            comm: "nginx".into(),
+            oncpu_ns: 1_000_000,
+            ..Default::default()
+        }],
+        syscalls: vec![crate::kernel_report::SyscallReport {
+            name: "read".into(),
+            blocked: Some(48),
+            blocked_ns: Some(48 * 30_000_000),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let part = |stacks: &FoldedStacks| -> TailPart {
+        let a = account_of(&load, &server, &KernelReport::default(), stacks);
+        (a.parts.into_iter())
+            .find(|p| p.resource == Some(Resource::Pipe))
+            .unwrap()
+    };
+    let alone = part(&stacks);
+    assert!((alone.waits.unwrap() - 48.0).abs() < 1e-9, "{alone:?}");
+    assert!(
+        (alone.mean_wait_ms.unwrap() - 30.0).abs() < 1e-9,
+        "{alone:?}"
+    );
+    // Half the syscall's sleeping time is a disk read's: the drawn mean.
+    let shared = part(&shared_stacks);
+    assert!(
+        (shared.mean_wait_ms.unwrap() - 50.0).abs() < 1e-9,
+        "{shared:?}"
+    );
+}
+
 /// Connection threads that hand each request's work to a pool of "worker" threads and wait for
 /// it: a worker sleeps 30 ms for one request in 50. The workers never wait on a socket, so
 /// only their wakeups tell that they serve requests: the connection threads wake them as often
