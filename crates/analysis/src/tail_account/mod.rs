@@ -246,7 +246,9 @@ impl TailPart {
                     None => "the accept queue".to_string(),
                 };
                 match &self.held_by {
-                    Some(h) => format!("connections waiting in {queue}, the thread that accepts them {h}"),
+                    Some(h) => format!(
+                        "connections waiting in {queue} while the thread that accepts them was busy: {h}"
+                    ),
                     None => format!("connections waiting in {queue}"),
                 }
             }

@@ -240,6 +240,19 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
             thousands(s.tcp.resets_received)
         ),
     );
+    if let Some(q) = &s.tcp.accept_queue {
+        line(
+            &mut out,
+            "",
+            &format!(
+                "{} new connections waited {} on average to be taken (accept queue, then first \
+                 read), p99 {}",
+                thousands(q.accepts),
+                human_us(q.wait_ns as f64 / 1e3 / q.accepts.max(1) as f64),
+                human_us(q.p99_ms * 1e3),
+            ),
+        );
+    }
     for q in (r.stacks.iter()).filter(|q| {
         q.with_user > 0 && (q.reach_start < POOR_REACH || q.with_unnamed > POOR_UNNAMED)
     }) {
@@ -467,6 +480,26 @@ kernel       server: 10,000 context switches/s (10% involuntary), run-queue p99 
              30% of a CPU; 412 listen overflows, 2,061 SYN retransmits; resets sent 0, received 0
 timeline     p99 per interval: too few intervals (0 of the 10 needed) to tell what tracks it
 "
+        );
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+    }
+
+    #[test]
+    fn new_connections_waits_to_be_taken_are_told_when_timed() {
+        let mut r = report();
+        r.server.tcp.accept_queue = Some(srvprof_analysis::kernel_report::AcceptQueueReport {
+            accepts: 2_000,
+            wait_ns: 10_240_000_000,
+            p99_ms: 100.66,
+            max_ms: 117.4,
+            by_port: Vec::new(),
+        });
+        let text = text(&r, Some(&stacks()), false);
+        assert!(
+            text.contains(
+                "2,000 new connections waited 5.12ms on average to be taken (accept queue, then first\n"
+            ),
+            "{text}"
         );
         assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
     }
