@@ -310,8 +310,13 @@ impl Probes {
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
-        let mut accept = tcp::AcceptTiming::new(targets.accept_waits);
-        if targets.accept_waits == tcp::AcceptWaits::Always {
+        // Left detached with the rest of its family (skipped above, so not loaded either).
+        let accept_waits = match targets.skip.contains(&Family::Tcp) {
+            true => tcp::AcceptWaits::Off,
+            false => targets.accept_waits,
+        };
+        let mut accept = tcp::AcceptTiming::new(accept_waits);
+        if accept_waits == tcp::AcceptWaits::Always {
             accept.attach(&mut ebpf)?;
         }
         // The thread that unwinds the samples, ready (its targets' modules read) before the
