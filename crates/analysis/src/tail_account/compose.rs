@@ -144,6 +144,18 @@ fn accept_queue(
         return None;
     }
     let mean_wait_ms = wait_ns as f64 / 1e6 / accepts as f64;
+    let lengths = lengths.and_then(|h| lengths_of(h, mean_wait_ms));
+    // Told as the waits of LONG_ACCEPT_WAIT_MS or more ("1 request in 10 waits 51 ms"), when
+    // their lengths are known: the rest are a new connection's ordinary start.
+    let long = (lengths.as_ref())
+        .map(|l| {
+            let long = l.iter().filter(|(ms, _)| *ms >= LONG_ACCEPT_WAIT_MS);
+            let share: f64 = long.clone().map(|(_, p)| p).sum();
+            let ms: f64 = long.map(|(ms, p)| ms * p).sum();
+            (share * accepts as f64, ms / share.max(f64::MIN_POSITIVE))
+        })
+        .filter(|(count, _)| *count >= 1.0);
+    let (waits, mean) = long.unwrap_or((accepts as f64, mean_wait_ms));
     let busiest = (acceptor_waits.iter()).max_by(|a, b| a.1.total_cmp(&b.1));
     let held_by = busiest.map(|(w, _, thread)| {
         let called = w
@@ -158,8 +170,8 @@ fn accept_queue(
             resource: Some(Resource::AcceptQueue),
             kernel: queue.by_port.first().map(|p| format!("port {}", p.port)),
             function: busiest.and_then(|(w, ..)| w.function.clone()),
-            waits: Some(accepts as f64),
-            mean_wait_ms: Some(mean_wait_ms),
+            waits: Some(waits),
+            mean_wait_ms: Some(mean),
             threads: acceptors.to_vec(),
             requests_delayed: 1.0,
             held_by,
@@ -168,7 +180,7 @@ fn accept_queue(
         },
         uniform: false,
         affected: Some((accepts as f64 / n as f64).min(1.0)),
-        lengths: lengths.and_then(|h| lengths_of(h, mean_wait_ms)),
+        lengths,
     })
 }
 
@@ -183,6 +195,9 @@ struct Waited {
 
 /// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
 pub const MAX_PARTS: usize = 8;
+/// A new connection's wait to be taken this long or longer (ms) is told apart from the others
+/// (a thread's start, an event loop's turn).
+pub const LONG_ACCEPT_WAIT_MS: f64 = 1.0;
 /// A wait with at least this share of its syscall's sleeping time (the scheduler's) is counted
 /// by the syscall's sleeps.
 pub const MIN_SYSCALL_SHARE: f64 = 0.9;
