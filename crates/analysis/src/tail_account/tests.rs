@@ -56,6 +56,12 @@ fn load_at(completed: u64, mean_us: f64) -> LoadReport {
     }
 }
 
+/// Adds a server stack (`;`-separated frames) of `us` off-CPU, drawn as `periods` periods.
+fn add_drawn(off: &mut crate::stacks::LineSet, stack: &str, us: u64, periods: u64) {
+    let line = off.add(GROUP_SERVER, frames(stack), us);
+    off.add_periods(line, periods);
+}
+
 pub(super) fn frames(s: &str) -> Vec<String> {
     s.split(';').map(str::to_string).collect()
 }
@@ -285,8 +291,7 @@ fn behind_an_acceptor(chore: &str) -> (LoadReport, KernelReport, FoldedStacks) {
         frames("acceptor;main;accept;do_syscall_64_[k];__x64_sys_accept_[k];__sys_accept4_[k];inet_csk_accept_[k];schedule_[k]"),
         40_000_000,
     );
-    let slept = off.add(GROUP_SERVER, frames(chore), 6_000_000);
-    off.add_periods(slept, 200);
+    add_drawn(&mut off, chore, 6_000_000, 200);
     stacks.set(StackKind::OffCpu, off.finish());
     (load, server, stacks)
 }
@@ -608,25 +613,25 @@ fn a_wait_alone_in_its_syscall_takes_the_schedulers_count_of_its_sleeps() {
     // syscall or without.
     let stacks_with = |disk_read: bool| {
         let mut off = LineSet::default();
-        let poll = off.add(
-            GROUP_SERVER,
-            frames("nginx;ngx_process_events;epoll_wait;do_syscall_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_[k]"),
+        add_drawn(
+            &mut off,
+            "nginx;ngx_process_events;epoll_wait;do_syscall_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_[k]",
             40_000_000,
+            10_000,
         );
-        off.add_periods(poll, 10_000);
-        let pipe = off.add(
-            GROUP_SERVER,
-            frames("nginx;ngx_http_lua_run_thread;io_popen_read;fread;read;do_syscall_64_[k];ksys_read_[k];anon_pipe_read_[k];schedule_[k]"),
+        add_drawn(
+            &mut off,
+            "nginx;ngx_http_lua_run_thread;io_popen_read;fread;read;do_syscall_64_[k];ksys_read_[k];anon_pipe_read_[k];schedule_[k]",
             150_000,
+            3,
         );
-        off.add_periods(pipe, 3);
         if disk_read {
-            let disk = off.add(
-                GROUP_SERVER,
-                frames("nginx;ngx_http_read_file;read;do_syscall_64_[k];ksys_read_[k];folio_wait_bit_common_[k];schedule_[k]"),
+            add_drawn(
+                &mut off,
+                "nginx;ngx_http_read_file;read;do_syscall_64_[k];ksys_read_[k];folio_wait_bit_common_[k];schedule_[k]",
                 150_000,
+                3,
             );
-            off.add_periods(disk, 3);
         }
         let mut stacks = FoldedStacks::default();
         stacks.set(StackKind::OffCpu, off.finish());
@@ -679,18 +684,18 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
     use crate::kernel_report::WakerReport;
     use crate::stacks::LineSet;
     let mut off = LineSet::default();
-    let socket = off.add(
-        GROUP_SERVER,
-        frames("conn;conn_main;read;do_syscall_64_[k];ksys_read_[k];sk_wait_data_[k];schedule_[k]"),
+    add_drawn(
+        &mut off,
+        "conn;conn_main;read;do_syscall_64_[k];ksys_read_[k];sk_wait_data_[k];schedule_[k]",
         40_000_000,
+        10_000,
     );
-    off.add_periods(socket, 10_000);
-    let sleep = off.add(
-        GROUP_SERVER,
-        frames("worker;worker_main;do_work;wait_for_ticket;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]"),
+    add_drawn(
+        &mut off,
+        "worker;worker_main;do_work;wait_for_ticket;nanosleep;do_syscall_64_[k];__x64_sys_nanosleep_[k];do_nanosleep_[k];schedule_[k]",
         6_000_000,
+        200,
     );
-    off.add_periods(sleep, 200);
     let park = |name: &str| {
         frames(&format!(
             "{name};{name}_main;pthread_cond_wait;do_syscall_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]"
