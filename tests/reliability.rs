@@ -74,8 +74,9 @@ fn every_exit_path_detaches_every_program_and_link() {
         // Sampled mode: the syscall and softirq programs are loaded, and linked only inside
         // their window (a twentieth of each interval), the accept program only while the server
         // takes new connections; every other program is linked all along.
-        let windowed =
-            srvprof::probes::SYSCALL_PROGRAMS.len() + srvprof::probes::SOFTIRQ_PROGRAMS.len() + 1;
+        let windowed = srvprof::probes::syscalls::PROGRAMS.len()
+            + srvprof::probes::irq::SOFTIRQ_PROGRAMS.len()
+            + 1;
         assert!(
             held.len() >= srvprof::probes::PROGRAMS.len()
                 && loaded.len() == held.len()

@@ -1,5 +1,10 @@
 //! The exit program (ebpf/src/exits.rs): a watched thread that exits or dies by a signal.
 
+names! {
+    maps: [EXITS],
+    globals: [],
+}
+
 pub const EXIT_RING_BYTES: u32 = 256 * 1024;
 
 /// A watched thread exited. `exit_code` is the kernel's task->exit_code:
@@ -14,3 +19,5 @@ pub struct ExitEvent {
     pub exit_code: u32,
     pub comm: [u8; 16],
 }
+
+pod!(ExitEvent);

@@ -1,5 +1,10 @@
 //! The interrupt programs (ebpf/src/irq.rs): softirqs per vector and CPU, hardirqs per line.
 
+names! {
+    maps: [SOFTIRQS, HARDIRQS, HARDIRQ_START],
+    globals: [],
+}
+
 pub const MAX_IRQS: u32 = 1024;
 
 /// Number of softirq vectors (HI, TIMER, NET_TX, NET_RX, BLOCK, IRQ_POLL, TASKLET, SCHED, HRTIMER, RCU).
@@ -16,3 +21,5 @@ pub struct SoftirqSlot {
     pub total_ns: u64,
     pub start_ns: u64,
 }
+
+pod!(SoftirqSlot);

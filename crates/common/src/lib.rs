@@ -1,10 +1,65 @@
 //! Record layouts shared by the BPF programs (crates/ebpf) and userspace (crates/profiler).
 //!
 //! Everything a map holds or a ring buffer carries is defined here once, `#[repr(C)]`,
-//! so both sides agree on the bytes: each probe family's in the file named as its BPF
-//! programs' (sched.rs, syscalls.rs, irq.rs, tcp.rs, exits.rs, stacks.rs, pauses.rs), what
-//! they share here (groups, targets, map and global names, the trace window, lost events).
+//! so both sides agree on the bytes: each probe family's records and the names of its maps and
+//! globals in the file named as its BPF programs' (sched.rs, syscalls.rs, irq.rs, tcp.rs,
+//! exits.rs, stacks.rs, pauses.rs, target.rs, window.rs); what they share here (groups, lost
+//! events).
 #![no_std]
+
+/// Declares a family's map and global names (the `maps` and `globals` modules of its file): each
+/// a `&str` equal to its identifier, the name of the BPF side's static it stands for, and ALL,
+/// every one of them. A name is written once, beside its family's records; a unit test in the
+/// profiler checks every family's against the built object.
+macro_rules! names {
+    (
+        maps: [$($(#[$mdoc:meta])* $map:ident),* $(,)?],
+        globals: [$($(#[$gdoc:meta])* $global:ident),* $(,)?] $(,)?
+    ) => {
+        /// Its maps' names: userspace finds the ones it reads by them.
+        pub mod maps {
+            $($(#[$mdoc])* pub const $map: &str = stringify!($map);)*
+            /// Every one of them.
+            pub const ALL: &[&str] = &[$($map),*];
+        }
+        /// Its globals' names: set by userspace before loading.
+        pub mod globals {
+            $($(#[$gdoc])* pub const $global: &str = stringify!($global);)*
+            /// Every one of them.
+            pub const ALL: &[&str] = &[$($global),*];
+        }
+    };
+}
+
+/// Marks records as plain data aya may copy from a map (userspace builds only).
+macro_rules! pod {
+    ($($record:ty),* $(,)?) => {
+        // SAFETY: each is #[repr(C)] plain integers and byte arrays with no padding holes read
+        // as values.
+        $(#[cfg(feature = "user")] unsafe impl aya::Pod for $record {})*
+    };
+}
+
+/// Gathers the families' names into `maps` and `globals` (`maps::TCP_PORTS`): a family is
+/// registered by its name here and its `mod` line.
+macro_rules! families {
+    ($($family:ident),* $(,)?) => {
+        /// Every family's map names.
+        pub mod maps {
+            // A family with none brings only its ALL, which the one below hides.
+            $(#[allow(unused_imports)] pub use crate::$family::maps::*;)*
+            /// Each family's ALL.
+            pub const ALL: &[&[&str]] = &[$(crate::$family::maps::ALL),*];
+        }
+        /// Every family's global names: field offsets read from the kernel's BTF (these programs
+        /// have no CO-RE relocation support) and switches.
+        pub mod globals {
+            $(#[allow(unused_imports)] pub use crate::$family::globals::*;)*
+            /// Each family's ALL.
+            pub const ALL: &[&[&str]] = &[$(crate::$family::globals::ALL),*];
+        }
+    };
+}
 
 pub mod hist;
 
@@ -14,7 +69,13 @@ mod pauses;
 mod sched;
 mod stacks;
 mod syscalls;
+mod target;
 pub mod tcp;
+pub mod window;
+
+families!(
+    exits, irq, pauses, sched, stacks, syscalls, target, tcp, window
+);
 
 pub use exits::*;
 pub use irq::*;
@@ -22,6 +83,7 @@ pub use pauses::*;
 pub use sched::*;
 pub use stacks::*;
 pub use syscalls::*;
+pub use target::*;
 pub use tcp::{
     AcceptCount, FdKey, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket,
     TcpResetKey,
@@ -31,135 +93,6 @@ pub use tcp::{
 pub const GROUP_SERVER: u32 = 0;
 pub const GROUP_CLIENT: u32 = 1;
 pub const NUM_GROUPS: u32 = 2;
-
-/// Upper bounds on map sizes.
-/// TARGET_BITMAP words: one bit per tgid below 64 * 65536 = 4194304 (the largest pid_max).
-pub const TARGET_BITMAP_WORDS: u32 = 65536;
-pub const MAX_TARGET_PROCESSES: u32 = 4096;
-pub const MAX_THREADS: u32 = 65536;
-
-/// Declares each name as a `&str` equal to its identifier, the name of the BPF side's static it
-/// stands for, and ALL, every one of them: a name is written once, and a unit test in the
-/// profiler checks ALL against the built object.
-macro_rules! names {
-    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
-        $($(#[$doc])* pub const $name: &str = stringify!($name);)*
-        /// Every name of this module.
-        pub const ALL: &[&str] = &[$($name),*];
-    };
-}
-
-/// Names of the globals userspace sets before loading: field offsets read from the kernel's BTF,
-/// because these programs have no CO-RE relocation support.
-pub mod globals {
-    names!(
-        TASK_PID_OFFSET,
-        TASK_TGID_OFFSET,
-        TASK_COMM_OFFSET,
-        TASK_EXIT_CODE_OFFSET,
-        TASK_EXEC_RUNTIME_OFFSET,
-        REGS_ORIG_AX_OFFSET,
-        SOCK_STATE_OFFSET,
-        SOCK_NUM_OFFSET,
-        SOCK_DPORT_OFFSET,
-        /// inet_sock.inet_sport: a full socket's own port, kept after close zeroes skc_num.
-        INET_SPORT_OFFSET,
-        /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no
-        /// socket.
-        SKB_DATA_OFFSET,
-        /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
-        TCP_STATE_SYN_SENT,
-        /// The kernel's TCP_CLOSE state number.
-        TCP_STATE_CLOSE,
-        /// The kernel's TCP_ESTABLISHED and TCP_SYN_RECV state numbers: a passive open's
-        /// handshake ends (its connection joins the accept queue) on that move.
-        TCP_STATE_ESTABLISHED,
-        TCP_STATE_SYN_RECV,
-        /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
-        SOCK_FAMILY_OFFSET,
-        SOCK_DADDR_OFFSET,
-        SOCK_V6_DADDR_OFFSET,
-        /// task_struct.files, files_struct.fdt, fdtable.max_fds and .fd, file.f_inode and
-        /// .private_data, inode.i_mode, socket.sk: from a file descriptor to its socket.
-        TASK_FILES_OFFSET,
-        FILES_FDT_OFFSET,
-        FDTABLE_MAX_FDS_OFFSET,
-        FDTABLE_FD_OFFSET,
-        FILE_INODE_OFFSET,
-        INODE_MODE_OFFSET,
-        FILE_PRIVATE_DATA_OFFSET,
-        SOCKET_SK_OFFSET,
-        /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
-        STACK_GROUPS,
-        /// Non-zero: the windowed syscall and softirq programs return at once (a measurement of
-        /// what the kernel's traced path and the programs' dispatch cost alone).
-        WINDOW_PROGRAMS_EMPTY,
-    );
-}
-
-/// Names of the maps: userspace finds the ones it reads by them; the rest are the programs' own.
-pub mod maps {
-    names!(
-        TARGET_TGIDS,
-        TARGET_BITMAP,
-        THREADS,
-        GROUP_SWITCHES,
-        GROUP_ONCPU,
-        RUNNING,
-        OFFCPU_HIST,
-        RUNQ_HIST,
-        SYSCALLS,
-        BLOCKED_SYSCALLS,
-        WAKEUPS,
-        RUNQ_HOLDERS,
-        DISK_WAITS,
-        LOCK_WAITS,
-        PAUSES,
-        PAUSE_START,
-        SOFTIRQS,
-        HARDIRQS,
-        HARDIRQ_START,
-        TCP_COUNTERS,
-        TCP_PORTS,
-        TCP_PORT_BITS,
-        TCP_RESETS,
-        OUTBOUND,
-        OUTBOUND_SOCKETS,
-        OUTBOUND_FDS,
-        ACCEPT_QUEUE,
-        ACCEPT_PENDING,
-        ACCEPT_PENDING_COUNT,
-        ACCEPT_TIMED_SINCE,
-        ACCEPT_HIST,
-        EXITS,
-        LOST_EVENTS,
-        STACK_TRACES,
-        ONCPU_STACKS,
-        OFFCPU_STACKS,
-        OFFCPU_START,
-        USER_STACK_SAMPLES,
-        STACK_COPY_HINTS,
-        TRACE_WINDOW,
-    );
-}
-
-/// Indexes into TRACE_WINDOW, which userspace writes before it attaches the syscall and softirq
-/// programs for a window (sampled mode; in exact mode both stay 0: attached all along).
-pub mod window {
-    /// bpf_ktime_get_ns() when the window's syscall count began, right before userspace read
-    /// what the counts are scaled by: a syscall that returns before it is not counted, one that
-    /// began before it is counted but not timed (its start was not seen). u64::MAX while the
-    /// programs are being attached.
-    pub const START_NS: u32 = 0;
-    /// The window's length; 0 in exact mode.
-    pub const LEN_NS: u32 = 1;
-    /// The softirqs timed are those that begin in [SOFTIRQ_FROM_NS, SOFTIRQ_UNTIL_NS) (0: no
-    /// end), the span over which userspace counts the packets they are divided by: the programs
-    /// are attached a few hundred microseconds before it and detached after it.
-    pub const SOFTIRQ_FROM_NS: u32 = 2;
-    pub const SOFTIRQ_UNTIL_NS: u32 = 3;
-    pub const COUNT: u32 = 4;
-}
 
 /// Count and total time of one event kind (a syscall, an interrupt vector or line).
 #[repr(C)]
@@ -217,35 +150,4 @@ pub mod lost {
     pub const COUNT: u32 = 14;
 }
 
-#[cfg(feature = "user")]
-mod pod {
-    use super::*;
-    // SAFETY: all are #[repr(C)] plain integers and byte arrays with no padding holes read as values.
-    unsafe impl aya::Pod for ThreadStats {}
-    unsafe impl aya::Pod for StackCopyHint {}
-    unsafe impl aya::Pod for CountTime {}
-    unsafe impl aya::Pod for SyscallTable {}
-    unsafe impl aya::Pod for SyscallSlot {}
-    unsafe impl aya::Pod for BlockedTable {}
-    unsafe impl aya::Pod for HistSlots {}
-    unsafe impl aya::Pod for WakeKey {}
-    unsafe impl aya::Pod for WakeCount {}
-    unsafe impl aya::Pod for HolderKey {}
-    unsafe impl aya::Pod for RunningSlot {}
-    unsafe impl aya::Pod for OutboundKey {}
-    unsafe impl aya::Pod for OutboundCount {}
-    unsafe impl aya::Pod for FdKey {}
-    unsafe impl aya::Pod for OutboundFd {}
-    unsafe impl aya::Pod for HolderWait {}
-    unsafe impl aya::Pod for DiskWaitKey {}
-    unsafe impl aya::Pod for LockWaitKey {}
-    unsafe impl aya::Pod for LockWait {}
-    unsafe impl aya::Pod for PauseStats {}
-    unsafe impl aya::Pod for SoftirqSlot {}
-    unsafe impl aya::Pod for ExitEvent {}
-    unsafe impl aya::Pod for StackKey {}
-    unsafe impl aya::Pod for UserStackSample {}
-    unsafe impl aya::Pod for OffcpuTime {}
-    unsafe impl aya::Pod for TcpResetKey {}
-    unsafe impl aya::Pod for AcceptCount {}
-}
+pod!(CountTime, HistSlots);

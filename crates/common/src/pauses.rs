@@ -1,5 +1,10 @@
 //! The stop-the-world uprobes (ebpf/src/pauses.rs): a runtime's pauses per process.
 
+names! {
+    maps: [PAUSES, PAUSE_START],
+    globals: [],
+}
+
 /// A watched process's stop-the-world pauses so far (pauses.rs): how many, their summed and
 /// longest length (ns).
 #[repr(C)]
@@ -11,3 +16,5 @@ pub struct PauseStats {
     pub group: u32,
     pub _pad: u32,
 }
+
+pod!(PauseStats);

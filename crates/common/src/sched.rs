@@ -1,6 +1,22 @@
 //! The scheduler's programs (ebpf/src/sched.rs): per-thread figures, wakeups, run-queue holders,
 //! uninterruptible waits and lock waits.
 
+names! {
+    maps: [
+        GROUP_SWITCHES,
+        GROUP_ONCPU,
+        RUNNING,
+        OFFCPU_HIST,
+        RUNQ_HIST,
+        BLOCKED_SYSCALLS,
+        WAKEUPS,
+        RUNQ_HOLDERS,
+        DISK_WAITS,
+        LOCK_WAITS,
+    ],
+    globals: [],
+}
+
 /// Distinct (waker thread, woken thread) pairs kept per run.
 pub const MAX_WAKE_PAIRS: u32 = 16384;
 
@@ -264,3 +280,15 @@ pub struct RunningSlot {
     pub group_plus_one: u64,
     pub since_ns: u64,
 }
+
+pod!(
+    ThreadStats,
+    WakeKey,
+    WakeCount,
+    HolderKey,
+    RunningSlot,
+    HolderWait,
+    DiskWaitKey,
+    LockWaitKey,
+    LockWait
+);

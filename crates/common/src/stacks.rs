@@ -1,6 +1,18 @@
 //! The stack programs (ebpf/src/stacks.rs): stack keys, the on-CPU samples with a copy of the
 //! user stack, and the off-CPU periods timed.
 
+names! {
+    maps: [
+        STACK_TRACES,
+        ONCPU_STACKS,
+        OFFCPU_STACKS,
+        OFFCPU_START,
+        USER_STACK_SAMPLES,
+        STACK_COPY_HINTS,
+    ],
+    globals: [],
+}
+
 /// Distinct stacks (user and kernel together) the STACK_TRACES map can hold.
 pub const MAX_STACK_TRACES: u32 = 8192;
 
@@ -116,3 +128,5 @@ pub const OFFCPU_UNWIND_PER_S: u64 = 50;
 pub const OFFCPU_RATE_WINDOW_NS: u64 = 20_000_000;
 /// N for a thread's first rate window, before its rate is known.
 pub const OFFCPU_UNWIND_FIRST_EVERY: u64 = 4;
+
+pod!(StackCopyHint, StackKey, UserStackSample, OffcpuTime);

@@ -1,5 +1,10 @@
 //! The syscall programs (ebpf/src/syscalls.rs): counts and times per syscall, asleep or not.
 
+names! {
+    maps: [SYSCALLS],
+    globals: [REGS_ORIG_AX_OFFSET],
+}
+
 use crate::*;
 
 /// Syscall numbers counted one by one; higher numbers share the last slot.
@@ -33,3 +38,5 @@ pub struct SyscallSlot {
 pub struct BlockedTable {
     pub by_nr: [CountTime; MAX_SYSCALL_NR as usize],
 }
+
+pod!(SyscallTable, SyscallSlot, BlockedTable);

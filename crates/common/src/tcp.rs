@@ -4,6 +4,55 @@
 //! listening ports): its own (local) port watched is the server's side, its peer's (remote) port
 //! watched is a client's (the load generator's in `srvprof run`), neither is OTHER.
 
+names! {
+    maps: [
+        TCP_COUNTERS,
+        TCP_PORTS,
+        TCP_PORT_BITS,
+        TCP_RESETS,
+        OUTBOUND,
+        OUTBOUND_SOCKETS,
+        OUTBOUND_FDS,
+        ACCEPT_QUEUE,
+        ACCEPT_PENDING,
+        ACCEPT_PENDING_COUNT,
+        ACCEPT_TIMED_SINCE,
+        ACCEPT_HIST,
+    ],
+    globals: [
+        SOCK_STATE_OFFSET,
+        SOCK_NUM_OFFSET,
+        SOCK_DPORT_OFFSET,
+        /// inet_sock.inet_sport: a full socket's own port, kept after close zeroes skc_num.
+        INET_SPORT_OFFSET,
+        /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no
+        /// socket.
+        SKB_DATA_OFFSET,
+        /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
+        TCP_STATE_SYN_SENT,
+        /// The kernel's TCP_CLOSE state number.
+        TCP_STATE_CLOSE,
+        /// The kernel's TCP_ESTABLISHED and TCP_SYN_RECV state numbers: a passive open's
+        /// handshake ends (its connection joins the accept queue) on that move.
+        TCP_STATE_ESTABLISHED,
+        TCP_STATE_SYN_RECV,
+        /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
+        SOCK_FAMILY_OFFSET,
+        SOCK_DADDR_OFFSET,
+        SOCK_V6_DADDR_OFFSET,
+        /// task_struct.files, files_struct.fdt, fdtable.max_fds and .fd, file.f_inode and
+        /// .private_data, inode.i_mode, socket.sk: from a file descriptor to its socket.
+        TASK_FILES_OFFSET,
+        FILES_FDT_OFFSET,
+        FDTABLE_MAX_FDS_OFFSET,
+        FDTABLE_FD_OFFSET,
+        FILE_INODE_OFFSET,
+        INODE_MODE_OFFSET,
+        FILE_PRIVATE_DATA_OFFSET,
+        SOCKET_SK_OFFSET,
+    ],
+}
+
 use super::{GROUP_CLIENT, GROUP_SERVER};
 
 pub const SIDE_SERVER: u32 = GROUP_SERVER;
@@ -124,3 +173,12 @@ pub struct AcceptCount {
 
 /// New connections not yet read that ACCEPT_PENDING follows at once.
 pub const MAX_PENDING_ACCEPTS: u32 = 65536;
+
+pod!(
+    OutboundKey,
+    OutboundCount,
+    FdKey,
+    OutboundFd,
+    TcpResetKey,
+    AcceptCount
+);

@@ -125,32 +125,23 @@ pub fn checks() -> Vec<CheckResult> {
 
 /// What a run lacks when `program` cannot load.
 fn without(program: &str) -> String {
-    use crate::probes::{Family, SYSCALL_PROGRAMS};
-    let what = match Family::of(program) {
-        Some(Family::Irq) => {
-            "`run` and `probe` stop here: they attach the interrupt programs (--skip-probes irq leaves them out)"
+    use crate::probes::{Family, syscalls};
+    match Family::of(program) {
+        Some(Family::Oncpu | Family::Offcpu) => "`run` stops here unless given --stacks off".into(),
+        Some(family) => {
+            let name = clap::ValueEnum::to_possible_value(&family).expect("no family is hidden");
+            let what = family.programs();
+            format!(
+                "`run` and `probe` stop here: they attach {what} (--skip-probes {} leaves {})",
+                name.get_name(),
+                if what.ends_with('s') { "them out" } else { "it out" }
+            )
         }
-        Some(Family::Tcp) => {
-            "`run` and `probe` stop here: they attach the TCP programs (--skip-probes tcp leaves them out)"
+        None if syscalls::PROGRAMS.contains(&program) => {
+            "`run` and `probe` stop here unless given --syscalls off".into()
         }
-        Some(Family::Exits) => {
-            "`run` and `probe` stop here: they attach the exit program (--skip-probes exits leaves it out)"
-        }
-        Some(Family::Reclaim) => {
-            "`run` and `probe` stop here: they attach the memory-reclaim programs (--skip-probes reclaim leaves them out)"
-        }
-        Some(Family::Oncpu) | Some(Family::Offcpu) => "`run` stops here unless given --stacks off",
-        Some(Family::Pauses) => {
-            "`run` and `probe` stop here: they attach the stop-the-world uprobes (--skip-probes pauses leaves them out)"
-        }
-        None if SYSCALL_PROGRAMS.contains(&program) => {
-            "`run` and `probe` stop here unless given --syscalls off"
-        }
-        None => {
-            "`run` and `probe` cannot watch a server: the scheduler's programs are the base of every figure"
-        }
-    };
-    what.to_string()
+        None => "`run` and `probe` cannot watch a server: the scheduler's programs are the base of every figure".into(),
+    }
 }
 
 /// The oldest kernel srvprof is written for: BTF tracepoints (5.5), BPF ring buffers (5.8), and

@@ -9,6 +9,9 @@ use srvprof_common::{ExitEvent, maps};
 use super::take_ring;
 use crate::error::SrvprofError;
 
+/// Attached by the probes' loop, to the BTF tracepoint of its name.
+pub const PROGRAMS: &[&str] = &["sched_process_exit"];
+
 pub struct ExitReader {
     ring: RingBuf<MapData>,
 }

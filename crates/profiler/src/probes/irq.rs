@@ -10,6 +10,17 @@ use super::{map_error, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{CountNs, KernelCounters};
 
+/// Attached by the probes' loop, each to the BTF tracepoint of its name (in sampled mode the
+/// softirq ones for the syscall programs' window).
+pub const PROGRAMS: &[&str] = &[
+    SOFTIRQ_PROGRAMS[0],
+    SOFTIRQ_PROGRAMS[1],
+    "irq_handler_entry",
+    "irq_handler_exit",
+];
+/// The programs that time softirqs.
+pub const SOFTIRQ_PROGRAMS: [&str; 2] = ["softirq_entry", "softirq_exit"];
+
 fn count_ns(ct: &CountTime) -> CountNs {
     CountNs {
         count: ct.count,

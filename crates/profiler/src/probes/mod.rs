@@ -5,6 +5,7 @@ pub mod btf_offsets;
 pub mod cost;
 pub mod exits;
 pub mod irq;
+pub mod memory;
 #[cfg(test)]
 mod object_names;
 pub mod pauses;
@@ -17,10 +18,10 @@ pub mod window;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{HashMap, MapData, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
-use srvprof_common::{OutboundCount, globals, lost, maps};
+use srvprof_common::{OutboundCount, globals, maps};
 
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
@@ -30,33 +31,46 @@ use window::Window;
 /// The compiled BPF object, built by build.rs.
 static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/srvprof-ebpf"));
 
-/// Every program attached by the loop below, each to the BTF tracepoint of its own name.
-pub const PROGRAMS: &[&str] = &[
-    "sched_switch",
-    "sched_wakeup",
-    "sched_wakeup_new",
-    "sched_waking",
-    "task_rename",
-    "sched_migrate_task",
-    "sched_process_fork",
-    "sched_process_exit",
-    "sys_enter",
-    "sys_exit",
-    "softirq_entry",
-    "softirq_exit",
-    "irq_handler_entry",
-    "irq_handler_exit",
-    "mm_vmscan_direct_reclaim_begin",
-    "mm_vmscan_direct_reclaim_end",
-    "mm_vmscan_memcg_reclaim_begin",
-    "mm_vmscan_memcg_reclaim_end",
-    "tcp_retransmit_skb",
-    "tcp_retransmit_synack",
-    "tcp_send_reset",
-    "tcp_receive_reset",
-    "tcp_rcv_space_adjust",
-    "inet_sock_set_state",
+/// Each family's programs attached by Probes::attach's loop, each to the BTF tracepoint of its
+/// own name, with the switch that leaves them detached (None: the scheduler's, which track the
+/// targets, and the syscalls', which have their own). Stacks and pauses attach their own way.
+const FAMILIES: &[(Option<Family>, &[&str])] = &[
+    (None, sched::PROGRAMS),
+    (Some(Family::Exits), exits::PROGRAMS),
+    (None, syscalls::PROGRAMS),
+    (Some(Family::Irq), irq::PROGRAMS),
+    (Some(Family::Reclaim), memory::PROGRAMS),
+    (Some(Family::Tcp), tcp::PROGRAMS),
 ];
+
+/// Every program in FAMILIES, in attach order.
+pub const PROGRAMS: &[&str] = &concat::<{ count(FAMILIES) }>(FAMILIES);
+
+const fn count(families: &[(Option<Family>, &[&str])]) -> usize {
+    let (mut n, mut f) = (0, 0);
+    while f < families.len() {
+        n += families[f].1.len();
+        f += 1;
+    }
+    n
+}
+
+const fn concat<const N: usize>(
+    families: &[(Option<Family>, &[&'static str])],
+) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut i, mut f) = (0, 0);
+    while f < families.len() {
+        let mut p = 0;
+        while p < families[f].1.len() {
+            out[i] = families[f].1[p];
+            i += 1;
+            p += 1;
+        }
+        f += 1;
+    }
+    out
+}
 
 /// What to watch.
 #[derive(Clone, Debug, Default)]
@@ -119,29 +133,32 @@ pub enum Family {
 }
 
 impl Family {
+    /// What it attaches, in words.
+    pub fn programs(self) -> &'static str {
+        match self {
+            Family::Irq => "the interrupt programs",
+            Family::Tcp => "the TCP programs",
+            Family::Exits => "the exit program",
+            Family::Reclaim => "the memory-reclaim programs",
+            Family::Oncpu => "the on-CPU stack sampler",
+            Family::Offcpu => "the off-CPU stack program",
+            Family::Pauses => "the stop-the-world uprobes",
+        }
+    }
+
     /// The family of a program in PROGRAMS, None for the scheduler's and the syscalls'.
     pub fn of(program: &str) -> Option<Family> {
         match program {
-            p if p.starts_with("softirq_") || p.starts_with("irq_handler_") => Some(Family::Irq),
-            p if p.starts_with("tcp_") || p == "inet_sock_set_state" => Some(Family::Tcp),
-            "sched_process_exit" => Some(Family::Exits),
-            p if p.starts_with("mm_vmscan_") => Some(Family::Reclaim),
             stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
             stacks::OFFCPU_PROGRAM => Some(Family::Offcpu),
             pauses::STOP_PROGRAM | pauses::START_PROGRAM => Some(Family::Pauses),
-            _ => None,
+            tcp::RESET_PROGRAM_WITHOUT_REASON => Some(Family::Tcp),
+            _ => (FAMILIES.iter())
+                .find(|(_, programs)| programs.contains(&program))
+                .and_then(|(family, _)| *family),
         }
     }
 }
-
-/// The program that ends a new connection's wait to be taken, at its first read (attached as
-/// ProbeTargets::accept_waits says).
-pub const ACCEPT_PROGRAM: &str = "tcp_rcv_space_adjust";
-
-/// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls).
-pub const SYSCALL_PROGRAMS: [&str; 2] = ["sys_enter", "sys_exit"];
-/// The programs that time softirqs: in sampled mode attached for the syscall programs' window.
-pub const SOFTIRQ_PROGRAMS: [&str; 2] = ["softirq_entry", "softirq_exit"];
 
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
@@ -155,8 +172,7 @@ pub struct Probes {
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
     window: Option<Window>,
-    /// The kernel's names of TCP states and reset reasons.
-    tcp_names: TcpNames,
+    tcp: tcp::TcpReader,
     /// The file each (process, descriptor) of a disk wait last named: a reading finds the
     /// descriptors a server opens per request closed more often than not.
     disk_paths: std::collections::HashMap<(u32, i32), String>,
@@ -166,7 +182,6 @@ pub struct Probes {
     threads_seeded: bool,
     /// The kernel's off-CPU totals when the stacks' grid started (set_stack_grid).
     offcpu_at_grid: Option<stacks::OffcpuTotals>,
-    accept: tcp::AcceptTiming,
 }
 
 impl Probes {
@@ -250,48 +265,26 @@ impl Probes {
             &targets.client_pids,
             srvprof_common::GROUP_CLIENT,
         )?;
-        {
-            let mut ports: HashMap<&mut MapData, u16, u8> = map_mut(&mut ebpf, maps::TCP_PORTS)?;
-            for port in &targets.tcp_ports {
-                ports
-                    .insert(port, 1, 0)
-                    .map_err(|e| map_error(maps::TCP_PORTS, e))?;
-            }
-            let mut bits: aya::maps::Array<&mut MapData, u64> =
-                map_mut(&mut ebpf, maps::TCP_PORT_BITS)?;
-            for word in targets.tcp_ports.iter().map(|p| u32::from(*p) / 64) {
-                let set = (targets.tcp_ports.iter())
-                    .filter(|p| u32::from(**p) / 64 == word)
-                    .fold(0u64, |w, p| w | 1 << (p % 64));
-                bits.set(word, set, 0)
-                    .map_err(|e| map_error(maps::TCP_PORT_BITS, e))?;
-            }
-        }
+        tcp::watch_ports(&mut ebpf, &targets.tcp_ports)?;
         let btf = Btf::from_sys_fs().map_err(|_| SrvprofError::NoKernelBtf)?;
         // Sampled mode: the softirq programs, then the syscall programs (sys_exit, which counts,
         // last) are attached for one window an interval.
         let mut windowed_programs = Vec::new();
         if !targets.skip.contains(&Family::Irq) {
-            windowed_programs.extend(SOFTIRQ_PROGRAMS);
+            windowed_programs.extend(irq::SOFTIRQ_PROGRAMS);
         }
         if !targets.skip_syscalls {
-            windowed_programs.extend(SYSCALL_PROGRAMS);
+            windowed_programs.extend(syscalls::PROGRAMS);
         }
         let window =
             (targets.sampled_window).map(|length| Window::new(windowed_programs.clone(), length));
         for &tracepoint in PROGRAMS {
-            // A kernel whose tcp_send_reset has no reason argument (before 6.10, no enum
-            // sk_rst_reason in its BTF) gets the program that does not read it.
-            let program = if tracepoint == "tcp_send_reset" && tcp_names.reasons.is_empty() {
-                "tcp_send_reset_without_reason"
-            } else {
-                tracepoint
-            };
-            let syscall = SYSCALL_PROGRAMS.contains(&program);
+            let program = tcp::program_for(tracepoint, &tcp_names);
+            let syscall = syscalls::PROGRAMS.contains(&program);
             if targets.skip_syscalls && syscall {
                 continue;
             }
-            if program == ACCEPT_PROGRAM && targets.accept_waits == tcp::AcceptWaits::Off {
+            if program == tcp::ACCEPT_PROGRAM && targets.accept_waits == tcp::AcceptWaits::Off {
                 continue;
             }
             if Family::of(program).is_some_and(|f| targets.skip.contains(&f)) {
@@ -299,7 +292,7 @@ impl Probes {
             }
             // Attached by AcceptTiming, at once or while the server takes new connections.
             let windowed = (window.is_some() && windowed_programs.contains(&program))
-                || program == ACCEPT_PROGRAM;
+                || program == tcp::ACCEPT_PROGRAM;
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())
@@ -367,12 +360,14 @@ impl Probes {
             user_stacks,
             syscalls_off: targets.skip_syscalls,
             window,
-            tcp_names,
+            tcp: tcp::TcpReader {
+                names: tcp_names,
+                accept,
+            },
             disk_paths: Default::default(),
             accounting: Default::default(),
             threads_seeded: false,
             offcpu_at_grid: None,
-            accept,
         })
     }
 
@@ -476,26 +471,14 @@ impl Probes {
         }
         syscalls::read(&self.ebpf, &mut counters)?;
         irq::read(&self.ebpf, &mut counters)?;
-        tcp::read(&self.ebpf, &self.tcp_names, &mut counters)?;
-        tcp::read_accepts(&self.ebpf, &mut counters)?;
-        let handshakes = srvprof_common::tcp::index(
-            srvprof_common::tcp::SIDE_SERVER,
-            srvprof_common::tcp::HANDSHAKES,
-        );
-        (self.accept).follow(&mut self.ebpf, counters.tcp[handshakes as usize])?;
+        self.tcp.read(&mut self.ebpf, &mut counters)?;
         counters.pauses = pauses::read(&self.ebpf)?;
         for p in &mut counters.pauses {
             if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
                 p.runtime = runtime.to_string();
             }
         }
-        let lost_map: PerCpuArray<&MapData, u64> = map_ref(&self.ebpf, maps::LOST_EVENTS)?;
-        for i in 0..lost::COUNT {
-            let per_cpu = lost_map
-                .get(&i, 0)
-                .map_err(|e| map_error(maps::LOST_EVENTS, e))?;
-            counters.lost[i as usize] = per_cpu.iter().sum();
-        }
+        counters.lost = target::lost(&self.ebpf)?;
         Ok(counters)
     }
 

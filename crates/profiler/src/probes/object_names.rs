@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use srvprof_common::{globals, maps};
 
-use super::{BPF_OBJECT, PROGRAMS, pauses, stacks};
+use super::{BPF_OBJECT, PROGRAMS, pauses, stacks, tcp};
 
 /// The object's programs (name -> section), maps and globals.
 struct Names {
@@ -54,7 +54,7 @@ fn loader_programs() -> BTreeMap<String, String> {
         .collect();
     // The loader's pick for kernels whose tcp_send_reset has no reason argument.
     out.insert(
-        "tcp_send_reset_without_reason".into(),
+        tcp::RESET_PROGRAM_WITHOUT_REASON.into(),
         "tp_btf/tcp_send_reset".into(),
     );
     out.insert(stacks::OFFCPU_PROGRAM.into(), "tp_btf/sched_switch".into());
@@ -73,7 +73,13 @@ fn every_program_map_and_global_the_loader_names_is_in_the_bpf_object() {
         object.programs,
         "the loader's programs (left) against the object's (right)"
     );
-    let named = |all: &[&str]| -> BTreeSet<String> { all.iter().map(|s| s.to_string()).collect() };
+    let named = |families: &[&[&str]]| -> BTreeSet<String> {
+        families
+            .iter()
+            .flat_map(|all| all.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
     assert_eq!(
         named(maps::ALL),
         object.maps,

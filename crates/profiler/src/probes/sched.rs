@@ -23,6 +23,18 @@ use srvprof_analysis::record::{
     DiskWait, KernelCounters, LockWaitRecord, NsHistogram, RunqHolder, ThreadCounters, WakePair,
 };
 
+/// The programs that track the targets, attached by the probes' loop, each to the BTF tracepoint
+/// of its name.
+pub const PROGRAMS: &[&str] = &[
+    "sched_switch",
+    "sched_wakeup",
+    "sched_wakeup_new",
+    "sched_waking",
+    "task_rename",
+    "sched_migrate_task",
+    "sched_process_fork",
+];
+
 /// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock). With
 /// `seed`, the threads of the watched processes no program has seen yet are listed from /proc
 /// and get their entries; after that first reading, a thread starts by running, and the programs

@@ -10,6 +10,10 @@ use super::{map_error, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{CountNs, KernelCounters};
 
+/// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls), attached
+/// by the probes' loop, each to the BTF tracepoint of its name.
+pub const PROGRAMS: &[&str] = &["sys_enter", "sys_exit"];
+
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let map: PerCpuArray<&MapData, SyscallTable> = map_ref(ebpf, maps::SYSCALLS)?;
     let blocked_map: PerCpuArray<&MapData, BlockedTable> = map_ref(ebpf, maps::BLOCKED_SYSCALLS)?;

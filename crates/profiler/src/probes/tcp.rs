@@ -11,9 +11,75 @@ use srvprof_common::{
 };
 
 use super::btf_offsets::TcpNames;
-use super::{ACCEPT_PROGRAM, attach_loaded, btf_program, map_error, map_mut, map_ref};
+use super::{attach_loaded, btf_program, map_error, map_mut, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, NsHistogram, TcpResetCount};
+
+/// The programs attached by the probes' loop, each to the BTF tracepoint of its name
+/// (ACCEPT_PROGRAM by AcceptTiming).
+pub const PROGRAMS: &[&str] = &[
+    "tcp_retransmit_skb",
+    "tcp_retransmit_synack",
+    "tcp_send_reset",
+    "tcp_receive_reset",
+    ACCEPT_PROGRAM,
+    "inet_sock_set_state",
+];
+
+/// The program that ends a new connection's wait to be taken, at its first read (attached as
+/// ProbeTargets::accept_waits says).
+pub const ACCEPT_PROGRAM: &str = "tcp_rcv_space_adjust";
+
+/// The program loaded for `tracepoint`: a kernel whose tcp_send_reset has no reason argument
+/// (before 6.10, no enum sk_rst_reason in its BTF) gets the one that does not read it.
+pub fn program_for<'a>(tracepoint: &'a str, names: &TcpNames) -> &'a str {
+    match tracepoint {
+        "tcp_send_reset" if names.reasons.is_empty() => RESET_PROGRAM_WITHOUT_REASON,
+        _ => tracepoint,
+    }
+}
+
+/// tcp_send_reset's program for kernels without the reason argument.
+pub const RESET_PROGRAM_WITHOUT_REASON: &str = "tcp_send_reset_without_reason";
+
+/// Marks the server's listening ports, the server's side of every TCP figure, in both maps
+/// (the hash for the counters, the bitmap for the accept programs' per-packet test).
+pub fn watch_ports(ebpf: &mut Ebpf, ports: &[u16]) -> Result<(), SrvprofError> {
+    let mut hash: HashMap<&mut MapData, u16, u8> = map_mut(ebpf, maps::TCP_PORTS)?;
+    for port in ports {
+        hash.insert(port, 1, 0)
+            .map_err(|e| map_error(maps::TCP_PORTS, e))?;
+    }
+    let mut bits: Array<&mut MapData, u64> = map_mut(ebpf, maps::TCP_PORT_BITS)?;
+    for word in ports.iter().map(|p| u32::from(*p) / 64) {
+        let set = (ports.iter())
+            .filter(|p| u32::from(**p) / 64 == word)
+            .fold(0u64, |w, p| w | 1 << (p % 64));
+        bits.set(word, set, 0)
+            .map_err(|e| map_error(maps::TCP_PORT_BITS, e))?;
+    }
+    Ok(())
+}
+
+/// Reads the family's maps at each reading, and follows the accept program's attachment.
+pub struct TcpReader {
+    /// The kernel's names of TCP states and reset reasons.
+    pub names: TcpNames,
+    pub accept: AcceptTiming,
+}
+
+impl TcpReader {
+    pub fn read(
+        &mut self,
+        ebpf: &mut Ebpf,
+        counters: &mut KernelCounters,
+    ) -> Result<(), SrvprofError> {
+        read(ebpf, &self.names, counters)?;
+        read_accepts(ebpf, counters)?;
+        let handshakes = tcp::index(tcp::SIDE_SERVER, tcp::HANDSHAKES);
+        (self.accept).follow(ebpf, counters.tcp[handshakes as usize])
+    }
+}
 
 /// When new connections' waits to be taken are timed: ACCEPT_PROGRAM runs at every TCP read on the
 /// host, so it is attached only where it has waits to time.
@@ -79,7 +145,7 @@ impl AcceptTiming {
 
 /// The server's new connections and their waits to be taken so far (the accept queue, then until
 /// their first read), by port, and the waits' lengths.
-pub fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let map: PerCpuHashMap<&MapData, u16, AcceptCount> = map_ref(ebpf, maps::ACCEPT_QUEUE)?;
     counters.accept_waits = map
         .iter()
@@ -105,11 +171,7 @@ pub fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), Sr
     Ok(())
 }
 
-pub fn read(
-    ebpf: &Ebpf,
-    names: &TcpNames,
-    counters: &mut KernelCounters,
-) -> Result<(), SrvprofError> {
+fn read(ebpf: &Ebpf, names: &TcpNames, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let map: PerCpuArray<&MapData, u64> = map_ref(ebpf, maps::TCP_COUNTERS)?;
     let n = tcp::SIDES * tcp::COUNT;
     counters.tcp = vec![0; n as usize];
