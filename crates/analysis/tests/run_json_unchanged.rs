@@ -341,6 +341,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added: outbound connections the kernel's maps had no room for",
     ),
     (
+        ".lost_events.accept_map_full",
+        "added: new connections' waits to be taken the kernel's maps had no room for",
+    ),
+    (
         ".tail_share",
         "added: the share of p99 each finding's cause explains, which ranks them",
     ),

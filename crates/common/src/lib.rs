@@ -109,45 +109,74 @@ pub struct HistSlots {
     pub slots: [u64; hist::SLOTS as usize],
 }
 
-/// Indexes into LOST_EVENTS: records the kernel could not hand over.
+/// Indexes into LOST_EVENTS: records the kernel could not hand over (`loss`), and events counted
+/// in the same array that lose nothing (`count`, reported apart). Each is declared once here: the
+/// kernel report names every loss by it (lower case), so a new one needs no other list.
 pub mod lost {
-    pub const EXIT_RING_FULL: u32 = 0;
-    pub const THREADS_MAP_FULL: u32 = 1;
-    /// A stack whose hash bucket in STACK_TRACES held another stack (off-CPU stacks, and on-CPU
-    /// samples the ring had no room for): shown as a frame saying so. Reported apart from the
-    /// losses (stack_ids_collided): the sample itself is kept.
-    pub const STACK_TRACES_FULL: u32 = 2;
-    /// A new (process, thread name, stacks) key found ONCPU_STACKS or OFFCPU_STACKS full.
-    pub const STACK_KEYS_FULL: u32 = 3;
-    /// A switched-out thread found OFFCPU_START full: that off-CPU period has no stack.
-    pub const OFFCPU_START_FULL: u32 = 4;
-    pub const WAKEUPS_MAP_FULL: u32 = 5;
-    /// A watched thread ran without a sched_switch event naming it as next (the kernel does not
-    /// always emit one; bpftrace sees the same). Its on- and off-CPU time were then taken from the
-    /// scheduler's sum_exec_runtime instead: nothing is lost, this counts how often.
-    pub const SWITCH_INS_UNSEEN: u32 = 6;
-    /// A new (side, direction, state, reason) key found TCP_RESETS full: that reset is in the
-    /// side's total (TCP_COUNTERS) but not in the breakdown.
-    pub const TCP_RESETS_MAP_FULL: u32 = 7;
-    /// An on-CPU sample found the user-stack ring full: it is counted in the kernel with the
-    /// frame-pointer walk of its user stack instead (not a loss: the unwind quality shows it).
-    pub const USER_STACK_RING_FULL: u32 = 8;
-    /// A new (CPU holder, group) key found RUNQ_HOLDERS full: that wait is in the run-queue
-    /// figures but not in who held the CPU.
-    pub const RUNQ_HOLDERS_MAP_FULL: u32 = 9;
-    /// A new (process, syscall, fd) key found DISK_WAITS full: that uninterruptible sleep is in
-    /// the off-CPU figures but not in the disk waits.
-    pub const DISK_WAITS_MAP_FULL: u32 = 10;
-    /// A new (process, futex word, waiter, holder) key found LOCK_WAITS full: that wait is in
-    /// the off-CPU figures but not in the lock waits.
-    pub const LOCK_WAITS_MAP_FULL: u32 = 11;
-    /// A server's connect() found OUTBOUND or OUTBOUND_SOCKETS full: that connection is not
-    /// among its outbound ones.
-    pub const OUTBOUND_MAP_FULL: u32 = 12;
-    /// A new connection found ACCEPT_PENDING full, or its first read ACCEPT_QUEUE full: that
-    /// connection's wait to be taken is not counted.
-    pub const ACCEPT_MAP_FULL: u32 = 13;
-    pub const COUNT: u32 = 14;
+    /// Declares each index, COUNT, and ALL: each index with its name if it is a `loss`.
+    macro_rules! indexes {
+        ($($(#[$doc:meta])* $name:ident = $index:literal, $kind:ident;)*) => {
+            $($(#[$doc])* pub const $name: u32 = $index;)*
+            /// How many indexes there are.
+            pub const COUNT: u32 = [$($index),*].len() as u32;
+            /// Each index with its name, empty for a `count` (dropped by `losses`).
+            const ALL: [(u32, &str); COUNT as usize] = [$(($name, indexes!(@name $kind $name))),*];
+            // From 0, in order: the BPF side and recordings index by these numbers.
+            const _: () = {
+                let mut i = 0;
+                while i < ALL.len() {
+                    assert!(ALL[i].0 == i as u32, "indexes from 0, in order");
+                    i += 1;
+                }
+            };
+        };
+        (@name loss $name:ident) => { stringify!($name) };
+        (@name count $name:ident) => { "" };
+    }
+
+    indexes! {
+        EXIT_RING_FULL = 0, loss;
+        THREADS_MAP_FULL = 1, loss;
+        /// A stack whose hash bucket in STACK_TRACES held another stack (off-CPU stacks, and on-CPU
+        /// samples the ring had no room for): shown as a frame saying so. Reported apart from the
+        /// losses (stack_ids_collided): the sample itself is kept.
+        STACK_TRACES_FULL = 2, count;
+        /// A new (process, thread name, stacks) key found ONCPU_STACKS or OFFCPU_STACKS full.
+        STACK_KEYS_FULL = 3, loss;
+        /// A switched-out thread found OFFCPU_START full: that off-CPU period has no stack.
+        OFFCPU_START_FULL = 4, loss;
+        WAKEUPS_MAP_FULL = 5, loss;
+        /// A watched thread ran without a sched_switch event naming it as next (the kernel does not
+        /// always emit one; bpftrace sees the same). Its on- and off-CPU time were then taken from the
+        /// scheduler's sum_exec_runtime instead: nothing is lost, this counts how often.
+        SWITCH_INS_UNSEEN = 6, count;
+        /// A new (side, direction, state, reason) key found TCP_RESETS full: that reset is in the
+        /// side's total (TCP_COUNTERS) but not in the breakdown.
+        TCP_RESETS_MAP_FULL = 7, loss;
+        /// An on-CPU sample found the user-stack ring full: it is counted in the kernel with the
+        /// frame-pointer walk of its user stack instead (not a loss: the unwind quality shows it).
+        USER_STACK_RING_FULL = 8, count;
+        /// A new (CPU holder, group) key found RUNQ_HOLDERS full: that wait is in the run-queue
+        /// figures but not in who held the CPU.
+        RUNQ_HOLDERS_MAP_FULL = 9, loss;
+        /// A new (process, syscall, fd) key found DISK_WAITS full: that uninterruptible sleep is in
+        /// the off-CPU figures but not in the disk waits.
+        DISK_WAITS_MAP_FULL = 10, loss;
+        /// A new (process, futex word, waiter, holder) key found LOCK_WAITS full: that wait is in
+        /// the off-CPU figures but not in the lock waits.
+        LOCK_WAITS_MAP_FULL = 11, loss;
+        /// A server's connect() found OUTBOUND or OUTBOUND_SOCKETS full: that connection is not
+        /// among its outbound ones.
+        OUTBOUND_MAP_FULL = 12, loss;
+        /// A new connection found ACCEPT_PENDING full, or its first read ACCEPT_QUEUE full: that
+        /// connection's wait to be taken is not counted.
+        ACCEPT_MAP_FULL = 13, loss;
+    }
+
+    /// Every loss's index and name (upper case, as declared).
+    pub fn losses() -> impl Iterator<Item = (u32, &'static str)> {
+        ALL.into_iter().filter(|(_, name)| !name.is_empty())
+    }
 }
 
 pod!(CountTime, HistSlots);

@@ -341,20 +341,9 @@ pub fn kernel_report<'a>(
 
     r.tcp = tcp_report(start, end, group);
     r.host_tcp = host_tcp_report(start, end);
-    for (i, name) in [
-        (lost::EXIT_RING_FULL, "exit_ring_full"),
-        (lost::THREADS_MAP_FULL, "threads_map_full"),
-        (lost::STACK_KEYS_FULL, "stack_keys_full"),
-        (lost::OFFCPU_START_FULL, "offcpu_start_full"),
-        (lost::WAKEUPS_MAP_FULL, "wakeups_map_full"),
-        (lost::RUNQ_HOLDERS_MAP_FULL, "runq_holders_map_full"),
-        (lost::DISK_WAITS_MAP_FULL, "disk_waits_map_full"),
-        (lost::LOCK_WAITS_MAP_FULL, "lock_waits_map_full"),
-        (lost::OUTBOUND_MAP_FULL, "outbound_map_full"),
-        (lost::TCP_RESETS_MAP_FULL, "tcp_resets_map_full"),
-    ] {
+    for (i, name) in lost::losses() {
         r.lost_events.insert(
-            name.into(),
+            name.to_ascii_lowercase(),
             end.kernel.lost.get(i as usize).copied().unwrap_or(0),
         );
     }

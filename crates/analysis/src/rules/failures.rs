@@ -301,7 +301,18 @@ pub(super) mod tests {
             ("recorded: resets left out of the breakdown", lost(lost::TCP_RESETS_MAP_FULL, 0, 2), lost_n(2.0)),
             ("recorded: stack ids collided, not a loss", lost(lost::STACK_TRACES_FULL, 0, 5), nothing()),
             ("recorded: switch-ins unseen, not a loss", lost(lost::SWITCH_INS_UNSEEN, 0, 5), nothing()),
+            ("recorded: a new connection's wait the maps had no room for", lost(lost::ACCEPT_MAP_FULL, 0, 1), lost_n(1.0)),
         ];
         Table::new(lost_events, cases)
+    }
+
+    #[test]
+    fn every_loss_the_kernel_counts_is_reported_by_its_name() {
+        for (index, name) in lost::losses() {
+            let report = lost(index, 0, 1);
+            let named = report.server.lost_events.get(&name.to_ascii_lowercase());
+            assert_eq!(named, Some(&1), "{name} in lost_events");
+            assert!(lost_events(&report).is_some(), "{name} makes the finding");
+        }
     }
 }
