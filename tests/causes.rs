@@ -117,8 +117,9 @@ fn write_to(path: &Path, text: &str) {
 
 /// One nginx worker under a 30 % CPU quota (30 ms per 100 ms): the kernel throttles it in most
 /// periods once the load asks for more. The top finding is cpu_throttled, naming the test's
-/// group, with throttled time within 10 % of the kernel's cpu.stat over the run; released from
-/// the quota, the same server has no such finding.
+/// group, with throttled time within 10 % of the kernel's cpu.stat over the run, and with stacks
+/// the account's wait for a CPU held by it; released from the quota, the same server has no such
+/// finding.
 #[test]
 fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time() {
     require_root();
@@ -169,6 +170,40 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
         (per_interval / 1e3 - throttled_s).abs() <= 0.05 * throttled_s + 0.01,
         "{per_interval} ms"
     );
+
+    // With stacks, the account of p99 names the quota as what held the server's waits for a
+    // CPU, and the finding's share is the run queue's part times the quota's share of those
+    // waits: the throttled time (cpu.stat) over the worker's run-queue time (the probes), all
+    // of it here, where the worker waits only for the next period.
+    let accounted = RunArgs::pid(nginx.pid())
+        .load(50, "4s", "0s")
+        .args(&["--cpus", "0"])
+        .run_ok("cpu-quota-account");
+    let kinds = finding_kinds(&accounted);
+    assert_eq!(kinds[0], "cpu_throttled", "{kinds:?}");
+    let f = expect_finding(&accounted, "cpu_throttled");
+    let of_wait = f["evidence"]["share_of_wait"].as_f64().unwrap();
+    assert!(
+        of_wait >= 0.9,
+        "the quota held {of_wait} of the waits for a CPU"
+    );
+    let account = &accounted["tail_account"];
+    let runq = (account["parts"].as_array().unwrap().iter())
+        .find(|p| p["place"] == "run_queue")
+        .unwrap_or_else(|| panic!("no run-queue part: {account}"));
+    let held = runq["held_by"].as_str().unwrap_or_default();
+    assert!(
+        held.starts_with(&format!("the CPU quota of {}", group.path())),
+        "{runq}"
+    );
+    let share = f["tail_share"].as_f64().unwrap();
+    let part = runq["share"].as_f64().unwrap();
+    assert!(
+        (share - part * of_wait).abs() < 1e-6,
+        "{share} against {part} x {of_wait}"
+    );
+    assert!(share >= 0.5, "{account}");
+    assert!(f["evidence"]["rule_tail_ms"].as_f64().is_some(), "{f}");
 
     group.release();
     let clean = RunArgs::pid(nginx.pid())

@@ -1,6 +1,7 @@
 //! CPU quotas over the watched processes: how often their control groups ran out of quota in a
 //! window, from the kernel's own counters (cpu.stat) read at each end.
 
+use super::ThreadReport;
 use crate::record::Reading;
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,21 @@ impl CpuLimitReport {
     /// Share of the periods that ran out of quota.
     pub fn throttled_share(&self) -> f64 {
         self.throttled_periods as f64 / self.periods.max(1) as f64
+    }
+
+    /// The share of its threads' waits for a CPU that its throttling holds: a throttled group's
+    /// runnable threads all wait out the throttle, so it is the throttled time over the longest
+    /// run-queue time of one of its threads (at most 1; 0 when none waited).
+    pub fn share_of_wait(&self, threads: &[ThreadReport]) -> f64 {
+        let longest = (threads.iter())
+            .filter(|t| self.pids.contains(&t.pid))
+            .map(|t| t.runq_ns)
+            .max()
+            .unwrap_or(0);
+        match longest {
+            0 => 0.0,
+            ns => (self.throttled_s * 1e9 / ns as f64).min(1.0),
+        }
     }
 }
 

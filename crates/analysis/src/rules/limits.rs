@@ -90,6 +90,13 @@ fn throttled(r: &RunReport, who: &str, secs: f64, c: &CpuLimitReport) -> Finding
             ("p99_ms", p99_ms),
         ],
     );
+    // The server's share of the waits for a CPU that the throttling holds: the account's
+    // run-queue part times it is this quota's share of p99 (rules/mod.rs).
+    let mut finding = finding;
+    if who == "server" {
+        let share = c.share_of_wait(&r.server.threads);
+        finding.evidence.insert("share_of_wait".into(), share);
+    }
     // A request that meets the quota's end waits for the next period; one in the tail does
     // when the quota ran out at least 1 % of the time. The load generator's quota delays the
     // sending, not the server's answer.

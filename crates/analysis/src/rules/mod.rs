@@ -41,11 +41,12 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
 /// the part each names. Their share of p99 is the account's, so that every cause is measured
 /// against the others by one split of p99; without an account, or without that part in it, each
 /// keeps its own estimate. The rules the account cannot measure keep theirs: several SYN
-/// retransmits to one connection, a quota's throttling, an event loop's dependency (its reads
+/// retransmits to one connection, an event loop's dependency (its reads
 /// never sleep: it waits for the answer in its poll, with all other work), a runtime's pauses,
 /// and the CPU of requests queued behind others.
 ///
-/// A neighbour's share is the part's times its share of the waits (its evidence named here).
+/// A neighbour's or a quota's share is the part's times its share of the waits (its evidence
+/// named here).
 const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
     (
         FindingKind::LockContention,
@@ -73,6 +74,12 @@ const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
     ),
     (FindingKind::RunqTail, Place::RunQueue, None, None),
     (
+        FindingKind::CpuThrottled,
+        Place::RunQueue,
+        None,
+        Some("share_of_wait"),
+    ),
+    (
         FindingKind::SlowDependency,
         Place::Blocked,
         Some(Resource::Service),
@@ -94,13 +101,16 @@ fn from_the_account(r: &RunReport, mut out: Vec<Finding>) -> Vec<Finding> {
         let part = (account.parts.iter())
             .filter(|p| p.place == *place && (resource.is_none() || p.resource == *resource))
             .max_by(|a, b| a.tail_ms.total_cmp(&b.tail_ms));
-        if let Some(part) = part {
+        // A finding without the evidence its share is scaled by (a quota over the load
+        // generator, which holds back the sending, not the server) keeps its own.
+        let of_it = match scale {
+            Some(k) => f.evidence.get(*k).copied(),
+            None => Some(1.0),
+        };
+        if let (Some(part), Some(of_it)) = (part, of_it) {
             if let Some(own) = f.evidence.get("tail_ms").copied() {
                 f.evidence.insert("rule_tail_ms".into(), own);
             }
-            let of_it = scale
-                .and_then(|k| f.evidence.get(k).copied())
-                .unwrap_or(1.0);
             *f = f.clone().explaining(part.tail_ms * of_it, account.p99_ms);
         }
     }
@@ -372,6 +382,20 @@ mod tests {
         assert_eq!(out[0].evidence["rule_tail_ms"], 7.0);
         // The neighbour held half the waits for a CPU: half the run queue's part.
         assert_eq!(out[1].tail_share, Some(0.2));
+        // A quota that held 80 % of the server's waits for a CPU: 80 % of the run queue's part;
+        // one over the load generator (no share of the server's waits) keeps its own.
+        let quota = |evidence: &[(&str, f64)]| {
+            Finding::new(
+                FindingKind::CpuThrottled,
+                Severity::Critical,
+                String::new(),
+                evidence,
+            )
+            .explaining(7.0, 10.0)
+        };
+        let out = from_the_account(&r, vec![quota(&[("share_of_wait", 0.8)]), quota(&[])]);
+        assert!((out[0].tail_share.unwrap() - 0.32).abs() < 1e-12);
+        assert_eq!(out[1].tail_share, Some(0.7));
         // A part the account lacks: the rule's own.
         r.tail_account.as_mut().unwrap().parts.remove(0);
         assert_eq!(from_the_account(&r, vec![lock()])[0].tail_share, Some(0.7));

@@ -193,6 +193,10 @@ struct Waited {
     threads: Vec<String>,
 }
 
+/// A process or quota that held the CPUs the server waited for is named from this share of the
+/// wait (less is the ordinary sharing of a CPU, not a holder).
+pub const MIN_HOLDER_SHARE: f64 = 0.1;
+
 /// The parts kept at most: smaller waits beyond them are left in what is not accounted for.
 pub const MAX_PARTS: usize = 8;
 /// A new connection's wait to be taken this long or longer (ms) is told apart from the others
@@ -393,12 +397,26 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let (runq_ns, runq_waits) = (server.threads.iter())
         .filter(|t| serves(&t.comm))
         .fold((0, 0), |(ns, k), t| (ns + t.runq_ns, k + t.runq_waits));
-    // The process that held the CPUs the server waited for longest (pid 0: an idle CPU, the
-    // wake-up's own latency, is no one's).
-    let cpu_holder = (server.runq_holders.iter())
+    // Who held the CPUs the server waited for: the process that held them longest (pid 0: an
+    // idle CPU, the wake-up's own latency, is no one's), or a CPU quota that held the server's
+    // threads back, whichever held the larger share of the wait, from MIN_HOLDER_SHARE of it.
+    let process = (server.runq_holders.iter())
         .filter(|h| h.pid != 0)
         .max_by_key(|h| h.wait_ns)
-        .map(|h| format!("{} (pid {}), {:.0}% of it", h.comm, h.pid, h.share * 100.0));
+        .map(|h| (h.share, format!("{} (pid {})", h.comm, h.pid)));
+    let quota = (server.cpu_limits.iter())
+        .map(|q| (q.share_of_wait(&server.threads), q))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(share, q)| {
+            let named = format!("the CPU quota of {} ({:.2} CPUs)", q.cgroup, q.cpus());
+            (share, named)
+        });
+    let cpu_holder = [process, quota]
+        .into_iter()
+        .flatten()
+        .filter(|(share, _)| *share >= MIN_HOLDER_SHARE)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(share, who)| format!("{who}, {:.0}% of it", share * 100.0));
     let runq_mean_ms = (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64);
     costs.push(Cost {
         part: TailPart {

@@ -562,6 +562,51 @@ fn a_lock_and_a_cpu_are_told_with_who_held_them() {
     );
 }
 
+/// A quota that throttled the server 12 ms of its connection thread's 15 ms of waits for a CPU
+/// held 80 % of them: it is named over a process that held 40 %; one that throttled 0.9 ms
+/// (6 %) leaves the process named; neither is, at under MIN_HOLDER_SHARE each.
+#[test]
+fn a_quota_that_held_the_server_back_is_the_run_queues_holder_when_it_held_the_most() {
+    use crate::kernel_report::{CpuLimitReport, RunqHolderReport};
+    let (load, mut server, stacks) = threaded(40_000_000, 0);
+    server.threads[0].pid = 4242;
+    server.threads[0].runq_ns = 15_000_000;
+    server.threads[0].runq_waits = 1_000;
+    let hog = |share: f64| RunqHolderReport {
+        pid: 77,
+        comm: "hog".into(),
+        wait_ns: 6_000_000,
+        share,
+        ..Default::default()
+    };
+    let quota = |throttled_s: f64| CpuLimitReport {
+        cgroup: "/web".into(),
+        quota_us: 30_000,
+        period_us: 100_000,
+        pids: vec![4242],
+        throttled_s,
+        ..Default::default()
+    };
+    let held = |server: &KernelReport| -> String {
+        let a = account_of(&load, server, &KernelReport::default(), &stacks);
+        let runq = (a.parts.iter()).find(|p| p.place == Place::RunQueue);
+        runq.expect("the run queue").describe()
+    };
+    server.runq_holders = vec![hog(0.4)];
+    server.cpu_limits = vec![quota(0.012)];
+    assert_eq!(
+        held(&server),
+        "the server's threads waiting for a CPU (held most by the CPU quota of /web (0.30 CPUs), 80% of it)"
+    );
+    server.cpu_limits = vec![quota(0.0009)];
+    assert_eq!(
+        held(&server),
+        "the server's threads waiting for a CPU (held most by hog (pid 77), 40% of it)"
+    );
+    server.runq_holders = vec![hog(0.05)];
+    assert_eq!(held(&server), "the server's threads waiting for a CPU");
+}
+
 #[test]
 fn an_open_loops_late_sends_are_the_clients_queue() {
     let (mut load, server, stacks) = threaded(40_000_000, 0);
