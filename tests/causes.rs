@@ -1265,6 +1265,40 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
         0.15,
         "pause time (ms) against the Go runtime's",
     );
+    // With stacks, the account of p99 says the requests waited out the pauses: by construction
+    // every request slower than the median was stopped (p50 is a tenth of a millisecond, a pause
+    // about 10 ms), so the pauses' part is most of p99, and stop_the_world's share is that part.
+    let accounted = RunArgs::pid(go.pid())
+        .load(50, "4s", "0s")
+        .args(&["--rate", "1000", "--cpus", "0"])
+        .run_ok("stop-the-world-account");
+    let account = &accounted["tail_account"];
+    let part = (account["parts"].as_array().unwrap().iter())
+        .find(|p| p["resource"] == "pause")
+        .unwrap_or_else(|| panic!("no pauses' part: {account}"));
+    let f = expect_finding(&accounted, "stop_the_world");
+    eprintln!("pauses' part {part}; stop_the_world {}", f["tail_share"]);
+    assert_eq!(finding_kinds(&accounted)[0], "stop_the_world");
+    assert_eq!(
+        part["held_by"],
+        format!("the Go runtime (pid {})", go.pid())
+    );
+    let share = part["share"].as_f64().unwrap();
+    assert!(share >= 0.8, "{account}");
+    assert!(
+        (f["tail_share"].as_f64().unwrap() - share).abs() < 1e-9,
+        "{f}"
+    );
+    // Each pause counted in the kernel's histogram of their lengths, as the uprobes counted them.
+    let lengths = (accounted["histograms"].as_array().unwrap().iter())
+        .find(|h| h["group"] == "server")
+        .and_then(|h| h["pauses"]["slots"].as_array())
+        .map(|slots| slots.iter().map(|n| n.as_u64().unwrap()).sum::<u64>());
+    assert_eq!(
+        lengths,
+        accounted["server"]["pauses"][0]["pauses"].as_u64(),
+        "the histogram's pauses against the count"
+    );
     drop(go);
 
     let calm = Server::start("faulty", &["--workers", "2"]);

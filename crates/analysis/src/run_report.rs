@@ -104,6 +104,10 @@ pub struct GroupHistograms {
     /// the client, or when not timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_queue: Option<NsHistogram>,
+    /// The group's stop-the-world pauses' lengths, ns, in srvprof_common::hist slots; None when
+    /// it had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pauses: Option<NsHistogram>,
 }
 
 pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
@@ -239,6 +243,12 @@ pub fn build(
                     runq: delta(&last.kernel.runq_hist, &first.kernel.runq_hist),
                     accept_queue: (g == GROUP_SERVER && accepts_timed)
                         .then(|| last.kernel.accept_hist.minus(&first.kernel.accept_hist)),
+                    pauses: (last.kernel.pause_hist.get(g as usize))
+                        .map(|h| match first.kernel.pause_hist.get(g as usize) {
+                            Some(before) => h.minus(before),
+                            None => h.clone(),
+                        })
+                        .filter(|h| h.total() > 0),
                 }
             })
             .collect(),
@@ -263,6 +273,9 @@ pub fn build(
             accept_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .and_then(|h| h.accept_queue.as_ref()),
+            pause_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .and_then(|h| h.pauses.as_ref()),
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

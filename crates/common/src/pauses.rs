@@ -1,7 +1,7 @@
 //! The stop-the-world uprobes (ebpf/src/pauses.rs): a runtime's pauses per process.
 
 names! {
-    maps: [PAUSES, PAUSE_START],
+    maps: [PAUSES, PAUSE_START, PAUSE_HIST],
     globals: [],
 }
 

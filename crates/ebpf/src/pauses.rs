@@ -9,10 +9,10 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::bpf_ktime_get_ns,
     macros::{map, uprobe},
-    maps::HashMap,
+    maps::{HashMap, PerCpuArray},
     programs::ProbeContext,
 };
-use srvprof_common::{MAX_TARGET_PROCESSES, PauseStats};
+use srvprof_common::{HistSlots, MAX_TARGET_PROCESSES, NUM_GROUPS, PauseStats, hist};
 
 use crate::target::group_of;
 
@@ -23,6 +23,10 @@ static PAUSE_START: HashMap<u32, u64> = HashMap::with_max_entries(MAX_TARGET_PRO
 /// tgid -> its pauses so far.
 #[map]
 static PAUSES: HashMap<u32, PauseStats> = HashMap::with_max_entries(MAX_TARGET_PROCESSES, 0);
+
+/// Each group's pauses' lengths (ns, hist slots): how long a request that arrives in one waits.
+#[map]
+static PAUSE_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
 #[uprobe]
 pub fn world_stops(ctx: ProbeContext) -> u32 {
@@ -45,6 +49,10 @@ pub fn world_starts(ctx: ProbeContext) -> u32 {
     };
     let _ = PAUSE_START.remove(&tgid);
     let paused = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
+    if let Some(h) = PAUSE_HIST.get_ptr_mut(group) {
+        let slot = (hist::slot_of(paused) & (hist::SLOTS - 1)) as usize;
+        unsafe { (*h).slots[slot] += 1 };
+    }
     if let Some(p) = PAUSES.get_ptr_mut(&tgid) {
         let p = unsafe { &mut *p };
         p.count += 1;

@@ -230,6 +230,9 @@ pub struct KernelCounters {
     /// The watched processes' stop-the-world pauses (those whose runtime is known).
     #[serde(default)]
     pub pauses: Vec<PauseRecord>,
+    /// Their lengths (ns), per group (server, client); empty in recordings made before.
+    #[serde(default)]
+    pub pause_hist: Vec<NsHistogram>,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
@@ -287,6 +290,7 @@ impl KernelCounters {
             disk_waits: Vec::new(),
             lock_waits: Vec::new(),
             pauses: Vec::new(),
+            pause_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],

@@ -42,8 +42,8 @@ pub fn findings(r: &RunReport) -> Vec<Finding> {
 /// against the others by one split of p99; without an account, or without that part in it, each
 /// keeps its own estimate. The rules the account cannot measure keep theirs: several SYN
 /// retransmits to one connection, an event loop's dependency (its reads
-/// never sleep: it waits for the answer in its poll, with all other work), a runtime's pauses,
-/// and the CPU of requests queued behind others.
+/// never sleep: it waits for the answer in its poll, with all other work), and the CPU of
+/// requests queued behind others.
 ///
 /// A neighbour's or a quota's share is the part's times its share of the waits (its evidence
 /// named here).
@@ -78,6 +78,12 @@ const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
         Place::RunQueue,
         None,
         Some("share_of_wait"),
+    ),
+    (
+        FindingKind::StopTheWorld,
+        Place::Blocked,
+        Some(Resource::Pause),
+        None,
     ),
     (
         FindingKind::SlowDependency,

@@ -3,7 +3,7 @@
 //! in their code, or the server's own code on a CPU, named by its hottest function.
 
 use crate::finding::{Finding, FindingKind, Severity};
-use crate::rules::{RANKED_TAIL_SHARE, balance, cpu, dependency, io, locks, memory, tls};
+use crate::rules::{RANKED_TAIL_SHARE, balance, cpu, dependency, io, locks, memory, pauses, tls};
 use crate::run_report::RunReport;
 use crate::tail_account::{Place, Resource, TailAccount, TailPart};
 
@@ -24,6 +24,7 @@ fn named_by_a_rule(resource: Resource, r: &RunReport) -> bool {
         Resource::Disk => io::blocking_io(r).is_some(),
         Resource::PageFault => memory::memory_pressure(r).is_some(),
         Resource::Service => dependency::slow_dependency(r).is_some(),
+        Resource::Pause => pauses::stop_the_world(r).is_some(),
         _ => false,
     }
 }

@@ -184,6 +184,62 @@ fn accept_queue(
     })
 }
 
+/// A runtime's stop-the-world pauses (uprobes at its own functions): every thread of the process
+/// stops, so a request that arrives in one waits out its rest. Requests arriving at any time meet
+/// one for the share of the span they last, a long one as much more often as it is longer, and
+/// wait anything from none to all of it (PAUSE_STEPS even steps): the lengths from the kernel's
+/// histogram of them, else every pause the mean one.
+fn pauses(
+    server: &KernelReport,
+    lengths: Option<&NsHistogram>,
+    threads: Vec<String>,
+    n: u64,
+) -> Option<Cost> {
+    let p = server.pauses.iter().max_by_key(|p| p.total_ns)?;
+    let span_ms = server.duration_s * 1e3;
+    if p.pauses == 0 || p.total_ns == 0 || span_ms <= 0.0 {
+        return None;
+    }
+    let mean_ms = p.total_ns as f64 / 1e6 / p.pauses as f64;
+    let met = (p.total_ns as f64 / 1e6 / span_ms).min(1.0);
+    let pauses = lengths
+        .and_then(|h| lengths_of(h, mean_ms))
+        .unwrap_or_else(|| vec![(mean_ms, 1.0)]);
+    let biased: f64 = pauses.iter().map(|(ms, share)| ms * share).sum();
+    let steps = PAUSE_STEPS as f64;
+    let rest: Vec<(f64, f64)> = (pauses.iter())
+        .flat_map(|&(ms, share)| {
+            (0..PAUSE_STEPS)
+                .map(move |i| (ms * (i as f64 + 0.5) / steps, ms * share / biased / steps))
+        })
+        .collect();
+    let mean_rest_ms: f64 = rest.iter().map(|(ms, share)| ms * share).sum();
+    let runtime = match p.runtime.as_str() {
+        "go" => "the Go runtime",
+        "hotspot" => "the JVM",
+        _ => "its runtime",
+    };
+    Some(Cost {
+        part: TailPart {
+            place: Place::Blocked,
+            resource: Some(Resource::Pause),
+            held_by: Some(format!("{runtime} (pid {})", p.pid)),
+            waits: Some(met * n as f64),
+            mean_wait_ms: Some(mean_rest_ms),
+            threads,
+            requests_delayed: 1.0,
+            per_request_ms: met * mean_rest_ms,
+            ..Default::default()
+        },
+        uniform: false,
+        affected: Some(met),
+        lengths: Some(rest),
+    })
+}
+
+/// Steps of a pause's rest a request waits (from none to a whole mean pause).
+pub const PAUSE_STEPS: usize = 10;
+
 /// One wait's time over the span (us), and the request threads seen in it.
 struct Waited {
     wait: Wait,
@@ -219,6 +275,8 @@ pub struct Inputs<'a> {
     pub runq_lengths: Option<&'a NsHistogram>,
     /// The server's connections' accept-queue waits in the measured span (hist slots, ns).
     pub accept_lengths: Option<&'a NsHistogram>,
+    /// The server's stop-the-world pauses in the measured span (hist slots, ns).
+    pub pause_lengths: Option<&'a NsHistogram>,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -233,6 +291,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         stacks,
         runq_lengths,
         accept_lengths,
+        pause_lengths,
         ..
     } = input;
     let n = load.completed;
@@ -371,10 +430,18 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .filter(|t| serves(&t.comm))
         .map(|t| t.oncpu_ns.max(t.user_ns + t.sys_ns))
         .sum();
+    // A Go program's thread that holds the world stopped (the collector, or a goroutine that has
+    // not reached a safepoint) is one of its request threads, all named alike: its CPU meanwhile
+    // is the pause's, not a request's (a JVM's runs in threads of their own names).
+    let stopped_ms = (server.pauses.iter())
+        .filter(|p| p.runtime == "go")
+        .map(|p| p.total_ns as f64 / 1e6 / n as f64)
+        .sum::<f64>();
     let cpu_ms = match cpu_ns {
         0 => input.server_cpu_us / 1e3,
         ns => ns as f64 / 1e6 / n as f64,
     };
+    let cpu_ms = (cpu_ms - stopped_ms).max(0.0);
     let oncpu: Vec<FoldedLine> = (stacks.of_group(StackKind::OnCpu, GROUP_SERVER).into_iter())
         .filter(|l| l.frames.first().is_some_and(|t| serves(t)))
         .collect();
@@ -435,6 +502,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             .zip(runq_mean_ms)
             .and_then(|(h, mean)| lengths_of(h, mean)),
     });
+    if let Some(cost) = pauses(server, pause_lengths, request_threads.clone(), n) {
+        costs.push(cost);
+    }
     // Open loop: the time from a request's intended send to its actual one, the corrected
     // latency's mean less the uncorrected's, on the requests sent behind schedule.
     if let Some(o) = load

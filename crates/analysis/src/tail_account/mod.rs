@@ -111,6 +111,9 @@ pub enum Resource {
     /// A listening socket's accept queue: the connection established, the thread that accepts
     /// busy elsewhere (what it was doing is the part's `held_by`).
     AcceptQueue,
+    /// A runtime's stop-the-world pause: every thread of the process stopped (the runtime is the
+    /// part's `held_by`).
+    Pause,
 }
 
 impl Resource {
@@ -135,6 +138,7 @@ impl Resource {
             Resource::Retransmit => "a lost segment",
             Resource::Service => "a service it calls",
             Resource::AcceptQueue => "the accept queue",
+            Resource::Pause => "a stop-the-world pause",
         }
     }
 
@@ -169,6 +173,9 @@ impl Resource {
             }
             Resource::AcceptQueue => {
                 "the thread that accepts connections was busy elsewhere: give accepting a thread that does nothing else, or several listeners (SO_REUSEPORT), and move its other work off it"
+            }
+            Resource::Pause => {
+                "the runtime stops every thread: allocate less, tune its collector, or find what keeps it from a safepoint"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
@@ -258,6 +265,10 @@ impl TailPart {
                 }
                 (Some(what), None) => format!("the network: {what}"),
                 _ => "the network".to_string(),
+            },
+            Place::Blocked if self.resource == Some(Resource::Pause) => match &self.held_by {
+                Some(by) => format!("stopped by {by}: its stop-the-world pauses"),
+                None => "stopped by its runtime: its stop-the-world pauses".to_string(),
             },
             Place::Blocked if self.resource == Some(Resource::Service) => match &self.held_by {
                 Some(at) => format!("blocked on a service it calls, at {at}"),

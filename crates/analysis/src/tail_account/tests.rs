@@ -20,6 +20,7 @@ fn account_of(
         client,
         runq_lengths: None,
         accept_lengths: None,
+        pause_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks,
@@ -327,6 +328,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
             client: &KernelReport::default(),
             runq_lengths: None,
             accept_lengths: Some(&lengths),
+            pause_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -605,6 +607,61 @@ fn a_quota_that_held_the_server_back_is_the_run_queues_holder_when_it_held_the_m
     );
     server.runq_holders = vec![hog(0.05)];
     assert_eq!(held(&server), "the server's threads waiting for a CPU");
+}
+
+/// A Go server stopped 100 times in its 10 s span, 50 pauses of 2 ms and 50 of 18 ms: a request
+/// arrives in one 10 % of the time, in a long one 9 times as often as in a short one, and waits
+/// half of it: 0.1 x 1 + 0.9 x 9 = 8.2 ms on average, 0.82 ms a request. The thread that held the
+/// world stopped spun on a CPU meanwhile: the pause's time, not a request's CPU.
+#[test]
+fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long_ones_most() {
+    use crate::kernel_report::PauseReport;
+    let (load, mut server, stacks) = threaded(40_000_000, 0);
+    server.duration_s = 10.0;
+    server.threads[0].oncpu_ns = 1_200_000_000;
+    server.pauses = vec![PauseReport {
+        pid: 7,
+        runtime: "go".into(),
+        pauses: 100,
+        total_ns: 1_000_000_000,
+        max_ns: 18_000_000,
+    }];
+    let mut lengths = crate::record::NsHistogram::default();
+    lengths.slots[srvprof_common::hist::slot_of(2_000_000) as usize] = 50;
+    lengths.slots[srvprof_common::hist::slot_of(18_000_000) as usize] = 50;
+    let a = account(Inputs {
+        load: &load,
+        server: &server,
+        client: &KernelReport::default(),
+        runq_lengths: None,
+        accept_lengths: None,
+        pause_lengths: Some(&lengths),
+        server_cpu_us: 20.0,
+        client_cpu_us: 10.0,
+        stacks: &stacks,
+    })
+    .unwrap();
+    let pause = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::Pause))
+        .expect("the pauses' part");
+    assert_eq!(
+        pause.describe(),
+        "stopped by the Go runtime (pid 7): its stop-the-world pauses"
+    );
+    assert!((pause.waits.unwrap() - 1_000.0).abs() < 1e-6, "{pause:?}");
+    let mean = pause.mean_wait_ms.unwrap();
+    assert!((mean - 8.2).abs() <= 0.05 * 8.2, "{pause:?}");
+    assert!(
+        (pause.per_request_ms - 0.1 * mean).abs() < 1e-9,
+        "{pause:?}"
+    );
+    // 1.2 s of CPU less the 1 s of pauses, over the 10,000 requests.
+    let cpu = (a.parts.iter()).find(|p| p.place == Place::OnCpu).unwrap();
+    assert!((cpu.per_request_ms - 0.02).abs() < 1e-9, "{cpu:?}");
+    // Without the lengths, every pause the mean one: half of 10 ms.
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let pause = (a.parts.iter()).find(|p| p.resource == Some(Resource::Pause));
+    assert!((pause.unwrap().mean_wait_ms.unwrap() - 5.0).abs() < 1e-9);
 }
 
 #[test]

@@ -473,6 +473,7 @@ impl Probes {
         irq::read(&self.ebpf, &mut counters)?;
         self.tcp.read(&mut self.ebpf, &mut counters)?;
         counters.pauses = pauses::read(&self.ebpf)?;
+        counters.pause_hist = pauses::read_lengths(&self.ebpf)?;
         for p in &mut counters.pauses {
             if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
                 p.runtime = runtime.to_string();
