@@ -590,6 +590,51 @@ fn a_dependency_a_thread_per_connection_reads_is_the_top_finding_by_its_address(
     assert_no_finding(&run, "tail_wait");
 }
 
+/// A thread per connection that asks a datagram service in a request, as a DNS lookup does
+/// (servers/threaded --wait-on udp: a UDP socket of its own connected to the service, a poll of
+/// that one descriptor, as glibc's resolver waits): one request in 50 waits 30 ms, and the
+/// account names the service by its address, with the kernel's count of the waits against the
+/// server's asks and their mean against its delay. A poll of one descriptor read as a wait for
+/// work, it was the idle time before.
+#[test]
+fn a_datagram_service_a_thread_per_connection_polls_is_the_top_finding_by_its_address() {
+    require_root();
+    let server = Server::start(
+        "threaded",
+        &["--wait-every", "50", "--wait-ms", "30", "--wait-on", "udp"],
+    );
+    let address = format!("127.0.0.1:{}", server.port);
+    let run = RunArgs::pid(server.pid())
+        .load(50, "6s", "0s")
+        .args(&["--rate", "400"])
+        .run_ok("datagram-service");
+    let kinds = finding_kinds(&run);
+    let account = &run["tail_account"];
+    let part = (account["parts"].as_array().unwrap().iter())
+        .find(|p| p["resource"] == "service")
+        .unwrap_or_else(|| panic!("no service part: {account}"));
+    eprintln!("findings {kinds:?}; service part {part}");
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    let f = expect_finding(&run, "tail_wait");
+    assert!(f["summary"].as_str().unwrap().contains(&address), "{f}");
+    assert_eq!(part["held_by"], address.as_str(), "{part}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    // The asks in flight at either end of the span may fall on either side of it.
+    let completed = account["requests"].as_f64().unwrap();
+    let waits = part["waits"].as_f64().unwrap();
+    let in_flight = 400.0 / 50.0 * 0.030;
+    assert!(
+        (waits - completed / 50.0).abs() <= 2.0 * in_flight + 3.0,
+        "{waits} waits for {completed} requests, one in 50 asking"
+    );
+    assert_within(
+        part["mean_wait_ms"].as_f64().unwrap(),
+        30.0,
+        0.15,
+        "the mean wait (ms) against the service's 30 ms",
+    );
+}
+
 /// servers/threaded with an acceptor that leaves its accept() for 100 ms in housekeeping() every
 /// second, driven with a new connection per request, steady and in bursts: the connections that
 /// arrive meanwhile wait in the accept queue, the connection threads idle. The top finding is

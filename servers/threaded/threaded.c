@@ -34,7 +34,10 @@
  * wait_for_ticket() before its answer: asleep in nanosleep (--wait-on sleep,
  * the default), or reading a byte from a pipe that a thread named "ticket"
  * writes M ms after it is asked (--wait-on pipe; a UNIX socket with --wait-on
- * unix), or spinning on the CPU in
+ * unix), or asking the ticket thread over UDP as a DNS lookup asks its server
+ * (--wait-on udp: a socket of its own connected to 127.0.0.1 on the server's
+ * port, one datagram sent, a poll of that one descriptor, then the answer read,
+ * as glibc's resolver does), or spinning on the CPU in
  * slow_path() (--wait-on cpu). A cause no request pattern
  * of its own shows: the tail is those requests, the median is not touched.
  * With --upstream IP:PORT instead, that request asks another HTTP server: it
@@ -58,6 +61,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +86,10 @@ static volatile unsigned long touched;
 static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
 static long wait_every, wait_ms;
-static int wait_on_pipe, wait_on_cpu, wait_on_unix;
+static int wait_on_pipe, wait_on_cpu, wait_on_unix, wait_on_udp;
+/* --wait-on udp: the ticket thread's socket, bound to 127.0.0.1 on the server's port. */
+static int ticket_udp = -1;
+static struct sockaddr_in ticket_addr;
 static int ask_pipe[2];
 static struct sockaddr_in upstream;
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -171,6 +178,46 @@ static void *ticket_main(void *arg)
 		close(a.fd);
 	}
 	return NULL;
+}
+
+/* The "ticket" thread of --wait-on udp: answers each datagram, which holds when it is due, at that
+ * time. Asks come in the order they fall due, so one thread answers each on time. */
+static void *ticket_udp_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "ticket");
+	for (;;) {
+		long due_ns;
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+		if (recvfrom(ticket_udp, &due_ns, sizeof(due_ns), 0, (struct sockaddr *)&from, &len) != (ssize_t)sizeof(due_ns))
+			continue;
+		struct timespec due = {.tv_sec = due_ns / 1000000000L, .tv_nsec = due_ns % 1000000000L};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+			;
+		char c = 1;
+		if (sendto(ticket_udp, &c, 1, 0, (struct sockaddr *)&from, len) != 1)
+			perror("threaded: ticket");
+	}
+	return NULL;
+}
+
+/* Asks the ticket thread over UDP as glibc's resolver asks a DNS server: a connected socket of its
+ * own, one datagram, a poll of that descriptor until the answer, a read that does not wait. */
+__attribute__((noinline)) static void ask_over_udp(void)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return;
+	long due_ns = now_ns() + wait_ms * 1000000L;
+	struct pollfd p = {.fd = s, .events = POLLIN};
+	char c;
+	if (!connect(s, (struct sockaddr *)&ticket_addr, sizeof(ticket_addr)) &&
+	    send(s, &due_ns, sizeof(due_ns), 0) == (ssize_t)sizeof(due_ns))
+		while (poll(&p, 1, 5000) < 0 && errno == EINTR)
+			;
+	(void)!recv(s, &c, 1, 0);
+	close(s);
 }
 
 static int upstream_connection(void)
@@ -267,6 +314,10 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 	}
 	if (wait_on_cpu) {
 		slow_path(wait_ms * 1000);
+		return;
+	}
+	if (wait_on_udp) {
+		ask_over_udp();
 		return;
 	}
 	if (!wait_on_pipe) {
@@ -493,9 +544,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--wait-ms") && v)
 			wait_ms = atol(v), i++;
 		else if (!strcmp(a, "--wait-on") && v &&
-			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu")))
+			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu") ||
+			  !strcmp(v, "udp")))
 			wait_on_unix = !strcmp(v, "unix"), wait_on_pipe = wait_on_unix || !strcmp(v, "pipe"),
-			wait_on_cpu = !strcmp(v, "cpu"), i++;
+			wait_on_cpu = !strcmp(v, "cpu"), wait_on_udp = !strcmp(v, "udp"), i++;
 		else if (!strcmp(a, "--upstream") && v && strchr(v, ':')) {
 			char ip[64];
 			snprintf(ip, sizeof(ip), "%.*s", (int)(strchr(v, ':') - v), v);
@@ -549,6 +601,16 @@ int main(int argc, char **argv)
 	if (wait_on_pipe && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
 		perror("threaded: the ticket thread");
 		return 1;
+	}
+	if (wait_on_udp) {
+		ticket_addr = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+		ticket_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ticket_udp = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (ticket_udp < 0 || bind(ticket_udp, (struct sockaddr *)&ticket_addr, sizeof(ticket_addr)) ||
+		    pthread_create(&t, &attr, ticket_udp_main, NULL)) {
+			perror("threaded: the UDP ticket thread");
+			return 1;
+		}
 	}
 	for (long w = 0; w < pool_size; w++)
 		if (pthread_create(&t, &attr, worker_main, NULL)) {

@@ -99,7 +99,10 @@ pub struct ThreadStats {
     /// named (socket_arg; 0: any other wait). At the switch-in, the sleep is charged to the
     /// socket's remote address when it is one of the server's outbound connections.
     pub sleep_socket: u32,
-    pub _pad_sleep: u32,
+    /// 1 when that sleep may be on a datagram socket (datagram_wait): a descriptor not among the
+    /// outbound connections is then looked at once at the wake, and a connected UDP socket's
+    /// sleep is charged to its remote address (a DNS lookup's answer).
+    pub sleep_datagram: u32,
     /// The outbound socket the thread's last such sleep was on (0: its last was on another
     /// socket): a sleep on the same one again goes on with that call to the service (the
     /// answer's last bytes, the close), and is not counted as another wait.
@@ -157,6 +160,15 @@ pub fn socket_arg(slot: u64, nfds: u64) -> SocketArg {
         POLL | PPOLL if nfds == 1 => SocketArg::PollFd,
         _ => SocketArg::None,
     }
+}
+
+/// Whether a syscall's wait on one socket may be a datagram service's answer: a poll of one
+/// descriptor (glibc's resolver polls its UDP socket, then reads without waiting) or a recv*; a
+/// read(2) or readv(2) is a stream's (a UDP client reads with recv*).
+pub fn datagram_wait(slot: u64, nfds: u64) -> bool {
+    const READ: u64 = 1;
+    const READV: u64 = 20;
+    socket_arg(slot, nfds) != SocketArg::None && slot != READ && slot != READV
 }
 
 /// Who woke a watched thread: the task running when the wakeup was issued (sched_waking fires in
@@ -242,7 +254,15 @@ pub const MAX_LOCK_WAITS: u32 = 4096;
 
 #[cfg(test)]
 mod tests {
-    use super::{SocketArg, futex_lock_protocol, socket_arg};
+    use super::{SocketArg, datagram_wait, futex_lock_protocol, socket_arg};
+
+    #[test]
+    fn a_poll_of_one_descriptor_and_a_recv_may_wait_on_a_datagram_a_read_on_a_stream() {
+        assert!(datagram_wait(8, 1) && datagram_wait(272, 1));
+        assert!(datagram_wait(46, 0) && datagram_wait(48, 0) && datagram_wait(300, 0));
+        assert!(!datagram_wait(1, 0) && !datagram_wait(20, 0));
+        assert!(!datagram_wait(8, 2) && !datagram_wait(233, 1));
+    }
 
     #[test]
     fn the_reads_name_their_socket_and_a_poll_of_one_descriptor_its_pollfd() {

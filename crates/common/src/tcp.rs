@@ -38,6 +38,8 @@ names! {
         TCP_STATE_SYN_RECV,
         /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
         SOCK_FAMILY_OFFSET,
+        /// sock.sk_protocol: a UDP socket's is IPPROTO_UDP.
+        SOCK_PROTOCOL_OFFSET,
         SOCK_DADDR_OFFSET,
         SOCK_V6_DADDR_OFFSET,
         /// task_struct.files, files_struct.fdt, fdtable.max_fds and .fd, file.f_inode and

@@ -15,7 +15,7 @@ use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
     HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
     MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg, ThreadStats, WakeCount,
-    WakeKey, futex_lock_protocol, hist, lost, socket_arg,
+    WakeKey, datagram_wait, futex_lock_protocol, hist, lost, socket_arg,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_fd, current_syscall_slot};
@@ -286,6 +286,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             Some(fd) if fd < u32::MAX as u64 => fd as u32 + 1,
             _ => 0,
         };
+        st.sleep_datagram = u32::from(on_socket && datagram_wait(st.blocked_nr, args.1));
         st.futex_uaddr = uaddr;
         st.futex_lock = futex_lock_protocol(op, val) as u32;
         st.futex_holder = 0;
@@ -378,7 +379,8 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if st.sleep_socket != 0 {
             if st.last_switch_out_ns != 0 {
                 let slept = now.saturating_sub(st.last_switch_out_ns);
-                crate::tcp::socket_sleep_ended(st, next, st.sleep_socket - 1, slept);
+                let fd = st.sleep_socket - 1;
+                crate::tcp::socket_sleep_ended(st, next, fd, slept, st.sleep_datagram != 0);
             }
             st.sleep_socket = 0;
         }

@@ -55,6 +55,8 @@ static TCP_STATE_SYN_RECV: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_FAMILY_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
+static SOCK_PROTOCOL_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
 static SOCK_DADDR_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_V6_DADDR_OFFSET: u64 = 0;
@@ -506,35 +508,80 @@ fn outbound_closed(sk: *const u8) {
 /// a dependency, counted by the remote address; sleeps in a row on one socket as one call's. A
 /// thread per connection reads its dependency's answer the way it reads its client's next
 /// request: only the descriptor tells the two apart. Only sleeps pay for this (an event loop
-/// sleeps in its poll), and a sleep on a client's connection one lookup.
+/// sleeps in its poll), and a sleep on a client's connection one lookup. A sleep that may be on
+/// a datagram socket (`datagram`: a poll of one descriptor, a recv*) on a descriptor not noted
+/// looks at its socket: a connected UDP one is a datagram service's (a DNS server's), noted from
+/// then on like a connection.
 #[inline(always)]
-pub fn socket_sleep_ended(st: &mut ThreadStats, task: *const u8, fd: u32, slept: u64) {
+pub fn socket_sleep_ended(
+    st: &mut ThreadStats,
+    task: *const u8,
+    fd: u32,
+    slept: u64,
+    datagram: bool,
+) {
     let id = FdKey { tgid: st.tgid, fd };
-    let Some(on_fd) = (unsafe { OUTBOUND_FDS.get(&id) }).copied() else {
-        st.last_waited_sk = 0;
-        return;
-    };
-    // The descriptor may have been closed and reused since: the socket behind it says.
-    let sk = fd_socket(task, fd).map_or(0, |sk| sk as u64);
-    let same = match on_fd.sk {
-        0 => sk != 0 && same_remote(&remote_of(sk as *const u8), &on_fd.remote),
-        known => known == sk,
-    };
-    if !same {
-        let _ = OUTBOUND_FDS.remove(&id);
+    let noted = OUTBOUND_FDS.get_ptr(&id);
+    if noted.is_none() && !datagram {
         st.last_waited_sk = 0;
         return;
     }
+    // The descriptor may have been closed and reused since: the socket behind it says.
+    let sk = fd_socket(task, fd).map_or(0, |sk| sk as u64);
+    let same = noted.is_some_and(|on_fd| {
+        let on_fd = unsafe { &*on_fd };
+        match on_fd.sk {
+            0 => sk != 0 && same_remote(&remote_of(sk as *const u8), &on_fd.remote),
+            known => known == sk,
+        }
+    });
+    if !same {
+        if noted.is_some() {
+            let _ = OUTBOUND_FDS.remove(&id);
+        }
+        if !(datagram && sk != 0 && connected_udp(sk as *const u8)) {
+            st.last_waited_sk = 0;
+            return;
+        }
+        note_datagram(&id, sk);
+    }
+    // The remote address as noted (read in place: this program's stack is nearly full).
+    let Some(on_fd) = OUTBOUND_FDS.get_ptr(&id) else {
+        st.last_waited_sk = 0;
+        return;
+    };
     let call_goes_on = st.last_waited_sk == sk;
     st.last_waited_sk = sk;
     add_outbound(
-        &on_fd.remote,
+        unsafe { &(*on_fd).remote },
         OutboundCount {
             waits: u64::from(!call_goes_on),
             wait_ns: slept,
             ..Default::default()
         },
     );
+}
+
+/// Notes a connected UDP socket's descriptor as a connection's, with its remote address.
+#[inline(always)]
+fn note_datagram(id: &FdKey, sk: u64) {
+    let on_fd = OutboundFd {
+        sk,
+        remote: remote_of(sk as *const u8),
+        _pad: 0,
+    };
+    if OUTBOUND_FDS.insert(id, &on_fd, 0).is_err() {
+        count_lost(lost::OUTBOUND_MAP_FULL);
+    }
+}
+
+/// A UDP socket connected to a remote address (a datagram client's: it sends with send(2)).
+#[inline(always)]
+fn connected_udp(sk: *const u8) -> bool {
+    const IPPROTO_UDP: u16 = 17;
+    let protocol: u16 = read_field(sk, global(&SOCK_PROTOCOL_OFFSET)).unwrap_or(0);
+    let port_be: u16 = read_field(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0);
+    protocol == IPPROTO_UDP && port_be != 0
 }
 
 /// The socket behind a task's file descriptor: task->files->fdt->fd[fd], when its inode is a

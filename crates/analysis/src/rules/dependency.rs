@@ -46,9 +46,13 @@ pub fn slow_dependency(r: &RunReport) -> Option<Finding> {
             } else {
                 String::new()
             };
+            // A datagram service (a DNS server) holds no connection: its answers were waited on.
+            let held = match top.max_connections {
+                0 => format!("it waited {} times on answers from {}", top.waits, top.remote),
+                n => format!("it held connections to {} (up to {n} at once)", top.remote),
+            };
             format!(
-                "it held connections to {} (up to {} at once){more}, a dependency whose answers the requests wait for. Fix: look at that service's latency, cache its answers, or call it with a timeout and in parallel",
-                top.remote, top.max_connections
+                "{held}{more}, a dependency whose answers the requests wait for. Fix: look at that service's latency, cache its answers, or call it with a timeout and in parallel"
             )
         }
         None => "it held no connection to anything but its clients, so it waits on a timer, a lock or a pipe: its off-CPU stacks say which".to_string(),
@@ -177,5 +181,19 @@ pub(super) mod tests {
         );
         let f = slow_dependency(&waiting(0.02, 50, 0)).unwrap();
         assert!(f.summary.contains("no connection"), "{}", f.summary);
+        // A datagram service: no connection held, its answers waited on.
+        let mut udp = waiting(0.02, 50, 0);
+        udp.server.outbound = vec![Outbound {
+            remote: "127.0.0.53:53".into(),
+            waits: 1_000,
+            ..Default::default()
+        }];
+        let f = slow_dependency(&udp).unwrap();
+        assert!(
+            f.summary
+                .contains("it waited 1000 times on answers from 127.0.0.53:53,"),
+            "{}",
+            f.summary
+        );
     }
 }

@@ -27,6 +27,8 @@ pub struct KernelOffsets {
     pub sock_dport: u64,
     /// sock_common's skc_family, skc_daddr and skc_v6_daddr: where a socket connects to.
     pub sock_family: u64,
+    /// sock.sk_protocol: which transport a socket is (IPPROTO_UDP for a datagram service's).
+    pub sock_protocol: u64,
     pub sock_daddr: u64,
     pub sock_v6_daddr: u64,
     /// inet_sock.inet_sport (network order): a full socket's own port. Closing a socket
@@ -148,6 +150,7 @@ impl KernelOffsets {
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,
             sock_dport: sk_common + field(&["sock_common", "skc_dport"])?,
             sock_family: sk_common + field(&["sock_common", "skc_family"])?,
+            sock_protocol: field(&["sock", "sk_protocol"])?,
             sock_daddr: sk_common + field(&["sock_common", "skc_daddr"])?,
             sock_v6_daddr: sk_common + field(&["sock_common", "skc_v6_daddr"])?,
             inet_sport: field(&["inet_sock", "inet_sport"])?,

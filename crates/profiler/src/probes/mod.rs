@@ -227,6 +227,7 @@ impl Probes {
             .override_global(globals::TCP_STATE_ESTABLISHED, &established, true)
             .override_global(globals::TCP_STATE_SYN_RECV, &syn_recv, true)
             .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
+            .override_global(globals::SOCK_PROTOCOL_OFFSET, &offsets.sock_protocol, true)
             .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
             .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
             .override_global(globals::TASK_FILES_OFFSET, &offsets.task_files, true)
