@@ -12,9 +12,9 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuArray},
     programs::ProbeContext,
 };
-use srvprof_common::{HistSlots, MAX_TARGET_PROCESSES, NUM_GROUPS, PauseStats, hist};
+use srvprof_common::{HistSlots, MAX_TARGET_PROCESSES, NUM_GROUPS, PauseStats};
 
-use crate::target::group_of;
+use crate::target::{group_of, record};
 
 /// tgid -> when its world was stopped (absent: running).
 #[map]
@@ -49,10 +49,7 @@ pub fn world_starts(ctx: ProbeContext) -> u32 {
     };
     let _ = PAUSE_START.remove(&tgid);
     let paused = unsafe { bpf_ktime_get_ns() }.saturating_sub(start);
-    if let Some(h) = PAUSE_HIST.get_ptr_mut(group) {
-        let slot = (hist::slot_of(paused) & (hist::SLOTS - 1)) as usize;
-        unsafe { (*h).slots[slot] += 1 };
-    }
+    record(&PAUSE_HIST, group, paused);
     if let Some(p) = PAUSES.get_ptr_mut(&tgid) {
         let p = unsafe { &mut *p };
         p.count += 1;

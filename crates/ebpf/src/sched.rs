@@ -15,12 +15,12 @@ use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
     HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
     MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg, ThreadStats, WakeCount,
-    WakeKey, datagram_wait, futex_lock_protocol, hist, lost, socket_arg,
+    WakeKey, datagram_wait, futex_lock_protocol, lost, socket_arg,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_fd, current_syscall_slot};
 use crate::target::{
-    count_lost, current_comm, group_of, task_comm, task_exec_runtime, task_ids, watch,
+    count_lost, current_comm, group_of, record, task_comm, task_exec_runtime, task_ids, watch,
     watched_thread,
 };
 
@@ -194,16 +194,6 @@ static OFFCPU_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_G
 /// Run-queue latency (runnable to on-CPU, ns), one histogram per group.
 #[map]
 static RUNQ_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
-
-#[inline(always)]
-fn record(hist_map: &PerCpuArray<HistSlots>, group: u32, value_ns: u64) {
-    let slot = (hist::slot_of(value_ns) & (hist::SLOTS - 1)) as usize;
-    if let Some(h) = hist_map.get_ptr_mut(group) {
-        if let Some(n) = unsafe { (*h).slots.get_mut(slot) } {
-            *n += 1;
-        }
-    }
-}
 
 /// task_struct's __state of a task that ran its last time (do_task_dead).
 const TASK_DEAD: u64 = 0x80;

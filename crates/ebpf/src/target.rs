@@ -8,7 +8,9 @@ use aya_ebpf::{
     macros::map,
     maps::{Array, HashMap, PerCpuArray},
 };
-use srvprof_common::{MAX_TARGET_PROCESSES, MAX_THREADS, TARGET_BITMAP_WORDS, ThreadStats, lost};
+use srvprof_common::{
+    HistSlots, MAX_TARGET_PROCESSES, MAX_THREADS, TARGET_BITMAP_WORDS, ThreadStats, hist, lost,
+};
 
 /// tgid -> group (server or client). Children forked by a watched process join its group.
 #[map]
@@ -180,4 +182,16 @@ fn new_thread_stats(
         return None;
     }
     THREADS.get_ptr_mut(&tid).map(|st| unsafe { &mut *st })
+}
+
+/// Counts a length (ns) in a histogram map's entry `index` (srvprof_common::hist slots): a
+/// group's, or the only one.
+#[inline(always)]
+pub fn record(hist_map: &PerCpuArray<HistSlots>, index: u32, value_ns: u64) {
+    let slot = (hist::slot_of(value_ns) & (hist::SLOTS - 1)) as usize;
+    if let Some(h) = hist_map.get_ptr_mut(index) {
+        if let Some(n) = unsafe { (*h).slots.get_mut(slot) } {
+            *n += 1;
+        }
+    }
 }

@@ -12,7 +12,7 @@ use aya_ebpf::{
 };
 use srvprof_common::{
     AcceptCount, FdKey, GROUP_SERVER, HistSlots, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey,
-    OutboundSocket, TcpResetKey, ThreadStats, hist, lost, tcp,
+    OutboundSocket, TcpResetKey, ThreadStats, lost, tcp,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_slot};
@@ -20,7 +20,7 @@ use crate::regs::{current_syscall_args, current_syscall_slot};
 /// connect(2)'s number on x86-64, plus one (current_syscall_slot's encoding).
 const CONNECT_SLOT: u64 = 42 + 1;
 
-use crate::target::{count_lost, global, group_of, read_field};
+use crate::target::{count_lost, global, group_of, read_field, record};
 
 #[map]
 static TCP_COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(tcp::SIDES * tcp::COUNT, 0);
@@ -420,10 +420,7 @@ pub fn tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
             }
         }
     }
-    if let Some(h) = ACCEPT_HIST.get_ptr_mut(0) {
-        let slot = (hist::slot_of(waited) & (hist::SLOTS - 1)) as usize;
-        unsafe { (*h).slots[slot] += 1 };
-    }
+    record(&ACCEPT_HIST, 0, waited);
     0
 }
 
@@ -528,27 +525,28 @@ pub fn socket_sleep_ended(
     }
     // The descriptor may have been closed and reused since: the socket behind it says.
     let sk = fd_socket(task, fd).map_or(0, |sk| sk as u64);
-    let same = noted.is_some_and(|on_fd| {
-        let on_fd = unsafe { &*on_fd };
+    let same = noted.filter(|on_fd| {
+        let on_fd = unsafe { &**on_fd };
         match on_fd.sk {
             0 => sk != 0 && same_remote(&remote_of(sk as *const u8), &on_fd.remote),
             known => known == sk,
         }
     });
-    if !same {
-        if noted.is_some() {
-            let _ = OUTBOUND_FDS.remove(&id);
+    // The remote address as noted, read in place (this program's stack is nearly full).
+    let on_fd = match same {
+        Some(on_fd) => on_fd,
+        None => {
+            if noted.is_some() {
+                let _ = OUTBOUND_FDS.remove(&id);
+            }
+            let datagram_service = datagram && sk != 0 && connected_udp(sk as *const u8);
+            let noted_now = datagram_service.then(|| note_datagram(&id, sk)).flatten();
+            let Some(on_fd) = noted_now else {
+                st.last_waited_sk = 0;
+                return;
+            };
+            on_fd
         }
-        if !(datagram && sk != 0 && connected_udp(sk as *const u8)) {
-            st.last_waited_sk = 0;
-            return;
-        }
-        note_datagram(&id, sk);
-    }
-    // The remote address as noted (read in place: this program's stack is nearly full).
-    let Some(on_fd) = OUTBOUND_FDS.get_ptr(&id) else {
-        st.last_waited_sk = 0;
-        return;
     };
     let call_goes_on = st.last_waited_sk == sk;
     st.last_waited_sk = sk;
@@ -562,9 +560,10 @@ pub fn socket_sleep_ended(
     );
 }
 
-/// Notes a connected UDP socket's descriptor as a connection's, with its remote address.
+/// Notes a connected UDP socket's descriptor as a connection's, with its remote address: the
+/// entry noted, None when the map had no room.
 #[inline(always)]
-fn note_datagram(id: &FdKey, sk: u64) {
+fn note_datagram(id: &FdKey, sk: u64) -> Option<*const OutboundFd> {
     let on_fd = OutboundFd {
         sk,
         remote: remote_of(sk as *const u8),
@@ -572,7 +571,9 @@ fn note_datagram(id: &FdKey, sk: u64) {
     };
     if OUTBOUND_FDS.insert(id, &on_fd, 0).is_err() {
         count_lost(lost::OUTBOUND_MAP_FULL);
+        return None;
     }
+    OUTBOUND_FDS.get_ptr(id)
 }
 
 /// A UDP socket connected to a remote address (a datagram client's: it sends with send(2)).

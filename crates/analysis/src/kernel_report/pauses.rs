@@ -15,6 +15,17 @@ pub struct PauseReport {
     pub max_ns: u64,
 }
 
+impl PauseReport {
+    /// Who stopped the world, in words.
+    pub fn runtime_name(&self) -> &'static str {
+        match self.runtime.as_str() {
+            "go" => "the Go runtime",
+            "hotspot" => "the JVM",
+            _ => "its runtime",
+        }
+    }
+}
+
 /// `group`'s processes' pauses between `start` and `end`, longest in all first.
 pub fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseReport> {
     let mut out: Vec<PauseReport> = (end.kernel.pauses.iter())

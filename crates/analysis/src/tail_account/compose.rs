@@ -214,16 +214,11 @@ fn pauses(
         })
         .collect();
     let mean_rest_ms: f64 = rest.iter().map(|(ms, share)| ms * share).sum();
-    let runtime = match p.runtime.as_str() {
-        "go" => "the Go runtime",
-        "hotspot" => "the JVM",
-        _ => "its runtime",
-    };
     Some(Cost {
         part: TailPart {
             place: Place::Blocked,
             resource: Some(Resource::Pause),
-            held_by: Some(format!("{runtime} (pid {})", p.pid)),
+            held_by: Some(format!("{} (pid {})", p.runtime_name(), p.pid)),
             waits: Some(met * n as f64),
             mean_wait_ms: Some(mean_rest_ms),
             threads,

@@ -18,14 +18,14 @@ pub mod window;
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
-use srvprof_common::{OutboundCount, globals, maps};
+use srvprof_common::{HistSlots, NUM_GROUPS, OutboundCount, globals, maps};
 
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
-use srvprof_analysis::record::KernelCounters;
+use srvprof_analysis::record::{KernelCounters, NsHistogram};
 use window::Window;
 
 /// The compiled BPF object, built by build.rs.
@@ -474,7 +474,7 @@ impl Probes {
         irq::read(&self.ebpf, &mut counters)?;
         self.tcp.read(&mut self.ebpf, &mut counters)?;
         counters.pauses = pauses::read(&self.ebpf)?;
-        counters.pause_hist = pauses::read_lengths(&self.ebpf)?;
+        counters.pause_hist = read_histograms(&self.ebpf, maps::PAUSE_HIST, NUM_GROUPS)?;
         for p in &mut counters.pauses {
             if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
                 p.runtime = runtime.to_string();
@@ -607,6 +607,28 @@ pub(crate) fn map_error(map: &str, e: impl Into<Cause>) -> SrvprofError {
         map: map.into(),
         source: e.into(),
     }
+}
+
+/// A histogram map's first `entries` entries (one per group, or the only one), each summed over
+/// the CPUs.
+pub(crate) fn read_histograms(
+    ebpf: &Ebpf,
+    name: &str,
+    entries: u32,
+) -> Result<Vec<NsHistogram>, SrvprofError> {
+    let map: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, name)?;
+    (0..entries)
+        .map(|i| {
+            let per_cpu = map.get(&i, 0).map_err(|e| map_error(name, e))?;
+            let mut sum = NsHistogram::default();
+            for cpu in per_cpu.iter() {
+                for (s, n) in sum.slots.iter_mut().zip(&cpu.slots) {
+                    *s += n;
+                }
+            }
+            Ok(sum)
+        })
+        .collect()
 }
 
 /// A typed read-only handle on a map of the object.

@@ -6,14 +6,12 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 
 use aya::Ebpf;
-use aya::maps::{MapData, PerCpuArray};
 use aya::programs::{UProbe, uprobe::UProbeScope};
-use srvprof_common::{HistSlots, NUM_GROUPS, PauseStats, maps};
+use srvprof_common::{PauseStats, maps};
 
 use super::sched::map_entries;
-use super::{map_error, map_ref};
 use crate::error::SrvprofError;
-use srvprof_analysis::record::{NsHistogram, PauseRecord};
+use srvprof_analysis::record::PauseRecord;
 
 pub const STOP_PROGRAM: &str = "world_stops";
 pub const START_PROGRAM: &str = "world_starts";
@@ -103,23 +101,6 @@ fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe, SrvprofE
             program: name.into(),
             source: e.into(),
         })
-}
-
-/// Each group's pauses' lengths so far, summed over the CPUs.
-pub fn read_lengths(ebpf: &Ebpf) -> Result<Vec<NsHistogram>, SrvprofError> {
-    let map: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, maps::PAUSE_HIST)?;
-    (0..NUM_GROUPS)
-        .map(|group| {
-            let per_cpu = (map.get(&group, 0)).map_err(|e| map_error(maps::PAUSE_HIST, e))?;
-            let mut sum = NsHistogram::default();
-            for h in per_cpu.iter() {
-                for (a, b) in sum.slots.iter_mut().zip(h.slots.iter()) {
-                    *a += b;
-                }
-            }
-            Ok(sum)
-        })
-        .collect()
 }
 
 /// Every watched process's pauses so far.

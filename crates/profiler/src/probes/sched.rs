@@ -12,15 +12,15 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray},
 };
 use srvprof_common::{
-    CountTime, DiskWaitKey, HistSlots, HolderKey, HolderWait, LockWait, LockWaitKey, NUM_GROUPS,
-    RunningSlot, ThreadStats, WakeCount, WakeKey, maps,
+    CountTime, DiskWaitKey, HolderKey, HolderWait, LockWait, LockWaitKey, NUM_GROUPS, RunningSlot,
+    ThreadStats, WakeCount, WakeKey, maps,
 };
 
-use super::{map_error, map_mut, map_ref, target};
+use super::{map_error, map_mut, map_ref, read_histograms, target};
 use crate::error::SrvprofError;
 use crate::procfs;
 use srvprof_analysis::record::{
-    DiskWait, KernelCounters, LockWaitRecord, NsHistogram, RunqHolder, ThreadCounters, WakePair,
+    DiskWait, KernelCounters, LockWaitRecord, RunqHolder, ThreadCounters, WakePair,
 };
 
 /// The programs that track the targets, attached by the probes' loop, each to the BTF tracepoint
@@ -114,8 +114,8 @@ pub fn read(
             wait_ns: v.wait_ns,
         }
     })?;
-    counters.offcpu_hist = read_hist(ebpf, maps::OFFCPU_HIST)?;
-    counters.runq_hist = read_hist(ebpf, maps::RUNQ_HIST)?;
+    counters.offcpu_hist = read_histograms(ebpf, maps::OFFCPU_HIST, NUM_GROUPS)?;
+    counters.runq_hist = read_histograms(ebpf, maps::RUNQ_HIST, NUM_GROUPS)?;
     Ok(())
 }
 
@@ -334,22 +334,6 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
 pub fn comm_string(comm: &[u8; 16]) -> String {
     let end = comm.iter().position(|b| *b == 0).unwrap_or(comm.len());
     String::from_utf8_lossy(&comm[..end]).into_owned()
-}
-
-fn read_hist(ebpf: &Ebpf, name: &str) -> Result<Vec<NsHistogram>, SrvprofError> {
-    let map: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, name)?;
-    let mut out = vec![NsHistogram::default(); NUM_GROUPS as usize];
-    for (group, hist) in out.iter_mut().enumerate() {
-        let per_cpu = map
-            .get(&(group as u32), 0)
-            .map_err(|e| map_error(name, e))?;
-        for cpu in per_cpu.iter() {
-            for (sum, n) in hist.slots.iter_mut().zip(&cpu.slots) {
-                *sum += n;
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@ use srvprof_common::{TARGET_BITMAP_WORDS, lost, maps};
 use super::{map_error, map_mut, map_ref};
 use crate::error::SrvprofError;
 
-/// Watches these processes as `group` (server or client): the hash first, then the prefilter bits.
 /// The events each LOST_EVENTS index counts, summed over the CPUs (srvprof_common::lost).
 pub fn lost(ebpf: &Ebpf) -> Result<Vec<u64>, SrvprofError> {
     let map: PerCpuArray<&MapData, u64> = map_ref(ebpf, maps::LOST_EVENTS)?;
@@ -25,6 +24,7 @@ pub fn lost(ebpf: &Ebpf) -> Result<Vec<u64>, SrvprofError> {
         .collect()
 }
 
+/// Watches these processes as `group` (server or client): the hash first, then the prefilter bits.
 pub fn add(ebpf: &mut Ebpf, pids: &[u32], group: u32) -> Result<(), SrvprofError> {
     {
         let mut tgids: HashMap<&mut MapData, u32, u32> = map_mut(ebpf, maps::TARGET_TGIDS)?;

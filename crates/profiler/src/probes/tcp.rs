@@ -7,13 +7,13 @@ use aya::{
     programs::tp_btf::BtfTracePointLinkId,
 };
 use srvprof_common::{
-    AcceptCount, FdKey, HistSlots, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp,
+    AcceptCount, FdKey, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp,
 };
 
 use super::btf_offsets::TcpNames;
-use super::{attach_loaded, btf_program, map_error, map_mut, map_ref};
+use super::{attach_loaded, btf_program, map_error, map_mut, map_ref, read_histograms};
 use crate::error::SrvprofError;
-use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, NsHistogram, TcpResetCount};
+use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, TcpResetCount};
 
 /// The programs attached by the probes' loop, each to the BTF tracepoint of its name
 /// (ACCEPT_PROGRAM by AcceptTiming).
@@ -157,17 +157,8 @@ fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
         })
         .collect();
     counters.accept_waits.sort_by_key(|a| a.port);
-    let hist: PerCpuArray<&MapData, HistSlots> = map_ref(ebpf, maps::ACCEPT_HIST)?;
-    let per_cpu = hist
-        .get(&0, 0)
-        .map_err(|e| map_error(maps::ACCEPT_HIST, e))?;
-    let mut sum = NsHistogram::default();
-    for h in per_cpu.iter() {
-        for (a, b) in sum.slots.iter_mut().zip(h.slots.iter()) {
-            *a += b;
-        }
-    }
-    counters.accept_hist = sum;
+    let lengths = read_histograms(ebpf, maps::ACCEPT_HIST, 1)?;
+    counters.accept_hist = lengths.into_iter().next().unwrap_or_default();
     Ok(())
 }
 
