@@ -71,10 +71,10 @@ pub struct UserStackSample {
     pub tid: u32,
     /// Bytes of `stack` filled, from `sp` up (0 when the first page could not be read).
     pub stack_len: u32,
-    /// Frames of `kernel` filled, leaf first: an on-CPU sample's kernel stack, carried here
-    /// rather than interned in STACK_TRACES, whose buckets collide as distinct stacks pile up
-    /// (measured: 43 of 428 samples of a TLS server lost their kernel stack that way). 0 for a
-    /// sample taken in user mode, and for an off-CPU period, whose key holds its kernel stack's id.
+    /// Frames of `kernel` filled, leaf first: the kernel stack, carried here rather than
+    /// interned in STACK_TRACES, whose buckets collide as distinct stacks pile up (measured: 43
+    /// of 428 samples of a TLS server lost their kernel stack that way; a worker pool's off-CPU
+    /// wait, once in a few runs, became a wait of no kind). 0 for a sample taken in user mode.
     pub kernel_len: u32,
     pub _pad: u32,
     pub kernel: [u64; MAX_STACK_DEPTH],

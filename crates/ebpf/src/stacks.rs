@@ -5,9 +5,9 @@
 //! On-CPU samples also go to user space one by one, each with the thread's user registers and a
 //! copy of the top of its user stack, to be unwound there from the binary's CFI (most
 //! distribution binaries have no frame pointers, so the kernel's walk stops at the leaf); the
-//! kernel's count is then only their fallback, used when the ring is full. An on-CPU sample
-//! carries its kernel stack's frames too; off-CPU periods and the fallback keep theirs in
-//! STACK_TRACES.
+//! kernel's count is then only their fallback, used when the ring is full. A sample carries its
+//! kernel stack's frames too; the kernel's counts keep theirs in STACK_TRACES, whose buckets
+//! collide as distinct stacks pile up.
 
 use aya_ebpf::{
     EbpfContext,
@@ -174,8 +174,9 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
             syscall: 0,
             _pad: 0,
         };
-        let kernel = KernelStack::Frames(ctx.as_ptr());
-        if !send_user_stack(&key, kernel, ctx.pid(), 0, unsafe { bpf_ktime_get_ns() }) {
+        if !send_user_stack(ctx.as_ptr(), &key, ctx.pid(), 0, unsafe {
+            bpf_ktime_get_ns()
+        }) {
             count_lost(lost::USER_STACK_RING_FULL);
             let key = StackKey {
                 kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
@@ -191,15 +192,6 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
 const PAGE: u64 = 4096;
 /// Pages in a row that do not read, and are copied as zeros, before the copy ends.
 const STACK_HOLE_PAGES: u64 = 4;
-
-/// Where a sent sample's kernel stack is.
-#[derive(Clone, Copy)]
-enum KernelStack {
-    /// Already in the key (its id).
-    InKey,
-    /// To be copied into the sample, walked from this program context.
-    Frames(*mut core::ffi::c_void),
-}
 
 /// Bytes of `tid`'s stack to copy from `sp` up: its hint's, or to its stack's known end when `sp`
 /// is below that (at least a word).
@@ -221,22 +213,22 @@ fn copy_limit(tid: u32, sp: u64) -> u64 {
 /// is copied page by page from sp up: a read fails only on an unmapped page, so the copy stops
 /// at the stack's end, not a page before it, where the outermost frames (main, start_thread) are.
 #[inline(always)]
-fn send_user_stack(key: &StackKey, kernel: KernelStack, tid: u32, seq: u64, time_ns: u64) -> bool {
+fn send_user_stack(
+    ctx: *mut core::ffi::c_void,
+    key: &StackKey,
+    tid: u32,
+    seq: u64,
+    time_ns: u64,
+) -> bool {
     let Some(mut entry) = USER_STACK_SAMPLES.reserve::<UserStackSample>(0) else {
         return false;
     };
     let sample = entry.as_mut_ptr();
-    let kernel_len = match kernel {
-        KernelStack::InKey => 0,
-        KernelStack::Frames(ctx) => {
-            let frames = unsafe { (*sample).kernel.as_mut_ptr() };
-            let size = (MAX_STACK_DEPTH * 8) as u32;
-            // Bytes written, or a negative error (no kernel stack: a sample in user mode).
-            let n = unsafe { bpf_get_stack(ctx, frames.cast(), size, 0) };
-            if n > 0 { (n as u64 / 8) as u32 } else { 0 }
-        }
-    };
-    unsafe { (*sample).kernel_len = kernel_len };
+    // The kernel stack walked straight into the sample, never a STACK_TRACES bucket another
+    // stack may hold. Bytes written, or a negative error (none: a sample in user mode).
+    let frames = unsafe { (*sample).kernel.as_mut_ptr() };
+    let n = unsafe { bpf_get_stack(ctx, frames.cast(), (MAX_STACK_DEPTH * 8) as u32, 0) };
+    unsafe { (*sample).kernel_len = if n > 0 { (n as u64 / 8) as u32 } else { 0 } };
     let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
     let reg = |p: *const u64| unsafe { bpf_probe_read_kernel(p) }.unwrap_or(0);
     let (ip, sp, bp) = if regs.is_null() {
@@ -385,7 +377,7 @@ pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     let key = if drawn {
         let mut key = stack_key(&ctx, prev_tgid, group, syscall);
         let id = (u64::from(prev_tid) << 40) | (now & ((1 << 40) - 1));
-        if send_user_stack(&key, KernelStack::InKey, prev_tid, id, now) {
+        if send_user_stack(ctx.as_ptr(), &key, prev_tid, id, now) {
             seq = id;
         } else {
             // No room in the ring: the kernel's frame-pointer walk of the user stack instead.

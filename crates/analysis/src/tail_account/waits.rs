@@ -193,7 +193,11 @@ pub(super) fn is_wrapper(frame: &str) -> bool {
 /// The wait an off-CPU stack (thread name first, then outermost to leaf) was in.
 pub fn wait_of(frames: &[String]) -> Wait {
     let frames = frames.get(1..).unwrap_or_default();
-    let kernel_frames: Vec<&str> = frames.iter().filter_map(|f| kernel_name(f)).collect();
+    // A bracketed kernel frame is srvprof's ("[kernel stack lost: ...]"): no function waited in.
+    let kernel_frames: Vec<&str> = (frames.iter())
+        .filter_map(|f| kernel_name(f))
+        .filter(|k| !k.starts_with('['))
+        .collect();
     let kernel = &kernel_frames;
     let user: Vec<&str> = (frames.iter())
         .filter(|f| kernel_name(f).is_none())
@@ -347,6 +351,12 @@ mod tests {
                 Some("erts_schedule"),
             ),
             ("conn;[no stack]", Resource::Unknown, None, None),
+            (
+                "conn;start_thread;conn_main;__GI___libc_read;[kernel stack lost: stack table bucket taken]_[k]",
+                Resource::Unknown,
+                None,
+                Some("conn_main"),
+            ),
             (
                 "acceptor;[no stack];__do_sys_clock_nanosleep_[k]",
                 Resource::Sleep,

@@ -52,7 +52,7 @@ pub struct UnwoundStacks {
     pub maps: HashMap<u32, String>,
     /// Per (group, off-CPU) the stacks unwound here, and the bytes of user stack they copied.
     pub copied: HashMap<(u32, bool), (u64, u64)>,
-    /// The kernel stacks on-CPU samples carried, each kept once, under the id its keys were
+    /// The kernel stacks samples carried, each kept once, under the id its keys were
     /// given (from KERNEL_ID_BASE).
     kernel_ids: FrameTree,
     /// The user stacks unwound here (ids from UNWOUND_ID_BASE), each under how its unwinding
