@@ -219,6 +219,18 @@ impl FoldedStacks {
         !self.oncpu_at.is_empty() || !self.offcpu_at.is_empty()
     }
 
+    /// One kind's lines with no time of their own (a process with too few stacks drawn to share
+    /// its time out: the kernel's keys, whole-run values), absent from every window.
+    pub fn untimed(&self, kind: StackKind) -> impl Iterator<Item = &FoldedLine> {
+        let mut timed = vec![false; self.lines(kind).len()];
+        for a in self.at(kind) {
+            if let Some(t) = timed.get_mut(a.line as usize) {
+                *t = true;
+            }
+        }
+        (self.lines(kind).iter().zip(timed)).filter_map(|(l, t)| (!t).then_some(l))
+    }
+
     /// The stacks whose interval starts in [from_ms, to_ms), ms since the measured window
     /// started, with their values in those intervals.
     pub fn window(&self, from_ms: i64, to_ms: i64) -> FoldedStacks {

@@ -304,6 +304,17 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         let e = lengths.entry(&l.frames).or_default();
         *e = (e.0 + l.value, e.1 + l.periods);
     }
+    // The server's time in each syscall on lines no window holds (short-lived processes: a
+    // popen's shell), which the scheduler's exact counts include.
+    let mut untimed_us: HashMap<String, u64> = HashMap::new();
+    if stacks.is_timed() {
+        for l in (stacks.untimed(StackKind::OffCpu)).filter(|l| l.group == GROUP_SERVER) {
+            let w = wait_of(&l.frames);
+            if let (Some(sc), false) = (w.syscall, w.resource == Resource::Preempted) {
+                *untimed_us.entry(sc).or_default() += l.value;
+            }
+        }
+    }
     let measured;
     let stacks = match stacks.is_timed() {
         true => {
@@ -351,7 +362,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
 
     // The stacks are a draw of the off-CPU periods, shared out per thread name; the scheduler
     // times every sleep inside each syscall exactly (a rare long wait of a busy event loop is
-    // drawn a few times at most). Each syscall's stacks are scaled to its exact time.
+    // drawn a few times at most). Each syscall's stacks are scaled to its exact time, which
+    // the lines no window holds share.
     let exact: HashMap<&str, (u64, u64)> = (server.syscalls.iter())
         .filter_map(|s| Some((s.name.as_str(), (s.blocked?, s.blocked_ns?))))
         .collect();
@@ -360,6 +372,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         if let (Some(sc), false) = (&w.syscall, w.resource == Resource::Preempted) {
             *drawn_us.entry(sc.as_str()).or_default() += l.value;
         }
+    }
+    for (sc, us) in &untimed_us {
+        *drawn_us.entry(sc.as_str()).or_default() += us;
     }
     // A line's time (us).
     let calibrated = |l: &FoldedLine, w: &Wait| -> f64 {

@@ -261,6 +261,81 @@ fn a_dependency_read_like_a_wait_for_work_is_the_services_part_by_the_kernels_co
     assert!(blind.unaccounted_share > 0.9, "{blind:?}");
 }
 
+/// An event loop reading a popen's pipe (1.5 s over 47 reads) then waiting for its shell in
+/// pclose (1.4 ms): the shells, short-lived processes with too few stacks drawn to be timed,
+/// spent 1.5 s in wait4 for their own children, which the scheduler's exact count of the
+/// server's wait4 sleeps includes. That count is the server's, not the event loop's: scaled to
+/// it, the timed pclose line would take the shells' time and pass for a third of p99.
+#[test]
+fn a_syscalls_exact_time_is_shared_with_the_processes_no_window_holds() {
+    use crate::stacks::LineSet;
+    let lua = "nginx;main;ngx_process_events_and_timers;ngx_http_lua_run_thread";
+    let mut off = LineSet::default();
+    let timed = |off: &mut LineSet, stack: String, us: u64, periods: u64| {
+        let line = off.add(GROUP_SERVER, frames(&stack), us);
+        off.add_periods(line, periods);
+        off.add_at(line, 0, us);
+    };
+    timed(
+        &mut off,
+        "nginx;main;ngx_process_events_and_timers;epoll_wait;entry_SYSCALL_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_[k]".into(),
+        4_000_000,
+        2_400,
+    );
+    timed(
+        &mut off,
+        format!(
+            "{lua};fread;read;entry_SYSCALL_64_[k];do_syscall_64_[k];ksys_read_[k];vfs_read_[k];anon_pipe_read_[k];schedule_[k]"
+        ),
+        1_500_000,
+        47,
+    );
+    timed(
+        &mut off,
+        format!(
+            "{lua};pclose;wait4;entry_SYSCALL_64_[k];do_syscall_64_[k];__do_sys_wait4_[k];kernel_wait4_[k];do_wait_[k];schedule_[k]"
+        ),
+        1_400,
+        47,
+    );
+    off.add(
+        GROUP_SERVER,
+        frames("sh;[no stack];__do_sys_wait4_[k]"),
+        1_500_000,
+    );
+    let mut stacks = FoldedStacks::default();
+    stacks.set(StackKind::OffCpu, off.finish());
+    let mut load = load_at(2_400, 1_000.0);
+    load.throughput_rps = 400.0;
+    let server = KernelReport {
+        threads: vec![crate::kernel_report::ThreadReport {
+            comm: "nginx".into(),
+            oncpu_ns: 300_000_000,
+            ..Default::default()
+        }],
+        syscalls: vec![
+            crate::kernel_report::SyscallReport {
+                name: "read".into(),
+                blocked: Some(47),
+                blocked_ns: Some(1_500_000_000),
+                ..Default::default()
+            },
+            crate::kernel_report::SyscallReport {
+                name: "wait4".into(),
+                blocked: Some(94),
+                blocked_ns: Some(1_501_400_000),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert_eq!(a.parts[0].resource, Some(Resource::Pipe), "{a:?}");
+    let pclose = (a.parts.iter()).find(|p| p.kernel.as_deref() == Some("do_wait"));
+    let pclose_ms = pclose.map_or(0.0, |p| p.per_request_ms * 2_400.0 / p.requests_delayed);
+    assert!((pclose_ms - 1.4).abs() < 0.01, "{a:?}");
+}
+
 /// The waits to be taken of 10,000 new connections on port 8080, `waited` of them 30 ms each.
 fn accepted(waited: u64) -> crate::kernel_report::AcceptQueueReport {
     let by_port = vec![crate::kernel_report::AcceptQueuePort {
