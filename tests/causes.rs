@@ -512,6 +512,94 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
     assert_no_finding(&fast, "slow_dependency");
 }
 
+/// nginx (an event loop) passing every request to servers/faulty `--mode delay --delay-ms 30
+/// --delay-every 50`: one request in 50 waits 30 ms for its upstream's answer, in the event
+/// loop's poll, never in a read. The top finding is tail_wait naming "a service it calls, at"
+/// the upstream's address with most of p99. By construction: the kernel's asks answered number
+/// the requests completed (one ask each, give or take those in flight at the span's ends), one
+/// in 50 of them (within 15 %) took 30 ms or more, at least 30 ms each, and the rest (all but
+/// 1 %) under 5 ms. The same proxy in front of an upstream answering at once has no service
+/// part holding a tenth of p99.
+#[test]
+fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
+    require_root();
+    let proxied = |upstream_args: &[&str], name: &str| {
+        let upstream = Server::start("faulty", upstream_args);
+        let address = format!("127.0.0.1:{}", upstream.port);
+        let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
+        let run = RunArgs::pid(proxy.pid())
+            .load(20, "6s", "0s")
+            .args(&["--cpus", "0", "--rate", "400"])
+            .run_ok(name);
+        (address, run)
+    };
+    let service_part = |run: &serde_json::Value| {
+        (run["tail_account"]["parts"].as_array().unwrap().iter())
+            .find(|p| p["resource"] == "service")
+            .cloned()
+    };
+    let slow = ["--mode", "delay", "--delay-ms", "30", "--delay-every", "50"];
+    let (address, run) = proxied(&slow, "event-loop-service");
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let part = &run["tail_account"]["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("a service it calls, at {address}")),
+        "{summary}"
+    );
+    assert_eq!(part["resource"], "service", "{part}");
+    assert_eq!(part["held_by"], address.as_str(), "{part}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let upstream = (run["server"]["outbound"].as_array().unwrap().iter())
+        .find(|o| o["remote"] == address.as_str())
+        .unwrap_or_else(|| panic!("{address} in {}", run["server"]["outbound"]));
+    let answers = upstream["answers"].as_f64().unwrap();
+    let completed = run["load"]["completed"].as_f64().unwrap();
+    assert!(
+        (answers - completed).abs() <= 2.0 * 20.0 + 2.0 && completed > 1_000.0,
+        "{answers} asks answered for {completed} requests completed"
+    );
+    // The answers' lengths: the slots' lower bounds, from the kernel's histogram.
+    let slots = upstream["answer_lengths"]["slots"].as_array().unwrap();
+    let count_from = |low_ms: f64, high_ms: f64| -> f64 {
+        (slots.iter().enumerate())
+            .filter(|(slot, _)| {
+                let low = srvprof_common::hist::slot_lower_bound(*slot as u32) as f64 / 1e6;
+                let high = srvprof_common::hist::slot_value(*slot as u32) as f64 / 1e6;
+                low >= low_ms && high <= high_ms
+            })
+            .map(|(_, n)| n.as_f64().unwrap())
+            .sum()
+    };
+    let (slow_answers, fast_answers) = (count_from(28.0, f64::MAX), count_from(0.0, 5.0));
+    eprintln!("{answers} answers: {slow_answers} slow, {fast_answers} fast; {completed} requests");
+    assert_within(
+        slow_answers,
+        answers / 50.0,
+        0.15,
+        "answers of 30 ms or more against one ask in 50",
+    );
+    // Nothing built in between, bar a rare fast answer kept from its CPU.
+    assert!(
+        answers - slow_answers - fast_answers <= 0.01 * answers,
+        "{slots:?}"
+    );
+    let answer_ms = upstream["answer_ns"].as_f64().unwrap() / 1e6;
+    assert!(
+        answer_ms >= 30.0 * slow_answers
+            && answer_ms <= 31.5 * slow_answers + 5.0 * (answers - slow_answers),
+        "{answer_ms} ms of answers"
+    );
+
+    let (_, fast) = proxied(&[], "event-loop-fast-service");
+    if let Some(part) = service_part(&fast) {
+        assert!(part["share"].as_f64().unwrap() < 0.1, "{part}");
+    }
+}
+
 /// servers/threaded, a thread per connection, asking servers/faulty (`--mode delay`, which
 /// answers after a known delay) on a connection of its own in ask_upstream(): its thread reads
 /// the answer in the same sk_wait_data as its client's next request. For one request in 50 and a

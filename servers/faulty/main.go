@@ -5,7 +5,7 @@
 // Modes (see servers/faulty/README.md):
 //
 //	ok                  behave normally
-//	delay               sleep --delay-ms before every response
+//	delay               sleep --delay-ms before every response (every --delay-every'th)
 //	reset-every-third   every third connection (counting connections that sent a
 //	                    request): read its request, then close with SO_LINGER 0
 //	                    (the client sees an RST instead of a response)
@@ -47,6 +47,7 @@ var (
 	noKeepalive  = flag.Bool("no-keepalive", false, "close the connection after every response")
 	mode         = flag.String("mode", "ok", "ok|delay|reset-every-third|stall-once|never-answer|malformed|close-mid-response|slow|crash-after|stw")
 	delayMs      = flag.Int("delay-ms", 100, "delay: sleep before each response")
+	delayEvery   = flag.Int64("delay-every", 1, "delay: sleep before every Nth request's response only")
 	stallAfterMs = flag.Int("stall-after-ms", 1000, "stall-once: start of the stall, after the first request")
 	stallMs      = flag.Int("stall-ms", 2000, "stall-once: length of the stall")
 	byteDelayMs  = flag.Int("byte-delay-ms", 10, "slow: delay between bytes")
@@ -56,6 +57,7 @@ var (
 
 var (
 	answered  atomic.Int64
+	delayable atomic.Int64 // requests seen by the delay mode
 	requested atomic.Int64 // connections that sent at least one request
 	firstReq  sync.Once
 	stallFrom time.Time // set once, by the first request
@@ -207,7 +209,9 @@ func serve(c net.Conn) {
 				return
 			}
 		case "delay":
-			time.Sleep(time.Duration(*delayMs) * time.Millisecond)
+			if *delayEvery <= 1 || delayable.Add(1)%*delayEvery == 0 {
+				time.Sleep(time.Duration(*delayMs) * time.Millisecond)
+			}
 		case "stall-once":
 			stallWait()
 		case "malformed":

@@ -18,6 +18,8 @@ names! {
         ACCEPT_PENDING_COUNT,
         ACCEPT_TIMED_SINCE,
         ACCEPT_HIST,
+        OUTBOUND_WATCH,
+        ANSWER_HIST,
     ],
     globals: [
         SOCK_STATE_OFFSET,
@@ -129,6 +131,10 @@ pub struct FdKey {
 pub struct OutboundSocket {
     pub remote: OutboundKey,
     pub fd: FdKey,
+    pub _pad: u32,
+    /// When the server sent on it with no answer pending (0: none pending): the ask its next
+    /// data from the remote answers.
+    pub asked_ns: u64,
 }
 
 /// OUTBOUND_FDS' value: the socket behind an outbound connection's file descriptor (0: one
@@ -153,6 +159,31 @@ pub struct OutboundCount {
     /// of one descriptor before it), and their time: the requests' waits for the dependency.
     pub waits: u64,
     pub wait_ns: u64,
+    /// The server's asks on those connections answered (data sent with none pending, then the
+    /// remote's next data arriving), and the time from each ask to its answer: the dependency's
+    /// latency as the server sees it, whether a thread slept on it or an event loop polled.
+    pub answers: u64,
+    pub answer_ns: u64,
+}
+
+/// OUTBOUND_WATCH's bits: the server opened an outbound connection (sends and arriving data
+/// are looked up from then on), and connections open before the programs attached await their
+/// socket (the server's sends look up their descriptor).
+pub const WATCH_OPENED: u64 = 1;
+pub const WATCH_OPEN_BEFORE: u64 = 2;
+
+/// ANSWER_HIST's entries: a remote's answers' lengths go in entry `answer_slot(remote)`, shared
+/// by the remotes that hash alike.
+pub const ANSWER_HIST_SLOTS: u32 = 16;
+
+/// The ANSWER_HIST entry of a remote address (the same on both sides).
+#[inline(always)]
+pub fn answer_slot(remote: &OutboundKey) -> u32 {
+    let mut h = u32::from(remote.family) ^ (u32::from(remote.port) << 8);
+    for i in 0..16 {
+        h = (h ^ u32::from(remote.addr[i])).wrapping_mul(16_777_619);
+    }
+    (h ^ (h >> 16)) & (ANSWER_HIST_SLOTS - 1)
 }
 
 /// Remote addresses OUTBOUND holds.

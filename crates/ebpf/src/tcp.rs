@@ -1,7 +1,8 @@
 //! TCP retransmits (SYN, SYN-ACK, data) and resets, by side: a socket whose own port is watched
 //! is the server's, one whose peer's port is watched a client's (srvprof_common::tcp). The
-//! server's outbound connections and the waits on them, and its new connections' waits to be
-//! taken (the accept queue, then until their first read).
+//! server's outbound connections, the waits on them and the time their asks took to be
+//! answered, and its new connections' waits to be taken (the accept queue, then until their
+//! first read).
 
 use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
 use aya_ebpf::{
@@ -439,11 +440,14 @@ fn outbound_opened(sk: *const u8) {
     let socket = OutboundSocket {
         remote: key,
         fd: FdKey { tgid, fd },
+        _pad: 0,
+        asked_ns: 0,
     };
     if OUTBOUND_SOCKETS.insert(&(sk as u64), &socket, 0).is_err() {
         count_lost(lost::OUTBOUND_MAP_FULL);
         return;
     }
+    watch(tcp::WATCH_OPENED);
     if fd != u32::MAX {
         let on_fd = OutboundFd {
             sk: sk as u64,
@@ -498,6 +502,119 @@ fn outbound_closed(sk: *const u8) {
         let _ = OUTBOUND_FDS.remove(&socket.fd);
     }
     count_outbound(&socket.remote, 0, 1);
+}
+
+/// The server's outbound connections to look at (tcp::WATCH_* bits; 0: none, and a send or
+/// arriving data costs this one load).
+#[map]
+static OUTBOUND_WATCH: Array<u64> = Array::with_max_entries(1, 0);
+
+/// The lengths of the server's asks to its dependencies until answered, in entries by
+/// tcp::answer_slot of the remote address.
+#[map]
+static ANSWER_HIST: PerCpuArray<HistSlots> =
+    PerCpuArray::with_max_entries(tcp::ANSWER_HIST_SLOTS, 0);
+
+#[inline(always)]
+fn watching() -> u64 {
+    OUTBOUND_WATCH.get(0).copied().unwrap_or(0)
+}
+
+#[inline(always)]
+fn watch(bit: u64) {
+    if let Some(w) = OUTBOUND_WATCH.get_ptr_mut(0) {
+        unsafe { *w |= bit };
+    }
+}
+
+/// sock_send_length(struct sock *sk, int ret, int flags): a socket's send(2), write(2) or
+/// sendmsg(2) returned. On one of the server's outbound connections with no answer pending, an
+/// ask begins. A connection open before the programs attached is found by its descriptor at the
+/// server's first send on it (in the sending syscall's context).
+#[btf_tracepoint(function = "sock_send_length")]
+pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
+    let watched = watching();
+    if watched == 0 {
+        return 0;
+    }
+    let sk: u64 = ctx.arg(0);
+    let sent: i32 = ctx.arg(1);
+    if sk == 0 || sent <= 0 {
+        return 0;
+    }
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(socket) = OUTBOUND_SOCKETS.get_ptr_mut(&sk) {
+        let socket = unsafe { &mut *socket };
+        if socket.asked_ns == 0 {
+            socket.asked_ns = now;
+        }
+        return 0;
+    }
+    if watched & tcp::WATCH_OPEN_BEFORE != 0 {
+        found_open_before(sk, now);
+    }
+    0
+}
+
+/// A send on a socket not followed: when it is the server's and its descriptor holds a
+/// connection open before the programs attached (by the same remote address), the socket is
+/// followed from now on, this send its first ask.
+#[inline(always)]
+fn found_open_before(sk: u64, now: u64) {
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if group_of(tgid) != Some(GROUP_SERVER) {
+        return;
+    }
+    let fd = current_syscall_args().0 as u32;
+    let id = FdKey { tgid, fd };
+    let Some(on_fd) = OUTBOUND_FDS.get_ptr_mut(&id) else {
+        return;
+    };
+    let on_fd = unsafe { &mut *on_fd };
+    let remote = remote_of(sk as *const u8);
+    if on_fd.sk != 0 || !same_remote(&remote, &on_fd.remote) {
+        return;
+    }
+    on_fd.sk = sk;
+    let socket = OutboundSocket {
+        remote,
+        fd: id,
+        _pad: 0,
+        asked_ns: now,
+    };
+    if OUTBOUND_SOCKETS.insert(&sk, &socket, 0).is_err() {
+        count_lost(lost::OUTBOUND_MAP_FULL);
+    }
+}
+
+/// sk_data_ready(const struct sock *sk): data arrived on a socket (in the softirq that queued
+/// it). On one of the server's outbound connections with an ask pending, that ask is answered:
+/// counted with its time by the remote address.
+#[btf_tracepoint(function = "sk_data_ready")]
+pub fn sk_data_ready(ctx: BtfTracePointContext) -> i32 {
+    if watching() == 0 {
+        return 0;
+    }
+    let sk: u64 = ctx.arg(0);
+    let Some(socket) = OUTBOUND_SOCKETS.get_ptr_mut(&sk) else {
+        return 0;
+    };
+    let socket = unsafe { &mut *socket };
+    if socket.asked_ns == 0 {
+        return 0;
+    }
+    let waited = unsafe { bpf_ktime_get_ns() }.saturating_sub(socket.asked_ns);
+    socket.asked_ns = 0;
+    record(&ANSWER_HIST, tcp::answer_slot(&socket.remote), waited);
+    add_outbound(
+        &socket.remote,
+        OutboundCount {
+            answers: 1,
+            answer_ns: waited,
+            ..Default::default()
+        },
+    );
+    0
 }
 
 /// A server thread woke from a sleep reading one socket (`fd` of `task`, the thread switching in):
@@ -627,6 +744,8 @@ fn add_outbound(key: &OutboundKey, n: OutboundCount) {
         (*c).closed += n.closed;
         (*c).waits += n.waits;
         (*c).wait_ns += n.wait_ns;
+        (*c).answers += n.answers;
+        (*c).answer_ns += n.answer_ns;
     };
     if let Some(c) = OUTBOUND.get_ptr_mut(key) {
         add(c);

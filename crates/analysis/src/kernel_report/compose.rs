@@ -333,6 +333,11 @@ pub fn kernel_report<'a>(
             if let Some(b) = before {
                 o.waits = o.waits.saturating_sub(b.waits);
                 o.wait_ns = o.wait_ns.saturating_sub(b.wait_ns);
+                o.answers = o.answers.saturating_sub(b.answers);
+                o.answer_ns = o.answer_ns.saturating_sub(b.answer_ns);
+                if let (Some(end), Some(start)) = (&o.answer_lengths, &b.answer_lengths) {
+                    o.answer_lengths = Some(end.minus(start)).filter(|h| h.total() > 0);
+                }
             }
         }
         outbound.sort_by_key(|o| std::cmp::Reverse(o.max_connections));

@@ -82,6 +82,17 @@ pub struct Outbound {
     pub waits: u64,
     #[serde(default)]
     pub wait_ns: u64,
+    /// The server's asks on those connections answered (its send with no answer pending, then
+    /// the remote's next data), and the time from ask to answer (ns): the dependency's latency as
+    /// the server saw it, an event loop's included; with the answers' lengths (ns, in
+    /// srvprof_common::hist slots; shared with the remotes whose entry in the kernel's table is
+    /// the same). Since the probes attached; a kernel report's are the span's.
+    #[serde(default)]
+    pub answers: u64,
+    #[serde(default)]
+    pub answer_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_lengths: Option<NsHistogram>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

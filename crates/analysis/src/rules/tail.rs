@@ -165,8 +165,10 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         None => String::new(),
     };
     let threads = match part.threads.as_slice() {
-        [] => String::new(),
-        names => format!(" ({})", names.join(", ")),
+        // No thread slept in it: an event loop's asks to a service.
+        [] if resource == Resource::Service => "its requests".to_string(),
+        [] => "the server's threads".to_string(),
+        names => format!("the server's threads ({})", names.join(", ")),
     };
     let place = match (&part.function, &part.kernel) {
         (Some(f), Some(k)) => format!(" in {f} ({k})"),
@@ -210,7 +212,7 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         _ => resource.label().to_string(),
     };
     format!(
-        "the server waited on {what}{place}: that wait is {:.0}% of p99 ({:.1} ms, {median}); the server's threads{threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
+        "the server waited on {what}{place}: that wait is {:.0}% of p99 ({:.1} ms, {median}); {threads} waited there {:.2} ms a request on average{often}; {:.0}% of p99 is not accounted for. Fix: {}",
         part.share * 100.0,
         a.p99_ms,
         part.per_request_ms,

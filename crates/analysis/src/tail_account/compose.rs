@@ -10,7 +10,7 @@ use super::split::{Cost, allocate, lengths_of};
 use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
 use super::{Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
 use crate::kernel_report::KernelReport;
-use crate::record::NsHistogram;
+use crate::record::{NsHistogram, Outbound};
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
 /// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times: the
@@ -585,8 +585,11 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     // A thread asleep reading a connection the server opened waits for that service's answer, in
     // a request: the kernel timed each such sleep (a thread per connection's read looks like
     // one for its client's next request in the stacks, so that time is out of the idle time).
+    // The kernel also timed each ask on those connections until its answer: the answers'
+    // lengths shape the sleeps' (a rare slow answer among fast ones).
     let mut service_us = 0.0;
-    for o in server.outbound.iter().filter(|o| o.waits > 0) {
+    let slept_on = |o: &&Outbound| o.waits > 0 && 2 * o.wait_ns >= o.answer_ns;
+    for o in server.outbound.iter().filter(slept_on) {
         let us = o.wait_ns as f64 / 1e3;
         service_us += us;
         let mean_wait_ms = us / 1e3 / o.waits as f64;
@@ -596,7 +599,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         };
         costs.push(Cost {
             affected: Some(o.waits as f64 * delayed / n as f64),
-            lengths: None,
+            lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
             part: TailPart {
                 requests_delayed: delayed,
                 resource: Some(Resource::Service),
@@ -604,6 +607,25 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 mean_wait_ms: Some(mean_wait_ms),
                 held_by: Some(o.remote.clone()),
                 ..part(Place::Blocked, per_request(us) * delayed)
+            },
+            uniform: false,
+        });
+    }
+    // A service no thread slept on for most of its answers' time (an event loop's, a runtime's
+    // netpoller's): each answer delayed its own request alone, by its length.
+    for o in (server.outbound.iter()).filter(|o| o.answers > 0 && !slept_on(o)) {
+        let us = o.answer_ns as f64 / 1e3;
+        let mean_wait_ms = us / 1e3 / o.answers as f64;
+        costs.push(Cost {
+            affected: Some(o.answers as f64 / n as f64),
+            lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
+            part: TailPart {
+                requests_delayed: 1.0,
+                resource: Some(Resource::Service),
+                waits: Some(o.answers as f64),
+                mean_wait_ms: Some(mean_wait_ms),
+                held_by: Some(o.remote.clone()),
+                ..part(Place::Blocked, per_request(us))
             },
             uniform: false,
         });

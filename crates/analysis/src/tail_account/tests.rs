@@ -336,6 +336,66 @@ fn a_syscalls_exact_time_is_shared_with_the_processes_no_window_holds() {
     assert!((pclose_ms - 1.4).abs() < 0.01, "{a:?}");
 }
 
+/// An event loop asking a service for every request: its thread sleeps only in epoll_wait, never
+/// on the service's connections. The kernel timed each ask until its answer: 9,800 of 0.1 ms and
+/// 200 of 30 ms. The answers' lengths make the service the tail's part (p99 is those 30 ms); each
+/// delayed its own request alone. Without their lengths, every answer the mean one (0.7 ms), the
+/// service holds about its mean of p99, not the tail.
+#[test]
+fn an_event_loops_asks_are_the_services_part_by_the_lengths_of_its_answers() {
+    use crate::stacks::LineSet;
+    let mut off = LineSet::default();
+    add_drawn(
+        &mut off,
+        "nginx;main;ngx_process_events_and_timers;epoll_wait;entry_SYSCALL_64_[k];do_epoll_wait_[k];ep_poll_[k];schedule_hrtimeout_range_[k];schedule_[k]",
+        40_000_000,
+        10_000,
+    );
+    let mut stacks = FoldedStacks::default();
+    stacks.set(StackKind::OffCpu, off.finish());
+    let load = load_at(10_000, 800.0);
+    let mut lengths = crate::record::NsHistogram::default();
+    lengths.slots[srvprof_common::hist::slot_of(100_000) as usize] = 9_800;
+    lengths.slots[srvprof_common::hist::slot_of(30_000_000) as usize] = 200;
+    let mut server = KernelReport {
+        threads: vec![crate::kernel_report::ThreadReport {
+            comm: "nginx".into(),
+            oncpu_ns: 200_000_000,
+            ..Default::default()
+        }],
+        outbound: vec![crate::record::Outbound {
+            remote: "127.0.0.1:9000".into(),
+            opened: 10_000,
+            answers: 10_000,
+            answer_ns: 9_800 * 100_000 + 200 * 30_000_000,
+            answer_lengths: Some(lengths),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let top = &a.parts[0];
+    assert_eq!(top.resource, Some(Resource::Service), "{a:?}");
+    assert_eq!(top.held_by.as_deref(), Some("127.0.0.1:9000"));
+    assert!(top.threads.is_empty(), "{top:?}");
+    assert!((top.requests_delayed - 1.0).abs() < 1e-9, "{top:?}");
+    assert!((top.per_request_ms - 0.698).abs() < 1e-9, "{top:?}");
+    assert!(top.share > 0.8, "{a:?}");
+    // No lengths: 0.7 ms for every request, far from the 30 ms of p99.
+    server.outbound[0].answer_lengths = None;
+    let flat = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let service = (flat.parts.iter())
+        .find(|p| p.resource == Some(Resource::Service))
+        .unwrap();
+    assert!(service.share < 0.1, "{flat:?}");
+    // A thread that slept on the service for its answers' time keeps the sleeps' part.
+    server.outbound[0].waits = 10_000;
+    server.outbound[0].wait_ns = server.outbound[0].answer_ns;
+    let slept = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let services = (slept.parts.iter()).filter(|p| p.resource == Some(Resource::Service));
+    assert_eq!(services.count(), 1, "{slept:?}");
+}
+
 /// The waits to be taken of 10,000 new connections on port 8080, `waited` of them 30 ms each.
 fn accepted(waited: u64) -> crate::kernel_report::AcceptQueueReport {
     let by_port = vec![crate::kernel_report::AcceptQueuePort {

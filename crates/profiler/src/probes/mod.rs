@@ -21,7 +21,7 @@ use aya::{
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
-use srvprof_common::{HistSlots, NUM_GROUPS, OutboundCount, globals, maps};
+use srvprof_common::{HistSlots, NUM_GROUPS, globals, maps};
 
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
@@ -118,7 +118,7 @@ impl ProbeTargets {
 pub enum Family {
     /// softirq_* and irq_handler_*
     Irq,
-    /// tcp_* and inet_sock_set_state
+    /// tcp_*, inet_sock_set_state, sock_send_length and sk_data_ready
     Tcp,
     /// sched_process_exit
     Exits,
@@ -431,7 +431,7 @@ impl Probes {
     }
 
     /// The server's outbound connections since the programs attached, by remote address.
-    pub fn outbound(&self) -> Result<Vec<(std::net::SocketAddr, OutboundCount)>, SrvprofError> {
+    pub fn outbound(&self) -> Result<Vec<tcp::OutboundRead>, SrvprofError> {
         tcp::outbound(&self.ebpf)
     }
 

@@ -13,6 +13,7 @@ use srvprof_common::{
 use super::btf_offsets::TcpNames;
 use super::{attach_loaded, btf_program, map_error, map_mut, map_ref, read_histograms};
 use crate::error::SrvprofError;
+use srvprof_analysis::record::NsHistogram;
 use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, TcpResetCount};
 
 /// The programs attached by the probes' loop, each to the BTF tracepoint of its name
@@ -24,6 +25,8 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_receive_reset",
     ACCEPT_PROGRAM,
     "inet_sock_set_state",
+    "sock_send_length",
+    "sk_data_ready",
 ];
 
 /// The program that ends a new connection's wait to be taken, at its first read (attached as
@@ -185,9 +188,11 @@ fn read(ebpf: &Ebpf, names: &TcpNames, counters: &mut KernelCounters) -> Result<
 }
 
 /// The server's outbound connections since the programs attached, by remote address: opened,
-/// closed and waited on, summed over the CPUs.
-pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, OutboundCount)>, SrvprofError> {
+/// closed, waited on and answered, summed over the CPUs, with the lengths of the answers' entry
+/// in ANSWER_HIST (shared by the remotes that hash alike).
+pub fn outbound(ebpf: &Ebpf) -> Result<Vec<OutboundRead>, SrvprofError> {
     let map: PerCpuHashMap<&MapData, OutboundKey, OutboundCount> = map_ref(ebpf, maps::OUTBOUND)?;
+    let lengths = read_histograms(ebpf, maps::ANSWER_HIST, tcp::ANSWER_HIST_SLOTS)?;
     Ok(map
         .iter()
         .filter_map(Result::ok)
@@ -197,10 +202,24 @@ pub fn outbound(ebpf: &Ebpf) -> Result<Vec<(std::net::SocketAddr, OutboundCount)
                 closed: s.closed + n.closed,
                 waits: s.waits + n.waits,
                 wait_ns: s.wait_ns + n.wait_ns,
+                answers: s.answers + n.answers,
+                answer_ns: s.answer_ns + n.answer_ns,
             });
-            (remote_address(&key), sum)
+            let answer_lengths = lengths[tcp::answer_slot(&key) as usize].clone();
+            OutboundRead {
+                remote: remote_address(&key),
+                count: sum,
+                answer_lengths,
+            }
         })
         .collect())
+}
+
+/// One remote address's outbound figures.
+pub struct OutboundRead {
+    pub remote: std::net::SocketAddr,
+    pub count: OutboundCount,
+    pub answer_lengths: NsHistogram,
 }
 
 /// Adds the server's connections open before the programs attached, by (process, file
@@ -218,6 +237,12 @@ pub fn add_outbound_fds(
         };
         map.insert(FdKey { tgid, fd }, on_fd, 0)
             .map_err(|e| map_error(maps::OUTBOUND_FDS, e))?;
+    }
+    if !open.is_empty() {
+        // Their sockets are found at the server's first send on each.
+        let mut watch: Array<&mut MapData, u64> = map_mut(ebpf, maps::OUTBOUND_WATCH)?;
+        let bits = watch.get(&0, 0).unwrap_or(0) | tcp::WATCH_OPEN_BEFORE;
+        (watch.set(0, bits, 0)).map_err(|e| map_error(maps::OUTBOUND_WATCH, e))?;
     }
     Ok(())
 }

@@ -402,7 +402,8 @@ impl Sampler {
             // Not fatal: its waits would read as waits for work, as without the programs.
             let _ = self.probes.add_outbound_fds(&open_before);
         }
-        for (remote, count) in self.probes.outbound().ok()? {
+        for read in self.probes.outbound().ok()? {
+            let (remote, count) = (read.remote, read.count);
             let remote = std::net::SocketAddr::new(remote.ip().to_canonical(), remote.port());
             let before = self
                 .outbound_opened
@@ -416,6 +417,8 @@ impl Sampler {
             let entry = self.outbound_entry(remote.to_string());
             entry.opened = count.opened;
             (entry.waits, entry.wait_ns) = (count.waits, count.wait_ns);
+            (entry.answers, entry.answer_ns) = (count.answers, count.answer_ns);
+            entry.answer_lengths = (count.answers > 0).then_some(read.answer_lengths);
         }
         for (remote, n) in now {
             let seen = self.outbound_entry(remote);
