@@ -237,6 +237,10 @@ fn sample_every(
     if let Some(n) = &not_realtime {
         eprintln!("srvprof: {n}");
     }
+    // The first reading's walk of the socket table, while the load generator connects.
+    if let Err(e) = sampler.walk_before_start() {
+        error = Some(e);
+    }
     let measure_start = loop {
         if let Some(ns) = progress.measure_start_ns() {
             break Some(ns);

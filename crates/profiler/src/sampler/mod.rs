@@ -55,7 +55,16 @@ pub struct Sampler {
     own_last: Option<OwnReading>,
     /// Sampled mode: the trace window's state (window.rs).
     window: TraceWindow,
+    /// The first reading's socket table, walked before the measured window (walk_before_start).
+    walked_before: Option<WalkedSockets>,
 }
+
+/// The server's sockets by inode (the process and descriptor holding each), and the socket
+/// table.
+type WalkedSockets = (
+    std::collections::HashMap<u64, (u32, u32)>,
+    Option<crate::sockdiag::Connections>,
+);
 
 /// When, and srvprof's threads then: (tid, name, ns on a CPU so far).
 type OwnReading = (u64, Vec<(u32, String, u64)>);
@@ -91,6 +100,7 @@ impl Sampler {
             own_first: None,
             own_last: None,
             window: TraceWindow::new(),
+            walked_before: None,
         }
     }
 
@@ -123,6 +133,44 @@ impl Sampler {
     /// the syscall and interrupt programs (opened by wait_until). The host's TIME_WAIT sockets
     /// are read only in the first reading and a `last` one (the run's ends, all that is
     /// reported of them).
+    /// Walks the socket table for the first reading now, before the measured window starts:
+    /// on a host holding tens of thousands of TIME_WAIT sockets the walk takes tens of
+    /// milliseconds in one piece, which at the window's start would hold back the load
+    /// generator's first sends on a CPU it shares.
+    pub fn walk_before_start(&mut self) -> Result<(), SrvprofError> {
+        if self.readings == 0 {
+            let watched = self.probes.watched_pids()?;
+            let seed = !self.listen_ports.is_empty();
+            self.walked_before = Some(self.walk_sockets(&watched, seed));
+        }
+        Ok(())
+    }
+
+    /// The socket table, and with `seed` the server's sockets by inode (the process and
+    /// descriptor holding each), read right before and right after the table: a connection that
+    /// lives a request long (a proxy's to its upstream) is in both reads and the table.
+    fn walk_sockets(&self, watched: &[(u32, u32)], seed: bool) -> WalkedSockets {
+        let server_sockets = || -> std::collections::HashMap<u64, (u32, u32)> {
+            (watched.iter())
+                .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
+                .flat_map(|&(pid, _)| {
+                    (procfs::socket_fds(pid).into_iter()).map(move |(fd, inode)| (inode, (pid, fd)))
+                })
+                .collect()
+        };
+        let mut server_inodes = if seed {
+            server_sockets()
+        } else {
+            Default::default()
+        };
+        let connections = crate::sockdiag::connections(self.ephemeral.is_some());
+        if seed {
+            server_inodes.extend(server_sockets());
+            crate::realtime::breathe();
+        }
+        (server_inodes, connections)
+    }
+
     pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
@@ -256,31 +304,12 @@ impl Sampler {
         // (2-9 ms for 20,000-40,000 here), even when it copies none out. The first walk finds
         // the server's outbound connections already open; the programs follow those it opens.
         let first = self.readings == 0;
-        let walk = first || last;
         let seed = first && !self.listen_ports.is_empty();
-        // The server's sockets read right before and right after the socket table: a connection
-        // that lives a request long (a proxy's to its upstream) is in both reads and the table.
-        // By inode: the process and descriptor holding it.
-        let server_sockets = || -> std::collections::HashMap<u64, (u32, u32)> {
-            (watched.iter())
-                .filter(|(_, g)| *g == srvprof_common::GROUP_SERVER)
-                .flat_map(|&(pid, _)| {
-                    (procfs::socket_fds(pid).into_iter()).map(move |(fd, inode)| (inode, (pid, fd)))
-                })
-                .collect()
+        let (server_inodes, connections) = match self.walked_before.take().filter(|_| first) {
+            Some(walked) => walked,
+            None if first || last => self.walk_sockets(&watched, seed),
+            None => Default::default(),
         };
-        let mut server_inodes = if seed {
-            server_sockets()
-        } else {
-            Default::default()
-        };
-        let connections = walk
-            .then(|| crate::sockdiag::connections(self.ephemeral.is_some()))
-            .flatten();
-        if seed {
-            server_inodes.extend(server_sockets());
-            crate::realtime::breathe();
-        }
         let outbound = self.read_outbound(&server_inodes, connections.as_ref().filter(|_| seed));
         let time_wait = self.time_wait(connections.as_ref());
         let rto_us = (connections.as_ref()).and_then(|c| c.mean_rto_us(&self.listen_ports));
