@@ -527,8 +527,10 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
         let upstream = Server::start("faulty", upstream_args);
         let address = format!("127.0.0.1:{}", upstream.port);
         let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
+        // The warm-up opens the first upstream connection: the asks are timed from the reading
+        // that sees it.
         let run = RunArgs::pid(proxy.pid())
-            .load(20, "6s", "0s")
+            .load(20, "6s", "1s")
             .args(&["--cpus", "0", "--rate", "400"])
             .run_ok(name);
         (address, run)

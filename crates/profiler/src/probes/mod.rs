@@ -291,9 +291,11 @@ impl Probes {
             if Family::of(program).is_some_and(|f| targets.skip.contains(&f)) {
                 continue;
             }
-            // Attached by AcceptTiming, at once or while the server takes new connections.
+            // Attached by AcceptTiming, at once or while the server takes new connections; the
+            // answer programs by AnswerTiming, once the server has an outbound connection.
             let windowed = (window.is_some() && windowed_programs.contains(&program))
-                || program == tcp::ACCEPT_PROGRAM;
+                || program == tcp::ACCEPT_PROGRAM
+                || tcp::ANSWER_PROGRAMS.contains(&program);
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())
@@ -364,6 +366,7 @@ impl Probes {
             tcp: tcp::TcpReader {
                 names: tcp_names,
                 accept,
+                answers: tcp::AnswerTiming::new(!targets.skip.contains(&Family::Tcp)),
             },
             disk_paths: Default::default(),
             accounting: Default::default(),
@@ -441,7 +444,9 @@ impl Probes {
         &mut self,
         open: &[(u32, u32, std::net::SocketAddr)],
     ) -> Result<(), SrvprofError> {
-        tcp::add_outbound_fds(&mut self.ebpf, open)
+        tcp::add_outbound_fds(&mut self.ebpf, open)?;
+        // Their asks are timed from now.
+        self.tcp.answers.follow(&mut self.ebpf)
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.

@@ -25,9 +25,15 @@ pub const PROGRAMS: &[&str] = &[
     "tcp_receive_reset",
     ACCEPT_PROGRAM,
     "inet_sock_set_state",
-    "sock_send_length",
-    "sk_data_ready",
+    ANSWER_PROGRAMS[0],
+    ANSWER_PROGRAMS[1],
 ];
+
+/// The programs that time the server's asks to its dependencies until answered: they run at
+/// every socket send and every arrival of data on the host (about 70 ns a call each, two of each
+/// a request on loopback), so they are attached only once the server has an outbound
+/// connection (AnswerTiming).
+pub const ANSWER_PROGRAMS: [&str; 2] = ["sock_send_length", "sk_data_ready"];
 
 /// The program that ends a new connection's wait to be taken, at its first read (attached as
 /// ProbeTargets::accept_waits says).
@@ -69,6 +75,7 @@ pub struct TcpReader {
     /// The kernel's names of TCP states and reset reasons.
     pub names: TcpNames,
     pub accept: AcceptTiming,
+    pub answers: AnswerTiming,
 }
 
 impl TcpReader {
@@ -77,10 +84,54 @@ impl TcpReader {
         ebpf: &mut Ebpf,
         counters: &mut KernelCounters,
     ) -> Result<(), SrvprofError> {
+        // Before the outbound connections are read: what the reading counts is from here on.
+        self.answers.follow(ebpf)?;
         read(ebpf, &self.names, counters)?;
         read_accepts(ebpf, counters)?;
         let handshakes = tcp::index(tcp::SIDE_SERVER, tcp::HANDSHAKES);
         (self.accept).follow(ebpf, counters.tcp[handshakes as usize])
+    }
+}
+
+/// ANSWER_PROGRAMS' attachment: loaded with the others, attached at the first reading (or look)
+/// that finds the server opened or holds an outbound connection, and left attached. An ask
+/// begun before is not counted (its answer finds none pending).
+pub struct AnswerTiming {
+    /// Loaded (the tcp family was not left out).
+    pub loaded: bool,
+    links: Vec<(&'static str, BtfTracePointLinkId)>,
+}
+
+impl AnswerTiming {
+    pub fn new(loaded: bool) -> Self {
+        Self {
+            loaded,
+            links: Vec::new(),
+        }
+    }
+
+    pub fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if !self.loaded || !self.links.is_empty() {
+            return Ok(());
+        }
+        for program in ANSWER_PROGRAMS {
+            let prog = btf_program(ebpf, program)?;
+            self.links
+                .push((program, attach_loaded(prog, program, program)?));
+        }
+        Ok(())
+    }
+
+    /// Attached once the kernel says the server has an outbound connection (OUTBOUND_WATCH).
+    pub fn follow(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if !self.loaded || !self.links.is_empty() {
+            return Ok(());
+        }
+        let watch: Array<&MapData, u64> = map_ref(ebpf, maps::OUTBOUND_WATCH)?;
+        if watch.get(&0, 0).unwrap_or(0) != 0 {
+            self.attach(ebpf)?;
+        }
+        Ok(())
     }
 }
 
