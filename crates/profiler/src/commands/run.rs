@@ -101,12 +101,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     let progress = Arc::new(srvprof_loadgen::Progress::default());
     // Until the load generator says when it starts measuring (the origin of its interval grid).
     let provisional_start = clock::monotonic_ns();
-    let sampler = Sampler::new(probes, provisional_start, pids.first().copied())
+    let mut sampler = Sampler::new(probes, provisional_start, pids.first().copied())
         .with_listen_ports(listen_ports(&pids, port))
         .with_responses({
             let progress = Arc::clone(&progress);
             move || progress.responses()
         });
+    // The first reading's walk of the socket table, before the load starts: it runs on the load
+    // generator's CPUs, in one piece.
+    sampler.walk_before_start()?;
     let load_done = Arc::new(AtomicBool::new(false));
     let sampling = {
         let load_done = Arc::clone(&load_done);
@@ -236,10 +239,6 @@ fn sample_every(
     });
     if let Some(n) = &not_realtime {
         eprintln!("srvprof: {n}");
-    }
-    // The first reading's walk of the socket table, while the load generator connects.
-    if let Err(e) = sampler.walk_before_start() {
-        error = Some(e);
     }
     let measure_start = loop {
         if let Some(ns) = progress.measure_start_ns() {

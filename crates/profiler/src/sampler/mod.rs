@@ -133,10 +133,10 @@ impl Sampler {
     /// the syscall and interrupt programs (opened by wait_until). The host's TIME_WAIT sockets
     /// are read only in the first reading and a `last` one (the run's ends, all that is
     /// reported of them).
-    /// Walks the socket table for the first reading now, before the measured window starts:
-    /// on a host holding tens of thousands of TIME_WAIT sockets the walk takes tens of
-    /// milliseconds in one piece, which at the window's start would hold back the load
-    /// generator's first sends on a CPU it shares.
+    /// Walks the socket table for the first reading now, before the load starts: on a host
+    /// holding thousands of TIME_WAIT sockets the walk takes milliseconds in one piece (tens for
+    /// 20,000), which at the window's start held back the load generator's first sends on the
+    /// CPU srvprof's threads share with it.
     pub fn walk_before_start(&mut self) -> Result<(), SrvprofError> {
         if self.readings == 0 {
             let watched = self.probes.watched_pids()?;
