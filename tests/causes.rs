@@ -519,7 +519,7 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
 /// the requests completed (one ask each, give or take those in flight at the span's ends), one
 /// in 50 of them (within 15 %) took 30 ms or more, at least 30 ms each, and the rest (all but
 /// 1 %) under 5 ms. The same proxy in front of an upstream answering at once: its asks take
-/// under a millisecond on average, and no finding names the service.
+/// under a millisecond on average, and no finding gives the service half of p99.
 #[test]
 fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
     require_root();
@@ -596,13 +596,19 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
         "{answer_ms} ms of answers"
     );
 
+    // Its requests still wait for the upstream's answers, a small part of a short tail.
     let (_, fast) = proxied(&[], "event-loop-fast-service");
     if let Some(part) = service_part(&fast) {
         assert!(part["mean_wait_ms"].as_f64().unwrap() < 1.0, "{part}");
     }
+    assert_no_finding(&fast, "slow_dependency");
     for f in fast["findings"].as_array().unwrap() {
         let summary = f["summary"].as_str().unwrap();
-        assert!(!summary.contains("a service it calls"), "{summary}");
+        let share = f["tail_share"].as_f64().unwrap_or(0.0);
+        assert!(
+            !summary.contains("a service it calls") || share < 0.5,
+            "{summary}"
+        );
     }
 }
 
