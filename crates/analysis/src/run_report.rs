@@ -100,6 +100,10 @@ pub struct GroupHistograms {
     pub offcpu: NsHistogram,
     /// Run-queue waits, ns, in srvprof_common::hist slots.
     pub runq: NsHistogram,
+    /// On-CPU runs (a thread's CPU time from a wakeup to its next sleep), ns, in
+    /// srvprof_common::hist slots.
+    #[serde(default)]
+    pub oncpu_runs: NsHistogram,
     /// The server's connections' accept-queue waits, ns, in srvprof_common::hist slots; None for
     /// the client, or when not timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -241,6 +245,7 @@ pub fn build(
                     group: name.into(),
                     offcpu: delta(&last.kernel.offcpu_hist, &first.kernel.offcpu_hist),
                     runq: delta(&last.kernel.runq_hist, &first.kernel.runq_hist),
+                    oncpu_runs: delta(&last.kernel.oncpu_run_hist, &first.kernel.oncpu_run_hist),
                     accept_queue: (g == GROUP_SERVER && accepts_timed)
                         .then(|| last.kernel.accept_hist.minus(&first.kernel.accept_hist)),
                     pauses: (last.kernel.pause_hist.get(g as usize))
@@ -270,6 +275,9 @@ pub fn build(
             runq_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .map(|h| &h.runq),
+            oncpu_run_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .map(|h| &h.oncpu_runs),
             accept_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .and_then(|h| h.accept_queue.as_ref()),

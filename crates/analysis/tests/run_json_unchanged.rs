@@ -311,6 +311,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// What run.json was changed to say since fixtures/run.json was written, on purpose: keys added
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
+    (
+        ".oncpu_runs",
+        "added: each side's on-CPU runs, a thread's CPU from a wakeup to its next sleep",
+    ),
     (".load.config.protocol", "added: http/1.1, h2 or h2c"),
     (
         ".load.tls",

@@ -8,6 +8,7 @@ names! {
         RUNNING,
         OFFCPU_HIST,
         RUNQ_HIST,
+        ONCPU_RUN_HIST,
         BLOCKED_SYSCALLS,
         WAKEUPS,
         RUNQ_HOLDERS,
@@ -107,6 +108,8 @@ pub struct ThreadStats {
     /// socket): a sleep on the same one again goes on with that call to the service (the
     /// answer's last bytes, the close), and is not counted as another wait.
     pub last_waited_sk: u64,
+    /// On-CPU time since the thread last went to sleep (its preemptions do not end a run).
+    pub run_ns: u64,
     pub comm: [u8; 16],
 }
 

@@ -195,6 +195,11 @@ static OFFCPU_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_G
 #[map]
 static RUNQ_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
+/// On-CPU runs (ns): a thread's CPU time from a wakeup to its next sleep, its preemptions
+/// included, one histogram per group. A request served in one run waits as long as that run.
+#[map]
+static ONCPU_RUN_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
 /// task_struct's __state of a task that ran its last time (do_task_dead).
 const TASK_DEAD: u64 = 0x80;
 
@@ -301,6 +306,7 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if exec != 0 && st.exec_at_switch_out_ns != 0 {
             let on = exec.saturating_sub(st.exec_at_switch_out_ns);
             st.oncpu_ns += on;
+            st.run_ns += on;
             add_group_oncpu(st.group, on);
             if st.last_switch_out_ns != 0 {
                 let off = now.saturating_sub(st.last_switch_out_ns).saturating_sub(on);
@@ -314,12 +320,19 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // No scheduler total to split with: this program's own clock readings.
             let on = now.saturating_sub(st.last_switch_in_ns);
             st.oncpu_ns += on;
+            st.run_ns += on;
             add_group_oncpu(st.group, on);
             if st.last_switch_out_ns != 0 {
                 let off = st.last_switch_in_ns.saturating_sub(st.last_switch_out_ns);
                 st.offcpu_ns += off;
                 record(&OFFCPU_HIST, st.group, off);
             }
+        }
+        if !involuntary {
+            if st.run_ns != 0 {
+                record(&ONCPU_RUN_HIST, st.group, st.run_ns);
+            }
+            st.run_ns = 0;
         }
         st.last_switch_in_ns = 0;
         st.exec_at_switch_out_ns = exec;

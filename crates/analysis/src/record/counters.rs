@@ -203,6 +203,10 @@ pub struct KernelCounters {
     /// Per group (server, client).
     pub offcpu_hist: Vec<NsHistogram>,
     pub runq_hist: Vec<NsHistogram>,
+    /// Per group: on-CPU runs, a thread's CPU time from a wakeup to its next sleep (empty in
+    /// recordings made before they were counted).
+    #[serde(default)]
+    pub oncpu_run_hist: Vec<NsHistogram>,
     /// (group, syscall number, count and time).
     pub syscalls: Vec<(u32, u32, CountNs)>,
     /// (group, syscall number, the voluntary off-CPU periods inside that syscall and their
@@ -280,6 +284,7 @@ impl KernelCounters {
             threads: Vec::new(),
             offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            oncpu_run_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
             blocked_syscalls: None,
             unblocked_syscalls: None,

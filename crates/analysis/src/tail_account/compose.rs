@@ -180,6 +180,7 @@ fn accept_queue(
         },
         uniform: false,
         affected: Some((accepts as f64 / n as f64).min(1.0)),
+        each_ms: None,
         lengths,
     })
 }
@@ -228,6 +229,7 @@ fn pauses(
         },
         uniform: false,
         affected: Some(met),
+        each_ms: None,
         lengths: Some(rest),
     })
 }
@@ -259,6 +261,9 @@ pub const MIN_SYSCALL_SHARE: f64 = 0.9;
 /// A thread the request threads hand work to at least this many times a request (and that
 /// hands it back) serves requests: a worker pool's.
 pub const MIN_HANDOFF_SHARE: f64 = 0.01;
+/// The server's on-CPU runs are counted per group, not per thread: they stand for the request
+/// threads' when those hold at least this share of the group's CPU (not a JIT compiler's).
+pub const MIN_RUNS_SHARE: f64 = 0.9;
 
 /// What the account is made from: the load's latencies, the server's threads, each side's CPU
 /// per request (µs), and the stacks.
@@ -268,6 +273,8 @@ pub struct Inputs<'a> {
     pub client: &'a KernelReport,
     /// The server's run-queue waits in the measured span (srvprof_common::hist slots, ns).
     pub runq_lengths: Option<&'a NsHistogram>,
+    /// The server's on-CPU runs, wakeup to sleep, in the measured span (hist slots, ns).
+    pub oncpu_run_lengths: Option<&'a NsHistogram>,
     /// The server's connections' accept-queue waits in the measured span (hist slots, ns).
     pub accept_lengths: Option<&'a NsHistogram>,
     /// The server's stop-the-world pauses in the measured span (hist slots, ns).
@@ -275,6 +282,25 @@ pub struct Inputs<'a> {
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
+}
+
+/// A Go program's stop-the-world is one run on a CPU of the thread that holds it (the collector,
+/// or a loop the stop waits for), as long as the pause or longer: the pause's, not a request's.
+/// Each pause takes the shortest run at least as long as it out of the runs.
+pub(super) fn without_pauses(runs: &NsHistogram, pauses: &NsHistogram) -> NsHistogram {
+    let mut left = runs.clone();
+    for (slot, &count) in pauses.slots.iter().enumerate() {
+        let mut count = count;
+        for n in left.slots.iter_mut().skip(slot) {
+            let taken = count.min(*n);
+            *n -= taken;
+            count -= taken;
+            if count == 0 {
+                break;
+            }
+        }
+    }
+    left
 }
 
 /// The account of a run's p99 from its server's stacks; None without stacks, requests or p99.
@@ -285,6 +311,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         client,
         stacks,
         runq_lengths,
+        oncpu_run_lengths,
         accept_lengths,
         pause_lengths,
         ..
@@ -455,6 +482,23 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let oncpu: Vec<FoldedLine> = (stacks.of_group(StackKind::OnCpu, GROUP_SERVER).into_iter())
         .filter(|l| l.frames.first().is_some_and(|t| serves(t)))
         .collect();
+    // A request served in one run of its thread on a CPU (wakeup to sleep) waits that run out:
+    // the runs' lengths say how the CPU's time falls on the slowest requests (a spin in one
+    // request in fifty is that one's, not a fiftieth of each).
+    let group_ns: u64 = server.threads.iter().map(|t| t.oncpu_ns).sum();
+    let go_pauses = server.pauses.iter().any(|p| p.runtime == "go");
+    let runs = oncpu_run_lengths
+        .filter(|h| h.total() > 0 && cpu_ns as f64 >= MIN_RUNS_SHARE * group_ns as f64)
+        .map(|h| match pause_lengths.filter(|_| go_pauses) {
+            Some(pauses) => without_pauses(h, pauses),
+            None => h.clone(),
+        })
+        .filter(|h| h.total() > 0)
+        .and_then(|h| {
+            let ns = group_ns as f64 - stopped_ms * 1e6 * n as f64;
+            let mean_ms = ns.max(0.0) / 1e6 / h.total() as f64;
+            Some((h.total() as f64, mean_ms, lengths_of(&h, mean_ms)?))
+        });
     costs.push(Cost {
         part: TailPart {
             function: hottest_function(&oncpu, &input.stacks.modules),
@@ -462,13 +506,15 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             ..part(Place::OnCpu, cpu_ms)
         },
         uniform: true,
-        affected: None,
-        lengths: None,
+        affected: runs.as_ref().map(|(k, _, _)| reach(*k)),
+        each_ms: runs.as_ref().map(|(_, mean, _)| *mean),
+        lengths: runs.map(|(_, _, l)| l),
     });
     costs.push(Cost {
         part: part(Place::Client, input.client_cpu_us / 1e3),
         uniform: true,
         affected: None,
+        each_ms: None,
         lengths: None,
     });
     let (runq_ns, runq_waits) = (server.threads.iter())
@@ -508,6 +554,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         },
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
+        each_ms: None,
         lengths: runq_lengths
             .zip(runq_mean_ms)
             .and_then(|(h, mean)| lengths_of(h, mean)),
@@ -533,6 +580,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             },
             uniform: false,
             affected: Some(behind / n as f64),
+            each_ms: None,
             lengths: None,
         });
     }
@@ -578,6 +626,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 },
                 uniform: false,
                 affected: Some(resent as f64 / n as f64),
+                each_ms: None,
                 lengths: None,
             });
         }
@@ -599,6 +648,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         };
         costs.push(Cost {
             affected: Some(o.waits as f64 * delayed / n as f64),
+            each_ms: None,
             lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
             part: TailPart {
                 requests_delayed: delayed,
@@ -618,6 +668,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         let mean_wait_ms = us / 1e3 / o.answers as f64;
         costs.push(Cost {
             affected: Some(o.answers as f64 / n as f64),
+            each_ms: None,
             lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
             part: TailPart {
                 requests_delayed: 1.0,
@@ -692,6 +743,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         };
         costs.push(Cost {
             affected: count.map(|c| c * delayed / n as f64),
+            each_ms: None,
             lengths: None,
             part: TailPart {
                 requests_delayed: delayed,

@@ -13,9 +13,18 @@ pub struct Cost {
     pub part: TailPart,
     pub uniform: bool,
     pub affected: Option<f64>,
+    /// The mean length of one occurrence when the part names no wait of its own (the CPU's
+    /// runs between sleeps); otherwise its mean_wait_ms.
+    pub each_ms: Option<f64>,
     /// When known, how one wait's length is spread: (ms, share of the waits), the run queue's
     /// from the scheduler's histogram. Without it, every wait is the mean wait.
     pub lengths: Option<Vec<(f64, f64)>>,
+}
+
+impl Cost {
+    fn mean_ms(&self) -> Option<f64> {
+        self.each_ms.or(self.part.mean_wait_ms)
+    }
 }
 
 /// Splits p99 among the parts (see the module's doc): each part's tail_ms and share, the parts
@@ -51,7 +60,7 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
             _ => (ms(c) - m).max(0.0),
         })
         .collect();
-    let known = |c: &Cost| match (c.affected, c.part.mean_wait_ms) {
+    let known = |c: &Cost| match (c.affected, c.mean_ms()) {
         (Some(a), Some(wait)) if wait > 0.0 => Some((a, wait)),
         _ => None,
     };
@@ -62,6 +71,12 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     let mut spreads = vec![Spread::on_slowest(slowest)];
     spreads.extend(costs.iter().filter_map(|c| {
         let (a, wait) = known(c)?;
+        // A wait met by fewer requests than p99 stands for is no p99 request's (its cap below is
+        // none): it is not among the sums the slowest are drawn from either, where it would take
+        // the place of the waits a request at p99 meets.
+        if a < TAIL_FRACTION {
+            return Some(Spread(vec![(0.0, 1.0)]));
+        }
         // Without their lengths, every wait the mean one.
         let even = [(wait, 1.0)];
         Some(Spread::compound(a, c.lengths.as_deref().unwrap_or(&even)))
@@ -90,19 +105,17 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     // A part whose waits' lengths are known can give a slow request as much as the slowest
     // carry of it (several waits, or one long one); others one mean wait.
     let cap: Vec<f64> = (costs.iter().zip(&median).zip(&rest).zip(&carried))
-        .map(
-            |(((c, m), r), carried)| match (c.affected, c.part.mean_wait_ms) {
-                (Some(a), Some(wait)) if a >= TAIL_FRACTION => {
-                    let most = match (&c.lengths, carried) {
-                        (Some(_), Some(carried)) => wait.max(ms(c)).max(*carried),
-                        _ => wait.max(ms(c)),
-                    };
-                    (most - m).max(0.0)
-                }
-                (Some(_), Some(_)) => 0.0,
-                _ => r / TAIL_FRACTION,
-            },
-        )
+        .map(|(((c, m), r), carried)| match (c.affected, c.mean_ms()) {
+            (Some(a), Some(wait)) if a >= TAIL_FRACTION => {
+                let most = match (&c.lengths, carried) {
+                    (Some(_), Some(carried)) => wait.max(ms(c)).max(*carried),
+                    _ => wait.max(ms(c)),
+                };
+                (most - m).max(0.0)
+            }
+            (Some(_), Some(_)) => 0.0,
+            _ => r / TAIL_FRACTION,
+        })
         .collect();
     let above = share_out((p99_ms - p50_ms).max(0.0), &weight, &cap);
     let mut parts: Vec<TailPart> = Vec::new();

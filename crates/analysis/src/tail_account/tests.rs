@@ -19,6 +19,7 @@ fn account_of(
         server,
         client,
         runq_lengths: None,
+        oncpu_run_lengths: None,
         accept_lengths: None,
         pause_lengths: None,
         server_cpu_us: 20.0,
@@ -37,6 +38,7 @@ pub(super) fn cost(place: Place, ms: f64, uniform: bool) -> Cost {
         },
         uniform,
         affected: None,
+        each_ms: None,
         lengths: None,
     }
 }
@@ -462,6 +464,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
             server: &server,
             client: &KernelReport::default(),
             runq_lengths: None,
+            oncpu_run_lengths: None,
             accept_lengths: Some(&lengths),
             pause_lengths: None,
             server_cpu_us: 20.0,
@@ -769,6 +772,7 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
         server: &server,
         client: &KernelReport::default(),
         runq_lengths: None,
+        oncpu_run_lengths: None,
         accept_lengths: None,
         pause_lengths: Some(&lengths),
         server_cpu_us: 20.0,
@@ -995,4 +999,85 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
         a.parts.iter().all(|p| p.resource != Some(Resource::Pipe)),
         "{a:?}"
     );
+}
+
+/// A thread per connection, one request in fifty spinning 28 ms on a CPU, and 0.5 % of the
+/// requests sent 33 ms late by the open loop: the threads' runs from a wakeup to the next
+/// sleep (the scheduler's histogram) put that CPU on the slowest requests, where the CPU a
+/// request alone spreads it over 1 % of them at most (at p50 0.45 ms, half of p99); the late
+/// sends, too few to make p99, do not take the spinning requests' place at it.
+#[test]
+fn a_rare_long_run_on_a_cpu_is_the_slowest_requests_time() {
+    use srvprof_common::hist::slot_of;
+    let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+    load.latency_us.p50 = 450;
+    load.latency_us.mean = 1_000.0;
+    load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
+        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
+            mean: 835.0,
+            ..Default::default()
+        },
+        sends_behind_schedule: 50,
+        max_behind_us: 30_000,
+    });
+    // 9,800 runs of 40 us and 200 of 28 ms: 5,992 ms.
+    server.threads[0].oncpu_ns = 5_992_000_000;
+    let mut runs = crate::record::NsHistogram::default();
+    runs.slots[slot_of(40_000) as usize] = 9_800;
+    runs.slots[slot_of(28_000_000) as usize] = 200;
+    let cpu_share = |server: &KernelReport, runs: Option<&crate::record::NsHistogram>| {
+        let a = account(Inputs {
+            load: &load,
+            server,
+            client: &KernelReport::default(),
+            runq_lengths: None,
+            oncpu_run_lengths: runs,
+            accept_lengths: None,
+            pause_lengths: None,
+            server_cpu_us: 599.2,
+            client_cpu_us: 10.0,
+            stacks: &stacks,
+        })
+        .unwrap();
+        let queue = (a.parts.iter()).find(|p| p.place == Place::ClientQueue);
+        assert!(queue.is_some_and(|q| q.tail_ms == 0.0), "{a:?}");
+        (a.parts.iter())
+            .find(|p| p.place == Place::OnCpu)
+            .map(|p| p.share)
+            .unwrap()
+    };
+    let with_runs = cpu_share(&server, Some(&runs));
+    assert!(with_runs >= 0.9, "{with_runs}");
+    let without = cpu_share(&server, None);
+    assert!(without < 0.6, "{without}");
+    // The runs stand for the request threads' only when those hold nearly all the CPU.
+    server.threads.push(crate::kernel_report::ThreadReport {
+        comm: "jit".into(),
+        oncpu_ns: 2_000_000_000,
+        ..Default::default()
+    });
+    assert!((cpu_share(&server, Some(&runs)) - without).abs() < 1e-9);
+}
+
+/// A Go program's stop-the-world pauses are runs of the thread that holds them: each takes the
+/// shortest run at least as long as itself out of the runs, a short pause a short run.
+#[test]
+fn each_go_pause_takes_its_own_run_out_of_the_cpus_runs() {
+    use super::compose::without_pauses;
+    use srvprof_common::hist::slot_of;
+    let slot = |ns: u64| slot_of(ns) as usize;
+    let mut runs = crate::record::NsHistogram::default();
+    runs.slots[slot(40_000)] = 9_800;
+    runs.slots[slot(150_000)] = 30;
+    runs.slots[slot(22_000_000)] = 60;
+    runs.slots[slot(28_000_000)] = 20;
+    let mut pauses = crate::record::NsHistogram::default();
+    pauses.slots[slot(100_000)] = 10;
+    pauses.slots[slot(20_000_000)] = 75;
+    let left = without_pauses(&runs, &pauses);
+    assert_eq!(left.slots[slot(40_000)], 9_800);
+    assert_eq!(left.slots[slot(150_000)], 20);
+    assert_eq!(left.slots[slot(22_000_000)], 0);
+    assert_eq!(left.slots[slot(28_000_000)], 5);
+    assert_eq!(left.total(), 9_825);
 }

@@ -116,6 +116,7 @@ pub fn read(
     })?;
     counters.offcpu_hist = read_histograms(ebpf, maps::OFFCPU_HIST, NUM_GROUPS)?;
     counters.runq_hist = read_histograms(ebpf, maps::RUNQ_HIST, NUM_GROUPS)?;
+    counters.oncpu_run_hist = read_histograms(ebpf, maps::ONCPU_RUN_HIST, NUM_GROUPS)?;
     Ok(())
 }
 
