@@ -1707,8 +1707,9 @@ fn retrans_segs(ns: &str) -> u64 {
 /// packet in 50 coming from the server (never a SYN-ACK): each lost response waits for its
 /// connection's retransmission timeout. The top finding is retransmit_tail with most of p99; the
 /// server's retransmits are what its namespace's Tcp:RetransSegs counted over the run, less the
-/// warm-up's (the run measures 5 s of 6); p99 is the timeout tcp_info gave, within 15 %. The
-/// same path before the rule has no such finding.
+/// warm-up's (the run measures 5 s of 6); p99 is the timeout that ended at each retransmit
+/// (icsk_rto, which tcp_info gives as tcpi_rto), within 15 %. The same path before the rule has
+/// no such finding.
 #[test]
 fn responses_lost_on_the_path_are_the_top_finding_with_the_retransmission_timeout() {
     require_root();
@@ -1780,7 +1781,7 @@ fn responses_lost_on_the_path_are_the_top_finding_with_the_retransmission_timeou
         run["load"]["latency_us"]["p99"].as_f64().unwrap() / 1e3,
         rto_ms,
         0.15,
-        "p99 (ms) against the connections' retransmission timeout by tcp_info",
+        "p99 (ms) against the retransmits' timeouts",
     );
     assert_no_finding(&run, "slow_dependency");
 }

@@ -46,6 +46,10 @@ fn tiny_backlog_tail_is_explained_by_overflows_and_syn_retransmits() {
     let share = syns as f64 / run["load"]["requests"].as_u64().unwrap().max(1) as f64;
     eprintln!("p99 {p99} us, max {max} us; {syns} SYNs retransmitted, {share:.4} per request");
     assert!(max >= 1_000_000, "a SYN retransmit waits 1 s: max {max} us");
+    // The kernel's first SYN timeout is 1 s (TCP_TIMEOUT_INIT), doubled at each retransmit of
+    // the same SYN: their mean, as the retransmits' timeouts add up, is 1 s or a little more.
+    let syn_timeout = tcp["syn_timeout_ms"].as_f64().unwrap();
+    assert!((1_000.0..1_500.0).contains(&syn_timeout), "{tcp}");
     if p99 < 1_000_000 {
         // Too few waited for a retransmit to make p99: then the overflows are reported, and no
         // SYN tail is claimed.

@@ -54,6 +54,8 @@ names! {
         INODE_MODE_OFFSET,
         FILE_PRIVATE_DATA_OFFSET,
         SOCKET_SK_OFFSET,
+        /// inet_connection_sock.icsk_rto (jiffies): the timeout a retransmit ended.
+        ICSK_RTO_OFFSET,
     ],
 }
 
@@ -73,7 +75,11 @@ pub const RESETS_SENT: u32 = 3;
 pub const RESETS_RECEIVED: u32 = 4;
 /// Passive opens that completed their handshake (SYN_RECV to ESTABLISHED): new connections.
 pub const HANDSHAKES: u32 = 5;
-pub const COUNT: u32 = 6;
+/// The retransmission timeouts (icsk_rto, jiffies) that ended before each retransmit, summed:
+/// of data segments, and of SYNs. A fast retransmit's wait is shorter: counted as its timeout.
+pub const RTO_JIFFIES: u32 = 6;
+pub const SYN_RTO_JIFFIES: u32 = 7;
+pub const COUNT: u32 = 8;
 
 pub const fn index(side: u32, counter: u32) -> u32 {
     side * COUNT + counter

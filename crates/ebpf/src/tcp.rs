@@ -58,6 +58,8 @@ static SOCK_FAMILY_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_PROTOCOL_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
+static ICSK_RTO_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
 static SOCK_DADDR_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_V6_DADDR_OFFSET: u64 = 0;
@@ -161,8 +163,13 @@ static ACCEPT_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(1, 0)
 
 #[inline(always)]
 fn bump(side: u32, counter: u32) {
+    add(side, counter, 1);
+}
+
+#[inline(always)]
+fn add(side: u32, counter: u32, value: u64) {
     if let Some(n) = TCP_COUNTERS.get_ptr_mut(tcp::index(side, counter)) {
-        unsafe { *n += 1 };
+        unsafe { *n += value };
     }
 }
 
@@ -264,8 +271,13 @@ pub fn tcp_retransmit_skb(ctx: BtfTracePointContext) -> i32 {
     }
     let side = sock_side(sk);
     bump(side, tcp::RETRANSMITS);
+    // The timer doubles icsk_rto only after this retransmit: here it is the timeout that ended.
+    let rto: u32 = read_field(sk, global(&ICSK_RTO_OFFSET)).unwrap_or(0);
     if u64::from(sock_state(sk)) == global(&TCP_STATE_SYN_SENT) {
         bump(side, tcp::SYN_RETRANSMITS);
+        add(side, tcp::SYN_RTO_JIFFIES, u64::from(rto));
+    } else {
+        add(side, tcp::RTO_JIFFIES, u64::from(rto));
     }
     0
 }

@@ -528,6 +528,39 @@ mod tests {
         assert!(!r.syscalls_recorded());
     }
 
+    /// A retransmit waits the timeout that ended before it: the client's two SYNs resent after
+    /// 1 s and then 2 s, and its three data segments after 250, 250 and 500 jiffies of 4 ms,
+    /// wait 1.5 s and 1.33 s on average; the walk's backed-off timeout of the connections still
+    /// open is used only without them, and a side with none has none.
+    #[test]
+    fn a_retransmit_waits_the_timeout_that_ended_before_it() {
+        let at = |side, counter| tcp::index(side, counter) as usize;
+        let start = sample(0, None, ct(0, 0), 0);
+        let mut end = sample(1_000_000_000, None, ct(0, 0), 0);
+        end.kernel.jiffy_ns = Some(4_000_000);
+        end.rto_us = Some(4_000_000);
+        end.kernel.tcp[at(tcp::SIDE_CLIENT, tcp::RETRANSMITS)] = 5;
+        end.kernel.tcp[at(tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS)] = 2;
+        end.kernel.tcp[at(tcp::SIDE_CLIENT, tcp::SYN_RTO_JIFFIES)] = 250 + 500;
+        end.kernel.tcp[at(tcp::SIDE_CLIENT, tcp::RTO_JIFFIES)] = 250 + 250 + 500;
+        let client = kernel_report(&start, &end, srvprof_common::GROUP_CLIENT, &[]);
+        assert_eq!(client.tcp.syn_timeout_ms, Some(1_500.0));
+        assert!((client.tcp.rto_ms.unwrap() - 4_000.0 / 3.0).abs() < 1e-9);
+        let server = kernel_report(&start, &end, GROUP_SERVER, &[]);
+        assert_eq!(
+            server.tcp.syn_timeout_ms,
+            Some(1_500.0),
+            "the SYNs sent to it"
+        );
+        assert_eq!(server.tcp.rto_ms, Some(4_000.0), "none resent: the walk's");
+        end.kernel.jiffy_ns = None;
+        let client = kernel_report(&start, &end, srvprof_common::GROUP_CLIENT, &[]);
+        assert_eq!(
+            (client.tcp.syn_timeout_ms, client.tcp.rto_ms),
+            (None, Some(4_000.0))
+        );
+    }
+
     #[test]
     fn each_side_gets_its_own_tcp_figures_and_the_host_its_own() {
         use crate::record::TcpResetCount;

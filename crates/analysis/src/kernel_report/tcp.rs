@@ -29,11 +29,16 @@ pub struct TcpReport {
     pub synack_retransmits: u64,
     /// Segments this side's sockets retransmitted, SYNs included.
     pub retransmits: u64,
-    /// The mean retransmission timeout (ms) of the connections on the server's port at the
-    /// measured span's end or start (tcpi_rto, sock_diag): how long a segment lost on them waits
-    /// before it is sent again. None when not read or there were none.
+    /// How long a segment lost on this side's connections waited before it was sent again (ms):
+    /// the mean retransmission timeout that ended at each of its data retransmits (icsk_rto),
+    /// else the mean one of the connections on the server's port at the measured span's end or
+    /// start (tcpi_rto, sock_diag). None when neither was read.
     #[serde(default)]
     pub rto_ms: Option<f64>,
+    /// The mean timeout a retransmitted SYN waited (ms; 1 s, then twice as long each time):
+    /// the client's, for the server too. None without SYN retransmits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syn_timeout_ms: Option<f64>,
     /// RSTs this side's sockets sent (tcp_send_reset), with a socket or answering a segment
     /// addressed to this side's port with none.
     pub resets_sent: u64,
@@ -165,6 +170,19 @@ fn tcp_delta(start: &Reading, end: &Reading, side: u32, counter: u32) -> u64 {
     at(end).saturating_sub(at(start))
 }
 
+/// The mean timeout (ms) that ended at each of a side's retransmits of one kind: data segments
+/// (RTO_JIFFIES) or SYNs (SYN_RTO_JIFFIES). None without such retransmits or the kernel's jiffy.
+fn timeout_ms(start: &Reading, end: &Reading, side: u32, jiffies: u32) -> Option<f64> {
+    let syns = tcp_delta(start, end, side, tcp::SYN_RETRANSMITS);
+    let resent = match jiffies {
+        tcp::SYN_RTO_JIFFIES => syns,
+        _ => tcp_delta(start, end, side, tcp::RETRANSMITS).saturating_sub(syns),
+    };
+    let jiffy_ns = end.kernel.jiffy_ns?;
+    let total = tcp_delta(start, end, side, jiffies);
+    (resent > 0 && total > 0).then(|| (total * jiffy_ns) as f64 / 1e6 / resent as f64)
+}
+
 /// The group's side of TCP in the window.
 pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpReport {
     let side = group;
@@ -227,7 +245,9 @@ pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpRepor
         syn_retransmits: tcp_delta(start, end, tcp::SIDE_CLIENT, tcp::SYN_RETRANSMITS),
         synack_retransmits: tcp_delta(start, end, side, tcp::SYNACK_RETRANSMITS),
         retransmits: tcp_delta(start, end, side, tcp::RETRANSMITS),
-        rto_ms: end.rto_us.or(start.rto_us).map(|us| f64::from(us) / 1e3),
+        rto_ms: timeout_ms(start, end, side, tcp::RTO_JIFFIES)
+            .or_else(|| end.rto_us.or(start.rto_us).map(|us| f64::from(us) / 1e3)),
+        syn_timeout_ms: timeout_ms(start, end, tcp::SIDE_CLIENT, tcp::SYN_RTO_JIFFIES),
         resets_sent: tcp_delta(start, end, side, tcp::RESETS_SENT),
         resets_received: tcp_delta(start, end, side, tcp::RESETS_RECEIVED),
         resets,

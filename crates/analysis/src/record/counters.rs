@@ -199,6 +199,9 @@ pub struct AcceptWaitCount {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelCounters {
     pub monotonic_ns: u64,
+    /// The kernel's jiffy (ns), the unit of its retransmission timeouts.
+    #[serde(default)]
+    pub jiffy_ns: Option<u64>,
     pub threads: Vec<ThreadCounters>,
     /// Per group (server, client).
     pub offcpu_hist: Vec<NsHistogram>,
@@ -281,6 +284,7 @@ impl KernelCounters {
     pub fn empty(ncpus: usize) -> Self {
         Self {
             monotonic_ns: 0,
+            jiffy_ns: None,
             threads: Vec::new(),
             offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],

@@ -594,13 +594,18 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     );
     let segments =
         format!("segments retransmitted ({by_server} by the server, {by_client} by the client)");
-    let rto_ms = (server.tcp.rto_ms.or(client.tcp.rto_ms)).unwrap_or(RTO_MIN_MS);
+    // The timeout of the side whose count is the losses.
+    let (lost, other) = match by_server >= by_client {
+        true => (server.tcp.rto_ms, client.tcp.rto_ms),
+        false => (client.tcp.rto_ms, server.tcp.rto_ms),
+    };
+    let rto_ms = lost.or(other).unwrap_or(RTO_MIN_MS);
     for (what, resource, resent, wait_ms) in [
         (
             "SYNs retransmitted to the server",
             Resource::SynRetransmit,
             server.tcp.syn_retransmits,
-            SYN_TIMEOUT_MS,
+            server.tcp.syn_timeout_ms.unwrap_or(SYN_TIMEOUT_MS),
         ),
         (
             "SYN-ACKs the server retransmitted",

@@ -47,6 +47,9 @@ pub struct KernelOffsets {
     pub inode_mode: u64,
     pub file_private_data: u64,
     pub socket_sk: u64,
+    /// inet_connection_sock.icsk_rto: a TCP socket's retransmission timeout (jiffies); struct
+    /// sock starts inet_connection_sock, so it is an offset from the socket.
+    pub icsk_rto: u64,
 }
 
 /// Names of the kernel's TCP numbers, read from its BTF enums: TCP states (an anonymous enum
@@ -163,6 +166,7 @@ impl KernelOffsets {
             inode_mode: field(&["inode", "i_mode"])?,
             file_private_data: field(&["file", "private_data"])?,
             socket_sk: field(&["socket", "sk"])?,
+            icsk_rto: field(&["inet_connection_sock", "icsk_rto"])?,
         })
     }
 }

@@ -228,6 +228,7 @@ impl Probes {
             .override_global(globals::TCP_STATE_SYN_RECV, &syn_recv, true)
             .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
             .override_global(globals::SOCK_PROTOCOL_OFFSET, &offsets.sock_protocol, true)
+            .override_global(globals::ICSK_RTO_OFFSET, &offsets.icsk_rto, true)
             .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
             .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
             .override_global(globals::TASK_FILES_OFFSET, &offsets.task_files, true)
@@ -460,6 +461,7 @@ impl Probes {
         let ncpus = aya::util::nr_cpus().unwrap_or(1);
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
+            jiffy_ns: crate::clock::jiffy_ns(),
             syscalls_off: self.syscalls_off,
             traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
