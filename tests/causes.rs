@@ -1171,6 +1171,34 @@ fn requests_that_take_the_cpu_are_the_top_finding_from_the_account_of_p99() {
     );
 }
 
+/// servers/threaded on one connection in an open loop of 200 requests a second (one every 5 ms),
+/// every 150th request asleep 30 ms: the requests behind it on that connection go out 25, 20,
+/// 15, 10 and 5 ms late. The slow ones are 0.67 % of the requests and the first one sent after
+/// each the next 0.67 %, so p99 is one of those: 25 ms late by construction, as the load
+/// generator's own timing of the requests at p99 says (within 10 %), and the client's queue is
+/// the account's first part with most of p99, not the server's sleep the queue was behind.
+#[test]
+fn requests_queued_behind_a_slow_one_on_their_connection_are_the_clients_queue_at_p99() {
+    require_root();
+    let server = Server::start("threaded", &["--wait-every", "150", "--wait-ms", "30"]);
+    let run = RunArgs::pid(server.pid())
+        .load(1, "8s", "1s")
+        .args(&["--rate", "200"])
+        .run_ok("client-queue-at-p99");
+    let account = &run["tail_account"];
+    let late_ms = run["load"]["open_loop"]["late_at_p99_us"].as_f64().unwrap() / 1e3;
+    eprintln!("late at p99 {late_ms:.2} ms; account {account}");
+    assert_within(
+        late_ms,
+        25.0,
+        0.10,
+        "how late the requests at p99 went out (ms) against the 30 ms wait less the 5 ms step",
+    );
+    let part = &account["parts"][0];
+    assert_eq!(part["place"], "client_queue", "{account}");
+    assert!(part["share"].as_f64().unwrap() >= 0.8, "{account}");
+}
+
 /// The same kind of cause in an event loop: nginx-lua's /popen, where every 50th request of the
 /// worker reads a child's output through a pipe, blocking the worker's event loop 30 ms with the
 /// requests that arrived meanwhile waiting behind it. The top finding is tail_wait naming the pipe

@@ -41,6 +41,7 @@ engine! {
     mod http2;
     mod http1;
     mod hyper_client;
+    mod late;
     mod pacer;
     mod plan;
     pub mod printer;

@@ -158,6 +158,10 @@ pub struct OpenLoopSummary {
     /// behind one (µs).
     pub sends_behind_schedule: u64,
     pub max_behind_us: u64,
+    /// How late the requests at p99 (those within p99's 19 % latency bucket) were sent, on
+    /// average (µs): the client's queue in them, as the load generator timed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_at_p99_us: Option<f64>,
 }
 
 /// Latency percentiles in microseconds.

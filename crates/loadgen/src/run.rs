@@ -572,11 +572,14 @@ fn build_report(
         }),
         open_loop: config.rate.is_some().then(|| {
             let mut uncorrected = crate::histogram::new_histogram();
+            let mut late = crate::late::LateByLatency::new();
             for t in totals {
                 uncorrected
                     .add(&t.service_latency)
                     .expect("same histogram bounds");
+                late.add(&t.late_by_latency);
             }
+            let p99 = LatencySummary::from_histogram(&collector.latency).p99;
             report::OpenLoopSummary {
                 uncorrected_latency_us: LatencySummary::from_histogram(&uncorrected),
                 sends_behind_schedule: sum(|t| t.behind_schedule),
@@ -585,6 +588,7 @@ fn build_report(
                     .map(|t| t.behind_max.as_micros() as u64)
                     .max()
                     .unwrap_or(0),
+                late_at_p99_us: late.mean_at(p99).map(report::round3),
             }
         }),
         tls: config.url.starts_with("https:").then(|| report::TlsSummary {

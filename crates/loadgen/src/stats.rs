@@ -84,6 +84,8 @@ pub(crate) struct ThreadTotals {
     /// slot was still waiting for an earlier answer), and the latest of them.
     pub behind_schedule: u64,
     pub behind_max: Duration,
+    /// Open loop: how late the measured requests of each latency were sent.
+    pub late_by_latency: crate::late::LateByLatency,
     /// `--targets`: per distinct request, in the list's order (empty without a list).
     pub per_target: Vec<TargetTally>,
     /// HTTP/2: requests the server refused unprocessed and the client sent again, after a
@@ -153,6 +155,7 @@ impl ThreadRecorder {
                 service_latency: new_histogram(),
                 behind_schedule: 0,
                 behind_max: Duration::ZERO,
+                late_by_latency: crate::late::LateByLatency::new(),
                 per_target: Vec::new(),
                 h2_refused_goaway: 0,
                 h2_refused_stream: 0,
@@ -216,6 +219,8 @@ impl ThreadRecorder {
                 self.totals
                     .service_latency
                     .saturating_record(micros(now - sent).max(1));
+                let late = micros(sent.saturating_duration_since(t.start));
+                self.totals.late_by_latency.record(us, late);
             }
             if let Some(tally) = self.totals.per_target.get_mut(target as usize)
                 && let Some(h) = &mut tally.latency

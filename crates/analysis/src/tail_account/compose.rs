@@ -181,6 +181,7 @@ fn accept_queue(
         uniform: false,
         affected: Some((accepts as f64 / n as f64).min(1.0)),
         each_ms: None,
+        pinned_ms: None,
         lengths,
     })
 }
@@ -230,6 +231,7 @@ fn pauses(
         uniform: false,
         affected: Some(met),
         each_ms: None,
+        pinned_ms: None,
         lengths: Some(rest),
     })
 }
@@ -508,6 +510,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         uniform: true,
         affected: runs.as_ref().map(|(k, _, _)| reach(*k)),
         each_ms: runs.as_ref().map(|(_, mean, _)| *mean),
+        pinned_ms: None,
         lengths: runs.map(|(_, _, l)| l),
     });
     costs.push(Cost {
@@ -515,6 +518,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         uniform: true,
         affected: None,
         each_ms: None,
+        pinned_ms: None,
         lengths: None,
     });
     let (runq_ns, runq_waits) = (server.threads.iter())
@@ -555,6 +559,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
         each_ms: None,
+        pinned_ms: None,
         lengths: runq_lengths
             .zip(runq_mean_ms)
             .and_then(|(h, mean)| lengths_of(h, mean)),
@@ -563,7 +568,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         costs.push(cost);
     }
     // Open loop: the time from a request's intended send to its actual one, the corrected
-    // latency's mean less the uncorrected's, on the requests sent behind schedule.
+    // latency's mean less the uncorrected's, on the requests sent behind schedule. The load
+    // generator timed it in each request: in those at p99 it is what it measured there, not a
+    // share the split infers (late sends need not be the slow ones).
     if let Some(o) = load
         .open_loop
         .as_ref()
@@ -581,6 +588,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             uniform: false,
             affected: Some(behind / n as f64),
             each_ms: None,
+            pinned_ms: o.late_at_p99_us.map(|us| us / 1e3),
             lengths: None,
         });
     }
@@ -632,6 +640,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 uniform: false,
                 affected: Some(resent as f64 / n as f64),
                 each_ms: None,
+                pinned_ms: None,
                 lengths: None,
             });
         }
@@ -654,6 +663,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         costs.push(Cost {
             affected: Some(o.waits as f64 * delayed / n as f64),
             each_ms: None,
+            pinned_ms: None,
             lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
             part: TailPart {
                 requests_delayed: delayed,
@@ -674,6 +684,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         costs.push(Cost {
             affected: Some(o.answers as f64 / n as f64),
             each_ms: None,
+            pinned_ms: None,
             lengths: (o.answer_lengths.as_ref()).and_then(|h| lengths_of(h, mean_wait_ms)),
             part: TailPart {
                 requests_delayed: 1.0,
@@ -749,6 +760,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         costs.push(Cost {
             affected: count.map(|c| c * delayed / n as f64),
             each_ms: None,
+            pinned_ms: None,
             lengths: None,
             part: TailPart {
                 requests_delayed: delayed,

@@ -16,6 +16,10 @@ pub struct Cost {
     /// The mean length of one occurrence when the part names no wait of its own (the CPU's
     /// runs between sleeps); otherwise its mean_wait_ms.
     pub each_ms: Option<f64>,
+    /// Its time in a request at p99 when that was measured rather than inferred (the client's
+    /// queue, which the load generator timed per request): it takes that, and the others share
+    /// the rest.
+    pub pinned_ms: Option<f64>,
     /// When known, how one wait's length is spread: (ms, share of the waits), the run queue's
     /// from the scheduler's histogram. Without it, every wait is the mean wait.
     pub lengths: Option<Vec<(f64, f64)>>,
@@ -39,7 +43,8 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     }
     // The median request meets a wait that half the requests or more meet, or one of unknown
     // reach.
-    let in_median = |c: &Cost| !c.uniform && c.affected.is_none_or(|a| a >= 0.5);
+    let in_median =
+        |c: &Cost| !c.uniform && c.pinned_ms.is_none() && c.affected.is_none_or(|a| a >= 0.5);
     let waits: f64 = costs.iter().filter(|c| in_median(c)).map(ms).sum();
     let fill = if waits > 0.0 {
         (left / waits).min(1.0)
@@ -56,12 +61,13 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     // competes for the excess as a wait of unknown reach. The client's is spread over them all.
     let rest: Vec<f64> = (costs.iter().zip(&median))
         .map(|(c, m)| match c.part.place {
+            _ if c.pinned_ms.is_some() => 0.0,
             Place::Client => 0.0,
             _ => (ms(c) - m).max(0.0),
         })
         .collect();
-    let known = |c: &Cost| match (c.affected, c.mean_ms()) {
-        (Some(a), Some(wait)) if wait > 0.0 => Some((a, wait)),
+    let known = |c: &Cost| match (c.affected, c.mean_ms(), c.pinned_ms) {
+        (Some(a), Some(wait), None) if wait > 0.0 => Some((a, wait)),
         _ => None,
     };
     let slowest: f64 = (costs.iter().zip(&rest))
@@ -96,6 +102,7 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
     // median: a wait met by few but long outweighs one met by many but short.
     let weight: Vec<f64> = (costs.iter().zip(&median).zip(&rest).zip(&carried))
         .map(|(((c, m), r), carried)| match (c.part.place, carried) {
+            _ if c.pinned_ms.is_some() => 0.0,
             (Place::Client, _) => 0.0,
             (_, Some(carried)) => (carried - m).max(0.0),
             (_, None) if slowest > 0.0 => r / TAIL_FRACTION * slowest_carried[0] / slowest,
@@ -117,11 +124,22 @@ pub fn allocate(costs: Vec<Cost>, p50_ms: f64, p99_ms: f64) -> (Vec<TailPart>, f
             _ => r / TAIL_FRACTION,
         })
         .collect();
-    let above = share_out((p99_ms - p50_ms).max(0.0), &weight, &cap);
+    // The measured parts first: the others share what is left above the median.
+    let mut excess = (p99_ms - p50_ms).max(0.0);
+    let pinned: Vec<Option<f64>> = (costs.iter())
+        .map(|c| {
+            c.pinned_ms.map(|ms| {
+                let took = ms.clamp(0.0, excess);
+                excess -= took;
+                took
+            })
+        })
+        .collect();
+    let above = share_out(excess, &weight, &cap);
     let mut parts: Vec<TailPart> = Vec::new();
-    for ((c, m), a) in costs.into_iter().zip(median).zip(above) {
+    for (((c, m), a), pinned) in costs.into_iter().zip(median).zip(above).zip(pinned) {
         let mut part = c.part;
-        part.tail_ms = m + a;
+        part.tail_ms = pinned.unwrap_or(m + a);
         part.share = match p99_ms > 0.0 {
             true => (part.tail_ms / p99_ms).min(1.0),
             false => 0.0,
