@@ -463,6 +463,27 @@ fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inhe
     );
 }
 
+/// nginx-proxy on one CPU in front of servers/faulty started with `upstream_args`, run as `load`
+/// says: the upstream's address and the run.
+fn behind_nginx_proxy(
+    upstream_args: &[&str],
+    name: &str,
+    load: impl FnOnce(RunArgs) -> RunArgs,
+) -> (String, serde_json::Value) {
+    let upstream = Server::start("faulty", upstream_args);
+    let address = format!("127.0.0.1:{}", upstream.port);
+    let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
+    let run = load(RunArgs::pid(proxy.pid())).run_ok(name);
+    (address, run)
+}
+
+/// The account's part for the services the server calls, if it has one.
+fn service_part(run: &serde_json::Value) -> Option<serde_json::Value> {
+    (run["tail_account"]["parts"].as_array().unwrap().iter())
+        .find(|p| p["resource"] == "service")
+        .cloned()
+}
+
 /// nginx passing every request to servers/faulty --mode delay --delay-ms 50: the proxy idles
 /// while each request waits 50 ms for its upstream. The top finding is slow_dependency naming the
 /// upstream's address, with the median request at the delay built in (50 ms, plus the proxying);
@@ -474,14 +495,10 @@ fn connection_churn_counts_time_wait_as_ss_does_and_names_what_a_second_run_inhe
 fn a_slow_upstream_is_the_top_finding_by_its_address() {
     require_root();
     let proxied = |upstream_args: &[&str], name: &str| {
-        let upstream = Server::start("faulty", upstream_args);
-        let address = format!("127.0.0.1:{}", upstream.port);
-        let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
-        let run = RunArgs::pid(proxy.pid())
-            .load(20, "4s", "0s")
-            .args(&["--cpus", "0", "--stacks", "off"])
-            .run_ok(name);
-        (address, run)
+        behind_nginx_proxy(upstream_args, name, |run| {
+            run.load(20, "4s", "0s")
+                .args(&["--cpus", "0", "--stacks", "off"])
+        })
     };
     let (address, run) = proxied(&["--mode", "delay", "--delay-ms", "50"], "slow-upstream");
     let kinds = finding_kinds(&run);
@@ -523,22 +540,13 @@ fn a_slow_upstream_is_the_top_finding_by_its_address() {
 #[test]
 fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
     require_root();
+    // The warm-up opens the first upstream connection: the asks are timed from the reading that
+    // sees it.
     let proxied = |upstream_args: &[&str], name: &str| {
-        let upstream = Server::start("faulty", upstream_args);
-        let address = format!("127.0.0.1:{}", upstream.port);
-        let proxy = Server::start("nginx-proxy", &["--cpus", "1", "--upstream", &address]);
-        // The warm-up opens the first upstream connection: the asks are timed from the reading
-        // that sees it.
-        let run = RunArgs::pid(proxy.pid())
-            .load(20, "6s", "1s")
-            .args(&["--cpus", "0", "--rate", "400"])
-            .run_ok(name);
-        (address, run)
-    };
-    let service_part = |run: &serde_json::Value| {
-        (run["tail_account"]["parts"].as_array().unwrap().iter())
-            .find(|p| p["resource"] == "service")
-            .cloned()
+        behind_nginx_proxy(upstream_args, name, |run| {
+            run.load(20, "6s", "1s")
+                .args(&["--cpus", "0", "--rate", "400"])
+        })
     };
     let slow = ["--mode", "delay", "--delay-ms", "30", "--delay-every", "50"];
     let (address, run) = proxied(&slow, "event-loop-service");
@@ -595,6 +603,22 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
             && answer_ms <= 31.5 * slow_answers + 5.0 * (answers - slow_answers),
         "{answer_ms} ms of answers"
     );
+    // The part tells its slow answers apart from the rest: as many as the histogram's, each 30
+    // ms or a little more (its lengths are the histogram's slots, within 20 %), and the finding
+    // says so.
+    let long = &part["long_waits"];
+    assert_within(
+        long["waits"].as_f64().unwrap_or(0.0),
+        slow_answers,
+        0.15,
+        "the part's long waits against the answers of 30 ms or more",
+    );
+    let long_ms = long["mean_ms"].as_f64().unwrap();
+    assert!((28.0..40.0).contains(&long_ms), "{part}");
+    assert!(
+        summary.contains(&format!("waits {long_ms:.1} ms")),
+        "{summary}"
+    );
 
     // Its requests still wait for the upstream's answers, a small part of a short tail.
     let (_, fast) = proxied(&[], "event-loop-fast-service");
@@ -625,11 +649,6 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
 #[test]
 fn a_dependency_a_thread_per_connection_reads_is_the_top_finding_by_its_address() {
     require_root();
-    let service_part = |run: &serde_json::Value| {
-        (run["tail_account"]["parts"].as_array().unwrap().iter())
-            .find(|p| p["resource"] == "service")
-            .cloned()
-    };
     // The rare wait's load comes in bursts: 100 then 700 requests a second, a second each.
     let bursts = "100:1s,700:1s,100:1s,700:1s,100:1s,700:1s";
     for (every, delay_ms, rate, peak_rate, pool, kind) in [

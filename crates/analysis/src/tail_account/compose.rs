@@ -8,7 +8,7 @@ use srvprof_loadgen::LoadReport;
 
 use super::split::{Cost, allocate, lengths_of};
 use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
-use super::{Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
+use super::{LongWaits, Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
 use crate::kernel_report::KernelReport;
 use crate::record::{NsHistogram, Outbound};
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
@@ -263,6 +263,9 @@ pub const MIN_SYSCALL_SHARE: f64 = 0.9;
 /// A thread the request threads hand work to at least this many times a request (and that
 /// hands it back) serves requests: a worker pool's.
 pub const MIN_HANDOFF_SHARE: f64 = 0.01;
+/// A wait this many times the median one or longer is a long one, told apart when fewer than
+/// half the waits are (TailPart::long_waits).
+pub const LONG_WAIT_RATIO: f64 = 10.0;
 /// The server's on-CPU runs are counted per group, not per thread: they stand for the request
 /// threads' when those hold at least this share of the group's CPU (not a JIT compiler's).
 pub const MIN_RUNS_SHARE: f64 = 0.9;
@@ -284,6 +287,32 @@ pub struct Inputs<'a> {
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
+}
+
+/// A part's long waits, from its waits' lengths: those LONG_WAIT_RATIO times the median wait or
+/// longer, when they are fewer than half and at least one. The accept queue's part is already
+/// told by its long waits.
+pub(super) fn long_waits(c: &Cost) -> Option<LongWaits> {
+    let (waits, lengths) = (c.part.waits?, c.lengths.as_ref()?);
+    if c.part.resource == Some(Resource::AcceptQueue) {
+        return None;
+    }
+    let mut sorted = lengths.clone();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut below = 0.0;
+    let median = sorted.iter().find(|(_, p)| {
+        below += p;
+        below >= 0.5
+    })?;
+    let long = sorted
+        .iter()
+        .filter(|(ms, _)| *ms >= LONG_WAIT_RATIO * median.0);
+    let share: f64 = long.clone().map(|(_, p)| p).sum();
+    let ms: f64 = long.map(|(ms, p)| ms * p).sum();
+    (share > 0.0 && share < 0.5 && waits * share >= 1.0).then(|| LongWaits {
+        waits: waits * share,
+        mean_ms: ms / share,
+    })
 }
 
 /// A Go program's stop-the-world is one run on a CPU of the thread that holds it (the collector,
@@ -782,6 +811,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         if matches!(p.resource, Some(Resource::Pipe | Resource::UnixSocket)) {
             p.held_by = (p.waits).and_then(|w| other_end(server, &client.pids, &p.threads, w));
         }
+    }
+    for c in &mut costs {
+        c.part.long_waits = long_waits(c);
     }
     let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
     Some(TailAccount {

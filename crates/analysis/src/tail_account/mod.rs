@@ -208,6 +208,10 @@ pub struct TailPart {
     pub waits: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_wait_ms: Option<f64>,
+    /// When its waits' lengths are known and a few are far longer than the rest: those (see
+    /// compose::LONG_WAIT_RATIO). A mean alone hides one slow answer among fifty fast ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_waits: Option<LongWaits>,
     /// The threads it was seen in, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<String>,
@@ -225,6 +229,13 @@ pub struct TailPart {
     /// Its time in a request at p99 (ms), and that as a share of p99.
     pub tail_ms: f64,
     pub share: f64,
+}
+
+/// A part's long waits: how many over the span, and their mean (ms).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LongWaits {
+    pub waits: f64,
+    pub mean_ms: f64,
 }
 
 impl TailPart {
@@ -291,11 +302,22 @@ impl TailPart {
         }
     }
 
-    /// "1 request in 52 waits 30.4 ms": how often and how long, when the waits were counted.
+    /// "1 request in 52 waits 30.4 ms": how often and how long, when the waits were counted; by
+    /// the long ones when a few are far longer than the rest.
     pub fn how_often(&self, requests: u64) -> Option<String> {
         let (waits, mean) = (self.waits?, self.mean_wait_ms?);
         if waits < 1.0 || requests == 0 {
             return None;
+        }
+        if let Some(long) = (self.long_waits.as_ref()).filter(|l| requests as f64 / l.waits >= 1.5)
+        {
+            let others = (waits * mean - long.waits * long.mean_ms) / (waits - long.waits);
+            return Some(format!(
+                "1 request in {:.0} waits {:.1} ms, its other waits {:.2} ms",
+                requests as f64 / long.waits,
+                long.mean_ms,
+                others.max(0.0)
+            ));
         }
         let per = requests as f64 / waits;
         Some(match per >= 1.5 {

@@ -524,6 +524,40 @@ fn how_often_a_wait_is_met_reads_per_request() {
     );
     assert_eq!(part(0.5, 30.0).how_often(10_000), None);
     assert_eq!(TailPart::default().how_often(10_000), None);
+    // A service answering 1 in 50 asks in 36 ms and the rest in 0.1 ms: told by its slow ones.
+    let mut service = part(10_000.0, 0.818);
+    service.long_waits = Some(LongWaits {
+        waits: 200.0,
+        mean_ms: 36.0,
+    });
+    assert_eq!(
+        service.how_often(10_000).as_deref(),
+        Some("1 request in 50 waits 36.0 ms, its other waits 0.10 ms")
+    );
+}
+
+/// A part's waits whose lengths are known: the long ones (ten times the median or more) are
+/// counted apart when they are fewer than half; even waits, or mostly long ones, have none.
+#[test]
+fn a_few_long_waits_among_short_ones_are_counted_apart() {
+    use super::compose::LONG_WAIT_RATIO;
+    let mut cost = Cost {
+        part: TailPart {
+            waits: Some(10_000.0),
+            mean_wait_ms: Some(0.818),
+            ..Default::default()
+        },
+        lengths: Some(vec![(0.1, 0.98), (0.12, 0.0), (36.0, 0.02)]),
+        ..Default::default()
+    };
+    let long = super::compose::long_waits(&cost).unwrap();
+    assert!((long.waits - 200.0).abs() < 1e-9 && (long.mean_ms - 36.0).abs() < 1e-9);
+    cost.lengths = Some(vec![(0.1, 0.5), (0.1 * LONG_WAIT_RATIO * 0.99, 0.5)]);
+    assert_eq!(super::compose::long_waits(&cost), None);
+    cost.lengths = Some(vec![(0.1, 0.4), (36.0, 0.6)]);
+    assert_eq!(super::compose::long_waits(&cost), None);
+    cost.lengths = None;
+    assert_eq!(super::compose::long_waits(&cost), None);
 }
 
 #[test]
