@@ -838,20 +838,31 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
     assert!((pause.unwrap().mean_wait_ms.unwrap() - 5.0).abs() < 1e-9);
 }
 
+/// An open loop's summary: the uncorrected latency's mean (us), the sends behind schedule, the
+/// most behind (us), and how late the requests at p99 went out (us), if timed.
+fn open_loop(
+    uncorrected_mean_us: f64,
+    behind: u64,
+    max_behind_us: u64,
+    late_at_p99_us: Option<f64>,
+) -> srvprof_loadgen::OpenLoopSummary {
+    srvprof_loadgen::OpenLoopSummary {
+        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
+            mean: uncorrected_mean_us,
+            ..Default::default()
+        },
+        sends_behind_schedule: behind,
+        max_behind_us,
+        late_at_p99_us,
+    }
+}
+
 #[test]
 fn an_open_loops_late_sends_are_the_clients_queue() {
     let (mut load, server, stacks) = threaded(40_000_000, 0);
     // 2 % of the requests sent 25 ms late on average: 0.5 ms a request.
     load.latency_us.mean = 900.0;
-    load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
-        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
-            mean: 400.0,
-            ..Default::default()
-        },
-        sends_behind_schedule: 200,
-        max_behind_us: 40_000,
-        late_at_p99_us: None,
-    });
+    load.open_loop = Some(open_loop(400.0, 200, 40_000, None));
     let a = account_of(&load, &server, &KernelReport::default(), &stacks);
     let queue = &a.parts[0];
     assert_eq!(queue.place, Place::ClientQueue, "{a:?}");
@@ -1048,15 +1059,7 @@ fn a_rare_long_run_on_a_cpu_is_the_slowest_requests_time() {
     let (mut load, mut server, stacks) = threaded(40_000_000, 0);
     load.latency_us.p50 = 450;
     load.latency_us.mean = 1_000.0;
-    load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
-        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
-            mean: 835.0,
-            ..Default::default()
-        },
-        sends_behind_schedule: 50,
-        max_behind_us: 30_000,
-        late_at_p99_us: None,
-    });
+    load.open_loop = Some(open_loop(835.0, 50, 30_000, None));
     // 9,800 runs of 40 us and 200 of 28 ms: 5,992 ms.
     server.threads[0].oncpu_ns = 5_992_000_000;
     let mut runs = crate::record::NsHistogram::default();
@@ -1127,15 +1130,7 @@ fn each_go_pause_takes_its_own_run_out_of_the_cpus_runs() {
 fn the_clients_queue_at_p99_is_what_the_load_generator_timed_there() {
     let (mut load, mut server, stacks) = threaded(40_000_000, 0);
     load.latency_us.mean = 900.0;
-    load.open_loop = Some(srvprof_loadgen::OpenLoopSummary {
-        uncorrected_latency_us: srvprof_loadgen::LatencySummary {
-            mean: 400.0,
-            ..Default::default()
-        },
-        sends_behind_schedule: 200,
-        max_behind_us: 40_000,
-        late_at_p99_us: Some(2_000.0),
-    });
+    load.open_loop = Some(open_loop(400.0, 200, 40_000, Some(2_000.0)));
     server.threads[0].oncpu_ns = 6_000_000_000;
     let a = account_of(&load, &server, &KernelReport::default(), &stacks);
     let queue = (a.parts.iter()).find(|p| p.place == Place::ClientQueue);
