@@ -112,6 +112,10 @@ pub struct GroupHistograms {
     /// it had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pauses: Option<NsHistogram>,
+    /// The server's answers' waits held unsent in its sockets (every kind's), ns, in
+    /// srvprof_common::hist slots; None for the client, or when none was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_holds: Option<NsHistogram>,
 }
 
 pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
@@ -254,6 +258,18 @@ pub fn build(
                             None => h.clone(),
                         })
                         .filter(|h| h.total() > 0),
+                    send_holds: (g == GROUP_SERVER)
+                        .then(|| {
+                            let mut sum = NsHistogram::default();
+                            for (i, e) in last.kernel.send_hold_hist.iter().enumerate() {
+                                sum.add(&match first.kernel.send_hold_hist.get(i) {
+                                    Some(s) => e.minus(s),
+                                    None => e.clone(),
+                                });
+                            }
+                            sum
+                        })
+                        .filter(|h| h.total() > 0),
                 }
             })
             .collect(),
@@ -284,6 +300,9 @@ pub fn build(
             pause_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .and_then(|h| h.pauses.as_ref()),
+            send_hold_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .and_then(|h| h.send_holds.as_ref()),
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

@@ -341,6 +341,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added: lock waits the kernel's map had no room for",
     ),
     (
+        ".lost_events.send_held_map_full",
+        "added: answers held unsent the kernel's map had no room for",
+    ),
+    (
         ".lost_events.outbound_map_full",
         "added: outbound connections the kernel's maps had no room for",
     ),

@@ -85,8 +85,8 @@ pub use stacks::*;
 pub use syscalls::*;
 pub use target::*;
 pub use tcp::{
-    AcceptCount, FdKey, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey, OutboundSocket,
-    TcpResetKey,
+    AcceptCount, FdKey, HeldSend, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey,
+    OutboundSocket, TcpResetKey,
 };
 
 /// Which side of a run a watched process belongs to.
@@ -171,6 +171,8 @@ pub mod lost {
         /// A new connection found ACCEPT_PENDING full, or its first read ACCEPT_QUEUE full: that
         /// connection's wait to be taken is not counted.
         ACCEPT_MAP_FULL = 13, loss;
+        /// A server socket's unsent bytes found SEND_HELD full: that hold is not timed.
+        SEND_HELD_MAP_FULL = 14, loss;
     }
 
     /// Every loss's index and name (upper case, as declared).

@@ -20,6 +20,10 @@ names! {
         ACCEPT_HIST,
         OUTBOUND_WATCH,
         ANSWER_HIST,
+        SEND_HELD,
+        SEND_HELD_COUNT,
+        SEND_HOLDS,
+        SEND_HOLD_HIST,
     ],
     globals: [
         SOCK_STATE_OFFSET,
@@ -56,6 +60,14 @@ names! {
         SOCKET_SK_OFFSET,
         /// inet_connection_sock.icsk_rto (jiffies): the timeout a retransmit ended.
         ICSK_RTO_OFFSET,
+        /// tcp_sock's write_seq (the end of what the application wrote), snd_nxt (of what was
+        /// sent), snd_una (of what was acknowledged), snd_wnd (the peer's window) and mss_cache:
+        /// an answer written but not sent, and why.
+        TCP_WRITE_SEQ_OFFSET,
+        TCP_SND_NXT_OFFSET,
+        TCP_SND_UNA_OFFSET,
+        TCP_SND_WND_OFFSET,
+        TCP_MSS_CACHE_OFFSET,
     ],
 }
 
@@ -173,10 +185,32 @@ pub struct OutboundCount {
 }
 
 /// OUTBOUND_WATCH's bits: the server opened an outbound connection (sends and arriving data
-/// are looked up from then on), and connections open before the programs attached await their
-/// socket (the server's sends look up their descriptor).
+/// are looked up from then on), connections open before the programs attached await their
+/// socket (the server's sends look up their descriptor), and the program that ends an ask at its
+/// answer is attached (a send begins an ask only then).
 pub const WATCH_OPENED: u64 = 1;
 pub const WATCH_OPEN_BEFORE: u64 = 2;
+pub const WATCH_ANSWERS: u64 = 4;
+
+/// Why the server's written bytes wait in its socket, unsent (SEND_HOLDS' and SEND_HOLD_HIST's
+/// entries): less than a segment while earlier data is unacknowledged (Nagle's algorithm), a
+/// segment or more (the congestion window, or the peer's window nearly full), the peer's
+/// window closed.
+pub const HOLD_PARTIAL: u32 = 0;
+pub const HOLD_FULL: u32 = 1;
+pub const HOLD_ZERO_WINDOW: u32 = 2;
+pub const HOLD_KINDS: u32 = 3;
+/// The server's connections with bytes held at once that SEND_HELD can follow.
+pub const MAX_HELD_SENDS: u32 = 16384;
+
+/// SEND_HELD's value: since when a socket's written bytes wait unsent, and why (HOLD_*).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeldSend {
+    pub since_ns: u64,
+    pub kind: u32,
+    pub _pad: u32,
+}
 
 /// ANSWER_HIST's entries: a remote's answers' lengths go in entry `answer_slot(remote)`, shared
 /// by the remotes that hash alike.

@@ -12,8 +12,8 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use srvprof_common::{
-    AcceptCount, FdKey, GROUP_SERVER, HistSlots, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey,
-    OutboundSocket, TcpResetKey, ThreadStats, lost, tcp,
+    AcceptCount, CountTime, FdKey, GROUP_SERVER, HeldSend, HistSlots, MAX_PORTS, OutboundCount,
+    OutboundFd, OutboundKey, OutboundSocket, TcpResetKey, ThreadStats, lost, tcp,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_slot};
@@ -59,6 +59,16 @@ static SOCK_FAMILY_OFFSET: u64 = 0;
 static SOCK_PROTOCOL_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static ICSK_RTO_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_WRITE_SEQ_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_SND_NXT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_SND_UNA_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_SND_WND_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static TCP_MSS_CACHE_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SOCK_DADDR_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
@@ -360,6 +370,9 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         if any_pending() {
             pending_removed(sk as u64);
         }
+        if any_held() && SEND_HELD.remove(&(sk as u64)).is_ok() {
+            count_held(u64::MAX);
+        }
     } else if new == global(&TCP_STATE_ESTABLISHED)
         && old & 0xffff_ffff == global(&TCP_STATE_SYN_RECV)
     {
@@ -540,18 +553,20 @@ fn watch(bit: u64) {
 }
 
 /// sock_send_length(struct sock *sk, int ret, int flags): a socket's send(2), write(2) or
-/// sendmsg(2) returned. On one of the server's outbound connections with no answer pending, an
-/// ask begins. A connection open before the programs attached is found by its descriptor at the
-/// server's first send on it (in the sending syscall's context).
+/// sendmsg(2) returned. On the server's connections, bytes it left unsent begin a hold. On one of
+/// the server's outbound connections with no answer pending, an ask begins. A connection open
+/// before the programs attached is found by its descriptor at the server's first send on it (in
+/// the sending syscall's context).
 #[btf_tracepoint(function = "sock_send_length")]
 pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
-    let watched = watching();
-    if watched == 0 {
-        return 0;
-    }
     let sk: u64 = ctx.arg(0);
     let sent: i32 = ctx.arg(1);
     if sk == 0 || sent <= 0 {
+        return 0;
+    }
+    server_sent(sk as *const u8);
+    let watched = watching();
+    if watched & tcp::WATCH_ANSWERS == 0 {
         return 0;
     }
     let now = unsafe { bpf_ktime_get_ns() };
@@ -564,6 +579,134 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
     }
     if watched & tcp::WATCH_OPEN_BEFORE != 0 {
         found_open_before(sk, now);
+    }
+    0
+}
+
+/// Sockets with bytes held (SEND_HELD) and how long each waited, by why (tcp::HOLD_*).
+#[map]
+static SEND_HELD: HashMap<u64, HeldSend> = HashMap::with_max_entries(tcp::MAX_HELD_SENDS, 0);
+#[map]
+static SEND_HOLDS: PerCpuArray<CountTime> = PerCpuArray::with_max_entries(tcp::HOLD_KINDS, 0);
+#[map]
+static SEND_HOLD_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(tcp::HOLD_KINDS, 0);
+
+/// How many sockets SEND_HELD holds: at 0, as on a server whose answers leave at once, an arriving
+/// segment costs one load, not a hash lookup.
+#[map]
+static SEND_HELD_COUNT: Array<u64> = Array::with_max_entries(1, 0);
+
+#[inline(always)]
+fn any_held() -> bool {
+    SEND_HELD_COUNT
+        .get(0)
+        .is_some_and(|n| unsafe { core::ptr::read_volatile(n) } != 0)
+}
+
+#[inline(always)]
+fn count_held(delta: u64) {
+    use core::intrinsics::{AtomicOrdering, atomic_xadd};
+    if let Some(n) = SEND_HELD_COUNT.get_ptr_mut(0) {
+        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(n, delta) };
+    }
+}
+
+/// A send on one of the server's TCP connections: bytes it left unsent (write_seq past snd_nxt)
+/// begin a hold, which an ACK letting them go ends (tcp_probe); a send that leaves none ends one
+/// (a cork released).
+#[inline(always)]
+fn server_sent(sk: *const u8) {
+    const IPPROTO_TCP: u16 = 6;
+    let local: u16 = read_field(sk, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
+    if !server_port(local) {
+        return;
+    }
+    let protocol: u16 = read_field(sk, global(&SOCK_PROTOCOL_OFFSET)).unwrap_or(0);
+    if protocol != IPPROTO_TCP {
+        return;
+    }
+    let write_seq: u32 = read_field(sk, global(&TCP_WRITE_SEQ_OFFSET)).unwrap_or(0);
+    let snd_nxt: u32 = read_field(sk, global(&TCP_SND_NXT_OFFSET)).unwrap_or(0);
+    let id = sk as u64;
+    if write_seq == snd_nxt {
+        if any_held() {
+            hold_ended(id, unsafe { bpf_ktime_get_ns() });
+        }
+        return;
+    }
+    if any_held() && unsafe { SEND_HELD.get(&id) }.is_some() {
+        return;
+    }
+    let snd_wnd: u32 = read_field(sk, global(&TCP_SND_WND_OFFSET)).unwrap_or(1);
+    let mss: u32 = read_field(sk, global(&TCP_MSS_CACHE_OFFSET)).unwrap_or(0);
+    let kind = if snd_wnd == 0 {
+        tcp::HOLD_ZERO_WINDOW
+    } else if write_seq.wrapping_sub(snd_nxt) < mss {
+        tcp::HOLD_PARTIAL
+    } else {
+        tcp::HOLD_FULL
+    };
+    let held = HeldSend {
+        since_ns: unsafe { bpf_ktime_get_ns() },
+        kind,
+        _pad: 0,
+    };
+    if SEND_HELD.insert(&id, &held, BPF_NOEXIST as u64).is_ok() {
+        count_held(1);
+    } else if unsafe { SEND_HELD.get(&id) }.is_none() {
+        count_lost(lost::SEND_HELD_MAP_FULL);
+    }
+}
+
+/// The bytes held on a socket went out: counted with their wait, by why they waited.
+#[inline(always)]
+fn hold_ended(id: u64, now: u64) {
+    let Some(held) = (unsafe { SEND_HELD.get(&id) }).copied() else {
+        return;
+    };
+    if SEND_HELD.remove(&id).is_err() {
+        return;
+    }
+    count_held(u64::MAX);
+    let waited = now.saturating_sub(held.since_ns);
+    let kind = match held.kind < tcp::HOLD_KINDS {
+        true => held.kind,
+        false => tcp::HOLD_FULL,
+    };
+    if let Some(c) = SEND_HOLDS.get_ptr_mut(kind) {
+        unsafe {
+            (*c).count += 1;
+            (*c).total_ns += waited;
+        }
+    }
+    record(&SEND_HOLD_HIST, kind, waited);
+}
+
+/// tcp_probe(const struct sock *sk, const struct sk_buff *skb): a segment arrived on an
+/// established connection, before TCP takes it in (its header at skb->data). On a server socket
+/// with bytes held, an ACK of new data (for a closed window, a window opened) lets them go.
+#[btf_tracepoint(function = "tcp_probe")]
+pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
+    if !any_held() {
+        return 0;
+    }
+    let sk: u64 = ctx.arg(0);
+    let skb: *const u8 = ctx.arg(1);
+    let Some(held) = (unsafe { SEND_HELD.get(&sk) }).copied() else {
+        return 0;
+    };
+    let Some(th) = read_field::<*const u8>(skb, global(&SKB_DATA_OFFSET)) else {
+        return 0;
+    };
+    let released = if held.kind == tcp::HOLD_ZERO_WINDOW {
+        read_field::<u16>(th, 14).is_some_and(|window| window != 0)
+    } else {
+        let ack = u32::from_be(read_field::<u32>(th, 8).unwrap_or(0));
+        let una: u32 = read_field(sk as *const u8, global(&TCP_SND_UNA_OFFSET)).unwrap_or(ack);
+        ack.wrapping_sub(una) as i32 > 0
+    };
+    if released {
+        hold_ended(sk, unsafe { bpf_ktime_get_ns() });
     }
     0
 }

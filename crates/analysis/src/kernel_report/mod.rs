@@ -35,7 +35,10 @@ pub use memory::MemoryReport;
 pub use pauses::PauseReport;
 pub use runq_holders::{RunqHolderReport, TOP_RUNQ_HOLDERS};
 pub use sampling::{Basis, traced_fraction, traced_share, traced_share_by};
-pub use tcp::{AcceptQueuePort, AcceptQueueReport, HostTcpReport, ResetReport, TcpReport};
+pub use tcp::{
+    AcceptQueuePort, AcceptQueueReport, HOLD_KIND_NAMES, HostTcpReport, ResetReport, SendHoldKind,
+    SendHoldReport, TcpReport,
+};
 
 /// How often one thread woke a watched thread in the span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -558,6 +561,51 @@ mod tests {
         assert_eq!(
             (client.tcp.syn_timeout_ms, client.tcp.rto_ms),
             (None, Some(4_000.0))
+        );
+    }
+
+    /// The server's answers held unsent between two readings, by why, most waited first, with the
+    /// host's delayed ACKs beside them; a kind with none is left out, the client has none, and a
+    /// span with no hold has no figure.
+    #[test]
+    fn answers_held_unsent_are_counted_by_why_with_the_hosts_delayed_acks() {
+        use crate::record::{CountNs, NsHistogram};
+        let mut start = sample(0, None, ct(0, 0), 0);
+        let mut end = sample(1_000_000_000, None, ct(0, 0), 0);
+        let held = |count, total_ns| CountNs { count, total_ns };
+        start.kernel.send_holds = vec![held(10, 400_000_000), held(0, 0), held(1, 5)];
+        end.kernel.send_holds = vec![held(110, 4_400_000_000), held(3, 300_000), held(1, 5)];
+        let mut lengths = NsHistogram::default();
+        lengths.slots[srvprof_common::hist::slot_of(40_000_000) as usize] = 100;
+        start.kernel.send_hold_hist = vec![NsHistogram::default(); 3];
+        end.kernel.send_hold_hist = vec![lengths, NsHistogram::default(), NsHistogram::default()];
+        start.net_mib.insert("TcpExt:DelayedACKs".into(), 7);
+        end.net_mib.insert("TcpExt:DelayedACKs".into(), 107);
+        let holds = kernel_report(&start, &end, GROUP_SERVER, &[])
+            .tcp
+            .send_holds;
+        let holds = holds.expect("held answers");
+        let kinds: Vec<(&str, u64, u64)> = (holds.by_kind.iter())
+            .map(|k| (k.kind.as_str(), k.holds, k.wait_ns))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("partial_segment", 100, 4_000_000_000),
+                ("full_segments", 3, 300_000)
+            ]
+        );
+        assert_eq!((holds.holds(), holds.wait_ns()), (103, 4_000_300_000));
+        assert_eq!(holds.delayed_acks, 100);
+        let p99 = holds.by_kind[0].p99_ms;
+        assert!((40.0..=50.0).contains(&p99), "{p99}");
+        let client = kernel_report(&start, &end, srvprof_common::GROUP_CLIENT, &[]);
+        assert_eq!(client.tcp.send_holds, None);
+        assert_eq!(
+            kernel_report(&start, &start, GROUP_SERVER, &[])
+                .tcp
+                .send_holds,
+            None
         );
     }
 

@@ -53,6 +53,81 @@ pub struct TcpReport {
     /// connection is read); None for the client, or when not timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_queue: Option<AcceptQueueReport>,
+    /// The server's answers written but held in its sockets until an ACK let them go; None for
+    /// the client, or when none was held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_holds: Option<SendHoldReport>,
+}
+
+/// The server's written bytes that waited in its sockets, unsent, in the span: a send left them
+/// there (tcp_sock's write_seq past snd_nxt) until an arriving ACK let them go.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendHoldReport {
+    /// By why they waited, most waited first.
+    pub by_kind: Vec<SendHoldKind>,
+    /// TcpExt:DelayedACKs: ACKs the host sent late, by the delayed-ACK timer (a client on this
+    /// host delaying its ACK of an answer's first part is what Nagle's algorithm waits for).
+    pub delayed_acks: u64,
+}
+
+impl SendHoldReport {
+    pub fn holds(&self) -> u64 {
+        self.by_kind.iter().map(|k| k.holds).sum()
+    }
+
+    pub fn wait_ns(&self) -> u64 {
+        self.by_kind.iter().map(|k| k.wait_ns).sum()
+    }
+}
+
+/// The server's bytes held for one reason, and their waits.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SendHoldKind {
+    /// "partial_segment": less than a segment held while earlier data was unacknowledged
+    /// (Nagle's algorithm); "full_segments": a segment or more (the congestion window, or the
+    /// peer's window nearly full); "zero_window": the peer's window closed.
+    pub kind: String,
+    pub holds: u64,
+    pub wait_ns: u64,
+    /// The waits' 99th percentile and longest (ms), from their histogram.
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Each tcp::HOLD_* kind's name in run.json.
+pub const HOLD_KIND_NAMES: [&str; tcp::HOLD_KINDS as usize] =
+    ["partial_segment", "full_segments", "zero_window"];
+
+/// The server's bytes held unsent between two readings, by why; None when none was.
+fn send_holds(start: &Reading, end: &Reading) -> Option<SendHoldReport> {
+    let ms = |ns: Option<u64>| ns.map_or(0.0, |ns| ns as f64 / 1e6);
+    let mut by_kind: Vec<SendHoldKind> = (HOLD_KIND_NAMES.iter().enumerate())
+        .filter_map(|(i, name)| {
+            let e = end.kernel.send_holds.get(i)?;
+            let s = start.kernel.send_holds.get(i).copied().unwrap_or_default();
+            let hist = match (
+                end.kernel.send_hold_hist.get(i),
+                start.kernel.send_hold_hist.get(i),
+            ) {
+                (Some(e), Some(s)) => e.minus(s),
+                (Some(e), None) => e.clone(),
+                _ => Default::default(),
+            };
+            Some(SendHoldKind {
+                kind: name.to_string(),
+                holds: e.count.saturating_sub(s.count),
+                wait_ns: e.total_ns.saturating_sub(s.total_ns),
+                p99_ms: ms(hist.quantile_ns(0.99)),
+                max_ms: ms(hist.max_ns()),
+            })
+        })
+        .filter(|k| k.holds > 0)
+        .collect();
+    by_kind.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.kind.cmp(&b.kind)));
+    (!by_kind.is_empty()).then(|| SendHoldReport {
+        by_kind,
+        delayed_acks: mib_delta(end, start, "TcpExt:DelayedACKs"),
+    })
 }
 
 /// New connections the server took in the span and their waits to be taken.
@@ -253,6 +328,9 @@ pub(super) fn tcp_report(start: &Reading, end: &Reading, group: u32) -> TcpRepor
         resets,
         accept_queue: (group == GROUP_SERVER)
             .then(|| accept_queue(start, end))
+            .flatten(),
+        send_holds: (group == GROUP_SERVER)
+            .then(|| send_holds(start, end))
             .flatten(),
     }
 }

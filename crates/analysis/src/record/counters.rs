@@ -261,6 +261,12 @@ pub struct KernelCounters {
     /// Those waits' lengths (ns), every port's.
     #[serde(default)]
     pub accept_hist: NsHistogram,
+    /// The server's written bytes held unsent in its sockets until an ACK let them go, and
+    /// their waits' lengths (ns), by why (srvprof_common::tcp::HOLD_*).
+    #[serde(default)]
+    pub send_holds: Vec<CountNs>,
+    #[serde(default)]
+    pub send_hold_hist: Vec<NsHistogram>,
     /// Indexed by srvprof_common::lost.
     pub lost: Vec<u64>,
 }
@@ -306,6 +312,8 @@ impl KernelCounters {
             tcp_resets: Vec::new(),
             accept_waits: Vec::new(),
             accept_hist: NsHistogram::default(),
+            send_holds: Vec::new(),
+            send_hold_hist: Vec::new(),
             lost: vec![0; lost::COUNT as usize],
         }
     }

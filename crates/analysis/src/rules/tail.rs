@@ -42,9 +42,12 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
         true => p.share >= RANKED_TAIL_SHARE,
         false => p.share >= MEDIAN_WAIT_SHARE && p.tail_ms >= MIN_TAIL_MS,
     };
-    // A thread's wait, or connections' in an accept queue while the thread that takes them waits.
+    // A thread's wait, connections' in an accept queue while the thread that takes them waits,
+    // or answers held in the server's sockets.
+    let in_queue =
+        |p: &TailPart| matches!(p.resource, Some(Resource::AcceptQueue | Resource::HeldSend));
     let part = (a.parts.iter())
-        .filter(|p| p.place == Place::Blocked || p.resource == Some(Resource::AcceptQueue))
+        .filter(|p| p.place == Place::Blocked || in_queue(p))
         .filter(named)
         .filter(|p| !matches!(p.resource, None | Some(Resource::Unknown)))
         .find(|p| !p.resource.is_some_and(|res| named_by_a_rule(res, r)))?;
@@ -204,6 +207,22 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
             resource.fix()
         );
     }
+    if resource == Resource::HeldSend {
+        let why = part
+            .kernel
+            .as_deref()
+            .map_or(String::new(), |k| format!(": {k}"));
+        return format!(
+            "the server's answers waited in its sockets, written but not sent{why}: that wait is {:.0}% of p99 ({:.1} ms, {median}); {:.0} answers waited {:.2} ms on average{often}, {:.2} ms a request; {:.0}% of p99 is not accounted for. Fix: {}",
+            part.share * 100.0,
+            a.p99_ms,
+            part.waits.unwrap_or(0.0),
+            part.mean_wait_ms.unwrap_or(0.0),
+            part.per_request_ms,
+            a.unaccounted_share * 100.0,
+            resource.fix()
+        );
+    }
     let what = match (resource, &part.held_by) {
         (Resource::Service, Some(at)) => format!("{}, at {at}", resource.label()),
         (Resource::Pipe | Resource::UnixSocket, Some(end)) => {
@@ -292,8 +311,26 @@ pub(super) mod tests {
             ("not skewed, under MEDIAN_WAIT_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE - 0.01, 46.0)), nothing()),
             ("an unknown wait", run(30.0, blocked(Resource::Unknown, 0.9, 30.0)), nothing()),
             ("on a CPU, not blocked", run(30.0, TailPart { place: Place::OnCpu, ..blocked(Resource::Pipe, 0.9, 30.0) }), nothing()),
+            // Every answer held 43 ms in its socket for the client's delayed ACK.
+            ("not skewed, answers held unsent", run_at(44.0, 46.0, held(43.0 / 46.0, 46.0)), waits(43.0 / 46.0, 46.0)),
+            ("answers held, under RANKED_TAIL_SHARE", run(30.0, held(at - 0.01, 30.0)), nothing()),
+            ("lost segments, not held ones", run(30.0, TailPart { resource: Some(Resource::Retransmit), ..held(0.9, 30.0) }), nothing()),
         ];
         Table::new(tail_wait, cases)
+    }
+
+    /// Answers held in the server's sockets: the network's, no thread waiting.
+    fn held(share: f64, p99_ms: f64) -> TailPart {
+        TailPart {
+            place: Place::Network,
+            resource: Some(Resource::HeldSend),
+            kernel: Some("less than a segment, held by Nagle's algorithm".into()),
+            function: None,
+            threads: Vec::new(),
+            waits: Some(100.0),
+            mean_wait_ms: Some(share * p99_ms),
+            ..blocked(Resource::HeldSend, share, p99_ms)
+        }
     }
 
     fn on_cpu(share: f64, p99_ms: f64) -> TailPart {

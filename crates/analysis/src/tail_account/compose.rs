@@ -236,6 +236,48 @@ fn pauses(
     })
 }
 
+/// The server's answers written but held in its sockets until an ACK let them go: each held
+/// answer's request waited that long with no thread involved (its thread already back at its
+/// next read). Named by the reason that held the most time: Nagle's algorithm waiting for the
+/// client's delayed ACK of the answer's first part, the congestion window, a closed window.
+fn held_sends(server: &KernelReport, lengths: Option<&NsHistogram>, n: u64) -> Option<Cost> {
+    let holds = server.tcp.send_holds.as_ref()?;
+    let (count, wait_ns) = (holds.holds(), holds.wait_ns());
+    if count == 0 || wait_ns == 0 {
+        return None;
+    }
+    let mean_wait_ms = wait_ns as f64 / 1e6 / count as f64;
+    let top = holds.by_kind.first()?;
+    let why = match top.kind.as_str() {
+        "partial_segment" => {
+            "less than a segment, held by Nagle's algorithm until the client acknowledged the answer's first part"
+        }
+        "zero_window" => "held while the client's receive window was closed",
+        _ => "whole segments, held by the congestion window or the client's receive window",
+    };
+    let delayed = match holds.delayed_acks {
+        0 => String::new(),
+        k => format!("; the host's delayed-ACK timer sent {k} ACKs late (TcpExt:DelayedACKs)"),
+    };
+    Some(Cost {
+        part: TailPart {
+            place: Place::Network,
+            resource: Some(Resource::HeldSend),
+            kernel: Some(format!("{why}{delayed}")),
+            waits: Some(count as f64),
+            mean_wait_ms: Some(mean_wait_ms),
+            requests_delayed: 1.0,
+            per_request_ms: wait_ns as f64 / 1e6 / n as f64,
+            ..Default::default()
+        },
+        uniform: false,
+        affected: Some((count as f64 / n as f64).min(1.0)),
+        each_ms: None,
+        pinned_ms: None,
+        lengths: lengths.and_then(|h| lengths_of(h, mean_wait_ms)),
+    })
+}
+
 /// Steps of a pause's rest a request waits (from none to a whole mean pause).
 pub const PAUSE_STEPS: usize = 10;
 
@@ -284,6 +326,9 @@ pub struct Inputs<'a> {
     pub accept_lengths: Option<&'a NsHistogram>,
     /// The server's stop-the-world pauses in the measured span (hist slots, ns).
     pub pause_lengths: Option<&'a NsHistogram>,
+    /// The server's answers' waits held unsent in its sockets in the measured span (hist slots,
+    /// ns).
+    pub send_hold_lengths: Option<&'a NsHistogram>,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -345,6 +390,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         oncpu_run_lengths,
         accept_lengths,
         pause_lengths,
+        send_hold_lengths,
         ..
     } = input;
     let n = load.completed;
@@ -673,6 +719,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 lengths: None,
             });
         }
+    }
+    if let Some(cost) = held_sends(server, send_hold_lengths, n) {
+        costs.push(cost);
     }
     // A thread asleep reading a connection the server opened waits for that service's answer, in
     // a request: the kernel timed each such sleep (a thread per connection's read looks like

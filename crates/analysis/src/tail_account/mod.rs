@@ -114,6 +114,9 @@ pub enum Resource {
     /// A runtime's stop-the-world pause: every thread of the process stopped (the runtime is the
     /// part's `held_by`).
     Pause,
+    /// An answer written but held in the server's socket until an ACK let it go (why: the part's
+    /// `kernel`).
+    HeldSend,
 }
 
 impl Resource {
@@ -139,6 +142,7 @@ impl Resource {
             Resource::Service => "a service it calls",
             Resource::AcceptQueue => "the accept queue",
             Resource::Pause => "a stop-the-world pause",
+            Resource::HeldSend => "an answer held in its socket",
         }
     }
 
@@ -176,6 +180,9 @@ impl Resource {
             }
             Resource::Pause => {
                 "the runtime stops every thread: allocate less, tune its collector, or find what keeps it from a safepoint"
+            }
+            Resource::HeldSend => {
+                "write each answer in one call (writev), or set TCP_NODELAY on the server's connections so a small last part is not held for an ACK"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
@@ -268,6 +275,13 @@ impl TailPart {
                         "connections waiting in {queue} while the thread that accepts them was busy: {h}"
                     ),
                     None => format!("connections waiting in {queue}"),
+                }
+            }
+            Place::Network if self.resource == Some(Resource::HeldSend) => {
+                let why = self.kernel.as_deref().map_or(String::new(), |k| format!(": {k}"));
+                match self.mean_wait_ms {
+                    Some(ms) => format!("answers held unsent in the server's sockets{why}; each {ms:.1} ms"),
+                    None => format!("answers held unsent in the server's sockets{why}"),
                 }
             }
             Place::Network => match (&self.kernel, self.mean_wait_ms) {

@@ -22,6 +22,7 @@ fn account_of(
         oncpu_run_lengths: None,
         accept_lengths: None,
         pause_lengths: None,
+        send_hold_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks,
@@ -468,6 +469,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
             oncpu_run_lengths: None,
             accept_lengths: Some(&lengths),
             pause_lengths: None,
+            send_hold_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -575,6 +577,53 @@ fn resent_syns_are_the_networks_part_by_the_kernels_timeout() {
     assert!(
         net.describe()
             .contains("SYNs retransmitted to the server, each resent after 1000 ms")
+    );
+}
+
+/// Answers written in two parts on connections with Nagle's algorithm on: every one held 44 ms
+/// for the client's delayed ACK (the median is slow too), or one in 50 (the tail). The held
+/// answers are the network's part, each delaying its own request by its length, with the
+/// kernel's reason and the host's delayed ACKs in its words; none held, no part.
+#[test]
+fn answers_held_unsent_are_the_networks_part_by_their_own_lengths() {
+    use crate::kernel_report::{SendHoldKind, SendHoldReport};
+    let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+    let held = |holds: u64| SendHoldReport {
+        by_kind: vec![SendHoldKind {
+            kind: "partial_segment".into(),
+            holds,
+            wait_ns: holds * 44_000_000,
+            p99_ms: 50.0,
+            max_ms: 50.0,
+        }],
+        delayed_acks: holds,
+    };
+    (load.latency_us.p50, load.latency_us.p99) = (44_100, 44_900);
+    server.tcp.send_holds = Some(held(10_000));
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let net = &a.parts[0];
+    assert_eq!(net.resource, Some(Resource::HeldSend), "{a:?}");
+    assert!((net.per_request_ms - 44.0).abs() < 1e-9, "{net:?}");
+    assert!(net.share >= 0.9, "{a:?}");
+    let words = net.describe();
+    assert!(words.contains("Nagle's algorithm"), "{words}");
+    assert!(words.contains("sent 10000 ACKs late"), "{words}");
+    assert!(words.ends_with("each 44.0 ms"), "{words}");
+    // One answer in 50: the median untouched, p99 one of them.
+    (load.latency_us.p50, load.latency_us.p99) = (100, 44_200);
+    server.tcp.send_holds = Some(held(200));
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let net = &a.parts[0];
+    assert_eq!(net.resource, Some(Resource::HeldSend), "{a:?}");
+    assert!((net.per_request_ms - 0.88).abs() < 1e-9, "{net:?}");
+    assert!(net.share >= 0.9, "{a:?}");
+    server.tcp.send_holds = None;
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert!(
+        a.parts
+            .iter()
+            .all(|p| p.resource != Some(Resource::HeldSend)),
+        "{a:?}"
     );
 }
 
@@ -810,6 +859,7 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
         oncpu_run_lengths: None,
         accept_lengths: None,
         pause_lengths: Some(&lengths),
+        send_hold_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks: &stacks,
@@ -1074,6 +1124,7 @@ fn a_rare_long_run_on_a_cpu_is_the_slowest_requests_time() {
             oncpu_run_lengths: runs,
             accept_lengths: None,
             pause_lengths: None,
+            send_hold_lengths: None,
             server_cpu_us: 599.2,
             client_cpu_us: 10.0,
             stacks: &stacks,

@@ -50,6 +50,13 @@ pub struct KernelOffsets {
     /// inet_connection_sock.icsk_rto: a TCP socket's retransmission timeout (jiffies); struct
     /// sock starts inet_connection_sock, so it is an offset from the socket.
     pub icsk_rto: u64,
+    /// tcp_sock's write_seq, snd_nxt, snd_una, snd_wnd and mss_cache (offsets from the socket:
+    /// struct tcp_sock starts with struct sock): bytes written and not sent, and why.
+    pub tcp_write_seq: u64,
+    pub tcp_snd_nxt: u64,
+    pub tcp_snd_una: u64,
+    pub tcp_snd_wnd: u64,
+    pub tcp_mss_cache: u64,
 }
 
 /// Names of the kernel's TCP numbers, read from its BTF enums: TCP states (an anonymous enum
@@ -167,6 +174,11 @@ impl KernelOffsets {
             file_private_data: field(&["file", "private_data"])?,
             socket_sk: field(&["socket", "sk"])?,
             icsk_rto: field(&["inet_connection_sock", "icsk_rto"])?,
+            tcp_write_seq: field(&["tcp_sock", "write_seq"])?,
+            tcp_snd_nxt: field(&["tcp_sock", "snd_nxt"])?,
+            tcp_snd_una: field(&["tcp_sock", "snd_una"])?,
+            tcp_snd_wnd: field(&["tcp_sock", "snd_wnd"])?,
+            tcp_mss_cache: field(&["tcp_sock", "mss_cache"])?,
         })
     }
 }

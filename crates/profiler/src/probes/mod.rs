@@ -229,6 +229,11 @@ impl Probes {
             .override_global(globals::SOCK_FAMILY_OFFSET, &offsets.sock_family, true)
             .override_global(globals::SOCK_PROTOCOL_OFFSET, &offsets.sock_protocol, true)
             .override_global(globals::ICSK_RTO_OFFSET, &offsets.icsk_rto, true)
+            .override_global(globals::TCP_WRITE_SEQ_OFFSET, &offsets.tcp_write_seq, true)
+            .override_global(globals::TCP_SND_NXT_OFFSET, &offsets.tcp_snd_nxt, true)
+            .override_global(globals::TCP_SND_UNA_OFFSET, &offsets.tcp_snd_una, true)
+            .override_global(globals::TCP_SND_WND_OFFSET, &offsets.tcp_snd_wnd, true)
+            .override_global(globals::TCP_MSS_CACHE_OFFSET, &offsets.tcp_mss_cache, true)
             .override_global(globals::SOCK_DADDR_OFFSET, &offsets.sock_daddr, true)
             .override_global(globals::SOCK_V6_DADDR_OFFSET, &offsets.sock_v6_daddr, true)
             .override_global(globals::TASK_FILES_OFFSET, &offsets.task_files, true)
@@ -293,10 +298,11 @@ impl Probes {
                 continue;
             }
             // Attached by AcceptTiming, at once or while the server takes new connections; the
-            // answer programs by AnswerTiming, once the server has an outbound connection.
+            // answer and hold programs by LateTiming, once they have something to time.
             let windowed = (window.is_some() && windowed_programs.contains(&program))
                 || program == tcp::ACCEPT_PROGRAM
-                || tcp::ANSWER_PROGRAMS.contains(&program);
+                || tcp::ANSWER_PROGRAMS.contains(&program)
+                || tcp::HOLD_PROGRAMS.contains(&program);
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())
@@ -367,7 +373,7 @@ impl Probes {
             tcp: tcp::TcpReader {
                 names: tcp_names,
                 accept,
-                answers: tcp::AnswerTiming::new(!targets.skip.contains(&Family::Tcp)),
+                late: tcp::LateTiming::new(!targets.skip.contains(&Family::Tcp)),
             },
             disk_paths: Default::default(),
             accounting: Default::default(),
@@ -447,7 +453,14 @@ impl Probes {
     ) -> Result<(), SrvprofError> {
         tcp::add_outbound_fds(&mut self.ebpf, open)?;
         // Their asks are timed from now.
-        self.tcp.answers.follow(&mut self.ebpf)
+        self.tcp.late.attach_answers(&mut self.ebpf)
+    }
+
+    /// The namespaces' TCP counters at a reading (HOLD_TRACES' sum): the programs that time
+    /// answers held unsent attach once it grows.
+    pub fn follow_holds(&mut self, traces: u64) -> Result<(), SrvprofError> {
+        let now = crate::clock::monotonic_ns();
+        self.tcp.late.follow_holds(&mut self.ebpf, traces, now)
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.

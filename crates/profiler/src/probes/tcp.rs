@@ -7,14 +7,14 @@ use aya::{
     programs::tp_btf::BtfTracePointLinkId,
 };
 use srvprof_common::{
-    AcceptCount, FdKey, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp,
+    AcceptCount, CountTime, FdKey, OutboundCount, OutboundFd, OutboundKey, TcpResetKey, maps, tcp,
 };
 
 use super::btf_offsets::TcpNames;
 use super::{attach_loaded, btf_program, map_error, map_mut, map_ref, read_histograms};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::NsHistogram;
-use srvprof_analysis::record::{AcceptWaitCount, KernelCounters, TcpResetCount};
+use srvprof_analysis::record::{AcceptWaitCount, CountNs, KernelCounters, TcpResetCount};
 
 /// The programs attached by the probes' loop, each to the BTF tracepoint of its name
 /// (ACCEPT_PROGRAM by AcceptTiming).
@@ -27,13 +27,31 @@ pub const PROGRAMS: &[&str] = &[
     "inet_sock_set_state",
     ANSWER_PROGRAMS[0],
     ANSWER_PROGRAMS[1],
+    HOLD_PROGRAMS[1],
 ];
 
 /// The programs that time the server's asks to its dependencies until answered: they run at
 /// every socket send and every arrival of data on the host (about 70 ns a call each, two of each
 /// a request on loopback), so they are attached only once the server has an outbound
-/// connection (AnswerTiming).
+/// connection (LateTiming); sock_send_length begins asks only once sk_data_ready is attached.
 pub const ANSWER_PROGRAMS: [&str; 2] = ["sock_send_length", "sk_data_ready"];
+
+/// The programs that time the server's answers held unsent: they run at every socket send and
+/// every arriving segment on the host (about 230 and 80 ns a call), so they are attached only
+/// once the kernel's counters show a hold's trace (LateTiming::follow_holds).
+pub const HOLD_PROGRAMS: [&str; 2] = ["sock_send_length", "tcp_probe"];
+
+/// The namespace counters whose growth attaches HOLD_PROGRAMS: ACKs sent late by the delayed-ACK
+/// timer (what Nagle's algorithm waits for), window probes sent to a closed window, and closed
+/// windows advertised. A host's other connections (an interactive ssh) make a few a second.
+pub const HOLD_TRACES: [&str; 3] = [
+    "TcpExt:DelayedACKs",
+    "TcpExt:TCPWinProbe",
+    "TcpExt:TCPToZeroWindowAdv",
+];
+/// HOLD_TRACES' growth a second that attaches HOLD_PROGRAMS: more than a host's other
+/// connections make, less than one answer in 50 held at 250 requests a second.
+pub const HOLD_TRACES_PER_S: f64 = 5.0;
 
 /// The program that ends a new connection's wait to be taken, at its first read (attached as
 /// ProbeTargets::accept_waits says).
@@ -75,7 +93,7 @@ pub struct TcpReader {
     /// The kernel's names of TCP states and reset reasons.
     pub names: TcpNames,
     pub accept: AcceptTiming,
-    pub answers: AnswerTiming,
+    pub late: LateTiming,
 }
 
 impl TcpReader {
@@ -85,36 +103,42 @@ impl TcpReader {
         counters: &mut KernelCounters,
     ) -> Result<(), SrvprofError> {
         // Before the outbound connections are read: what the reading counts is from here on.
-        self.answers.follow(ebpf)?;
+        self.late.follow_answers(ebpf)?;
         read(ebpf, &self.names, counters)?;
         read_accepts(ebpf, counters)?;
+        read_send_holds(ebpf, counters)?;
         let handshakes = tcp::index(tcp::SIDE_SERVER, tcp::HANDSHAKES);
         (self.accept).follow(ebpf, counters.tcp[handshakes as usize])
     }
 }
 
-/// ANSWER_PROGRAMS' attachment: loaded with the others, attached at the first reading (or look)
-/// that finds the server opened or holds an outbound connection, and left attached. An ask
-/// begun before is not counted (its answer finds none pending).
-pub struct AnswerTiming {
+/// The programs attached after the others, each once and left attached: ANSWER_PROGRAMS at the
+/// first reading (or look) that finds the server opened or holds an outbound connection (an ask
+/// begun before is not counted: its answer finds none pending), HOLD_PROGRAMS at the first
+/// reading that finds HOLD_TRACES grown (holds before are not counted).
+pub struct LateTiming {
     /// Loaded (the tcp family was not left out).
     pub loaded: bool,
     links: Vec<(&'static str, BtfTracePointLinkId)>,
+    /// HOLD_TRACES' sum at the last look, and when (CLOCK_MONOTONIC ns).
+    hold_traces: Option<(u64, u64)>,
 }
 
-impl AnswerTiming {
+impl LateTiming {
     pub fn new(loaded: bool) -> Self {
         Self {
             loaded,
             links: Vec::new(),
+            hold_traces: None,
         }
     }
 
-    pub fn attach(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
-        if !self.loaded || !self.links.is_empty() {
-            return Ok(());
-        }
-        for program in ANSWER_PROGRAMS {
+    /// Attaches those of `programs` not attached yet.
+    fn attach(&mut self, ebpf: &mut Ebpf, programs: &[&'static str]) -> Result<(), SrvprofError> {
+        for &program in programs {
+            if !self.loaded || self.links.iter().any(|(p, _)| *p == program) {
+                continue;
+            }
             let prog = btf_program(ebpf, program)?;
             self.links
                 .push((program, attach_loaded(prog, program, program)?));
@@ -122,16 +146,50 @@ impl AnswerTiming {
         Ok(())
     }
 
-    /// Attached once the kernel says the server has an outbound connection (OUTBOUND_WATCH).
-    pub fn follow(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
-        if !self.loaded || !self.links.is_empty() {
+    pub fn answers_attached(&self) -> bool {
+        self.links.iter().any(|(p, _)| *p == ANSWER_PROGRAMS[1])
+    }
+
+    pub fn attach_answers(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if !self.loaded || self.answers_attached() {
+            return Ok(());
+        }
+        self.attach(ebpf, &ANSWER_PROGRAMS)?;
+        let mut watch: Array<&mut MapData, u64> = map_mut(ebpf, maps::OUTBOUND_WATCH)?;
+        let bits = watch.get(&0, 0).unwrap_or(0) | tcp::WATCH_ANSWERS;
+        (watch.set(0, bits, 0)).map_err(|e| map_error(maps::OUTBOUND_WATCH, e))
+    }
+
+    /// ANSWER_PROGRAMS attached once the kernel says the server has an outbound connection
+    /// (OUTBOUND_WATCH).
+    pub fn follow_answers(&mut self, ebpf: &mut Ebpf) -> Result<(), SrvprofError> {
+        if !self.loaded || self.answers_attached() {
             return Ok(());
         }
         let watch: Array<&MapData, u64> = map_ref(ebpf, maps::OUTBOUND_WATCH)?;
-        if watch.get(&0, 0).unwrap_or(0) != 0 {
-            self.attach(ebpf)?;
+        if watch.get(&0, 0).unwrap_or(0) & tcp::WATCH_OPENED != 0 {
+            self.attach_answers(ebpf)?;
         }
         Ok(())
+    }
+
+    /// HOLD_PROGRAMS attached once HOLD_TRACES' sum (`traces`, from the namespaces' counters at
+    /// `now_ns`) grew HOLD_TRACES_PER_S since the last look.
+    pub fn follow_holds(
+        &mut self,
+        ebpf: &mut Ebpf,
+        traces: u64,
+        now_ns: u64,
+    ) -> Result<(), SrvprofError> {
+        let grew = self.hold_traces.is_some_and(|(before, then)| {
+            let secs = now_ns.saturating_sub(then) as f64 / 1e9;
+            traces.saturating_sub(before) as f64 >= HOLD_TRACES_PER_S * secs.max(0.1)
+        });
+        self.hold_traces = Some((traces, now_ns));
+        match grew {
+            true => self.attach(ebpf, &HOLD_PROGRAMS),
+            false => Ok(()),
+        }
     }
 }
 
@@ -213,6 +271,24 @@ fn read_accepts(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), Srvpro
     counters.accept_waits.sort_by_key(|a| a.port);
     let lengths = read_histograms(ebpf, maps::ACCEPT_HIST, 1)?;
     counters.accept_hist = lengths.into_iter().next().unwrap_or_default();
+    Ok(())
+}
+
+/// The server's bytes held unsent so far, and their waits' lengths, by why they waited.
+fn read_send_holds(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+    let map: PerCpuArray<&MapData, CountTime> = map_ref(ebpf, maps::SEND_HOLDS)?;
+    counters.send_holds = (0..tcp::HOLD_KINDS)
+        .map(|kind| {
+            let per_cpu = map
+                .get(&kind, 0)
+                .map_err(|e| map_error(maps::SEND_HOLDS, e))?;
+            Ok(CountNs {
+                count: per_cpu.iter().map(|c| c.count).sum(),
+                total_ns: per_cpu.iter().map(|c| c.total_ns).sum(),
+            })
+        })
+        .collect::<Result<_, SrvprofError>>()?;
+    counters.send_hold_hist = read_histograms(ebpf, maps::SEND_HOLD_HIST, tcp::HOLD_KINDS)?;
     Ok(())
 }
 

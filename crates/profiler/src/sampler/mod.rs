@@ -171,6 +171,15 @@ impl Sampler {
         (server_inodes, connections)
     }
 
+    /// Between readings (a run's warm-up): attaches the programs that time answers held unsent
+    /// when the namespaces' counters show holds since the last look.
+    pub fn look_for_holds(&mut self) -> Result<(), SrvprofError> {
+        match self.mib_pid {
+            Some(pid) => (self.probes).follow_holds(hold_traces(&procfs::net_mib(pid))),
+            None => Ok(()),
+        }
+    }
+
     pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
         self.close_window();
         let kernel = self.probes.read()?;
@@ -181,6 +190,7 @@ impl Sampler {
             if !mib.is_empty() {
                 self.last_mib = mib;
             }
+            self.probes.follow_holds(hold_traces(&self.last_mib))?;
         }
         // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
         // each followed by a breath for the server: together they take 1-2 ms.
@@ -520,4 +530,13 @@ impl Sampler {
         drop(self.probes);
         self.exits
     }
+}
+
+/// HOLD_TRACES' sum in the server's namespace (`server_mib`) and srvprof's own (its load
+/// generator's: a client delaying its ACKs counts them in its own).
+fn hold_traces(server_mib: &BTreeMap<String, u64>) -> u64 {
+    let own = procfs::net_mib(std::process::id());
+    (crate::probes::tcp::HOLD_TRACES.iter())
+        .map(|k| server_mib.get(*k).unwrap_or(&0) + own.get(*k).unwrap_or(&0))
+        .sum()
 }
