@@ -8,7 +8,7 @@
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
  *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
- *            [--pool W] [--stall-every-ms E --stall-ms M]
+ *            [--pool W] [--stall-every-ms E --stall-ms M] [--split-writes [--split-every N]]
  *
  * One thread per connection ("conn"), each taking the lock `table` for every
  * request to bump a counter (a few instructions). With --hold-ms H > 0 a
@@ -54,10 +54,16 @@
  * an acceptor that also rotates a log or reloads its configuration would:
  * connections that arrive meanwhile wait in the listening socket's accept
  * queue, the connection threads idle.
+ * With --split-writes each answer (every N-th with --split-every N) is written
+ * in two calls, its headers then its body, on a connection left with Nagle's algorithm on (no TCP_NODELAY), as a
+ * server that writes as it formats would: the body waits in the socket until
+ * the client acknowledges the headers, and a client that delays its ACKs
+ * (Linux: 40 ms at least) sends that ACK only when its timer fires.
  * Answers every request "200 ok"; exits on SIGTERM/SIGINT (default action).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -76,6 +82,10 @@ static pthread_mutex_t table = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long hits;
 static long hold_ms, every_ms = 100;
 static int keepalive = 1;
+/* --split-writes [--split-every N]: every N-th answer in two writes, Nagle left on. */
+static int split_writes;
+static long split_every = 1;
+static atomic_long answers;
 static long pool_size;
 static const char *touch_file;
 static long touch_mb, touch_pages = 1;
@@ -438,6 +448,15 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The answer as a server that writes as it formats sends it: headers, then
+ * body. Nonzero when the connection failed. */
+static int write_in_two(int fd, const char *answer, size_t len)
+{
+	size_t head = (size_t)(strstr(answer, "\r\n\r\n") + 4 - answer);
+	return write(fd, answer, head) != (ssize_t)head ||
+	       write(fd, answer + head, len - head) != (ssize_t)(len - head);
+}
+
 static void *conn_main(void *arg)
 {
 	int fd = (int)(long)arg;
@@ -466,7 +485,8 @@ static void *conn_main(void *arg)
 				do_work();
 			for (long p = 0; pages && p < touch_pages; p++)
 				touch_page(&seed);
-			if (write(fd, ok, ok_len) != (ssize_t)ok_len) {
+			int split = split_writes && atomic_fetch_add(&answers, 1) % split_every == 0;
+			if (split ? write_in_two(fd, ok, ok_len) : write(fd, ok, ok_len) != (ssize_t)ok_len) {
 				closing = 1;
 				break;
 			}
@@ -564,6 +584,10 @@ int main(int argc, char **argv)
 			keep_upstream = atoi(v), i++;
 		else if (!strcmp(a, "--stall-every-ms") && v)
 			stall_every_ms = atol(v), i++;
+		else if (!strcmp(a, "--split-writes"))
+			split_writes = 1;
+		else if (!strcmp(a, "--split-every") && v)
+			split_every = atol(v), i++;
 		else if (!strcmp(a, "--stall-ms") && v)
 			stall_ms = atol(v), i++;
 		else {
@@ -571,8 +595,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (port <= 0 || hold_ms < 0 || every_ms <= hold_ms || stall_ms < 0 || stall_every_ms <= stall_ms || touch_mb < 0 || (touch_mb > 0 && !touch_file)) {
-		fprintf(stderr, "threaded: needs --port PORT, --hold-ms below --every-ms, --stall-ms below --stall-every-ms, and --touch-file with --touch-mb\n");
+	if (port <= 0 || split_every < 1 || hold_ms < 0 || every_ms <= hold_ms || stall_ms < 0 || stall_every_ms <= stall_ms || touch_mb < 0 || (touch_mb > 0 && !touch_file)) {
+		fprintf(stderr, "threaded: needs --port PORT, --split-every of 1 or more, --hold-ms below --every-ms, --stall-ms below --stall-every-ms, and --touch-file with --touch-mb\n");
 		return 2;
 	}
 	for (; pooled < keep_upstream && pooled < (int)(sizeof(pool) / sizeof(pool[0])); pooled++)
@@ -629,7 +653,8 @@ int main(int argc, char **argv)
 			perror("threaded: accept");
 			return 1;
 		}
-		setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (!split_writes)
+			setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		if (pthread_create(&t, &attr, conn_main, (void *)(long)c))
 			close(c);
 	}
