@@ -73,12 +73,12 @@ fn every_exit_path_detaches_every_program_and_link() {
         let (loaded, links) = still_loaded(&held);
         // Sampled mode: the syscall and softirq programs are loaded, and linked only inside
         // their window (a twentieth of each interval), the accept program only while the server
-        // takes new connections, the answer programs once it has an outbound connection; every
-        // other program is linked all along.
+        // takes new connections, the answer programs once it has an outbound connection, the
+        // hold programs once answers are held; every other program is linked all along.
         let windowed = srvprof::probes::syscalls::PROGRAMS.len()
             + srvprof::probes::irq::SOFTIRQ_PROGRAMS.len()
             + 1
-            + srvprof::probes::tcp::ANSWER_PROGRAMS.len();
+            + srvprof::probes::tcp::LATE_PROGRAMS.len();
         assert!(
             held.len() >= srvprof::probes::PROGRAMS.len()
                 && loaded.len() == held.len()

@@ -301,8 +301,7 @@ impl Probes {
             // answer and hold programs by LateTiming, once they have something to time.
             let windowed = (window.is_some() && windowed_programs.contains(&program))
                 || program == tcp::ACCEPT_PROGRAM
-                || tcp::ANSWER_PROGRAMS.contains(&program)
-                || tcp::HOLD_PROGRAMS.contains(&program);
+                || tcp::LATE_PROGRAMS.contains(&program);
             let result = load_one(&mut ebpf, &btf, program, tracepoint).and_then(|prog| {
                 if windowed {
                     Ok(())

@@ -41,6 +41,9 @@ pub const ANSWER_PROGRAMS: [&str; 2] = ["sock_send_length", "sk_data_ready"];
 /// once the kernel's counters show a hold's trace (LateTiming::follow_holds).
 pub const HOLD_PROGRAMS: [&str; 2] = ["sock_send_length", "tcp_probe"];
 
+/// ANSWER_PROGRAMS and HOLD_PROGRAMS, each once: loaded with the others, attached later.
+pub const LATE_PROGRAMS: [&str; 3] = [ANSWER_PROGRAMS[0], ANSWER_PROGRAMS[1], HOLD_PROGRAMS[1]];
+
 /// The namespace counters whose growth attaches HOLD_PROGRAMS: ACKs sent late by the delayed-ACK
 /// timer (what Nagle's algorithm waits for), window probes sent to a closed window, and closed
 /// windows advertised. A host's other connections (an interactive ssh) make a few a second.
