@@ -228,6 +228,8 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         (Resource::Pipe | Resource::UnixSocket, Some(end)) => {
             format!("{} (its other end {end})", resource.label())
         }
+        (Resource::FileLock, Some(holder)) => format!("{} (held by {holder})", resource.label()),
+        (Resource::Child, Some(child)) => format!("{} ({child})", resource.label()),
         _ => resource.label().to_string(),
     };
     format!(

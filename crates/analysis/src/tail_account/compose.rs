@@ -13,8 +13,8 @@ use crate::kernel_report::KernelReport;
 use crate::record::{NsHistogram, Outbound};
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
-/// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times: the
-/// waker of those threads that woke them about as often as they waited there (half to twice),
+/// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times (a
+/// file lock's holder, a child process): the waker of those threads that woke them about as often as they waited there (half to twice),
 /// or a new process of it about as often (a helper started per wait, which wakes its parent at
 /// its start and at its end), other than their siblings, the load generator and the kernel's
 /// own (an idle CPU's interrupt, a worker thread): "ticket (pid 812), which woke them 48 times".
@@ -41,6 +41,15 @@ fn other_end(
     (by.into_iter())
         .filter(|(_, (_, processes, n))| about(*n) || (*processes > 1 && about(*processes)))
         .max_by_key(|(comm, (.., n))| (*n, std::cmp::Reverse(*comm)))
+        // A child is named by the program it ran: the name it exited with (it woke its parent
+        // first under the parent's own, before its exec).
+        .map(|(comm, (pid, processes, n))| {
+            let exited = (server.exits.iter()).find(|e| e.pid == pid && e.tid == pid);
+            (
+                exited.map_or(comm, |e| e.comm.as_str()),
+                (pid, processes, n),
+            )
+        })
         .map(|(comm, (pid, processes, n))| match processes {
             0 | 1 => format!("{comm} (pid {pid}), which woke them {n} times"),
             k => format!("{comm} ({k} processes), which woke them {n} times"),
@@ -857,7 +866,11 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     }
     for c in &mut costs {
         let p = &mut c.part;
-        if matches!(p.resource, Some(Resource::Pipe | Resource::UnixSocket)) {
+        let ended_by_another = matches!(
+            p.resource,
+            Some(Resource::Pipe | Resource::UnixSocket | Resource::FileLock | Resource::Child)
+        );
+        if ended_by_another {
             p.held_by = (p.waits).and_then(|w| other_end(server, &client.pids, &p.threads, w));
         }
     }

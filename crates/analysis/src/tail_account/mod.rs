@@ -89,6 +89,10 @@ pub enum Resource {
     Disk,
     /// A lock inside the kernel (an inode's, a process's memory map).
     KernelLock,
+    /// A file lock (flock, fcntl, lockf) another thread or process holds.
+    FileLock,
+    /// A child process the server started and waits for (a helper, a shell command).
+    Child,
     /// A kernel wait srvprof has no name for: its function is the wait point.
     Other,
     /// A wait for work: an event loop's poll, an accept, a connection's next request. A thread
@@ -132,6 +136,8 @@ impl Resource {
             Resource::PageFault => "a page fault",
             Resource::Disk => "disk I/O",
             Resource::KernelLock => "a kernel lock",
+            Resource::FileLock => "a file lock",
+            Resource::Child => "a child process",
             Resource::Other => "a kernel wait",
             Resource::Work => "the next piece of work",
             Resource::Idle => "nothing (idle)",
@@ -166,6 +172,12 @@ impl Resource {
                 "keep the memory resident (more memory, a larger cgroup limit, mlock)"
             }
             Resource::Disk => "cache the file, or do the I/O off the request path",
+            Resource::FileLock => {
+                "the file lock's holder keeps it long: hold it for less, or give each writer a file of its own"
+            }
+            Resource::Child => {
+                "a program started and waited for in the request path: do its work in the server, or keep it running and ask it"
+            }
             Resource::KernelLock => {
                 "threads share a kernel object (a file, the memory map): see its flamegraph"
             }

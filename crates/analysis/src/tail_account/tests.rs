@@ -174,6 +174,27 @@ fn the_other_end_of_a_pipe_is_the_waker_that_woke_its_readers_as_often_as_they_w
         pipe_of(&server).held_by.as_deref(),
         Some("sleep (200 processes), which woke them 600 times")
     );
+    // A child that woke its parent before its exec, under the parent's name: named by the
+    // program it exited as.
+    server.wakers[3] = WakerReport {
+        processes: 200,
+        ..waker(31, "conn", 400)
+    };
+    server.exits = vec![crate::record::ExitRecord {
+        pid: 31,
+        tid: 31,
+        group: 0,
+        comm: "sleep".into(),
+        exit_code: Some(0),
+        signal: None,
+        t_s: 1.0,
+        monotonic_ns: 1_000_000_000,
+    }];
+    assert_eq!(
+        pipe_of(&server).held_by.as_deref(),
+        Some("sleep (200 processes), which woke them 400 times")
+    );
+    server.exits.clear();
     assert!(
         pipe.describe().contains("its other end ticket (pid 7)"),
         "{}",

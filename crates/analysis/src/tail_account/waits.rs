@@ -34,6 +34,13 @@ const WAIT_POINTS: &[(&str, Resource)] = &[
     ("rwsem_down_read_slowpath", Resource::KernelLock),
     ("rwsem_down_write_slowpath", Resource::KernelLock),
     ("__mutex_lock", Resource::KernelLock),
+    ("locks_lock_inode_wait", Resource::FileLock),
+    ("flock_lock_inode_wait", Resource::FileLock),
+    ("posix_lock_inode_wait", Resource::FileLock),
+    ("do_lock_file_wait", Resource::FileLock),
+    ("do_wait", Resource::Child),
+    ("kernel_wait4", Resource::Child),
+    ("kernel_waitid", Resource::Child),
     ("ep_poll", Resource::Work),
     ("do_epoll_wait", Resource::Work),
     ("do_select", Resource::Work),
@@ -72,10 +79,19 @@ const LOCK_FRAMES: &[&str] = &[
     "lll_lock",
     "rwlock",
     "lock_slow",
+    "lockSlow",
     "Mutex",
     "RwLock",
     "sem_wait",
+    "sem_timedwait",
+    "sem_clockwait",
     "futex_lock",
+    // HotSpot: a contended synchronized block, a java.util.concurrent lock.
+    "ObjectMonitor::enter",
+    "ReentrantLock",
+    "AbstractQueuedSynchronizer",
+    // CPython's global interpreter lock.
+    "take_gil",
 ];
 
 /// The scheduler's own frames, under every wait: never a wait point.
@@ -328,9 +344,33 @@ mod tests {
             ),
             (
                 "worker;main;serve;flock;entry_SYSCALL_64_[k];__x64_sys_flock_[k];locks_lock_inode_wait_[k];schedule_[k]",
-                Resource::Other,
+                Resource::FileLock,
                 Some("locks_lock_inode_wait"),
                 Some("serve"),
+            ),
+            (
+                "conn;conn_main;run_helper;waitpid;entry_SYSCALL_64_[k];do_syscall_64_[k];__do_sys_wait4_[k];kernel_wait4_[k];do_wait_[k];schedule_[k]",
+                Resource::Child,
+                Some("do_wait"),
+                Some("run_helper"),
+            ),
+            (
+                "worker;main;serve;semop;entry_SYSCALL_64_[k];__x64_sys_semtimedop_[k];do_semtimedop_[k];schedule_hrtimeout_range_[k];schedule_[k]",
+                Resource::Other,
+                Some("do_semtimedop"),
+                Some("serve"),
+            ),
+            (
+                "java;start_thread;JavaThread::run;ObjectMonitor::enter(JavaThread*);ObjectMonitor::EnterI(JavaThread*);PlatformEvent::park();__pthread_cond_wait;entry_SYSCALL_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]",
+                Resource::Lock,
+                Some("futex_wait"),
+                None,
+            ),
+            (
+                "python3;Py_RunMain;PyEval_EvalFrameDefault;take_gil;pthread_cond_timedwait;entry_SYSCALL_64_[k];__x64_sys_futex_[k];futex_wait_[k];schedule_[k]",
+                Resource::Lock,
+                Some("futex_wait"),
+                None,
             ),
             (
                 "hello-go;runtime.mstart;runtime.sysmon;runtime.usleep;entry_SYSCALL_64_[k];do_syscall_64_[k];__x64_sys_nanosleep_[k];hrtimer_nanosleep_[k];do_nanosleep_[k];schedule_[k]",
