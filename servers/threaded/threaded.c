@@ -6,7 +6,8 @@
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
- *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|cpu]]
+ *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|udp|cpu|flock|child]]
+ *            [--lock-file PATH]
  *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
  *            [--pool W] [--stall-every-ms E --stall-ms M] [--split-writes [--split-every N]]
  *
@@ -38,7 +39,10 @@
  * (--wait-on udp: a socket of its own connected to 127.0.0.1 on the server's
  * port, one datagram sent, a poll of that one descriptor, then the answer read,
  * as glibc's resolver does), or spinning on the CPU in
- * slow_path() (--wait-on cpu). A cause no request pattern
+ * slow_path() (--wait-on cpu), or for a file lock the ticket thread holds M ms
+ * (--wait-on flock: flock() on the --lock-file PATH, in lock_the_file()), or for a
+ * helper program it runs, `sleep` for M ms (--wait-on child: posix_spawn, then
+ * waitpid, in run_helper()). A cause no request pattern
  * of its own shows: the tail is those requests, the median is not touched.
  * With --upstream IP:PORT instead, that request asks another HTTP server: it
  * connects, sends "GET /" and reads the answer until the upstream closes, in
@@ -73,8 +77,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,7 +103,12 @@ static volatile unsigned long touched;
 static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
 static long wait_every, wait_ms;
-static int wait_on_pipe, wait_on_cpu, wait_on_unix, wait_on_udp;
+static int wait_on_pipe, wait_on_cpu, wait_on_unix, wait_on_udp, wait_on_flock, wait_on_child;
+/* --wait-on flock: the file both the ticket thread and a waiting request lock (--lock-file). */
+static const char *lock_file;
+static int ticket_lock_fd = -1;
+static atomic_int lock_held;
+extern char **environ;
 /* --wait-on udp: the ticket thread's socket, bound to 127.0.0.1 on the server's port. */
 static int ticket_udp = -1;
 static struct sockaddr_in ticket_addr;
@@ -165,7 +177,8 @@ static int in_slow_window(void)
 	return since_ms >= slow_after_ms && since_ms < slow_after_ms + slow_for_ms;
 }
 
-/* What a waiting request asks the ticket thread: write a byte to `fd` at `due_ns`. */
+/* What a waiting request asks the ticket thread: write a byte to `fd` at `due_ns`; with
+ * fd -1 (--wait-on flock), hold the lock file from now until `due_ns`. */
 struct ask {
 	int fd;
 	long due_ns;
@@ -180,6 +193,16 @@ static void *ticket_main(void *arg)
 	struct ask a;
 	while (read(ask_pipe[0], &a, sizeof(a)) == (ssize_t)sizeof(a)) {
 		struct timespec due = {.tv_sec = a.due_ns / 1000000000L, .tv_nsec = a.due_ns % 1000000000L};
+		if (a.fd < 0) {
+			if (flock(ticket_lock_fd, LOCK_EX))
+				perror("threaded: ticket's flock");
+			atomic_store(&lock_held, 1);
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+				;
+			atomic_store(&lock_held, 0);
+			flock(ticket_lock_fd, LOCK_UN);
+			continue;
+		}
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
 			;
 		char c = 1;
@@ -311,8 +334,38 @@ __attribute__((noinline)) static void ask_upstream(void)
 		close(s);
 }
 
+/* Takes the lock file the ticket thread holds for wait_ms, as a request that appends to a file
+ * another thread rewrites would: on a descriptor of its own, asleep in flock until released. */
+__attribute__((noinline)) static void lock_the_file(void)
+{
+	int fd = open(lock_file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct ask a = {.fd = -1, .due_ns = now_ns() + wait_ms * 1000000L};
+	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
+		while (!atomic_load(&lock_held) && now_ns() < a.due_ns)
+			sched_yield();
+	flock(fd, LOCK_EX);
+	flock(fd, LOCK_UN);
+	close(fd);
+}
+
+/* Runs a helper program and waits for it, as a request that shells out would: `sleep` for
+ * wait_ms, the thread asleep in waitpid until it exits. */
+__attribute__((noinline)) static void run_helper(void)
+{
+	char seconds[32];
+	snprintf(seconds, sizeof(seconds), "%ld.%03ld", wait_ms / 1000, wait_ms % 1000);
+	char *argv[] = {"sleep", seconds, NULL};
+	pid_t pid;
+	if (posix_spawn(&pid, "/bin/sleep", NULL, NULL, argv, environ))
+		return;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 /* Every wait_every-th request waits wait_ms: asleep, or reading the ticket thread's answer from
- * a pipe of its own; or asks the upstream. */
+ * a pipe of its own, or for a file lock or a helper program; or asks the upstream. */
 __attribute__((noinline)) static void wait_for_ticket(void)
 {
 	static unsigned long requests;
@@ -328,6 +381,14 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 	}
 	if (wait_on_udp) {
 		ask_over_udp();
+		return;
+	}
+	if (wait_on_flock) {
+		lock_the_file();
+		return;
+	}
+	if (wait_on_child) {
+		run_helper();
 		return;
 	}
 	if (!wait_on_pipe) {
@@ -565,9 +626,12 @@ int main(int argc, char **argv)
 			wait_ms = atol(v), i++;
 		else if (!strcmp(a, "--wait-on") && v &&
 			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu") ||
-			  !strcmp(v, "udp")))
+			  !strcmp(v, "udp") || !strcmp(v, "flock") || !strcmp(v, "child")))
 			wait_on_unix = !strcmp(v, "unix"), wait_on_pipe = wait_on_unix || !strcmp(v, "pipe"),
-			wait_on_cpu = !strcmp(v, "cpu"), wait_on_udp = !strcmp(v, "udp"), i++;
+			wait_on_cpu = !strcmp(v, "cpu"), wait_on_udp = !strcmp(v, "udp"),
+			wait_on_flock = !strcmp(v, "flock"), wait_on_child = !strcmp(v, "child"), i++;
+		else if (!strcmp(a, "--lock-file") && v)
+			lock_file = v, i++;
 		else if (!strcmp(a, "--upstream") && v && strchr(v, ':')) {
 			char ip[64];
 			snprintf(ip, sizeof(ip), "%.*s", (int)(strchr(v, ':') - v), v);
@@ -622,7 +686,11 @@ int main(int argc, char **argv)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_t t;
-	if (wait_on_pipe && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
+	if (wait_on_flock && (!lock_file || (ticket_lock_fd = open(lock_file, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)) {
+		perror("threaded: --wait-on flock needs --lock-file");
+		return 1;
+	}
+	if ((wait_on_pipe || wait_on_flock) && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
 		perror("threaded: the ticket thread");
 		return 1;
 	}
