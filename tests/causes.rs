@@ -1891,7 +1891,8 @@ fn delayed_acks() -> u64 {
 /// on: the body waits in the socket until the client acknowledges the headers, which the client
 /// (the load generator, in Linux's delayed-ACK mode on a busy keep-alive connection) does only
 /// when its delayed-ACK timer fires, 40 ms or more later, the server's threads idle meanwhile.
-/// Every answer so (the median slow too), then one in 50 (p99 one of them). Each time the top
+/// Every answer so (the median slow too), then one in 50 (p99 one of them), then an event loop's:
+/// nginx with `tcp_nodelay off` sending a file's headers and body (sendfile) apart. Each time the top
 /// finding is tail_wait naming the held answers and Nagle's algorithm with most of p99; the
 /// answers held in the measured span are the answers written in two by construction and the
 /// ACKs the kernel's timer sent late there (TcpExt:DelayedACKs), within 10 %, and no more than
@@ -1902,20 +1903,35 @@ fn delayed_acks() -> u64 {
 #[test]
 fn answers_held_by_nagle_for_a_delayed_ack_are_the_top_finding_with_the_kernels_count() {
     require_root();
-    for every in [1u64, 50] {
-        let split = every.to_string();
-        let server = Server::start("threaded", &["--split-writes", "--split-every", &split]);
+    for (name, args, path, every) in [
+        (
+            "threaded",
+            &["--split-writes", "--split-every", "1"][..],
+            "/",
+            1,
+        ),
+        (
+            "threaded",
+            &["--split-writes", "--split-every", "50"],
+            "/",
+            50,
+        ),
+        ("nginx-html", &["--no-tcp-nodelay"], "/512b", 1),
+    ] {
+        let server = Server::start(name, args);
+        let url = format!("{}{}", server.url(), &path[1..]);
         let before = delayed_acks();
         let run = RunArgs::pid(server.pid())
             .load(4, "5s", "2s")
-            .run_ok(&format!("nagle-every-{every}"));
+            .args(&["--url", &url])
+            .run_ok(&format!("nagle-{name}-every-{every}"));
         let late = delayed_acks() - before;
         let kinds = finding_kinds(&run);
         let f = expect_finding(&run, "tail_wait");
         let part = &run["tail_account"]["parts"][0];
         let holds = &run["server"]["tcp"]["send_holds"];
         eprintln!(
-            "1 answer in {every} in two: findings {kinds:?}; {}; top part {part}; holds {holds}; \
+            "{name}, 1 answer in {every} held: findings {kinds:?}; {}; top part {part}; holds {holds}; \
              delayed ACKs over the run {late}",
             f["summary"]
         );
@@ -1926,6 +1942,7 @@ fn answers_held_by_nagle_for_a_delayed_ack_are_the_top_finding_with_the_kernels_
         assert_eq!(holds["by_kind"][0]["kind"], "partial_segment", "{holds}");
         let held = holds["by_kind"][0]["holds"].as_u64().unwrap() as f64;
         let split_answers = run["load"]["completed"].as_u64().unwrap() as f64 / every as f64;
+        drop(server);
         assert_within(
             held,
             split_answers,
