@@ -186,11 +186,13 @@ pub struct OutboundCount {
 
 /// OUTBOUND_WATCH's bits: the server opened an outbound connection (sends and arriving data
 /// are looked up from then on), connections open before the programs attached await their
-/// socket (the server's sends look up their descriptor), and the program that ends an ask at its
-/// answer is attached (a send begins an ask only then).
+/// socket (the server's sends look up their descriptor), the program that ends an ask at its
+/// answer is attached (a send begins an ask only then), and the program that ends a hold is (a
+/// send begins a hold only then).
 pub const WATCH_OPENED: u64 = 1;
 pub const WATCH_OPEN_BEFORE: u64 = 2;
 pub const WATCH_ANSWERS: u64 = 4;
+pub const WATCH_HOLDS: u64 = 8;
 
 /// Why the server's written bytes wait in its socket, unsent (SEND_HOLDS' and SEND_HOLD_HIST's
 /// entries): less than a segment while earlier data is unacknowledged (Nagle's algorithm), a

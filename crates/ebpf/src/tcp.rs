@@ -564,8 +564,10 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
     if sk == 0 || sent <= 0 {
         return 0;
     }
-    server_sent(sk as *const u8);
     let watched = watching();
+    if watched & tcp::WATCH_HOLDS != 0 {
+        server_sent(sk as *const u8);
+    }
     if watched & tcp::WATCH_ANSWERS == 0 {
         return 0;
     }

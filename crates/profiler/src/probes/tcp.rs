@@ -158,9 +158,7 @@ impl LateTiming {
             return Ok(());
         }
         self.attach(ebpf, &ANSWER_PROGRAMS)?;
-        let mut watch: Array<&mut MapData, u64> = map_mut(ebpf, maps::OUTBOUND_WATCH)?;
-        let bits = watch.get(&0, 0).unwrap_or(0) | tcp::WATCH_ANSWERS;
-        (watch.set(0, bits, 0)).map_err(|e| map_error(maps::OUTBOUND_WATCH, e))
+        watch(ebpf, tcp::WATCH_ANSWERS)
     }
 
     /// ANSWER_PROGRAMS attached once the kernel says the server has an outbound connection
@@ -189,11 +187,20 @@ impl LateTiming {
             traces.saturating_sub(before) as f64 >= HOLD_TRACES_PER_S * secs.max(0.1)
         });
         self.hold_traces = Some((traces, now_ns));
-        match grew {
-            true => self.attach(ebpf, &HOLD_PROGRAMS),
-            false => Ok(()),
+        let attached = self.links.iter().any(|(p, _)| *p == HOLD_PROGRAMS[1]);
+        if !grew || !self.loaded || attached {
+            return Ok(());
         }
+        self.attach(ebpf, &HOLD_PROGRAMS)?;
+        watch(ebpf, tcp::WATCH_HOLDS)
     }
+}
+
+/// Sets a bit of OUTBOUND_WATCH.
+fn watch(ebpf: &mut Ebpf, bit: u64) -> Result<(), SrvprofError> {
+    let mut watch: Array<&mut MapData, u64> = map_mut(ebpf, maps::OUTBOUND_WATCH)?;
+    let bits = watch.get(&0, 0).unwrap_or(0) | bit;
+    (watch.set(0, bits, 0)).map_err(|e| map_error(maps::OUTBOUND_WATCH, e))
 }
 
 /// When new connections' waits to be taken are timed: ACCEPT_PROGRAM runs at every TCP read on the
@@ -370,9 +377,7 @@ pub fn add_outbound_fds(
     }
     if !open.is_empty() {
         // Their sockets are found at the server's first send on each.
-        let mut watch: Array<&mut MapData, u64> = map_mut(ebpf, maps::OUTBOUND_WATCH)?;
-        let bits = watch.get(&0, 0).unwrap_or(0) | tcp::WATCH_OPEN_BEFORE;
-        (watch.set(0, bits, 0)).map_err(|e| map_error(maps::OUTBOUND_WATCH, e))?;
+        watch(ebpf, tcp::WATCH_OPEN_BEFORE)?;
     }
     Ok(())
 }
