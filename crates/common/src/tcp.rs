@@ -149,7 +149,9 @@ pub struct FdKey {
 pub struct OutboundSocket {
     pub remote: OutboundKey,
     pub fd: FdKey,
-    pub _pad: u32,
+    /// OUTBOUND_DATAGRAM for a connected UDP socket's ask (followed until its answer: no close
+    /// of a UDP socket is traced).
+    pub flags: u32,
     /// When the server sent on it with no answer pending (0: none pending): the ask its next
     /// data from the remote answers.
     pub asked_ns: u64,
@@ -193,6 +195,9 @@ pub const WATCH_OPENED: u64 = 1;
 pub const WATCH_OPEN_BEFORE: u64 = 2;
 pub const WATCH_ANSWERS: u64 = 4;
 pub const WATCH_HOLDS: u64 = 8;
+
+/// OutboundSocket::flags: a datagram service's ask.
+pub const OUTBOUND_DATAGRAM: u32 = 1;
 
 /// Why the server's written bytes wait in its socket, unsent (SEND_HOLDS' and SEND_HOLD_HIST's
 /// entries): less than a segment while earlier data is unacknowledged (Nagle's algorithm), a

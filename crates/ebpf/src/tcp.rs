@@ -465,7 +465,7 @@ fn outbound_opened(sk: *const u8) {
     let socket = OutboundSocket {
         remote: key,
         fd: FdKey { tgid, fd },
-        _pad: 0,
+        flags: 0,
         asked_ns: 0,
     };
     if OUTBOUND_SOCKETS.insert(&(sk as u64), &socket, 0).is_err() {
@@ -579,10 +579,37 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
         }
         return 0;
     }
-    if watched & tcp::WATCH_OPEN_BEFORE != 0 {
-        found_open_before(sk, now);
+    if watched & tcp::WATCH_OPEN_BEFORE != 0 && found_open_before(sk, now) {
+        return 0;
     }
+    datagram_asked(sk, now);
     0
+}
+
+/// A send on a connected UDP socket of the server's, not followed: an ask of a datagram service
+/// (a DNS server), followed until its answer.
+#[inline(always)]
+fn datagram_asked(sk: u64, now: u64) {
+    if !connected_udp(sk as *const u8) {
+        return;
+    }
+    let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+    if group_of(tgid) != Some(GROUP_SERVER) {
+        return;
+    }
+    let socket = OutboundSocket {
+        remote: remote_of(sk as *const u8),
+        fd: FdKey {
+            tgid,
+            fd: current_syscall_args().0 as u32,
+        },
+        flags: tcp::OUTBOUND_DATAGRAM,
+        asked_ns: now,
+    };
+    // Counted by its answer (a datagram service holds no connection open).
+    if OUTBOUND_SOCKETS.insert(&sk, &socket, 0).is_err() {
+        count_lost(lost::OUTBOUND_MAP_FULL);
+    }
 }
 
 /// Sockets with bytes held (SEND_HELD) and how long each waited, by why (tcp::HOLD_*).
@@ -715,33 +742,34 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
 
 /// A send on a socket not followed: when it is the server's and its descriptor holds a
 /// connection open before the programs attached (by the same remote address), the socket is
-/// followed from now on, this send its first ask.
+/// followed from now on, this send its first ask (true).
 #[inline(always)]
-fn found_open_before(sk: u64, now: u64) {
+fn found_open_before(sk: u64, now: u64) -> bool {
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if group_of(tgid) != Some(GROUP_SERVER) {
-        return;
+        return false;
     }
     let fd = current_syscall_args().0 as u32;
     let id = FdKey { tgid, fd };
     let Some(on_fd) = OUTBOUND_FDS.get_ptr_mut(&id) else {
-        return;
+        return false;
     };
     let on_fd = unsafe { &mut *on_fd };
     let remote = remote_of(sk as *const u8);
     if on_fd.sk != 0 || !same_remote(&remote, &on_fd.remote) {
-        return;
+        return false;
     }
     on_fd.sk = sk;
     let socket = OutboundSocket {
         remote,
         fd: id,
-        _pad: 0,
+        flags: 0,
         asked_ns: now,
     };
     if OUTBOUND_SOCKETS.insert(&sk, &socket, 0).is_err() {
         count_lost(lost::OUTBOUND_MAP_FULL);
     }
+    true
 }
 
 /// sk_data_ready(const struct sock *sk): data arrived on a socket (in the softirq that queued
@@ -762,9 +790,15 @@ pub fn sk_data_ready(ctx: BtfTracePointContext) -> i32 {
     }
     let waited = unsafe { bpf_ktime_get_ns() }.saturating_sub(socket.asked_ns);
     socket.asked_ns = 0;
-    record(&ANSWER_HIST, tcp::answer_slot(&socket.remote), waited);
+    let remote = socket.remote;
+    // A datagram service's ask is followed until its answer only.
+    let datagram = socket.flags & tcp::OUTBOUND_DATAGRAM != 0;
+    if datagram {
+        let _ = OUTBOUND_SOCKETS.remove(&sk);
+    }
+    record(&ANSWER_HIST, tcp::answer_slot(&remote), waited);
     add_outbound(
-        &socket.remote,
+        &remote,
         OutboundCount {
             answers: 1,
             answer_ns: waited,

@@ -222,7 +222,7 @@ struct Sampled {
 /// sample carries the time it was taken and the grid point it was due at; one taken so late that
 /// it passed the next grid point ends the intervals it spans, and the next is due at the next
 /// grid point ahead, never in a burst of catching up.
-/// How often the warm-up's counters are looked at for answers held unsent (ms).
+/// How often the warm-up's counters are looked at for answers held unsent and asks (ms).
 const HOLD_LOOK_MS: u64 = 100;
 
 fn sample_every(
@@ -254,14 +254,15 @@ fn sample_every(
     };
     let mut samples = ReadingSeries::on_grid(measure_start.unwrap_or(0), interval);
     if let Some(measure_start) = measure_start {
-        // The warm-up has no readings: the hold programs attach from looks at its counters.
+        // The warm-up has no readings: the hold and ask programs attach from looks at its
+        // counters.
         let look = Duration::from_millis(HOLD_LOOK_MS);
         while clock::monotonic_ns() + 2 * look.as_nanos() as u64 <= measure_start
             && !load_done.load(Ordering::Relaxed)
             && error.is_none()
         {
             std::thread::sleep(look);
-            error = sampler.look_for_holds().err();
+            error = sampler.look_at_namespace().err();
         }
         sampler.set_start_ns(measure_start);
         sampler

@@ -455,11 +455,15 @@ impl Probes {
         self.tcp.late.attach_answers(&mut self.ebpf)
     }
 
-    /// The namespaces' TCP counters at a reading (HOLD_TRACES' sum): the programs that time
-    /// answers held unsent attach once it grows.
-    pub fn follow_holds(&mut self, traces: u64) -> Result<(), SrvprofError> {
+    /// The namespaces' counters at a reading: HOLD_TRACES' sum (the programs that time answers
+    /// held unsent attach once it grows) and the server's datagrams sent (the programs that time
+    /// asks, once they grow).
+    pub fn follow_namespace(&mut self, traces: u64, datagrams: u64) -> Result<(), SrvprofError> {
         let now = crate::clock::monotonic_ns();
-        self.tcp.late.follow_holds(&mut self.ebpf, traces, now)
+        self.tcp.late.follow_holds(&mut self.ebpf, traces, now)?;
+        self.tcp
+            .late
+            .follow_datagrams(&mut self.ebpf, datagrams, now)
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.

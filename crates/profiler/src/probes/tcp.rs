@@ -125,6 +125,8 @@ pub struct LateTiming {
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     /// HOLD_TRACES' sum at the last look, and when (CLOCK_MONOTONIC ns).
     hold_traces: Option<(u64, u64)>,
+    /// The server namespace's datagrams sent at the last look, and when.
+    datagrams: Option<(u64, u64)>,
 }
 
 impl LateTiming {
@@ -133,6 +135,7 @@ impl LateTiming {
             loaded,
             links: Vec::new(),
             hold_traces: None,
+            datagrams: None,
         }
     }
 
@@ -182,10 +185,7 @@ impl LateTiming {
         traces: u64,
         now_ns: u64,
     ) -> Result<(), SrvprofError> {
-        let grew = self.hold_traces.is_some_and(|(before, then)| {
-            let secs = now_ns.saturating_sub(then) as f64 / 1e9;
-            traces.saturating_sub(before) as f64 >= HOLD_TRACES_PER_S * secs.max(0.1)
-        });
+        let grew = grew_by(self.hold_traces, (traces, now_ns), HOLD_TRACES_PER_S);
         self.hold_traces = Some((traces, now_ns));
         let attached = self.links.iter().any(|(p, _)| *p == HOLD_PROGRAMS[1]);
         if !grew || !self.loaded || attached {
@@ -194,6 +194,38 @@ impl LateTiming {
         self.attach(ebpf, &HOLD_PROGRAMS)?;
         watch(ebpf, tcp::WATCH_HOLDS)
     }
+}
+
+impl LateTiming {
+    /// ANSWER_PROGRAMS attached once the server's namespace sent DATAGRAMS_PER_S datagrams a
+    /// second since the last look (`sent`, Udp:OutDatagrams): a datagram service's asks (a DNS
+    /// server's) open no TCP connection.
+    pub fn follow_datagrams(
+        &mut self,
+        ebpf: &mut Ebpf,
+        sent: u64,
+        now_ns: u64,
+    ) -> Result<(), SrvprofError> {
+        let grew = grew_by(self.datagrams, (sent, now_ns), DATAGRAMS_PER_S);
+        self.datagrams = Some((sent, now_ns));
+        match grew {
+            true => self.attach_answers(ebpf),
+            false => Ok(()),
+        }
+    }
+}
+
+/// Datagrams a second sent in the server's namespace that attach ANSWER_PROGRAMS: more than a
+/// host's own lookups and clock make, one request in 100 asking at 500 requests a second.
+pub const DATAGRAMS_PER_S: f64 = 5.0;
+
+/// Whether a counter read `now` (value, CLOCK_MONOTONIC ns) grew `per_s` a second or more
+/// since `before` (over at least 0.1 s).
+fn grew_by(before: Option<(u64, u64)>, now: (u64, u64), per_s: f64) -> bool {
+    before.is_some_and(|(then_value, then_ns)| {
+        let secs = now.1.saturating_sub(then_ns) as f64 / 1e9;
+        now.0.saturating_sub(then_value) as f64 >= per_s * secs.max(0.1)
+    })
 }
 
 /// Sets a bit of OUTBOUND_WATCH.
@@ -446,5 +478,22 @@ mod tests {
             let remote: std::net::SocketAddr = remote.parse().unwrap();
             assert_eq!(remote_address(&outbound_key(&remote)), remote);
         }
+    }
+
+    /// The late programs attach when a counter grew its rate a second since the last look (over
+    /// at least a tenth of a second), never at the first look.
+    #[test]
+    fn a_counter_grew_by_its_rate_a_second_since_the_last_look() {
+        let s = 1_000_000_000;
+        assert!(!grew_by(None, (1_000, s), 5.0));
+        assert!(grew_by(Some((100, s)), (105, 2 * s), 5.0));
+        assert!(!grew_by(Some((100, s)), (104, 2 * s), 5.0));
+        // 50 ms apart: counted as 0.1 s, so half a datagram is not enough.
+        assert!(!grew_by(Some((100, s)), (100, s + s / 20), 5.0));
+        assert!(grew_by(Some((100, s)), (101, s + s / 20), 5.0));
+        assert!(
+            !grew_by(Some((100, s)), (90, 2 * s), 5.0),
+            "a counter that went back"
+        );
     }
 }

@@ -171,13 +171,18 @@ impl Sampler {
         (server_inodes, connections)
     }
 
-    /// Between readings (a run's warm-up): attaches the programs that time answers held unsent
-    /// when the namespaces' counters show holds since the last look.
-    pub fn look_for_holds(&mut self) -> Result<(), SrvprofError> {
+    /// Between readings (a run's warm-up): attaches the programs that time answers held unsent,
+    /// or asks, when the namespaces' counters show holds, or datagrams sent, since the last look.
+    pub fn look_at_namespace(&mut self) -> Result<(), SrvprofError> {
         match self.mib_pid {
-            Some(pid) => (self.probes).follow_holds(hold_traces(&procfs::net_mib(pid))),
+            Some(pid) => self.follow_namespace(&procfs::net_mib(pid)),
             None => Ok(()),
         }
+    }
+
+    fn follow_namespace(&mut self, mib: &BTreeMap<String, u64>) -> Result<(), SrvprofError> {
+        let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
+        (self.probes).follow_namespace(hold_traces(mib), datagrams)
     }
 
     pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
@@ -190,7 +195,7 @@ impl Sampler {
             if !mib.is_empty() {
                 self.last_mib = mib;
             }
-            self.probes.follow_holds(hold_traces(&self.last_mib))?;
+            self.follow_namespace(&self.last_mib.clone())?;
         }
         // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
         // each followed by a breath for the server: together they take 1-2 ms.
