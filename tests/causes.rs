@@ -645,6 +645,74 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
 /// 50 (by construction, within 3 and those in flight at the span's ends), each as long as the upstream's delay within 15 %. When every
 /// request asks a 20 ms upstream, slow_dependency is the top finding and takes its share of p99
 /// from the account's part for that address. The same server without an upstream has no such
+/// Udp:OutDatagrams of the host's network namespace (/proc/net/snmp).
+fn datagrams_sent() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/snmp").expect("/proc/net/snmp");
+    let udp: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let column = (udp[0].split_whitespace())
+        .position(|k| k == "OutDatagrams")
+        .expect("OutDatagrams");
+    udp[1]
+        .split_whitespace()
+        .nth(column)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// nginx-lua (an event loop) whose every 50th request asks a datagram service, servers/threaded
+/// answering each datagram 30 ms after it arrives, on a cosocket: the worker serves the other
+/// requests meanwhile, no thread sleeps on the ask, and no TCP connection is opened. The programs
+/// that time asks attach once the namespace's datagrams sent grow, in the warm-up. The top
+/// finding is tail_wait naming the service's address with most of p99; its answers are one
+/// request in 50 (within 10 %) and no more than the datagrams the kernel counted sent over the
+/// run (Udp:OutDatagrams), each 30 ms or a little more.
+#[test]
+fn a_datagram_service_an_event_loop_asks_is_the_top_finding_by_its_address() {
+    require_root();
+    let service = Server::start("threaded", &["--wait-on", "udp", "--wait-ms", "30"]);
+    let address = format!("127.0.0.1:{}", service.port);
+    let port = service.port.to_string();
+    let nginx = Server::start("nginx-lua", &["--udp-service", &port]);
+    let url = format!("{}udp", nginx.url());
+    let before = datagrams_sent();
+    let run = RunArgs::pid(nginx.pid())
+        .load(50, "5s", "2s")
+        .args(&["--url", &url, "--rate", "800"])
+        .run_ok("event-loop-datagram-service");
+    let sent = datagrams_sent() - before;
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let part = &run["tail_account"]["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    let summary = f["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("a service it calls, at {address}")),
+        "{summary}"
+    );
+    assert_eq!(part["resource"], "service", "{part}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let asked = (run["server"]["outbound"].as_array().unwrap().iter())
+        .find(|o| o["remote"] == address.as_str())
+        .unwrap_or_else(|| panic!("{address} in {}", run["server"]["outbound"]));
+    let answers = asked["answers"].as_f64().unwrap();
+    let completed = run["load"]["completed"].as_f64().unwrap();
+    eprintln!("{answers} answers for {completed} requests; {sent} datagrams sent over the run");
+    assert_within(
+        answers,
+        completed / 50.0,
+        0.1,
+        "answers against one request in 50",
+    );
+    assert!(
+        answers <= sent as f64,
+        "{answers} answers, {sent} datagrams sent"
+    );
+    let each_ms = asked["answer_ns"].as_f64().unwrap() / 1e6 / answers;
+    assert!((30.0..32.0).contains(&each_ms), "each answer {each_ms} ms");
+}
+
 /// part.
 #[test]
 fn a_dependency_a_thread_per_connection_reads_is_the_top_finding_by_its_address() {

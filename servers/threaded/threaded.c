@@ -214,7 +214,8 @@ static void *ticket_main(void *arg)
 }
 
 /* The "ticket" thread of --wait-on udp: answers each datagram, which holds when it is due, at that
- * time. Asks come in the order they fall due, so one thread answers each on time. */
+ * time; a datagram of any other length (another server's ask) wait_ms after it arrived. Asks come
+ * in the order they fall due, so one thread answers each on time. */
 static void *ticket_udp_main(void *arg)
 {
 	(void)arg;
@@ -223,8 +224,11 @@ static void *ticket_udp_main(void *arg)
 		long due_ns;
 		struct sockaddr_in from;
 		socklen_t len = sizeof(from);
-		if (recvfrom(ticket_udp, &due_ns, sizeof(due_ns), 0, (struct sockaddr *)&from, &len) != (ssize_t)sizeof(due_ns))
+		ssize_t got = recvfrom(ticket_udp, &due_ns, sizeof(due_ns), 0, (struct sockaddr *)&from, &len);
+		if (got <= 0)
 			continue;
+		if (got != (ssize_t)sizeof(due_ns))
+			due_ns = now_ns() + wait_ms * 1000000L;
 		struct timespec due = {.tv_sec = due_ns / 1000000000L, .tv_nsec = due_ns % 1000000000L};
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
 			;
