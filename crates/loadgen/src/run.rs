@@ -545,6 +545,8 @@ fn build_report(
     } else {
         0.0
     };
+    let latency_us = LatencySummary::from_histogram(&collector.latency);
+    let p99_us = latency_us.p99;
     LoadReport {
         throughput_rps: if secs > 0.0 {
             report::round3(completed as f64 / secs)
@@ -562,7 +564,7 @@ fn build_report(
         bytes: sum(|t| t.bytes),
         status_codes,
         errors_by_kind,
-        latency_us: LatencySummary::from_histogram(&collector.latency),
+        latency_us,
         connect_latency_us: (!config.keepalive).then(|| LatencySummary::from_histogram(&connect)),
         connections_opened: sum(|t| t.connections_opened),
         targets: None,
@@ -579,7 +581,6 @@ fn build_report(
                     .expect("same histogram bounds");
                 late.add(&t.late_by_latency);
             }
-            let p99 = LatencySummary::from_histogram(&collector.latency).p99;
             report::OpenLoopSummary {
                 uncorrected_latency_us: LatencySummary::from_histogram(&uncorrected),
                 sends_behind_schedule: sum(|t| t.behind_schedule),
@@ -588,7 +589,7 @@ fn build_report(
                     .map(|t| t.behind_max.as_micros() as u64)
                     .max()
                     .unwrap_or(0),
-                late_at_p99_us: late.mean_at(p99).map(report::round3),
+                late_at_p99_us: late.mean_at(p99_us).map(report::round3),
             }
         }),
         tls: config.url.starts_with("https:").then(|| report::TlsSummary {

@@ -182,6 +182,8 @@ pub struct Probes {
     threads_seeded: bool,
     /// The kernel's off-CPU totals when the stacks' grid started (set_stack_grid).
     offcpu_at_grid: Option<stacks::OffcpuTotals>,
+    /// The kernel's jiffy (ns), read once: what its timeouts in jiffies are in time.
+    jiffy_ns: Option<u64>,
 }
 
 impl Probes {
@@ -378,6 +380,7 @@ impl Probes {
             accounting: Default::default(),
             threads_seeded: false,
             offcpu_at_grid: None,
+            jiffy_ns: crate::clock::jiffy_ns(),
         })
     }
 
@@ -477,7 +480,7 @@ impl Probes {
         let ncpus = aya::util::nr_cpus().unwrap_or(1);
         let mut counters = KernelCounters {
             monotonic_ns: crate::clock::monotonic_ns(),
-            jiffy_ns: crate::clock::jiffy_ns(),
+            jiffy_ns: self.jiffy_ns,
             syscalls_off: self.syscalls_off,
             traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
