@@ -648,16 +648,7 @@ fn a_slow_answer_an_event_loop_polls_for_is_the_top_finding_by_its_address() {
 /// Udp:OutDatagrams of the host's network namespace (/proc/net/snmp).
 fn datagrams_sent() -> u64 {
     let text = std::fs::read_to_string("/proc/net/snmp").expect("/proc/net/snmp");
-    let udp: Vec<&str> = text.lines().filter(|l| l.starts_with("Udp:")).collect();
-    let column = (udp[0].split_whitespace())
-        .position(|k| k == "OutDatagrams")
-        .expect("OutDatagrams");
-    udp[1]
-        .split_whitespace()
-        .nth(column)
-        .unwrap()
-        .parse()
-        .unwrap()
+    mib_counter(&text, "Udp:", "OutDatagrams")
 }
 
 /// nginx-lua (an event loop) whose every 50th request asks a datagram service, servers/threaded
@@ -1837,23 +1828,27 @@ fn swapped_out_memory_is_the_top_finding_with_the_swap_ins() {
     );
 }
 
+/// The counter `name` of a /proc/net/snmp or netstat text, on its `prefix` lines ("Tcp:").
+fn mib_counter(text: &str, prefix: &str, name: &str) -> u64 {
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with(prefix)).collect();
+    let column = (lines[0].split_whitespace())
+        .position(|k| k == name)
+        .unwrap_or_else(|| panic!("no {prefix}{name}"));
+    lines[1]
+        .split_whitespace()
+        .nth(column)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// Tcp:RetransSegs of network namespace `ns` (/proc/net/snmp read inside it).
 fn retrans_segs(ns: &str) -> u64 {
     let out = Command::new("ip")
         .args(["netns", "exec", ns, "cat", "/proc/net/snmp"])
         .output()
         .expect("ip netns exec cat /proc/net/snmp");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let tcp: Vec<&str> = text.lines().filter(|l| l.starts_with("Tcp:")).collect();
-    let column = (tcp[0].split_whitespace())
-        .position(|k| k == "RetransSegs")
-        .expect("RetransSegs");
-    tcp[1]
-        .split_whitespace()
-        .nth(column)
-        .unwrap()
-        .parse()
-        .unwrap()
+    mib_counter(&String::from_utf8_lossy(&out.stdout), "Tcp:", "RetransSegs")
 }
 
 /// nginx in a namespace of its own, reached over a veth from srvprof's, where nftables drops 1
@@ -1943,16 +1938,7 @@ fn responses_lost_on_the_path_are_the_top_finding_with_the_retransmission_timeou
 /// the delayed-ACK timer.
 fn delayed_acks() -> u64 {
     let text = std::fs::read_to_string("/proc/net/netstat").expect("/proc/net/netstat");
-    let ext: Vec<&str> = text.lines().filter(|l| l.starts_with("TcpExt:")).collect();
-    let column = (ext[0].split_whitespace())
-        .position(|k| k == "DelayedACKs")
-        .expect("DelayedACKs");
-    ext[1]
-        .split_whitespace()
-        .nth(column)
-        .unwrap()
-        .parse()
-        .unwrap()
+    mib_counter(&text, "TcpExt:", "DelayedACKs")
 }
 
 /// servers/threaded writing answers in two calls, headers then body, with Nagle's algorithm left

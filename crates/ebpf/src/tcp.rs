@@ -137,19 +137,20 @@ fn server_port(port: u16) -> bool {
 #[map]
 static ACCEPT_PENDING_COUNT: Array<u64> = Array::with_max_entries(1, 0);
 
+/// Whether a one-entry count (ACCEPT_PENDING_COUNT, SEND_HELD_COUNT) is above 0.
 #[inline(always)]
-fn any_pending() -> bool {
-    ACCEPT_PENDING_COUNT
+fn nonzero(counter: &Array<u64>) -> bool {
+    counter
         .get(0)
         .is_some_and(|n| unsafe { core::ptr::read_volatile(n) } != 0)
 }
 
-/// Adds `delta` (wrapping: u64::MAX takes one) to ACCEPT_PENDING_COUNT, atomically (core's
-/// atomic types have no read-modify-write on this target; the BPF instruction does).
+/// Adds `delta` (wrapping: u64::MAX takes one) to a one-entry count, atomically (core's atomic
+/// types have no read-modify-write on this target; the BPF instruction does).
 #[inline(always)]
-fn count_pending(delta: u64) {
+fn add_to(counter: &Array<u64>, delta: u64) {
     use core::intrinsics::{AtomicOrdering, atomic_xadd};
-    if let Some(n) = ACCEPT_PENDING_COUNT.get_ptr_mut(0) {
+    if let Some(n) = counter.get_ptr_mut(0) {
         unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(n, delta) };
     }
 }
@@ -158,7 +159,7 @@ fn count_pending(delta: u64) {
 #[inline(always)]
 fn pending_removed(sk: u64) {
     if ACCEPT_PENDING.remove(&sk).is_ok() {
-        count_pending(u64::MAX);
+        add_to(&ACCEPT_PENDING_COUNT, u64::MAX);
     }
 }
 
@@ -367,11 +368,11 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
     } else if new == global(&TCP_STATE_CLOSE) {
         outbound_closed(sk);
         // Closed before the server read it: its memory may be another socket's next.
-        if any_pending() {
+        if nonzero(&ACCEPT_PENDING_COUNT) {
             pending_removed(sk as u64);
         }
-        if any_held() && SEND_HELD.remove(&(sk as u64)).is_ok() {
-            count_held(u64::MAX);
+        if nonzero(&SEND_HELD_COUNT) && SEND_HELD.remove(&(sk as u64)).is_ok() {
+            add_to(&SEND_HELD_COUNT, u64::MAX);
         }
     } else if new == global(&TCP_STATE_ESTABLISHED)
         && old & 0xffff_ffff == global(&TCP_STATE_SYN_RECV)
@@ -393,7 +394,7 @@ fn handshake_ended(sk: *const u8) {
     let now = unsafe { bpf_ktime_get_ns() };
     let id = sk as u64;
     if ACCEPT_PENDING.insert(&id, &now, BPF_NOEXIST as u64).is_ok() {
-        count_pending(1);
+        add_to(&ACCEPT_PENDING_COUNT, 1);
     } else if ACCEPT_PENDING.insert(&id, &now, BPF_EXIST as u64).is_err() {
         count_lost(lost::ACCEPT_MAP_FULL);
     }
@@ -407,7 +408,7 @@ fn handshake_ended(sk: *const u8) {
 #[btf_tracepoint(function = "tcp_rcv_space_adjust")]
 pub fn tcp_rcv_space_adjust(ctx: BtfTracePointContext) -> i32 {
     let sk: u64 = ctx.arg(0);
-    if sk == 0 || !any_pending() {
+    if sk == 0 || !nonzero(&ACCEPT_PENDING_COUNT) {
         return 0;
     }
     let port: u16 = read_field(sk as *const u8, global(&SOCK_NUM_OFFSET)).unwrap_or(0);
@@ -625,21 +626,6 @@ static SEND_HOLD_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(tc
 #[map]
 static SEND_HELD_COUNT: Array<u64> = Array::with_max_entries(1, 0);
 
-#[inline(always)]
-fn any_held() -> bool {
-    SEND_HELD_COUNT
-        .get(0)
-        .is_some_and(|n| unsafe { core::ptr::read_volatile(n) } != 0)
-}
-
-#[inline(always)]
-fn count_held(delta: u64) {
-    use core::intrinsics::{AtomicOrdering, atomic_xadd};
-    if let Some(n) = SEND_HELD_COUNT.get_ptr_mut(0) {
-        unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(n, delta) };
-    }
-}
-
 /// A send on one of the server's TCP connections: bytes it left unsent (write_seq past snd_nxt)
 /// begin a hold, which an ACK letting them go ends (tcp_probe); a send that leaves none ends one
 /// (a cork released).
@@ -658,12 +644,12 @@ fn server_sent(sk: *const u8) {
     let snd_nxt: u32 = read_field(sk, global(&TCP_SND_NXT_OFFSET)).unwrap_or(0);
     let id = sk as u64;
     if write_seq == snd_nxt {
-        if any_held() {
+        if nonzero(&SEND_HELD_COUNT) {
             hold_ended(id, unsafe { bpf_ktime_get_ns() });
         }
         return;
     }
-    if any_held() && unsafe { SEND_HELD.get(&id) }.is_some() {
+    if nonzero(&SEND_HELD_COUNT) && unsafe { SEND_HELD.get(&id) }.is_some() {
         return;
     }
     let snd_wnd: u32 = read_field(sk, global(&TCP_SND_WND_OFFSET)).unwrap_or(1);
@@ -681,7 +667,7 @@ fn server_sent(sk: *const u8) {
         _pad: 0,
     };
     if SEND_HELD.insert(&id, &held, BPF_NOEXIST as u64).is_ok() {
-        count_held(1);
+        add_to(&SEND_HELD_COUNT, 1);
     } else if unsafe { SEND_HELD.get(&id) }.is_none() {
         count_lost(lost::SEND_HELD_MAP_FULL);
     }
@@ -696,7 +682,7 @@ fn hold_ended(id: u64, now: u64) {
     if SEND_HELD.remove(&id).is_err() {
         return;
     }
-    count_held(u64::MAX);
+    add_to(&SEND_HELD_COUNT, u64::MAX);
     let waited = now.saturating_sub(held.since_ns);
     let kind = match held.kind < tcp::HOLD_KINDS {
         true => held.kind,
@@ -716,7 +702,7 @@ fn hold_ended(id: u64, now: u64) {
 /// with bytes held, an ACK of new data (for a closed window, a window opened) lets them go.
 #[btf_tracepoint(function = "tcp_probe")]
 pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
-    if !any_held() {
+    if !nonzero(&SEND_HELD_COUNT) {
         return 0;
     }
     let sk: u64 = ctx.arg(0);
@@ -889,8 +875,7 @@ fn note_datagram(id: &FdKey, sk: u64) -> Option<*const OutboundFd> {
 fn connected_udp(sk: *const u8) -> bool {
     const IPPROTO_UDP: u16 = 17;
     let protocol: u16 = read_field(sk, global(&SOCK_PROTOCOL_OFFSET)).unwrap_or(0);
-    let port_be: u16 = read_field(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0);
-    protocol == IPPROTO_UDP && port_be != 0
+    protocol == IPPROTO_UDP && read_field::<u16>(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0) != 0
 }
 
 /// The socket behind a task's file descriptor: task->files->fdt->fd[fd], when its inode is a

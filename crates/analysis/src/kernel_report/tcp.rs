@@ -98,6 +98,21 @@ pub struct SendHoldKind {
 pub const HOLD_KIND_NAMES: [&str; tcp::HOLD_KINDS as usize] =
     ["partial_segment", "full_segments", "zero_window"];
 
+/// Each tcp::HOLD_* kind in words: what held the bytes.
+const HOLD_KIND_WORDS: [&str; tcp::HOLD_KINDS as usize] = [
+    "less than a segment, held by Nagle's algorithm until the client acknowledged the answer's first part",
+    "whole segments, held by the congestion window or the client's receive window",
+    "held while the client's receive window was closed",
+];
+
+impl SendHoldKind {
+    /// What held its bytes, in words.
+    pub fn why(&self) -> &'static str {
+        let at = HOLD_KIND_NAMES.iter().position(|n| *n == self.kind);
+        HOLD_KIND_WORDS[at.unwrap_or(tcp::HOLD_FULL as usize)]
+    }
+}
+
 /// The server's bytes held unsent between two readings, by why; None when none was.
 fn send_holds(start: &Reading, end: &Reading) -> Option<SendHoldReport> {
     let ms = |ns: Option<u64>| ns.map_or(0.0, |ns| ns as f64 / 1e6);

@@ -14,8 +14,8 @@ use crate::record::{NsHistogram, Outbound};
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
 /// The process at the other end of a pipe or UNIX socket `threads` waited on `waits` times (a
-/// file lock's holder, a child process): the waker of those threads that woke them about as often as they waited there (half to twice),
-/// or a new process of it about as often (a helper started per wait, which wakes its parent at
+/// file lock's holder, a child process): the waker of those threads that woke them about as
+/// often as they waited there (half to twice), or a new process of it about as often (a helper started per wait, which wakes its parent at
 /// its start and at its end), other than their siblings, the load generator and the kernel's
 /// own (an idle CPU's interrupt, a worker thread): "ticket (pid 812), which woke them 48 times".
 fn other_end(
@@ -256,14 +256,7 @@ fn held_sends(server: &KernelReport, lengths: Option<&NsHistogram>, n: u64) -> O
         return None;
     }
     let mean_wait_ms = wait_ns as f64 / 1e6 / count as f64;
-    let top = holds.by_kind.first()?;
-    let why = match top.kind.as_str() {
-        "partial_segment" => {
-            "less than a segment, held by Nagle's algorithm until the client acknowledged the answer's first part"
-        }
-        "zero_window" => "held while the client's receive window was closed",
-        _ => "whole segments, held by the congestion window or the client's receive window",
-    };
+    let why = holds.by_kind.first()?.why();
     let delayed = match holds.delayed_acks {
         0 => String::new(),
         k => format!("; the host's delayed-ACK timer sent {k} ACKs late (TcpExt:DelayedACKs)"),

@@ -194,9 +194,7 @@ impl LateTiming {
         self.attach(ebpf, &HOLD_PROGRAMS)?;
         watch(ebpf, tcp::WATCH_HOLDS)
     }
-}
 
-impl LateTiming {
     /// ANSWER_PROGRAMS attached once the server's namespace sent DATAGRAMS_PER_S datagrams a
     /// second since the last look (`sent`, Udp:OutDatagrams): a datagram service's asks (a DNS
     /// server's) open no TCP connection.

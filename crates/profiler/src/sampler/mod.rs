@@ -175,14 +175,9 @@ impl Sampler {
     /// or asks, when the namespaces' counters show holds, or datagrams sent, since the last look.
     pub fn look_at_namespace(&mut self) -> Result<(), SrvprofError> {
         match self.mib_pid {
-            Some(pid) => self.follow_namespace(&procfs::net_mib(pid)),
+            Some(pid) => follow_namespace(&mut self.probes, &procfs::net_mib(pid)),
             None => Ok(()),
         }
-    }
-
-    fn follow_namespace(&mut self, mib: &BTreeMap<String, u64>) -> Result<(), SrvprofError> {
-        let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
-        (self.probes).follow_namespace(hold_traces(mib), datagrams)
     }
 
     pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
@@ -195,7 +190,7 @@ impl Sampler {
             if !mib.is_empty() {
                 self.last_mib = mib;
             }
-            self.follow_namespace(&self.last_mib.clone())?;
+            follow_namespace(&mut self.probes, &self.last_mib)?;
         }
         // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
         // each followed by a breath for the server: together they take 1-2 ms.
@@ -535,6 +530,12 @@ impl Sampler {
         drop(self.probes);
         self.exits
     }
+}
+
+/// Hands the probes the server namespace's counters (`mib`) their late programs attach by.
+fn follow_namespace(probes: &mut Probes, mib: &BTreeMap<String, u64>) -> Result<(), SrvprofError> {
+    let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
+    probes.follow_namespace(hold_traces(mib), datagrams)
 }
 
 /// HOLD_TRACES' sum in the server's namespace (`server_mib`) and srvprof's own (its load
