@@ -7,6 +7,7 @@ use std::process::Command;
 use anyhow::{Context as _, anyhow};
 
 fn main() -> anyhow::Result<()> {
+    join_up_probe_families();
     let metadata = cargo_metadata::MetadataCommand::new()
         .no_deps()
         .exec()
@@ -43,6 +44,41 @@ fn main() -> anyhow::Result<()> {
     };
     aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&toolchain))
         .context("building the BPF programs failed (the messages above say where)")
+}
+
+/// Declares the probe families' modules of src/probes (crates/families says how they are found)
+/// and joins up the `Reader` of each that declares one (probes/family.rs says what it does).
+fn join_up_probe_families() {
+    let modules = srvprof_families::modules("src/probes", &srvprof_families::names());
+    let readers: Vec<&str> = (modules.iter())
+        .filter(|m| m.declares("pub struct Reader"))
+        .map(|m| m.name.as_str())
+        .collect();
+    let each = |f: &dyn Fn(&str) -> String| -> String { readers.iter().map(|r| f(r)).collect() };
+    let mut code = srvprof_families::declarations(&modules, "pub ");
+    code += &format!(
+        "/// Every family's Reader, found by build.rs.\n\
+         pub(crate) struct Readers {{\n{}}}\n\n\
+         impl Readers {{\n\
+         \x20   /// Each family's programs attached by the loop, with the switch that leaves them detached.\n\
+         \x20   pub(crate) const FAMILIES: &[(Option<Family>, &[&str])] = &[\n{}    ];\n\n\
+         \x20   /// Each family's programs it attaches its own way, with their sections, and its switch.\n\
+         \x20   pub(crate) const OWN_PROGRAMS: &[(Option<Family>, OwnPrograms)] = &[\n{}    ];\n\n\
+         \x20   pub(crate) fn attach(at: &mut Attaching<'_>) -> Result<Self, SrvprofError> {{\n\
+         \x20       Ok(Self {{\n{}        }})\n    }}\n\n\
+         \x20   pub(crate) fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {{\n\
+         {}        Ok(())\n    }}\n}}\n",
+        each(&|r| format!("    pub {r}: {r}::Reader,\n")),
+        each(&|r| format!(
+            "        (<{r}::Reader as FamilyReader>::SKIP, <{r}::Reader as FamilyReader>::PROGRAMS),\n"
+        )),
+        each(&|r| format!(
+            "        (<{r}::Reader as FamilyReader>::SKIP, <{r}::Reader as FamilyReader>::OWN_PROGRAMS),\n"
+        )),
+        each(&|r| format!("            {r}: FamilyReader::attach(at)?,\n")),
+        each(&|r| format!("        self.{r}.read(ebpf, counters)?;\n")),
+    );
+    srvprof_families::write("probe_families.rs", &code);
 }
 
 /// The `channel = "..."` of a rust-toolchain.toml.

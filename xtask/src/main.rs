@@ -1,8 +1,9 @@
-//! Developer tasks: `cargo xtask setup | test | demo | bench | dist`.
+//! Developer tasks: `cargo xtask setup | test | demo | bench | dist | fmt`.
 
 mod bench;
 mod demo;
 mod dist;
+mod fmt;
 #[cfg(test)]
 mod imports;
 #[cfg(test)]
@@ -14,7 +15,7 @@ mod test;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke]>";
+const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke] | fmt>";
 
 fn main() -> Result<()> {
     STARTED.get_or_init(std::time::Instant::now);
@@ -52,6 +53,7 @@ fn main() -> Result<()> {
             }
             bench::run(rest)
         }
+        "fmt" => fmt::run(),
         other => bail!("unknown task '{other}'; {USAGE}"),
     }
 }

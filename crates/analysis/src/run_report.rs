@@ -252,11 +252,13 @@ pub fn build(
                     oncpu_runs: delta(&last.kernel.oncpu_run_hist, &first.kernel.oncpu_run_hist),
                     accept_queue: (g == GROUP_SERVER && accepts_timed)
                         .then(|| last.kernel.accept_hist.minus(&first.kernel.accept_hist)),
-                    pauses: (last.kernel.pause_hist.get(g as usize))
-                        .map(|h| match first.kernel.pause_hist.get(g as usize) {
-                            Some(before) => h.minus(before),
-                            None => h.clone(),
-                        })
+                    pauses: (last.kernel.families.pauses.pause_hist.get(g as usize))
+                        .map(
+                            |h| match first.kernel.families.pauses.pause_hist.get(g as usize) {
+                                Some(before) => h.minus(before),
+                                None => h.clone(),
+                            },
+                        )
                         .filter(|h| h.total() > 0),
                     send_holds: (g == GROUP_SERVER)
                         .then(|| {

@@ -2,9 +2,9 @@
 //!
 //! Everything a map holds or a ring buffer carries is defined here once, `#[repr(C)]`,
 //! so both sides agree on the bytes: each probe family's records and the names of its maps and
-//! globals in the file named as its BPF programs' (sched.rs, syscalls.rs, irq.rs, tcp.rs,
-//! exits.rs, stacks.rs, pauses.rs, target.rs, window.rs); what they share here (groups, lost
-//! events).
+//! globals in the file named as its BPF programs' (sched.rs, tcp.rs, ...); what they share here
+//! (groups, lost events). A file here that declares its names (`names!`) is a family: build.rs
+//! declares it, and the other layers' build scripts look for their files of the same name.
 #![no_std]
 
 /// Declares a family's map and global names (the `maps` and `globals` modules of its file): each
@@ -40,8 +40,8 @@ macro_rules! pod {
     };
 }
 
-/// Gathers the families' names into `maps` and `globals` (`maps::TCP_PORTS`): a family is
-/// registered by its name here and its `mod` line.
+/// Gathers the families' names into `maps` and `globals` (`maps::TCP_PORTS`), for every family
+/// build.rs finds.
 macro_rules! families {
     ($($family:ident),* $(,)?) => {
         /// Every family's map names.
@@ -63,31 +63,8 @@ macro_rules! families {
 
 pub mod hist;
 
-mod exits;
-mod irq;
-mod pauses;
-mod sched;
-mod stacks;
-mod syscalls;
-mod target;
-pub mod tcp;
-pub mod window;
-
-families!(
-    exits, irq, pauses, sched, stacks, syscalls, target, tcp, window
-);
-
-pub use exits::*;
-pub use irq::*;
-pub use pauses::*;
-pub use sched::*;
-pub use stacks::*;
-pub use syscalls::*;
-pub use target::*;
-pub use tcp::{
-    AcceptCount, FdKey, HeldSend, MAX_PORTS, OutboundCount, OutboundFd, OutboundKey,
-    OutboundSocket, TcpResetKey,
-};
+// Every family's module, `pub use`d, and `families!` over them (build.rs).
+include!(concat!(env!("OUT_DIR"), "/families.rs"));
 
 /// Which side of a run a watched process belongs to.
 pub const GROUP_SERVER: u32 = 0;

@@ -1,5 +1,5 @@
-//! srvprof's BPF programs. One module per measurement, each the twin of a module of the same
-//! name in crates/profiler/src/probes. All attach to BTF tracepoints (stacks also to the
+//! srvprof's BPF programs. One module per probe family, each named as its files on the other
+//! layers (crates/common/src, crates/profiler/src/probes). All attach to BTF tracepoints (stacks also to the
 //! software cpu-clock perf event, pauses to uprobes in a runtime's code): no kprobes, no tracefs.
 #![no_std]
 #![no_main]
@@ -7,17 +7,9 @@
 #![feature(core_intrinsics)]
 #![allow(internal_features)]
 
-mod exits;
-mod irq;
-mod memory;
-mod pauses;
 mod regs;
-mod sched;
-mod stacks;
-mod syscalls;
-mod target;
-mod tcp;
-mod window;
+// Every family's module (build.rs): the files named as crates/common's families.
+include!(concat!(env!("OUT_DIR"), "/families.rs"));
 
 #[cfg(not(test))]
 #[panic_handler]

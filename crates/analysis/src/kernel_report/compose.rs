@@ -324,7 +324,7 @@ pub fn kernel_report<'a>(
     r.disk_waits = super::disk_waits::disk_wait_deltas(start, end, group);
     r.locks = super::locks::lock_deltas(start, end, group, &r.threads);
     super::memory::fault_deltas(start, end, group, &mut r.memory);
-    r.pauses = super::pauses::pause_deltas(start, end, group);
+    r.families = super::family_figures(start, end, group);
     if group == srvprof_common::GROUP_SERVER {
         let mut outbound = end.outbound.clone().unwrap_or_default();
         // Waits are the span's: those before it are the start's.

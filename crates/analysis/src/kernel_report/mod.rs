@@ -11,14 +11,12 @@ mod compose;
 mod cpu_limits;
 mod deltas;
 mod disk_waits;
-mod irq;
 mod locks;
-mod memory;
-mod pauses;
 mod runq_holders;
 pub mod sampling;
-mod tcp;
 pub mod uncertainty;
+// The families' modules here, and their figures joined up (build.rs).
+include!(concat!(env!("OUT_DIR"), "/report_families.rs"));
 
 use std::collections::BTreeMap;
 
@@ -247,9 +245,10 @@ pub struct KernelReport {
     /// Page faults that read pages in, and memory reclaimed by its threads.
     #[serde(default)]
     pub memory: MemoryReport,
-    /// Stop-the-world pauses of its processes whose runtime srvprof knows (Go, HotSpot).
-    #[serde(default)]
-    pub pauses: Vec<PauseReport>,
+    /// The figures of the families that declare their own (`pauses`, ...), each field named
+    /// as in its family's file.
+    #[serde(flatten)]
+    pub families: FamilyFigures,
     pub hardirqs: Vec<HardirqReport>,
     pub exits: Vec<ExitRecord>,
     /// The control groups limiting this group's CPU time, and how often they held it back.

@@ -1,7 +1,47 @@
-//! A group's stop-the-world pauses in a window, per process.
+//! The stop-the-world family's part of the record and of the report: each watched process's
+//! pauses (uprobes at its runtime's functions) and their lengths, and a group's pauses in a span.
 
-use crate::record::Reading;
+use crate::record::{NsHistogram, Reading};
 use serde::{Deserialize, Serialize};
+
+/// Its part of KernelCounters: cumulative since the probes attached.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Counters {
+    /// The watched processes' pauses (those whose runtime is known).
+    pub pauses: Vec<PauseRecord>,
+    /// Their lengths (ns), per group (server, client); empty in recordings made before.
+    pub pause_hist: Vec<NsHistogram>,
+}
+
+/// A watched process's stop-the-world pauses so far (uprobes at its runtime's functions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseRecord {
+    pub pid: u32,
+    pub group: u32,
+    /// "go" or "hotspot".
+    #[serde(default)]
+    pub runtime: String,
+    pub pauses: u64,
+    pub total_ns: u64,
+    /// The longest since the probes were attached.
+    pub max_ns: u64,
+}
+
+/// Its part of a group's KernelReport.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Figures {
+    /// Stop-the-world pauses of its processes whose runtime srvprof knows (Go, HotSpot).
+    pub pauses: Vec<PauseReport>,
+}
+
+/// `group`'s figures between two readings.
+pub fn figures(start: &Reading, end: &Reading, group: u32) -> Figures {
+    Figures {
+        pauses: pause_deltas(start, end, group),
+    }
+}
 
 /// One process's stop-the-world pauses in a span: its runtime stopped every thread ("go":
 /// runtime.stopTheWorldWithSema to startTheWorldWithSema; "hotspot": a safepoint).
@@ -27,11 +67,11 @@ impl PauseReport {
 }
 
 /// `group`'s processes' pauses between `start` and `end`, longest in all first.
-pub fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseReport> {
-    let mut out: Vec<PauseReport> = (end.kernel.pauses.iter())
+fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseReport> {
+    let mut out: Vec<PauseReport> = (end.kernel.families.pauses.pauses.iter())
         .filter(|p| p.group == group)
         .filter_map(|p| {
-            let before = start.kernel.pauses.iter().find(|b| b.pid == p.pid);
+            let before = (start.kernel.families.pauses.pauses.iter()).find(|b| b.pid == p.pid);
             let (n0, ns0) = before.map(|b| (b.pauses, b.total_ns)).unwrap_or_default();
             let pauses = p.pauses.saturating_sub(n0);
             (pauses > 0).then(|| PauseReport {
@@ -50,11 +90,10 @@ pub fn pause_deltas(start: &Reading, end: &Reading, group: u32) -> Vec<PauseRepo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::PauseRecord;
 
     fn at(pauses: u64, ms: u64) -> Reading {
         let mut s = Reading::default();
-        s.kernel.pauses = vec![PauseRecord {
+        s.kernel.families.pauses.pauses = vec![PauseRecord {
             pid: 7,
             group: 0,
             runtime: "go".into(),

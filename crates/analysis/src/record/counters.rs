@@ -95,20 +95,6 @@ pub struct LockWaitRecord {
     pub wait_ns: u64,
 }
 
-/// A watched process's stop-the-world pauses so far (uprobes at its runtime's functions).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PauseRecord {
-    pub pid: u32,
-    pub group: u32,
-    /// "go" or "hotspot".
-    #[serde(default)]
-    pub runtime: String,
-    pub pauses: u64,
-    pub total_ns: u64,
-    /// The longest since the probes were attached.
-    pub max_ns: u64,
-}
-
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CountNs {
     pub count: u64,
@@ -234,12 +220,10 @@ pub struct KernelCounters {
     /// The watched threads' futex waits, per futex word, waiter and holder.
     #[serde(default)]
     pub lock_waits: Vec<LockWaitRecord>,
-    /// The watched processes' stop-the-world pauses (those whose runtime is known).
-    #[serde(default)]
-    pub pauses: Vec<PauseRecord>,
-    /// Their lengths (ns), per group (server, client); empty in recordings made before.
-    #[serde(default)]
-    pub pause_hist: Vec<NsHistogram>,
+    /// The parts of the families that declare their own (`pauses`, ...), each field named as
+    /// in its family's file.
+    #[serde(flatten)]
+    pub families: FamilyCounters,
     /// True when the syscall probes were not attached (--syscalls off): no syscall figure is real.
     pub syscalls_off: bool,
     /// Sampled mode: how long the syscall and interrupt programs have been attached so far (their
@@ -304,8 +288,7 @@ impl KernelCounters {
             runq_holders: Vec::new(),
             disk_waits: Vec::new(),
             lock_waits: Vec::new(),
-            pauses: Vec::new(),
-            pause_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            families: FamilyCounters::default(),
             softirqs: vec![vec![CountNs::default(); NR_SOFTIRQS as usize]; ncpus],
             hardirqs: Vec::new(),
             tcp: vec![0; (tcp::SIDES * tcp::COUNT) as usize],
@@ -318,3 +301,6 @@ impl KernelCounters {
         }
     }
 }
+
+// FamilyCounters (build.rs).
+include!(concat!(env!("OUT_DIR"), "/record_families.rs"));

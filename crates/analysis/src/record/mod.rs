@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use counters::{
-    AcceptWaitCount, CountNs, DiskWait, KernelCounters, LockWaitRecord, NsHistogram, PauseRecord,
-    RunqHolder, TcpResetCount, ThreadCounters, WakePair,
+    AcceptWaitCount, CountNs, DiskWait, FamilyCounters, KernelCounters, LockWaitRecord,
+    NsHistogram, RunqHolder, TcpResetCount, ThreadCounters, WakePair,
 };
 
 /// CPU time of one thread or process, from /proc (the kernel's own accounting).

@@ -13,7 +13,7 @@ pub const STW_P99_SHARE: f64 = 0.1;
 /// The server process whose runtime paused longest in all, when its pauses reach p99: their
 /// number, rate, time, mean and longest, and the fix for that runtime.
 pub fn stop_the_world(r: &RunReport) -> Option<Finding> {
-    let p = r.server.pauses.first()?;
+    let p = r.server.families.pauses.pauses.first()?;
     let secs = r.server.duration_s.max(1e-9);
     let p99_ms = r.load.latency_us.p99 as f64 / 1e3;
     let share = p.total_ns as f64 / (secs * 1e9);
@@ -59,7 +59,7 @@ pub fn stop_the_world(r: &RunReport) -> Option<Finding> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::record::PauseRecord;
+    use crate::kernel_report::pauses::PauseRecord;
     use crate::rules::test_support::*;
     use srvprof_common::GROUP_SERVER;
 
@@ -69,7 +69,7 @@ pub(super) mod tests {
     fn paused(ms: u64) -> RunReport {
         Recording::window()
             .each(|s, k| {
-                s.kernel.pauses.push(PauseRecord {
+                s.kernel.families.pauses.pauses.push(PauseRecord {
                     pid: 7,
                     group: GROUP_SERVER,
                     runtime: "go".into(),

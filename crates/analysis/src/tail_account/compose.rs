@@ -206,7 +206,12 @@ fn pauses(
     threads: Vec<String>,
     n: u64,
 ) -> Option<Cost> {
-    let p = server.pauses.iter().max_by_key(|p| p.total_ns)?;
+    let p = server
+        .families
+        .pauses
+        .pauses
+        .iter()
+        .max_by_key(|p| p.total_ns)?;
     let span_ms = server.duration_s * 1e3;
     if p.pauses == 0 || p.total_ns == 0 || span_ms <= 0.0 {
         return None;
@@ -549,7 +554,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     // A Go program's thread that holds the world stopped (the collector, or a goroutine that has
     // not reached a safepoint) is one of its request threads, all named alike: its CPU meanwhile
     // is the pause's, not a request's (a JVM's runs in threads of their own names).
-    let stopped_ms = (server.pauses.iter())
+    let stopped_ms = (server.families.pauses.pauses.iter())
         .filter(|p| p.runtime == "go")
         .map(|p| p.total_ns as f64 / 1e6 / n as f64)
         .sum::<f64>();
@@ -565,7 +570,12 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     // the runs' lengths say how the CPU's time falls on the slowest requests (a spin in one
     // request in fifty is that one's, not a fiftieth of each).
     let group_ns: u64 = server.threads.iter().map(|t| t.oncpu_ns).sum();
-    let go_pauses = server.pauses.iter().any(|p| p.runtime == "go");
+    let go_pauses = server
+        .families
+        .pauses
+        .pauses
+        .iter()
+        .any(|p| p.runtime == "go");
     let runs = oncpu_run_lengths
         .filter(|h| h.total() > 0 && cpu_ns as f64 >= MIN_RUNS_SHARE * group_ns as f64)
         .map(|h| match pause_lengths.filter(|_| go_pauses) {

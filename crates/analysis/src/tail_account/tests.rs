@@ -862,7 +862,7 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
     let (load, mut server, stacks) = threaded(40_000_000, 0);
     server.duration_s = 10.0;
     server.threads[0].oncpu_ns = 1_200_000_000;
-    server.pauses = vec![PauseReport {
+    server.families.pauses.pauses = vec![PauseReport {
         pid: 7,
         runtime: "go".into(),
         pauses: 100,

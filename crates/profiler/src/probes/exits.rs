@@ -1,28 +1,29 @@
 //! Reads exit records from the EXITS ring buffer.
 
-use aya::{
-    Ebpf,
-    maps::{MapData, RingBuf},
-};
+use aya::maps::{MapData, RingBuf};
 use srvprof_common::{ExitEvent, maps};
 
-use super::take_ring;
+use super::family::{Attaching, FamilyReader};
+use super::{Family, take_ring};
 use crate::error::SrvprofError;
 
-/// Attached by the probes' loop, to the BTF tracepoint of its name.
-pub const PROGRAMS: &[&str] = &["sched_process_exit"];
-
-pub struct ExitReader {
+/// The exits' ring, drained by the sampler between readings (`Probes::drain_exits`).
+pub struct Reader {
     ring: RingBuf<MapData>,
 }
 
-impl ExitReader {
-    pub fn new(ebpf: &mut Ebpf) -> Result<Self, SrvprofError> {
+impl FamilyReader for Reader {
+    const PROGRAMS: &'static [&'static str] = &["sched_process_exit"];
+    const SKIP: Option<Family> = Some(Family::Exits);
+
+    fn attach(at: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
         Ok(Self {
-            ring: take_ring(ebpf, maps::EXITS)?,
+            ring: take_ring(at.ebpf, maps::EXITS)?,
         })
     }
+}
 
+impl Reader {
     pub fn drain(&mut self) -> Vec<ExitEvent> {
         let mut events = Vec::new();
         while let Some(item) = self.ring.next() {

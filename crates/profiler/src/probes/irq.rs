@@ -6,7 +6,8 @@ use aya::{
 };
 use srvprof_common::{CountTime, NR_SOFTIRQS, SoftirqSlot, maps};
 
-use super::{map_error, map_ref};
+use super::family::{Attaching, FamilyReader};
+use super::{Family, map_error, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{CountNs, KernelCounters};
 
@@ -20,6 +21,21 @@ pub const PROGRAMS: &[&str] = &[
 ];
 /// The programs that time softirqs.
 pub const SOFTIRQ_PROGRAMS: [&str; 2] = ["softirq_entry", "softirq_exit"];
+
+pub struct Reader;
+
+impl FamilyReader for Reader {
+    const PROGRAMS: &'static [&'static str] = PROGRAMS;
+    const SKIP: Option<Family> = Some(Family::Irq);
+
+    fn attach(_: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
+        Ok(Self)
+    }
+
+    fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+        read(ebpf, counters)
+    }
+}
 
 fn count_ns(ct: &CountTime) -> CountNs {
     CountNs {

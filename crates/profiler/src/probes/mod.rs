@@ -1,30 +1,24 @@
-//! Loading, attaching and reading srvprof's BPF programs. One submodule per measurement, each
-//! the twin of the module of the same name in crates/ebpf.
+//! Loading, attaching and reading srvprof's BPF programs. One submodule per probe family, named
+//! as its files on the other layers (crates/ebpf/src, crates/common/src), declared by build.rs.
 
 pub mod btf_offsets;
 pub mod cost;
-pub mod exits;
-pub mod irq;
-pub mod memory;
+mod family;
 #[cfg(test)]
 mod object_names;
-pub mod pauses;
-pub mod sched;
-pub mod stacks;
-pub mod syscalls;
-pub mod target;
-pub mod tcp;
-pub mod window;
+// Every family's module, and `Readers` joining up those with a Reader (build.rs).
+include!(concat!(env!("OUT_DIR"), "/probe_families.rs"));
 
 use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
     programs::{BtfTracePoint, tp_btf::BtfTracePointLinkId},
 };
-use srvprof_common::{HistSlots, NUM_GROUPS, globals, maps};
+use srvprof_common::{HistSlots, globals, maps};
 
 use crate::error::{Cause, SrvprofError};
 pub use btf_offsets::{KernelOffsets, TcpNames};
+use family::{Attaching, FamilyReader, OwnPrograms};
 use srvprof_analysis::record::{KernelCounters, NsHistogram};
 use window::Window;
 
@@ -33,15 +27,8 @@ static BPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), 
 
 /// Each family's programs attached by Probes::attach's loop, each to the BTF tracepoint of its
 /// own name, with the switch that leaves them detached (None: the scheduler's, which track the
-/// targets, and the syscalls', which have their own). Stacks and pauses attach their own way.
-const FAMILIES: &[(Option<Family>, &[&str])] = &[
-    (None, sched::PROGRAMS),
-    (Some(Family::Exits), exits::PROGRAMS),
-    (None, syscalls::PROGRAMS),
-    (Some(Family::Irq), irq::PROGRAMS),
-    (Some(Family::Reclaim), memory::PROGRAMS),
-    (Some(Family::Tcp), tcp::PROGRAMS),
-];
+/// targets, and the syscalls', which have their own). Stacks attach their own way.
+const FAMILIES: &[(Option<Family>, &[&str])] = Readers::FAMILIES;
 
 /// Every program in FAMILIES, in attach order.
 pub const PROGRAMS: &[&str] = &concat::<{ count(FAMILIES) }>(FAMILIES);
@@ -151,11 +138,15 @@ impl Family {
         match program {
             stacks::ONCPU_PROGRAM => Some(Family::Oncpu),
             stacks::OFFCPU_PROGRAM => Some(Family::Offcpu),
-            pauses::STOP_PROGRAM | pauses::START_PROGRAM => Some(Family::Pauses),
-            tcp::RESET_PROGRAM_WITHOUT_REASON => Some(Family::Tcp),
             _ => (FAMILIES.iter())
                 .find(|(_, programs)| programs.contains(&program))
-                .and_then(|(family, _)| *family),
+                .map(|(family, _)| *family)
+                .or_else(|| {
+                    (Readers::OWN_PROGRAMS.iter())
+                        .find(|(_, own)| own.iter().any(|(p, _)| *p == program))
+                        .map(|(family, _)| *family)
+                })
+                .flatten(),
         }
     }
 }
@@ -163,23 +154,16 @@ impl Family {
 /// Loaded and attached probes. Dropping it detaches every program and frees every map.
 pub struct Probes {
     ebpf: Ebpf,
-    /// The server processes whose stop-the-world pauses are timed, and their runtime.
-    paused: Vec<(u32, &'static str)>,
-    exits: exits::ExitReader,
+    /// Each family's userspace half.
+    families: Readers,
     stack_sample_hz: Option<u64>,
     /// On-CPU samples unwound from CFI in user space, when stacks are recorded.
     user_stacks: Option<crate::stacks::unwind::UserStacks>,
     syscalls_off: bool,
     /// The syscall and interrupt programs' window, in sampled mode.
     window: Option<Window>,
-    tcp: tcp::TcpReader,
-    /// The file each (process, descriptor) of a disk wait last named: a reading finds the
-    /// descriptors a server opens per request closed more often than not.
-    disk_paths: std::collections::HashMap<(u32, i32), String>,
     /// The kernel's accounting of the programs' run time, on for some intervals.
     accounting: cost::Accounting,
-    /// The threads of the watched processes have been listed from /proc once (sched::read).
-    threads_seeded: bool,
     /// The kernel's off-CPU totals when the stacks' grid started (set_stack_grid).
     offcpu_at_grid: Option<stacks::OffcpuTotals>,
     /// The kernel's jiffy (ns), read once: what its timeouts in jiffies are in time.
@@ -314,15 +298,6 @@ impl Probes {
             on_attach(program, result.as_ref().map(|_| ()));
             result?;
         }
-        // Left detached with the rest of its family (skipped above, so not loaded either).
-        let accept_waits = match targets.skip.contains(&Family::Tcp) {
-            true => tcp::AcceptWaits::Off,
-            false => targets.accept_waits,
-        };
-        let mut accept = tcp::AcceptTiming::new(accept_waits);
-        if accept_waits == tcp::AcceptWaits::Always {
-            accept.attach(&mut ebpf)?;
-        }
         // The thread that unwinds the samples, ready (its targets' modules read) before the
         // programs that send them attach.
         let user_stacks = match targets.stack_sample_hz {
@@ -353,32 +328,20 @@ impl Probes {
                 result?;
             }
         }
-        let paused_pids = match targets.skip.contains(&Family::Pauses) {
-            true => &[][..],
-            false => &targets.server_pids[..],
-        };
-        let result = pauses::attach(&mut ebpf, paused_pids);
-        for program in [pauses::STOP_PROGRAM, pauses::START_PROGRAM] {
-            on_attach(program, result.as_ref().map(|_| ()));
-        }
-        let paused = result?;
-        let exits = exits::ExitReader::new(&mut ebpf)?;
+        let families = Readers::attach(&mut Attaching {
+            ebpf: &mut ebpf,
+            targets,
+            tcp_names: &tcp_names,
+            on_attach: &mut on_attach,
+        })?;
         Ok(Self {
             ebpf,
-            paused,
-            exits,
+            families,
             stack_sample_hz: targets.stack_sample_hz,
             user_stacks,
             syscalls_off: targets.skip_syscalls,
             window,
-            tcp: tcp::TcpReader {
-                names: tcp_names,
-                accept,
-                late: tcp::LateTiming::new(!targets.skip.contains(&Family::Tcp)),
-            },
-            disk_paths: Default::default(),
             accounting: Default::default(),
-            threads_seeded: false,
             offcpu_at_grid: None,
             jiffy_ns: crate::clock::jiffy_ns(),
         })
@@ -455,7 +418,7 @@ impl Probes {
     ) -> Result<(), SrvprofError> {
         tcp::add_outbound_fds(&mut self.ebpf, open)?;
         // Their asks are timed from now.
-        self.tcp.late.attach_answers(&mut self.ebpf)
+        self.families.tcp.late.attach_answers(&mut self.ebpf)
     }
 
     /// The namespaces' counters at a reading: HOLD_TRACES' sum (the programs that time answers
@@ -463,8 +426,12 @@ impl Probes {
     /// asks, once they grow).
     pub fn follow_namespace(&mut self, traces: u64, datagrams: u64) -> Result<(), SrvprofError> {
         let now = crate::clock::monotonic_ns();
-        self.tcp.late.follow_holds(&mut self.ebpf, traces, now)?;
-        self.tcp
+        self.families
+            .tcp
+            .late
+            .follow_holds(&mut self.ebpf, traces, now)?;
+        self.families
+            .tcp
             .late
             .follow_datagrams(&mut self.ebpf, datagrams, now)
     }
@@ -485,27 +452,7 @@ impl Probes {
             traced_ns: self.window.as_ref().map(Window::traced_ns),
             ..KernelCounters::empty(ncpus)
         };
-        sched::read(&mut self.ebpf, &mut counters, !self.threads_seeded)?;
-        self.threads_seeded = true;
-        for w in &mut counters.disk_waits {
-            if w.path.is_empty() {
-                if let Some(path) = self.disk_paths.get(&(w.pid, w.fd)) {
-                    w.path.clone_from(path);
-                }
-            } else {
-                self.disk_paths.insert((w.pid, w.fd), w.path.clone());
-            }
-        }
-        syscalls::read(&self.ebpf, &mut counters)?;
-        irq::read(&self.ebpf, &mut counters)?;
-        self.tcp.read(&mut self.ebpf, &mut counters)?;
-        counters.pauses = pauses::read(&self.ebpf)?;
-        counters.pause_hist = read_histograms(&self.ebpf, maps::PAUSE_HIST, NUM_GROUPS)?;
-        for p in &mut counters.pauses {
-            if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
-                p.runtime = runtime.to_string();
-            }
-        }
+        self.families.read(&mut self.ebpf, &mut counters)?;
         counters.lost = target::lost(&self.ebpf)?;
         Ok(counters)
     }
@@ -550,7 +497,7 @@ impl Probes {
 
     /// Exits recorded since the last call.
     pub fn drain_exits(&mut self) -> Vec<srvprof_common::ExitEvent> {
-        self.exits.drain()
+        self.families.exits.drain()
     }
 }
 

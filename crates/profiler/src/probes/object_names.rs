@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 use srvprof_common::{globals, maps};
 
-use super::{BPF_OBJECT, PROGRAMS, pauses, stacks, tcp};
+use super::{BPF_OBJECT, PROGRAMS, Readers, stacks};
 
 /// The object's programs (name -> section), maps and globals.
 struct Names {
@@ -46,22 +46,17 @@ fn names() -> Names {
     out
 }
 
-/// The programs attached by PROGRAMS' loop, and by the stacks' and pauses' own code, with the
-/// section each must be in.
+/// The programs attached by PROGRAMS' loop, by the families' own attach (their OWN_PROGRAMS) and
+/// by the stacks' code, with the section each must be in.
 fn loader_programs() -> BTreeMap<String, String> {
     let mut out: BTreeMap<String, String> = (PROGRAMS.iter())
         .map(|program| (program.to_string(), format!("tp_btf/{program}")))
         .collect();
-    // The loader's pick for kernels whose tcp_send_reset has no reason argument.
-    out.insert(
-        tcp::RESET_PROGRAM_WITHOUT_REASON.into(),
-        "tp_btf/tcp_send_reset".into(),
-    );
+    for &(program, section) in Readers::OWN_PROGRAMS.iter().flat_map(|(_, own)| own.iter()) {
+        out.insert(program.into(), section.into());
+    }
     out.insert(stacks::OFFCPU_PROGRAM.into(), "tp_btf/sched_switch".into());
     out.insert(stacks::ONCPU_PROGRAM.into(), "perf_event".into());
-    for program in [pauses::STOP_PROGRAM, pauses::START_PROGRAM] {
-        out.insert(program.into(), "uprobe".into());
-    }
     out
 }
 

@@ -7,14 +7,51 @@ use std::path::PathBuf;
 
 use aya::Ebpf;
 use aya::programs::{UProbe, uprobe::UProbeScope};
-use srvprof_common::{PauseStats, maps};
+use srvprof_common::{NUM_GROUPS, PauseStats, maps};
 
+use super::family::{Attaching, FamilyReader, OwnPrograms};
 use super::sched::map_entries;
+use super::{Family, read_histograms};
 use crate::error::SrvprofError;
-use srvprof_analysis::record::PauseRecord;
+use srvprof_analysis::kernel_report::pauses::PauseRecord;
+use srvprof_analysis::record::KernelCounters;
 
 pub const STOP_PROGRAM: &str = "world_stops";
 pub const START_PROGRAM: &str = "world_starts";
+
+/// The server processes whose pauses are timed, and their runtime.
+pub struct Reader {
+    paused: Vec<(u32, &'static str)>,
+}
+
+impl FamilyReader for Reader {
+    const OWN_PROGRAMS: OwnPrograms = &[(STOP_PROGRAM, "uprobe"), (START_PROGRAM, "uprobe")];
+    const SKIP: Option<Family> = Some(Family::Pauses);
+
+    fn attach(at: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
+        let pids = match at.skips(Family::Pauses) {
+            true => &[][..],
+            false => &at.targets.server_pids[..],
+        };
+        let result = attach(at.ebpf, pids);
+        for program in [STOP_PROGRAM, START_PROGRAM] {
+            (at.on_attach)(program, result.as_ref().map(|_| ()));
+        }
+        Ok(Self { paused: result? })
+    }
+
+    fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+        let out = &mut counters.families.pauses;
+        out.pauses = read(ebpf)?;
+        out.pause_hist = read_histograms(ebpf, maps::PAUSE_HIST, NUM_GROUPS)?;
+        for p in &mut out.pauses {
+            if let Some((_, runtime)) = self.paused.iter().find(|(pid, _)| *pid == p.pid) {
+                p.runtime = runtime.to_string();
+            }
+        }
+        Ok(())
+    }
+}
 
 /// A runtime that stops the world: where its code is in a process, and the functions that stop
 /// and restart the world.
@@ -53,7 +90,7 @@ fn libjvm(pid: u32) -> Option<PathBuf> {
 
 /// Loads both programs and attaches them to each of `pids` whose runtime has the functions.
 /// Returns the (pid, runtime) pairs watched; a process with neither runtime is left alone.
-pub fn attach(ebpf: &mut Ebpf, pids: &[u32]) -> Result<Vec<(u32, &'static str)>, SrvprofError> {
+fn attach(ebpf: &mut Ebpf, pids: &[u32]) -> Result<Vec<(u32, &'static str)>, SrvprofError> {
     for program in [STOP_PROGRAM, START_PROGRAM] {
         uprobe(ebpf, program)?
             .load()
@@ -104,7 +141,7 @@ fn uprobe<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut UProbe, SrvprofE
 }
 
 /// Every watched process's pauses so far.
-pub fn read(ebpf: &Ebpf) -> Result<Vec<PauseRecord>, SrvprofError> {
+fn read(ebpf: &Ebpf) -> Result<Vec<PauseRecord>, SrvprofError> {
     map_entries(ebpf, maps::PAUSES, |pid: u32, p: PauseStats| PauseRecord {
         pid,
         group: p.group,

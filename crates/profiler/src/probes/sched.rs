@@ -16,6 +16,7 @@ use srvprof_common::{
     ThreadStats, WakeCount, WakeKey, maps,
 };
 
+use super::family::{Attaching, FamilyReader};
 use super::{map_error, map_mut, map_ref, read_histograms, target};
 use crate::error::SrvprofError;
 use crate::procfs;
@@ -34,6 +35,39 @@ pub const PROGRAMS: &[&str] = &[
     "sched_migrate_task",
     "sched_process_fork",
 ];
+
+/// What the scheduler's readings keep from one to the next.
+#[derive(Default)]
+pub struct Reader {
+    /// The threads of the watched processes have been listed from /proc once (`read`'s seed).
+    threads_seeded: bool,
+    /// The file each (process, descriptor) of a disk wait last named: a reading finds the
+    /// descriptors a server opens per request closed more often than not.
+    disk_paths: std::collections::HashMap<(u32, i32), String>,
+}
+
+impl FamilyReader for Reader {
+    const PROGRAMS: &'static [&'static str] = PROGRAMS;
+
+    fn attach(_: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
+        Ok(Self::default())
+    }
+
+    fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+        read(ebpf, counters, !self.threads_seeded)?;
+        self.threads_seeded = true;
+        for w in &mut counters.disk_waits {
+            if w.path.is_empty() {
+                if let Some(path) = self.disk_paths.get(&(w.pid, w.fd)) {
+                    w.path.clone_from(path);
+                }
+            } else {
+                self.disk_paths.insert((w.pid, w.fd), w.path.clone());
+            }
+        }
+        Ok(())
+    }
+}
 
 /// `counters.monotonic_ns` is the reading's time (CLOCK_MONOTONIC, the programs' clock). With
 /// `seed`, the threads of the watched processes no program has seen yet are listed from /proc

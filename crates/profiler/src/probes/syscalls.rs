@@ -6,6 +6,7 @@ use aya::{
 };
 use srvprof_common::{BlockedTable, MAX_SYSCALL_NR, NUM_GROUPS, SyscallTable, maps};
 
+use super::family::{Attaching, FamilyReader};
 use super::{map_error, map_ref};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::{CountNs, KernelCounters};
@@ -13,6 +14,20 @@ use srvprof_analysis::record::{CountNs, KernelCounters};
 /// The programs that count and time syscalls (skipped with ProbeTargets::skip_syscalls), attached
 /// by the probes' loop, each to the BTF tracepoint of its name.
 pub const PROGRAMS: &[&str] = &["sys_enter", "sys_exit"];
+
+pub struct Reader;
+
+impl FamilyReader for Reader {
+    const PROGRAMS: &'static [&'static str] = PROGRAMS;
+
+    fn attach(_: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
+        Ok(Self)
+    }
+
+    fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
+        read(ebpf, counters)
+    }
+}
 
 pub fn read(ebpf: &Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
     let map: PerCpuArray<&MapData, SyscallTable> = map_ref(ebpf, maps::SYSCALLS)?;

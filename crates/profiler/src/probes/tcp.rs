@@ -11,7 +11,8 @@ use srvprof_common::{
 };
 
 use super::btf_offsets::TcpNames;
-use super::{attach_loaded, btf_program, map_error, map_mut, map_ref, read_histograms};
+use super::family::{Attaching, FamilyReader, OwnPrograms};
+use super::{Family, attach_loaded, btf_program, map_error, map_mut, map_ref, read_histograms};
 use crate::error::SrvprofError;
 use srvprof_analysis::record::NsHistogram;
 use srvprof_analysis::record::{AcceptWaitCount, CountNs, KernelCounters, TcpResetCount};
@@ -92,19 +93,37 @@ pub fn watch_ports(ebpf: &mut Ebpf, ports: &[u16]) -> Result<(), SrvprofError> {
 }
 
 /// Reads the family's maps at each reading, and follows the accept program's attachment.
-pub struct TcpReader {
+pub struct Reader {
     /// The kernel's names of TCP states and reset reasons.
     pub names: TcpNames,
     pub accept: AcceptTiming,
     pub late: LateTiming,
 }
 
-impl TcpReader {
-    pub fn read(
-        &mut self,
-        ebpf: &mut Ebpf,
-        counters: &mut KernelCounters,
-    ) -> Result<(), SrvprofError> {
+impl FamilyReader for Reader {
+    const PROGRAMS: &'static [&'static str] = PROGRAMS;
+    /// The loader's pick for kernels whose tcp_send_reset has no reason argument.
+    const OWN_PROGRAMS: OwnPrograms = &[(RESET_PROGRAM_WITHOUT_REASON, "tp_btf/tcp_send_reset")];
+    const SKIP: Option<Family> = Some(Family::Tcp);
+
+    fn attach(at: &mut Attaching<'_>) -> Result<Self, SrvprofError> {
+        // Left detached with the rest of its family (skipped by the loop, so not loaded either).
+        let accept_waits = match at.skips(Family::Tcp) {
+            true => AcceptWaits::Off,
+            false => at.targets.accept_waits,
+        };
+        let mut accept = AcceptTiming::new(accept_waits);
+        if accept_waits == AcceptWaits::Always {
+            accept.attach(at.ebpf)?;
+        }
+        Ok(Self {
+            names: at.tcp_names.clone(),
+            accept,
+            late: LateTiming::new(!at.skips(Family::Tcp)),
+        })
+    }
+
+    fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {
         // Before the outbound connections are read: what the reading counts is from here on.
         self.late.follow_answers(ebpf)?;
         read(ebpf, &self.names, counters)?;
