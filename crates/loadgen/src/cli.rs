@@ -18,6 +18,14 @@ pub struct LoadArgs {
     #[arg(short = 'c', long = "connections", default_value_t = 50)]
     pub connections: usize,
 
+    /// This host's share of a run split over N client hosts: the I-th of N, counted from 1.
+    ///
+    /// -c and -n are split as evenly as integers allow; an open loop's arrivals are dealt out,
+    /// arrival k to the host with k mod N = I-1 (a --targets list likewise), so the N hosts
+    /// together send exactly the one-host run. Give each host the same options.
+    #[arg(long = "segment", value_name = "I/N", value_parser = crate::segment::Segment::parse)]
+    pub segment: Option<crate::segment::Segment>,
+
     /// Send exactly this many requests (after warmup), then stop.
     #[arg(short = 'n', long = "requests")]
     pub requests: Option<u64>,
@@ -180,6 +188,7 @@ impl Default for LoadArgs {
     fn default() -> LoadArgs {
         LoadArgs {
             connections: 50,
+            segment: None,
             requests: None,
             duration: None,
             rate: None,
@@ -247,16 +256,32 @@ impl LoadArgs {
             (None, None, _) => Some(Duration::from_secs(10)),
             (d, _, _) => d,
         };
+        let segment = self.segment.unwrap_or(crate::segment::Segment::WHOLE);
+        let connections = segment.share(self.connections as u64) as usize;
+        let requests = self.requests.map(|n| segment.share(n));
+        let none_of = |what: &str, flag: &str, total: u64| {
+            LoadError::InvalidOption(format!(
+                "--segment {segment} gets none of the run's {total} {what}: give {flag} at least {} (one per host)",
+                segment.count()
+            ))
+        };
+        if connections == 0 {
+            return Err(none_of("connections", "-c", self.connections as u64));
+        }
+        if requests == Some(0) {
+            return Err(none_of("requests", "-n", self.requests.unwrap_or(0)));
+        }
         Ok(LoadConfig {
             url: String::new(),
-            connections: self.connections,
+            connections,
+            segment,
             // One thread per pinned CPU: two threads on one CPU only take turns.
             threads: self.threads.unwrap_or_else(|| match &self.cpus {
                 Some(list) if !list.0.is_empty() => list.0.len(),
                 _ => crate::sys::available_cpus(),
             }),
             duration,
-            requests: self.requests,
+            requests,
             rate: self.rate.clone(),
             keepalive: !self.no_keepalive,
             method: self.method.clone(),
@@ -455,6 +480,27 @@ mod tests {
         .unwrap();
         assert_eq!(c.duration, None);
         assert_eq!(c.headers, vec![("X-Test".to_string(), "a: b".to_string())]);
+    }
+
+    #[test]
+    fn a_segment_takes_its_share_of_connections_and_requests() {
+        let split = |segment: &str, c: usize, n: Option<u64>| {
+            LoadArgs {
+                segment: Some(crate::segment::Segment::parse(segment).unwrap()),
+                connections: c,
+                requests: n,
+                ..LoadArgs::default()
+            }
+            .to_config()
+        };
+        let c = split("1/3", 50, Some(1000)).unwrap();
+        assert_eq!((c.connections, c.requests), (17, Some(334)));
+        let c = split("3/3", 50, Some(1000)).unwrap();
+        assert_eq!((c.connections, c.requests), (16, Some(333)));
+        let err = split("4/4", 3, None).unwrap_err().to_string();
+        assert!(err.contains("none of the run's 3 connections") && err.contains("-c at least 4"), "{err}");
+        let err = split("2/2", 4, Some(1)).unwrap_err().to_string();
+        assert!(err.contains("none of the run's 1 requests"), "{err}");
     }
 
     #[test]

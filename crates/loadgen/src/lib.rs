@@ -51,6 +51,7 @@ engine! {
     mod request;
     mod request_loop;
     mod run;
+    pub mod segment;
     mod stats;
     mod sys;
     pub mod targets;

@@ -28,7 +28,8 @@ const COALESCE: Duration = Duration::from_micros(100);
 /// When each request of one request slot (a connection, or an HTTP/2 stream) should go out.
 pub(crate) struct Pacer {
     /// Open loop: the intended time of the slot's next request, that request's number over all
-    /// slots (slot i sends requests i, i + slots, i + 2 slots...), and the instant the rate's
+    /// slots (slot i sends requests i, i + slots, i + 2 slots...; a segment's numbers, dealt out
+    /// of the one-host schedule), and the instant the rate's
     /// schedule counts from for this slot (the run's start, later for a slot that began late).
     next: Option<(Instant, u64, Instant)>,
     schedule: Option<(Rc<Schedule>, usize)>,
@@ -46,14 +47,14 @@ impl Pacer {
         let next = plan.rate.as_ref().map(|rate| {
             // Slots' first requests are spread over the first slots' worth of the schedule, so
             // it is even, not bursty; a slot that starts later (--ramp-up) shifts its own.
-            let due = plan.run_start + rate.due(index as f64);
+            let due = plan.run_start + rate.due(plan.segment.global(index as u64) as f64);
             let origin = plan.run_start + started.saturating_duration_since(due);
             (due.max(started), index as u64, origin)
         });
         Pacer {
             next,
             schedule: schedule.map(|s| (s, index)),
-            rng: plan.targets.rng_for(index),
+            rng: plan.targets.rng_for(plan.segment.global(index as u64) as usize),
         }
     }
 
@@ -82,7 +83,7 @@ impl Pacer {
     pub(crate) fn advance(&mut self, plan: &RunPlan) {
         if let (Some((at, k, origin)), Some(rate)) = (&mut self.next, &plan.rate) {
             *k += plan.slots() as u64;
-            *at = *origin + rate.due(*k as f64);
+            *at = *origin + rate.due(plan.segment.global(*k) as f64);
         }
     }
 }

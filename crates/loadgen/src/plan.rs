@@ -86,6 +86,9 @@ pub(crate) struct RunPlan {
     /// Total measured requests (`-n`).
     pub request_budget: Option<u64>,
     pub requests_claimed: AtomicU64,
+    /// This host's share of a split run: slot i's k-th arrival is the one-host run's
+    /// `segment.global(i + k * slots)`.
+    pub segment: crate::segment::Segment,
     /// Open loop: requests per second over all connections, over time.
     pub rate: Option<crate::rate::RateSchedule>,
     pub ramp_up: Duration,

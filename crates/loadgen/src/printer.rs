@@ -40,6 +40,14 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
         "  {} threads and {} connections ({mode}, {conn})",
         c.threads, c.connections
     )?;
+    if let Some(segment) = &c.segment {
+        let of = segment.split('/').nth(1).unwrap_or("N");
+        let rate = match c.rate {
+            Some(_) => format!(", 1 arrival in {of} of the schedule above"),
+            None => String::new(),
+        };
+        writeln!(out, "  segment {segment}: this host's share of a load split over {of}{rate}")?;
+    }
     if c.warmup_s > 0.0 {
         writeln!(
             out,

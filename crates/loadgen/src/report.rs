@@ -268,7 +268,11 @@ pub struct ClientCpu {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct ConfigEcho {
     pub url: String,
+    /// This host's connections: its share with `segment`.
     pub connections: usize,
+    /// This host's share of a run split over several client hosts ("2/3"); none on one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<String>,
     pub threads: usize,
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,

@@ -20,8 +20,12 @@ const SATURATED_UTILIZATION: f64 = 0.9;
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoadConfig {
     pub url: String,
-    /// Concurrent connections (closed loop: requests in flight).
+    /// Concurrent connections (closed loop: requests in flight): this host's share with
+    /// `segment`.
     pub connections: usize,
+    /// This host's share of a run split over several (`--segment`): its arrivals and list
+    /// entries are the one-host run's with its index mod N.
+    pub segment: crate::segment::Segment,
     /// Worker threads, each with its own single-threaded runtime.
     pub threads: usize,
     /// Length of the measured window (after warmup).
@@ -69,6 +73,7 @@ impl Default for LoadConfig {
         LoadConfig {
             url: String::new(),
             connections: 50,
+            segment: crate::segment::Segment::WHOLE,
             threads: sys::available_cpus(),
             duration: Some(Duration::from_secs(10)),
             requests: None,
@@ -157,6 +162,7 @@ impl LoadConfig {
         ConfigEcho {
             url: self.url.clone(),
             connections: self.connections,
+            segment: (!self.segment.is_whole()).then(|| self.segment.to_string()),
             threads,
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             requests: self.requests,
@@ -221,7 +227,8 @@ pub fn run_with_progress(
             config.keepalive,
             config.targets_order,
             config.seed,
-        )?,
+        )?
+        .dealt(config.segment),
     };
     sys::ensure_fd_limit(config.connections)?;
     let tls = match &target.tls_host {
@@ -276,6 +283,7 @@ pub fn run_with_progress(
             .map(|d| measure_start + d),
         request_budget: config.requests,
         requests_claimed: AtomicU64::new(0),
+        segment: config.segment,
         rate: config.rate.clone(),
         ramp_up: config.ramp_up,
         stop,

@@ -128,6 +128,8 @@ pub(crate) struct Targets {
     pub order: Order,
     pub seed: u64,
     next: AtomicU64,
+    /// Round-robin over a split run: this host takes the one-host run's picks of its segment.
+    segment: crate::segment::Segment,
 }
 
 impl Targets {
@@ -139,6 +141,7 @@ impl Targets {
             order: Order::RoundRobin,
             seed: 0,
             next: AtomicU64::new(0),
+            segment: crate::segment::Segment::WHOLE,
         }
     }
 
@@ -190,7 +193,14 @@ impl Targets {
             order,
             seed,
             next: AtomicU64::new(0),
+            segment: crate::segment::Segment::WHOLE,
         })
+    }
+
+    /// The list as one host of a split run takes it round-robin: its segment's picks of the
+    /// one-host order.
+    pub(crate) fn dealt(self, segment: crate::segment::Segment) -> Targets {
+        Targets { segment, ..self }
     }
 
     /// Whether requests are counted per target (a list was given).
@@ -206,7 +216,10 @@ impl Targets {
             return 0;
         }
         match self.order {
-            Order::RoundRobin => (self.next.fetch_add(1, Ordering::Relaxed) % n as u64) as usize,
+            Order::RoundRobin => {
+                let k = self.next.fetch_add(1, Ordering::Relaxed);
+                (self.segment.global(k) % n as u64) as usize
+            }
             Order::Random => {
                 let x = rng.next_u64();
                 (((x >> 32) * n as u64) >> 32) as usize
@@ -214,7 +227,8 @@ impl Targets {
         }
     }
 
-    /// A slot's generator: from the seed and the slot's number.
+    /// A slot's generator: from the seed and the slot's number (in a split run, its number in the
+    /// one-host run, so no two hosts' slots draw alike).
     pub(crate) fn rng_for(&self, slot: usize) -> SplitMix64 {
         SplitMix64(self.seed ^ (slot as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
@@ -298,5 +312,30 @@ mod tests {
         assert_ne!(draw(3), draw(4));
         let a = draw(3).iter().filter(|i| r.distinct[**i] == 0).count();
         assert!((1900..=2100).contains(&a), "{a} of 3000 for a weight of 2/3");
+    }
+
+    /// The hosts of a split run, each taking the list round-robin alone, together send the
+    /// one-host run's requests in its order.
+    #[test]
+    fn the_segments_of_a_split_run_take_the_list_as_one_host_does() {
+        let server = Target::parse("http://127.0.0.1:8080/").unwrap();
+        let list: String = (0..7)
+            .map(|i| format!("GET http://127.0.0.1:8080/{i}\n"))
+            .collect();
+        let specs = parse(&list, Path::new(".")).unwrap();
+        let one_host = Targets::list(&specs, &server, true, Order::RoundRobin, 0).unwrap();
+        let mut rng = one_host.rng_for(0);
+        let whole: Vec<usize> = (0..3 * 40).map(|_| one_host.pick(&mut rng)).collect();
+        let mut dealt = vec![usize::MAX; whole.len()];
+        for i in 1..=3 {
+            let segment = crate::segment::Segment::parse(&format!("{i}/3")).unwrap();
+            let t = Targets::list(&specs, &server, true, Order::RoundRobin, 0)
+                .unwrap()
+                .dealt(segment);
+            for local in 0..40 {
+                dealt[segment.global(local) as usize] = t.pick(&mut rng);
+            }
+        }
+        assert_eq!(dealt, whole);
     }
 }

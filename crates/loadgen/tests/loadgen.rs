@@ -628,3 +628,69 @@ fn load_command_writes_the_report_and_fails_when_nothing_succeeded() {
     assert!(!dir.join("report.json.tmp").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A run split over three hosts (`--segment I/3`, here three runs at once in one process): each
+/// takes its share of the connections, and sends exactly the arrivals of the one-host schedule
+/// whose index is its own mod 3; together they send that schedule, every arrival once, as the
+/// server counts.
+#[test]
+fn three_segments_send_the_one_host_schedule_between_them() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let stages = "300:1s,ramp:300-900:1s";
+    let length = Duration::from_secs(2);
+    let schedule = srvprof_loadgen::rate::RateSchedule::parse(stages).unwrap();
+    let due_in_window = |keep: &dyn Fn(u64) -> bool| {
+        (0..)
+            .take_while(|k| schedule.due(*k as f64) < length)
+            .filter(|k| keep(*k))
+            .count() as u64
+    };
+    let url = server.url();
+    let agents: Vec<_> = (1..=3)
+        .map(|i| {
+            let args = srvprof_loadgen::cli::LoadArgs {
+                segment: Some(srvprof_loadgen::segment::Segment::parse(&format!("{i}/3")).unwrap()),
+                connections: 7,
+                rate: Some(schedule.clone()),
+                duration: Some(length),
+                threads: Some(1),
+                ..Default::default()
+            };
+            let config = LoadConfig {
+                url: url.clone(),
+                ..args.to_config().unwrap()
+            };
+            std::thread::spawn(move || run_accounted(&config))
+        })
+        .collect();
+    let reports: Vec<_> = agents.into_iter().map(|a| a.join().unwrap()).collect();
+    let one_host = due_in_window(&|_| true);
+    let sent: Vec<u64> = reports.iter().map(|r| r.sent).collect();
+    let received = server.counts.requests();
+    eprintln!(
+        "one host's schedule: {one_host} arrivals; the segments sent {sent:?}; the server got {received}"
+    );
+    for (i, r) in reports.iter().enumerate() {
+        assert_eq!(
+            r.config.segment.as_deref(),
+            Some(format!("{}/3", i + 1).as_str())
+        );
+        assert_eq!(r.config.connections, [3, 2, 2][i], "7 connections over 3");
+        let own = due_in_window(&|k| k % 3 == i as u64);
+        assert_within(
+            "a segment's sends against its arrivals",
+            r.sent,
+            own - 1..=own,
+        );
+        assert_eq!(r.errors, 0);
+    }
+    let total: u64 = sent.iter().sum();
+    assert_within(
+        "the segments' sends together",
+        total,
+        one_host - 3..=one_host,
+    );
+    let completed: u64 = reports.iter().map(|r| r.completed).sum();
+    assert_within("requests the server got", received, completed..=total);
+}
