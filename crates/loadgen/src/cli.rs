@@ -26,6 +26,15 @@ pub struct LoadArgs {
     #[arg(long = "segment", value_name = "I/N", value_parser = crate::segment::Segment::parse)]
     pub segment: Option<crate::segment::Segment>,
 
+    /// Begin at this wall-clock time (RFC 3339, or +30s from now), as the other hosts of a split
+    /// load do; the measured window and intervals then fall at the same times on each.
+    #[arg(long = "start-at", value_name = "TIME", value_parser = crate::start::StartAt::parse)]
+    pub start_at: Option<crate::start::StartAt>,
+
+    /// With --start-at: go on though the kernel says this host's clock is not synchronised.
+    #[arg(long = "allow-unsynced", requires = "start_at")]
+    pub allow_unsynced: bool,
+
     /// Send exactly this many requests (after warmup), then stop.
     #[arg(short = 'n', long = "requests")]
     pub requests: Option<u64>,
@@ -189,6 +198,8 @@ impl Default for LoadArgs {
         LoadArgs {
             connections: 50,
             segment: None,
+            start_at: None,
+            allow_unsynced: false,
             requests: None,
             duration: None,
             rate: None,
@@ -256,6 +267,9 @@ impl LoadArgs {
             (None, None, _) => Some(Duration::from_secs(10)),
             (d, _, _) => d,
         };
+        if let Some(at) = self.start_at {
+            crate::start::check(at, &crate::start::clock_state(), self.allow_unsynced)?;
+        }
         let segment = self.segment.unwrap_or(crate::segment::Segment::WHOLE);
         let connections = segment.share(self.connections as u64) as usize;
         let requests = self.requests.map(|n| segment.share(n));
@@ -275,6 +289,8 @@ impl LoadArgs {
             url: String::new(),
             connections,
             segment,
+            start_at: self.start_at,
+            allow_unsynced: self.allow_unsynced,
             // One thread per pinned CPU: two threads on one CPU only take turns.
             threads: self.threads.unwrap_or_else(|| match &self.cpus {
                 Some(list) if !list.0.is_empty() => list.0.len(),

@@ -21,8 +21,8 @@ pub mod random;
 mod report;
 
 pub use report::{
-    ClientCpu, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport, LoadRow,
-    OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TlsSummary,
+    ClientCpu, ClockState, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport,
+    LoadRow, OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -52,6 +52,7 @@ engine! {
     mod request_loop;
     mod run;
     pub mod segment;
+    pub mod start;
     mod stats;
     mod sys;
     pub mod targets;

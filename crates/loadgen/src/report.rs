@@ -250,6 +250,17 @@ pub struct LoadRow {
     pub throughput_rps: f64,
 }
 
+/// This host's clock as the kernel sees it (adjtimex), recorded with `--start-at`: hosts that
+/// start together agree only as well as their clocks do.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockState {
+    /// Disciplined by a time service (not STA_UNSYNC).
+    pub synchronised: bool,
+    /// The kernel's maximum and estimated error of the clock, µs.
+    pub max_error_us: u64,
+    pub est_error_us: u64,
+}
+
 /// The generator's own CPU use over the measured window.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct ClientCpu {
@@ -273,6 +284,12 @@ pub struct ConfigEcho {
     /// This host's share of a run split over several client hosts ("2/3"); none on one host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segment: Option<String>,
+    /// `--start-at`: the wall-clock instant the run began (RFC 3339, UTC), and this host's clock
+    /// then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockState>,
     pub threads: usize,
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,

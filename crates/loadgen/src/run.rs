@@ -26,6 +26,10 @@ pub struct LoadConfig {
     /// This host's share of a run split over several (`--segment`): its arrivals and list
     /// entries are the one-host run's with its index mod N.
     pub segment: crate::segment::Segment,
+    /// Begin at this wall-clock instant (`--start-at`), with the clock checked first unless
+    /// `allow_unsynced`.
+    pub start_at: Option<crate::start::StartAt>,
+    pub allow_unsynced: bool,
     /// Worker threads, each with its own single-threaded runtime.
     pub threads: usize,
     /// Length of the measured window (after warmup).
@@ -74,6 +78,8 @@ impl Default for LoadConfig {
             url: String::new(),
             connections: 50,
             segment: crate::segment::Segment::WHOLE,
+            start_at: None,
+            allow_unsynced: false,
             threads: sys::available_cpus(),
             duration: Some(Duration::from_secs(10)),
             requests: None,
@@ -163,6 +169,8 @@ impl LoadConfig {
             url: self.url.clone(),
             connections: self.connections,
             segment: (!self.segment.is_whole()).then(|| self.segment.to_string()),
+            start_at: self.start_at.map(|at| at.to_rfc3339()),
+            clock: None,
             threads,
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             requests: self.requests,
@@ -253,6 +261,10 @@ pub fn run_with_progress(
 
     let threads = config.threads.min(config.connections);
     progress.init(threads);
+    let clock = config.start_at.map(|_| crate::start::clock_state());
+    if let (Some(at), Some(clock)) = (config.start_at, &clock) {
+        crate::start::wait_for(at, clock, config.allow_unsynced)?;
+    }
     let run_start = Instant::now();
     // The same instant on the wall clock: the HdrHistogram log's StartTime.
     let measure_start_wall =
@@ -353,6 +365,7 @@ pub fn run_with_progress(
     if plan.targets.listed() {
         report.targets = Some(targets_summary(config, &plan.targets, &totals));
     }
+    report.config.clock = clock;
     if let (Some(log), Some(latency)) = (hdr_log, interval_latency)
         && let Err(e) = log.write(
             &latency,

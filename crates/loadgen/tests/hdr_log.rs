@@ -223,3 +223,58 @@ fn a_log_that_fails_at_the_end_keeps_the_report() {
     assert_eq!(server.counts.requests(), 300);
     assert!(full.exists(), "a device given as the log is never removed");
 }
+
+/// Two hosts of a split load given the same `--start-at`, started 300 ms apart: their measured
+/// windows begin at the same wall-clock time, as their logs' StartTime (read by the hdrhistogram
+/// crate) says, within 2 ms, at the time given; each report names the time and this host's clock.
+#[test]
+fn hosts_given_one_start_time_start_their_windows_together() {
+    let _serial = serial();
+    let server = TestServer::start(Behaviour::Delay(Duration::ZERO));
+    let text = srvprof_loadgen::start::StartAt(SystemTime::now() + Duration::from_millis(1500))
+        .to_rfc3339();
+    let at = srvprof_loadgen::start::StartAt::parse(&text).unwrap().0;
+    let since_epoch = at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let hosts: Vec<_> = (1..=2)
+        .map(|i| {
+            let log = temp_path(&format!("start-at-{i}.hlog"));
+            let args = LoadArgs {
+                segment: Some(srvprof_loadgen::segment::Segment::parse(&format!("{i}/2")).unwrap()),
+                start_at: Some(srvprof_loadgen::start::StartAt::parse(&text).unwrap()),
+                // This test machine's clock need not be synchronised; the run says how it is.
+                allow_unsynced: true,
+                connections: 4,
+                rate: Some(srvprof_loadgen::rate::RateSchedule::steady(200.0)),
+                duration: Some(Duration::from_secs(1)),
+                interval: Duration::from_millis(500),
+                threads: Some(1),
+                hdr_log: Some(log.clone()),
+                ..Default::default()
+            };
+            let config = LoadConfig {
+                url: server.url(),
+                ..args.to_config().unwrap()
+            };
+            std::thread::sleep(Duration::from_millis(300));
+            (log, std::thread::spawn(move || run_accounted(&config)))
+        })
+        .collect();
+    let mut starts = Vec::new();
+    for (log, host) in hosts {
+        let report = host.join().unwrap();
+        let start = read_log(&log).start_time.expect("StartTime");
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(report.config.start_at.as_deref(), Some(text.as_str()));
+        let clock = report.config.clock.expect("the host's clock");
+        assert!(clock.max_error_us >= clock.est_error_us, "{clock:?}");
+        starts.push(start);
+    }
+    eprintln!("StartTime {starts:?}, --start-at {since_epoch:?}");
+    for s in &starts {
+        let off = s.as_secs_f64() - since_epoch.as_secs_f64();
+        assert!(
+            (0.0..0.002).contains(&off),
+            "a window began {off} s after --start-at"
+        );
+    }
+}
