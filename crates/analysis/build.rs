@@ -7,7 +7,19 @@ fn main() {
     let modules = srvprof_families::modules("src/kernel_report", &srvprof_families::names());
     let mut report = srvprof_families::declarations(&modules, "pub ");
     let joined: Vec<&str> = (modules.iter())
-        .filter(|m| m.declares("pub struct Counters") && m.declares("pub struct Figures"))
+        .filter(|m| {
+            let (counters, figures) = (
+                m.declares("pub struct Counters"),
+                m.declares("pub struct Figures"),
+            );
+            assert_eq!(
+                counters,
+                figures,
+                "{}: a family declares both its Counters and its Figures, or neither",
+                m.path.display()
+            );
+            counters
+        })
         .map(|m| m.name.as_str())
         .collect();
     let fields = |ty: &str, prefix: &str| -> String {
