@@ -26,8 +26,10 @@ pub struct LoadArgs {
     #[arg(long = "segment", value_name = "I/N", value_parser = crate::segment::Segment::parse)]
     pub segment: Option<crate::segment::Segment>,
 
-    /// Begin at this wall-clock time (RFC 3339, or +30s from now), as the other hosts of a split
-    /// load do; the measured window and intervals then fall at the same times on each.
+    /// Begin at this wall-clock time (RFC 3339, or +30s), as the other hosts of a split load do.
+    ///
+    /// The measured window and its intervals then fall at the same times on every host. A time
+    /// already past, or a clock the kernel calls unsynchronised, is refused before anything starts.
     #[arg(long = "start-at", value_name = "TIME", value_parser = crate::start::StartAt::parse)]
     pub start_at: Option<crate::start::StartAt>,
 
