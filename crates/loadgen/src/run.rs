@@ -263,7 +263,8 @@ pub fn run_with_progress(
     progress.init(threads);
     let clock = config.start_at.map(|_| crate::start::clock_state());
     if let (Some(at), Some(clock)) = (config.start_at, &clock) {
-        crate::start::wait_for(at, clock, config.allow_unsynced)?;
+        // Stopped while waiting: the run starts and ends at once, with nothing measured.
+        crate::start::wait_for(at, clock, config.allow_unsynced, &stop)?;
     }
     let run_start = Instant::now();
     // The same instant on the wall clock: the HdrHistogram log's StartTime.

@@ -3,6 +3,7 @@
 //! interval boundary fall at the same wall-clock times on every host. Hosts agree only as well as
 //! their clocks do: the kernel's own estimate of this one's error is recorded beside it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use crate::{ClockState, LoadError};
@@ -65,15 +66,27 @@ pub fn check(at: StartAt, clock: &ClockState, allow_unsynced: bool) -> Result<Du
     })
 }
 
-/// Sleeps until `at` on the wall clock, once `check` passes.
-pub fn wait_for(at: StartAt, clock: &ClockState, allow_unsynced: bool) -> Result<(), LoadError> {
-    let left = check(at, clock, allow_unsynced)?;
-    // Sleeps overshoot by the scheduler's wakeup; the last stretch is re-aimed at the clock.
-    std::thread::sleep(left.saturating_sub(Duration::from_millis(2)));
-    while SystemTime::now() < at.0 {
-        std::hint::spin_loop();
+/// Sleeps until `at` on the wall clock, once `check` passes; false when `stop` was asked first
+/// (Ctrl-C while waiting).
+pub fn wait_for(
+    at: StartAt,
+    clock: &ClockState,
+    allow_unsynced: bool,
+    stop: &AtomicBool,
+) -> Result<bool, LoadError> {
+    check(at, clock, allow_unsynced)?;
+    // In short sleeps, to hear a stop; the last stretch, which a sleep would overshoot by the
+    // scheduler's wakeup, is re-aimed at the clock.
+    while let Ok(left) = at.0.duration_since(SystemTime::now()) {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        match left.checked_sub(Duration::from_millis(2)) {
+            Some(far) => std::thread::sleep(far.min(Duration::from_millis(50))),
+            None => std::hint::spin_loop(),
+        }
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -100,16 +113,23 @@ mod tests {
             est_error_us: 100,
         };
         let past = StartAt(SystemTime::now() - Duration::from_secs(2));
-        let err = wait_for(past, &synced, false).unwrap_err().to_string();
+        let go_on = AtomicBool::new(false);
+        let err = wait_for(past, &synced, false, &go_on).unwrap_err().to_string();
         assert!(err.contains("passed 2.0") && err.contains("still ahead"), "{err}");
         let unsynced = ClockState {
             synchronised: false,
             ..synced
         };
         let soon = StartAt(SystemTime::now() + Duration::from_millis(20));
-        let err = wait_for(soon, &unsynced, false).unwrap_err().to_string();
+        let err = wait_for(soon, &unsynced, false, &go_on).unwrap_err().to_string();
         assert!(err.contains("not synchronised") && err.contains("--allow-unsynced"), "{err}");
-        wait_for(soon, &unsynced, true).unwrap();
+        assert!(wait_for(soon, &unsynced, true, &go_on).unwrap());
         assert!(SystemTime::now() >= soon.0);
+        // A stop asked while waiting ends the wait at once.
+        let later = StartAt(SystemTime::now() + Duration::from_secs(60));
+        let stopped = AtomicBool::new(true);
+        let asked = std::time::Instant::now();
+        assert!(!wait_for(later, &synced, false, &stopped).unwrap());
+        assert!(asked.elapsed() < Duration::from_millis(100));
     }
 }
