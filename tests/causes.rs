@@ -6,6 +6,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use srvprof::procfs::cgroup::{CpuHierarchy, cpu_hierarchies};
 use srvprof_integration::*;
@@ -2031,4 +2032,131 @@ fn answers_held_by_nagle_for_a_delayed_ack_are_the_top_finding_with_the_kernels_
         false => 0.0,
     };
     assert!(parts.iter().all(|p| held_share(p) < 0.05), "{parts:?}");
+}
+
+/// One GET of `path` from `addr`, from network namespace `ns` on a connection of its own: the
+/// time from the request's write to the answer's last byte (nginx closes after it).
+fn get_in_netns(ns: &str, addr: &str, path: &str) -> Duration {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let (ns, addr, path) = (ns.to_string(), addr.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        let netns = fs::File::open(format!("/var/run/netns/{ns}")).expect("the namespace");
+        // SAFETY: moves this thread alone into a namespace whose file it holds open.
+        let entered = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(entered, 0, "setns into {ns}");
+        let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+        let start = Instant::now();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "GET {path}");
+        start.elapsed()
+    })
+    .join()
+    .unwrap()
+}
+
+/// nginx in a namespace of its own, reached over a veth whose server side a token bucket holds
+/// to 100 Mbit/s (tc tbf), answering one request in 50 with a 1 MiB file, the others with 11
+/// bytes, at 200 requests a second: each big answer takes ~85 ms to cross the path while the
+/// server's threads are idle, and no kernel counter grows for it. The top finding is tail_wait
+/// naming the answers' transfers with most of p99; their count is the big answers the load
+/// sent by construction (one in 50 of those completed, give or take the ones the span's ends
+/// cut), their mean is the time a GET of the file takes over the same path (median of three),
+/// within 15 %, and so is p99. The same path with small answers alone has no transfer part.
+#[test]
+fn answers_the_path_paces_are_the_top_finding_as_their_transfers() {
+    require_root();
+    let ns = Netns::create();
+    let tc = Command::new("ip")
+        .args(["netns", "exec", &ns.names[0], "tc", "qdisc", "add", "dev"])
+        .arg(ns.server_device())
+        .args([
+            "root", "tbf", "rate", "100mbit", "burst", "32kb", "latency", "400ms",
+        ])
+        .status()
+        .expect("tc (Debian's iproute2)");
+    assert!(tc.success(), "tc tbf on the server's veth");
+    let address = "10.231.0.1:8080";
+    let nginx = nginx_in_netns_serving(&ns.names[0], "paced", address, 1024, &[("big", 1 << 20)]);
+    let mut gets: Vec<Duration> = (0..3)
+        .map(|_| get_in_netns(&ns.names[1], address, "/big"))
+        .collect();
+    gets.sort();
+    let get_ms = gets[1].as_secs_f64() * 1e3;
+    let dir = fresh_run_dir("paced-targets");
+    fs::create_dir_all(&dir).unwrap();
+    let run_in_client_ns = |name: &str, big_every: usize| {
+        let targets = dir.join(format!("{name}.targets"));
+        let mut list = String::new();
+        for i in 1..=50 {
+            let path = if i % big_every == 0 { "big" } else { "" };
+            list += &format!("GET http://{address}/{path}\n\n");
+        }
+        write_to(&targets, &list);
+        let out_dir = fresh_run_dir(name);
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.names[1]])
+            .arg(srvprof_bin())
+            .arg("run")
+            .args(
+                RunArgs::pid(nginx.pid())
+                    .load(20, "6s", "2s")
+                    .args(&["--url", &format!("http://{address}/")])
+                    .args(&["--targets", targets.to_str().unwrap(), "--rate", "200"])
+                    .out(&out_dir)
+                    .list(),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        read_json(&out_dir.join("run.json"))
+    };
+    let run = run_in_client_ns("paced", 50);
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let account = &run["tail_account"];
+    let part = &account["parts"][0];
+    eprintln!(
+        "findings {kinds:?}; {}; top part {part}; holds {}; a GET of the file {get_ms:.1} ms",
+        f["summary"], run["server"]["tcp"]["send_holds"]
+    );
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    assert_eq!(part["resource"], "transfer", "{account}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let big = run["load"]["completed"].as_f64().unwrap() / 50.0;
+    let transfers = part["waits"].as_f64().unwrap();
+    assert!(
+        (transfers - big).abs() <= 2.0,
+        "{transfers} transfers timed, {big} big answers sent"
+    );
+    assert_within(
+        part["mean_wait_ms"].as_f64().unwrap(),
+        get_ms,
+        0.15,
+        "a transfer's mean (ms) against a GET of the file over the same path",
+    );
+    assert_within(
+        run["load"]["latency_us"]["p99"].as_f64().unwrap() / 1e3,
+        get_ms,
+        0.15,
+        "p99 (ms) against a GET of the file over the same path",
+    );
+    assert_no_finding(&run, "slow_dependency");
+
+    let small = run_in_client_ns("paced-small", 51);
+    let parts = small["tail_account"]["parts"].as_array().unwrap();
+    assert!(
+        parts.iter().all(|p| p["resource"] != "transfer"),
+        "{parts:?}"
+    );
 }

@@ -794,9 +794,36 @@ impl Drop for NginxInNetns {
 /// nginx (one worker, `return 200 "hello world"`) in the network namespace `ns`, listening on
 /// `listen`, its files in a fresh temporary folder named for `name`; started 0.8 s ago.
 pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u32) -> NginxInNetns {
+    nginx_in_netns_serving(ns, name, listen, worker_connections, &[])
+}
+
+/// The same, serving `files` (name, size in bytes: random bytes) from its folder as well, each
+/// at /NAME.
+pub fn nginx_in_netns_serving(
+    ns: &str,
+    name: &str,
+    listen: &str,
+    worker_connections: u32,
+    files: &[(&str, usize)],
+) -> NginxInNetns {
     let state = std::env::temp_dir().join(format!("srvprof-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
-    std::fs::create_dir_all(&state).unwrap();
+    let root = state.join("html");
+    std::fs::create_dir_all(&root).unwrap();
+    let mut locations = String::new();
+    for (file, size) in files {
+        let mut bytes = vec![0u8; *size];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for b in &mut bytes {
+            // xorshift: bytes no compression on the path could shrink.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        std::fs::write(root.join(file), bytes).unwrap();
+        locations += &format!("location = /{file} {{ root {}; }}\n", root.display());
+    }
     let conf = state.join("nginx.conf");
     std::fs::write(
         &conf,
@@ -804,7 +831,7 @@ pub fn nginx_in_netns(ns: &str, name: &str, listen: &str, worker_connections: u3
             "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
              events {{ worker_connections {worker_connections}; }}\n\
              http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               server {{ listen {listen}; location / {{ return 200 \"hello world\"; }} }} }}\n",
+               server {{ listen {listen}; {locations} location / {{ return 200 \"hello world\"; }} }} }}\n",
             d = state.display()
         ),
     )

@@ -2,14 +2,14 @@
 //! clock, per-request costs, correlations with p99, and the findings.
 
 use serde::{Deserialize, Serialize};
-use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
+use srvprof_common::{GROUP_CLIENT, GROUP_SERVER, tcp};
 use srvprof_loadgen::LoadReport;
 
 use crate::correlation::{Correlation, correlations};
 use crate::finding::Finding;
 use crate::kernel_report::{HostTcpReport, KernelReport, kernel_report};
 use crate::observer::ObserverCost;
-use crate::record::{ExitRecord, NsHistogram};
+use crate::record::{ExitRecord, NsHistogram, Reading};
 use crate::series::ReadingSeries;
 use crate::stacks::FoldedStacks;
 pub use crate::timeline::TimelineRow;
@@ -116,6 +116,24 @@ pub struct GroupHistograms {
     /// srvprof_common::hist slots; None for the client, or when none was held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_holds: Option<NsHistogram>,
+    /// Those of send_holds that were answers' transfers (whole segments, until acknowledged:
+    /// the full_segments and zero_window kinds), ns; None when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfers: Option<NsHistogram>,
+}
+
+/// The server's holds' lengths between two readings, of the tcp::HOLD_* kinds `of` keeps.
+fn send_hold_lengths(first: &Reading, last: &Reading, of: impl Fn(u32) -> bool) -> NsHistogram {
+    let mut sum = NsHistogram::default();
+    for (i, e) in last.kernel.send_hold_hist.iter().enumerate() {
+        if of(i as u32) {
+            sum.add(&match first.kernel.send_hold_hist.get(i) {
+                Some(s) => e.minus(s),
+                None => e.clone(),
+            });
+        }
+    }
+    sum
 }
 
 pub fn per_request(r: &KernelReport, requests: u64) -> PerRequest {
@@ -261,16 +279,10 @@ pub fn build(
                         )
                         .filter(|h| h.total() > 0),
                     send_holds: (g == GROUP_SERVER)
-                        .then(|| {
-                            let mut sum = NsHistogram::default();
-                            for (i, e) in last.kernel.send_hold_hist.iter().enumerate() {
-                                sum.add(&match first.kernel.send_hold_hist.get(i) {
-                                    Some(s) => e.minus(s),
-                                    None => e.clone(),
-                                });
-                            }
-                            sum
-                        })
+                        .then(|| send_hold_lengths(&first, &last, |_| true))
+                        .filter(|h| h.total() > 0),
+                    transfers: (g == GROUP_SERVER)
+                        .then(|| send_hold_lengths(&first, &last, |kind| kind != tcp::HOLD_PARTIAL))
                         .filter(|h| h.total() > 0),
                 }
             })
@@ -305,6 +317,9 @@ pub fn build(
             send_hold_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .and_then(|h| h.send_holds.as_ref()),
+            transfer_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .and_then(|h| h.transfers.as_ref()),
             server_cpu_us: report.per_request.server.cpu_us,
             client_cpu_us: report.per_request.client.cpu_us,
             stacks: s,

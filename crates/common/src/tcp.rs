@@ -34,6 +34,9 @@ names! {
         /// sk_buff.data: where a received segment's TCP header starts when tcp_send_reset has no
         /// socket.
         SKB_DATA_OFFSET,
+        /// sk_buff.cb: a received segment's tcp_skb_cb, whose seq and end_seq (its first two
+        /// fields) say whether it carries data.
+        SKB_CB_OFFSET,
         /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
         TCP_STATE_SYN_SENT,
         /// The kernel's TCP_CLOSE state number.
@@ -200,9 +203,9 @@ pub const WATCH_HOLDS: u64 = 8;
 pub const OUTBOUND_DATAGRAM: u32 = 1;
 
 /// Why the server's written bytes wait in its socket, unsent (SEND_HOLDS' and SEND_HOLD_HIST's
-/// entries): less than a segment while earlier data is unacknowledged (Nagle's algorithm), a
-/// segment or more (the congestion window, or the peer's window nearly full), the peer's
-/// window closed.
+/// entries): less than a segment while earlier data is unacknowledged (Nagle's algorithm, until
+/// that ACK), a segment or more (the congestion window, or the peer's window nearly full: until
+/// the client acknowledges all of it), the peer's window closed meanwhile (a slow reader).
 pub const HOLD_PARTIAL: u32 = 0;
 pub const HOLD_FULL: u32 = 1;
 pub const HOLD_ZERO_WINDOW: u32 = 2;
@@ -210,13 +213,17 @@ pub const HOLD_KINDS: u32 = 3;
 /// The server's connections with bytes held at once that SEND_HELD can follow.
 pub const MAX_HELD_SENDS: u32 = 16384;
 
-/// SEND_HELD's value: since when a socket's written bytes wait unsent, and why (HOLD_*).
+/// SEND_HELD's value: since when a socket's written bytes wait unsent, why (HOLD_*), the
+/// sequence number past the last byte written meanwhile, and when the client acknowledged them
+/// (0: not yet). A whole-segment hold is an answer's transfer: it ends at that ACK, counted once
+/// the client sends again (its next request) with no more of the answer written meanwhile.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HeldSend {
     pub since_ns: u64,
+    pub acked_ns: u64,
     pub kind: u32,
-    pub _pad: u32,
+    pub until_seq: u32,
 }
 
 /// ANSWER_HIST's entries: a remote's answers' lengths go in entry `answer_slot(remote)`, shared

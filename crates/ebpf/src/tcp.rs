@@ -46,6 +46,8 @@ static INET_SPORT_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SKB_DATA_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
+static SKB_CB_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
 static TCP_STATE_SYN_SENT: u64 = 0;
 #[unsafe(no_mangle)]
 static TCP_STATE_CLOSE: u64 = 0;
@@ -371,8 +373,18 @@ pub fn inet_sock_set_state(ctx: BtfTracePointContext) -> i32 {
         if nonzero(&ACCEPT_PENDING_COUNT) {
             pending_removed(sk as u64);
         }
-        if nonzero(&SEND_HELD_COUNT) && SEND_HELD.remove(&(sk as u64)).is_ok() {
-            add_to(&SEND_HELD_COUNT, u64::MAX);
+        // A transfer the client acknowledged before closing is counted; other holds are not.
+        if nonzero(&SEND_HELD_COUNT)
+            && let Some(held) = unsafe { SEND_HELD.get(&(sk as u64)) }.copied()
+        {
+            match held.acked_ns {
+                0 => {
+                    if SEND_HELD.remove(&(sk as u64)).is_ok() {
+                        add_to(&SEND_HELD_COUNT, u64::MAX);
+                    }
+                }
+                acked => hold_ended(sk as u64, acked),
+            }
         }
     } else if new == global(&TCP_STATE_ESTABLISHED)
         && old & 0xffff_ffff == global(&TCP_STATE_SYN_RECV)
@@ -626,9 +638,12 @@ static SEND_HOLD_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(tc
 #[map]
 static SEND_HELD_COUNT: Array<u64> = Array::with_max_entries(1, 0);
 
-/// A send on one of the server's TCP connections: bytes it left unsent (write_seq past snd_nxt)
-/// begin a hold, which an ACK letting them go ends (tcp_probe); a send that leaves none ends one
-/// (a cork released).
+/// A send on one of the server's TCP connections that leaves bytes held: less than a segment
+/// unsent (write_seq past snd_nxt; Nagle's algorithm, or corked behind earlier segments still in
+/// the host's queue), let go by the next ACK of new data (tcp_probe) or a send that leaves none
+/// (a cork released); or whole segments unsent, or two or more unacknowledged, the answer's
+/// transfer, timed until the client acknowledged all but its last part (whose ACK a client
+/// may delay) of the bytes written meanwhile.
 #[inline(always)]
 fn server_sent(sk: *const u8) {
     const IPPROTO_TCP: u16 = 6;
@@ -642,29 +657,46 @@ fn server_sent(sk: *const u8) {
     }
     let write_seq: u32 = read_field(sk, global(&TCP_WRITE_SEQ_OFFSET)).unwrap_or(0);
     let snd_nxt: u32 = read_field(sk, global(&TCP_SND_NXT_OFFSET)).unwrap_or(0);
+    let snd_una: u32 = read_field(sk, global(&TCP_SND_UNA_OFFSET)).unwrap_or(write_seq);
+    let mss: u32 = read_field(sk, global(&TCP_MSS_CACHE_OFFSET)).unwrap_or(0);
+    let unsent = write_seq.wrapping_sub(snd_nxt);
+    let whole = mss > 0 && (unsent >= mss || write_seq.wrapping_sub(snd_una) >= 2 * mss);
     let id = sk as u64;
-    if write_seq == snd_nxt {
-        if nonzero(&SEND_HELD_COUNT) {
+    if nonzero(&SEND_HELD_COUNT)
+        && let Some(held) = SEND_HELD.get_ptr_mut(&id)
+    {
+        // SAFETY: a value of SEND_HELD, whose entries live until removed.
+        let held = unsafe { &mut *held };
+        if held.kind == tcp::HOLD_PARTIAL && unsent == 0 {
             hold_ended(id, unsafe { bpf_ktime_get_ns() });
+            return;
         }
+        // The rest of an answer whose first part was held: its transfer from then on. More of
+        // an answer written after the client acknowledged the rest, before it spoke again: the
+        // same answer's transfer goes on.
+        if held.kind == tcp::HOLD_PARTIAL && whole {
+            held.kind = tcp::HOLD_FULL;
+        }
+        held.acked_ns = 0;
+        held.until_seq = write_seq;
         return;
     }
-    if nonzero(&SEND_HELD_COUNT) && unsafe { SEND_HELD.get(&id) }.is_some() {
+    if unsent == 0 && !whole {
         return;
     }
     let snd_wnd: u32 = read_field(sk, global(&TCP_SND_WND_OFFSET)).unwrap_or(1);
-    let mss: u32 = read_field(sk, global(&TCP_MSS_CACHE_OFFSET)).unwrap_or(0);
     let kind = if snd_wnd == 0 {
         tcp::HOLD_ZERO_WINDOW
-    } else if write_seq.wrapping_sub(snd_nxt) < mss {
-        tcp::HOLD_PARTIAL
-    } else {
+    } else if whole {
         tcp::HOLD_FULL
+    } else {
+        tcp::HOLD_PARTIAL
     };
     let held = HeldSend {
         since_ns: unsafe { bpf_ktime_get_ns() },
+        acked_ns: 0,
         kind,
-        _pad: 0,
+        until_seq: write_seq,
     };
     if SEND_HELD.insert(&id, &held, BPF_NOEXIST as u64).is_ok() {
         add_to(&SEND_HELD_COUNT, 1);
@@ -699,7 +731,10 @@ fn hold_ended(id: u64, now: u64) {
 
 /// tcp_probe(const struct sock *sk, const struct sk_buff *skb): a segment arrived on an
 /// established connection, before TCP takes it in (its header at skb->data). On a server socket
-/// with bytes held, an ACK of new data (for a closed window, a window opened) lets them go.
+/// with bytes held: less than a segment is let go by an ACK of new data; whole segments are
+/// delivered when the ACK leaves less than a segment of the bytes written unacknowledged (a
+/// closed window meanwhile names the hold's why: the client stopped reading), and the transfer
+/// is counted, ended then, when the client next sends data.
 #[btf_tracepoint(function = "tcp_probe")]
 pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
     if !nonzero(&SEND_HELD_COUNT) {
@@ -707,21 +742,38 @@ pub fn tcp_probe(ctx: BtfTracePointContext) -> i32 {
     }
     let sk: u64 = ctx.arg(0);
     let skb: *const u8 = ctx.arg(1);
-    let Some(held) = (unsafe { SEND_HELD.get(&sk) }).copied() else {
+    let Some(held) = SEND_HELD.get_ptr_mut(&sk) else {
         return 0;
     };
+    // SAFETY: a value of SEND_HELD, whose entries live until removed.
+    let held = unsafe { &mut *held };
+    if held.acked_ns != 0 {
+        let cb = global(&SKB_CB_OFFSET);
+        let seq: u32 = read_field(skb, cb).unwrap_or(0);
+        let end_seq: u32 = read_field(skb, cb + 4).unwrap_or(0);
+        if end_seq != seq {
+            hold_ended(sk, held.acked_ns);
+        }
+        return 0;
+    }
     let Some(th) = read_field::<*const u8>(skb, global(&SKB_DATA_OFFSET)) else {
         return 0;
     };
-    let released = if held.kind == tcp::HOLD_ZERO_WINDOW {
-        read_field::<u16>(th, 14).is_some_and(|window| window != 0)
-    } else {
-        let ack = u32::from_be(read_field::<u32>(th, 8).unwrap_or(0));
+    let ack = u32::from_be(read_field::<u32>(th, 8).unwrap_or(0));
+    let now = unsafe { bpf_ktime_get_ns() };
+    if held.kind == tcp::HOLD_PARTIAL {
         let una: u32 = read_field(sk as *const u8, global(&TCP_SND_UNA_OFFSET)).unwrap_or(ack);
-        ack.wrapping_sub(una) as i32 > 0
-    };
-    if released {
-        hold_ended(sk, unsafe { bpf_ktime_get_ns() });
+        if ack.wrapping_sub(una) as i32 > 0 {
+            hold_ended(sk, now);
+        }
+        return 0;
+    }
+    if read_field::<u16>(th, 14) == Some(0) {
+        held.kind = tcp::HOLD_ZERO_WINDOW;
+    }
+    let mss: u32 = read_field(sk as *const u8, global(&TCP_MSS_CACHE_OFFSET)).unwrap_or(0);
+    if (held.until_seq.wrapping_sub(ack) as i32) < mss as i32 {
+        held.acked_ns = now;
     }
     0
 }

@@ -84,8 +84,10 @@ impl SendHoldReport {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SendHoldKind {
     /// "partial_segment": less than a segment held while earlier data was unacknowledged
-    /// (Nagle's algorithm); "full_segments": a segment or more (the congestion window, or the
-    /// peer's window nearly full); "zero_window": the peer's window closed.
+    /// (Nagle's algorithm) or still in the host's queue, until the next ACK; "full_segments": a
+    /// segment or more unsent, or two or more unacknowledged (the congestion window, the peer's
+    /// window), until the client acknowledged all but the last segment: the answer's transfer;
+    /// "zero_window": the same, the peer's window closed meanwhile.
     pub kind: String,
     pub holds: u64,
     pub wait_ns: u64,
@@ -100,9 +102,9 @@ pub const HOLD_KIND_NAMES: [&str; tcp::HOLD_KINDS as usize] =
 
 /// Each tcp::HOLD_* kind in words: what held the bytes.
 const HOLD_KIND_WORDS: [&str; tcp::HOLD_KINDS as usize] = [
-    "less than a segment, held by Nagle's algorithm until the client acknowledged the answer's first part",
-    "whole segments, held by the congestion window or the client's receive window",
-    "held while the client's receive window was closed",
+    "less than a segment, held until the client acknowledged the answer's first part (Nagle's algorithm) or the host's queue let earlier segments go",
+    "whole segments, sent only as fast as the path and the client took them (the congestion window, the client's receive window) until the client acknowledged them",
+    "whole segments, held while the client's receive window was closed (it read slowly) until it acknowledged them",
 ];
 
 impl SendHoldKind {

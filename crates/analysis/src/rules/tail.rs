@@ -44,8 +44,12 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
     };
     // A thread's wait, connections' in an accept queue while the thread that takes them waits,
     // or answers held in the server's sockets.
-    let in_queue =
-        |p: &TailPart| matches!(p.resource, Some(Resource::AcceptQueue | Resource::HeldSend));
+    let in_queue = |p: &TailPart| {
+        matches!(
+            p.resource,
+            Some(Resource::AcceptQueue | Resource::HeldSend | Resource::Transfer)
+        )
+    };
     let part = (a.parts.iter())
         .filter(|p| p.place == Place::Blocked || in_queue(p))
         .filter(named)
@@ -207,13 +211,19 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
             resource.fix()
         );
     }
-    if resource == Resource::HeldSend {
+    if matches!(resource, Resource::HeldSend | Resource::Transfer) {
         let why = part
             .kernel
             .as_deref()
             .map_or(String::new(), |k| format!(": {k}"));
+        let what = match resource {
+            Resource::Transfer => {
+                "the server's answers took long to reach the client after it wrote them"
+            }
+            _ => "the server's answers waited in its sockets, written but not sent",
+        };
         return format!(
-            "the server's answers waited in its sockets, written but not sent{why}: that wait is {:.0}% of p99 ({:.1} ms, {median}); {:.0} answers waited {:.2} ms on average{often}, {:.2} ms a request; {:.0}% of p99 is not accounted for. Fix: {}",
+            "{what}{why}: that wait is {:.0}% of p99 ({:.1} ms, {median}); {:.0} answers waited {:.2} ms on average{often}, {:.2} ms a request; {:.0}% of p99 is not accounted for. Fix: {}",
             part.share * 100.0,
             a.p99_ms,
             part.waits.unwrap_or(0.0),

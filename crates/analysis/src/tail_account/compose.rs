@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use srvprof_common::GROUP_SERVER;
+use srvprof_common::{GROUP_SERVER, tcp};
 use srvprof_loadgen::LoadReport;
 
 use super::split::{Cost, allocate, lengths_of};
 use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
 use super::{LongWaits, Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
-use crate::kernel_report::KernelReport;
+use crate::kernel_report::{HOLD_KIND_NAMES, KernelReport, SendHoldKind};
 use crate::record::{NsHistogram, Outbound};
 use crate::stacks::{FoldedLine, FoldedStacks, StackKind};
 
@@ -250,40 +250,82 @@ fn pauses(
     })
 }
 
-/// The server's answers written but held in its sockets until an ACK let them go: each held
-/// answer's request waited that long with no thread involved (its thread already back at its
-/// next read). Named by the reason that held the most time: Nagle's algorithm waiting for the
-/// client's delayed ACK of the answer's first part, the congestion window, a closed window.
-fn held_sends(server: &KernelReport, lengths: Option<&NsHistogram>, n: u64) -> Option<Cost> {
-    let holds = server.tcp.send_holds.as_ref()?;
-    let (count, wait_ns) = (holds.holds(), holds.wait_ns());
-    if count == 0 || wait_ns == 0 {
-        return None;
-    }
-    let mean_wait_ms = wait_ns as f64 / 1e6 / count as f64;
-    let why = holds.by_kind.first()?.why();
+/// The server's answers written but held in its sockets until an ACK let them go (less than a
+/// segment: Nagle's algorithm, the host's queue), and its answers' transfers until the client
+/// acknowledged them (whole segments: the path's pace, a slow reader): each such answer's
+/// request waited that long with no thread involved (its thread already back at its next
+/// read). A part each, named by the kinds that held a tenth of its time or more, most first.
+fn held_sends(
+    server: &KernelReport,
+    lengths: Option<&NsHistogram>,
+    transfer_lengths: Option<&NsHistogram>,
+    n: u64,
+) -> Vec<Cost> {
+    let Some(holds) = server.tcp.send_holds.as_ref() else {
+        return Vec::new();
+    };
+    let partial = HOLD_KIND_NAMES[tcp::HOLD_PARTIAL as usize];
+    // The partial holds' lengths: every hold's less the transfers'.
+    let partial_lengths = match (lengths, transfer_lengths) {
+        (Some(all), Some(t)) => Some(all.minus(t)),
+        (all, _) => all.cloned(),
+    };
     let delayed = match holds.delayed_acks {
         0 => String::new(),
         k => format!("; the host's delayed-ACK timer sent {k} ACKs late (TcpExt:DelayedACKs)"),
     };
-    Some(Cost {
-        part: TailPart {
-            place: Place::Network,
-            resource: Some(Resource::HeldSend),
-            kernel: Some(format!("{why}{delayed}")),
-            waits: Some(count as f64),
-            mean_wait_ms: Some(mean_wait_ms),
-            requests_delayed: 1.0,
-            per_request_ms: wait_ns as f64 / 1e6 / n as f64,
-            ..Default::default()
-        },
-        uniform: false,
-        affected: Some((count as f64 / n as f64).min(1.0)),
-        each_ms: None,
-        pinned_ms: None,
-        lengths: lengths.and_then(|h| lengths_of(h, mean_wait_ms)),
+    [
+        (Resource::HeldSend, true, partial_lengths.as_ref(), delayed),
+        (Resource::Transfer, false, transfer_lengths, String::new()),
+    ]
+    .into_iter()
+    .filter_map(|(resource, is_partial, lengths, also)| {
+        let kinds: Vec<&SendHoldKind> = (holds.by_kind.iter())
+            .filter(|k| (k.kind == partial) == is_partial)
+            .collect();
+        let count: u64 = kinds.iter().map(|k| k.holds).sum();
+        let wait_ns: u64 = kinds.iter().map(|k| k.wait_ns).sum();
+        if count == 0 || wait_ns == 0 {
+            return None;
+        }
+        let mean_wait_ms = wait_ns as f64 / 1e6 / count as f64;
+        // Each kind that held a tenth of the time or more, most first, with its count and mean.
+        let named: Vec<&&SendHoldKind> = (kinds.iter())
+            .filter(|k| k.wait_ns as f64 >= MIN_HOLD_KIND_SHARE * wait_ns as f64)
+            .collect();
+        let why = match named.as_slice() {
+            [one] => one.why().to_string(),
+            several => (several.iter())
+                .map(|k| {
+                    let each_ms = k.wait_ns as f64 / 1e6 / k.holds.max(1) as f64;
+                    format!("{} ({} of {each_ms:.1} ms)", k.why(), k.holds)
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        Some(Cost {
+            part: TailPart {
+                place: Place::Network,
+                resource: Some(resource),
+                kernel: Some(format!("{why}{also}")),
+                waits: Some(count as f64),
+                mean_wait_ms: Some(mean_wait_ms),
+                requests_delayed: 1.0,
+                per_request_ms: wait_ns as f64 / 1e6 / n as f64,
+                ..Default::default()
+            },
+            uniform: false,
+            affected: Some((count as f64 / n as f64).min(1.0)),
+            each_ms: None,
+            pinned_ms: None,
+            lengths: lengths.and_then(|h| lengths_of(h, mean_wait_ms)),
+        })
     })
+    .collect()
 }
+
+/// A kind of hold with this share of the holds' time or more is named in their part.
+pub const MIN_HOLD_KIND_SHARE: f64 = 0.1;
 
 /// Steps of a pause's rest a request waits (from none to a whole mean pause).
 pub const PAUSE_STEPS: usize = 10;
@@ -334,8 +376,9 @@ pub struct Inputs<'a> {
     /// The server's stop-the-world pauses in the measured span (hist slots, ns).
     pub pause_lengths: Option<&'a NsHistogram>,
     /// The server's answers' waits held unsent in its sockets in the measured span (hist slots,
-    /// ns).
+    /// ns), and those of them that were answers' transfers.
     pub send_hold_lengths: Option<&'a NsHistogram>,
+    pub transfer_lengths: Option<&'a NsHistogram>,
     pub server_cpu_us: f64,
     pub client_cpu_us: f64,
     pub stacks: &'a FoldedStacks,
@@ -398,6 +441,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         accept_lengths,
         pause_lengths,
         send_hold_lengths,
+        transfer_lengths,
         ..
     } = input;
     let n = load.completed;
@@ -732,9 +776,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             });
         }
     }
-    if let Some(cost) = held_sends(server, send_hold_lengths, n) {
-        costs.push(cost);
-    }
+    costs.extend(held_sends(server, send_hold_lengths, transfer_lengths, n));
     // A thread asleep reading a connection the server opened waits for that service's answer, in
     // a request: the kernel timed each such sleep (a thread per connection's read looks like
     // one for its client's next request in the stacks, so that time is out of the idle time).

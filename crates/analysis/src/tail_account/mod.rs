@@ -121,6 +121,9 @@ pub enum Resource {
     /// An answer written but held in the server's socket until an ACK let it go (why: the part's
     /// `kernel`).
     HeldSend,
+    /// An answer's transfer: whole segments sent only as fast as the path and the client took
+    /// them, until the client acknowledged them (why: the part's `kernel`).
+    Transfer,
 }
 
 impl Resource {
@@ -149,6 +152,7 @@ impl Resource {
             Resource::AcceptQueue => "the accept queue",
             Resource::Pause => "a stop-the-world pause",
             Resource::HeldSend => "an answer held in its socket",
+            Resource::Transfer => "an answer's transfer to the client",
         }
     }
 
@@ -195,6 +199,9 @@ impl Resource {
             }
             Resource::HeldSend => {
                 "write each answer in one call (writev), or set TCP_NODELAY on the server's connections so a small last part is not held for an ACK"
+            }
+            Resource::Transfer => {
+                "the answers are larger than the path carries quickly: make them smaller (compression, pages of results) or serve them nearer the client, and look at the path (ss -ti: cwnd, delivery_rate; tc -s qdisc); a closed window means the client reads slowly"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"
@@ -294,6 +301,13 @@ impl TailPart {
                 match self.mean_wait_ms {
                     Some(ms) => format!("answers held unsent in the server's sockets{why}; each {ms:.1} ms"),
                     None => format!("answers held unsent in the server's sockets{why}"),
+                }
+            }
+            Place::Network if self.resource == Some(Resource::Transfer) => {
+                let why = self.kernel.as_deref().map_or(String::new(), |k| format!(": {k}"));
+                match self.mean_wait_ms {
+                    Some(ms) => format!("answers' transfers to the client{why}; each {ms:.1} ms"),
+                    None => format!("answers' transfers to the client{why}"),
                 }
             }
             Place::Network => match (&self.kernel, self.mean_wait_ms) {

@@ -23,6 +23,7 @@ fn account_of(
         accept_lengths: None,
         pause_lengths: None,
         send_hold_lengths: None,
+        transfer_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks,
@@ -491,6 +492,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
             accept_lengths: Some(&lengths),
             pause_lengths: None,
             send_hold_lengths: None,
+            transfer_lengths: None,
             server_cpu_us: 20.0,
             client_cpu_us: 10.0,
             stacks: &stacks,
@@ -599,6 +601,51 @@ fn resent_syns_are_the_networks_part_by_the_kernels_timeout() {
         net.describe()
             .contains("SYNs retransmitted to the server, each resent after 1000 ms")
     );
+}
+
+/// One answer in 50 a 1 MiB transfer over a slow path (85 ms until the client acknowledged it),
+/// and small answers held behind it in the host's queue (9 ms, one in 3): the transfers and the
+/// held answers are two parts, each by its own count and mean, the transfers first (p99 is
+/// one of them), named by what paced them; the shares and what is not accounted for add up to
+/// p99.
+#[test]
+fn answers_transfers_are_a_part_of_their_own_beside_the_answers_held() {
+    use crate::kernel_report::{SendHoldKind, SendHoldReport};
+    let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+    let kind = |kind: &str, holds: u64, each_ms: u64| SendHoldKind {
+        kind: kind.into(),
+        holds,
+        wait_ns: holds * each_ms * 1_000_000,
+        p99_ms: each_ms as f64,
+        max_ms: each_ms as f64,
+    };
+    (load.latency_us.p50, load.latency_us.p99) = (400, 86_000);
+    server.tcp.send_holds = Some(SendHoldReport {
+        by_kind: vec![
+            kind("partial_segment", 3_300, 9),
+            kind("full_segments", 190, 85),
+            kind("zero_window", 10, 85),
+        ],
+        delayed_acks: 0,
+    });
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    let transfer = &a.parts[0];
+    assert_eq!(transfer.resource, Some(Resource::Transfer), "{a:?}");
+    assert_eq!(transfer.place, Place::Network, "{a:?}");
+    assert_eq!(transfer.waits, Some(200.0), "{transfer:?}");
+    assert_eq!(transfer.mean_wait_ms, Some(85.0), "{transfer:?}");
+    assert!(transfer.share >= 0.8, "{a:?}");
+    let words = transfer.describe();
+    assert!(words.contains("as fast as the path"), "{words}");
+    // The closed window's holds are under a tenth of the transfers' time: not named.
+    assert!(!words.contains("closed"), "{words}");
+    let held = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::HeldSend))
+        .expect("the held answers' part");
+    assert_eq!(held.waits, Some(3_300.0), "{held:?}");
+    assert_eq!(held.mean_wait_ms, Some(9.0), "{held:?}");
+    let shares: f64 = a.parts.iter().map(|p| p.share).sum::<f64>() + a.unaccounted_share;
+    assert!((shares - 1.0).abs() < 1e-9, "{a:?}");
 }
 
 /// Answers written in two parts on connections with Nagle's algorithm on: every one held 44 ms
@@ -881,6 +928,7 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
         accept_lengths: None,
         pause_lengths: Some(&lengths),
         send_hold_lengths: None,
+        transfer_lengths: None,
         server_cpu_us: 20.0,
         client_cpu_us: 10.0,
         stacks: &stacks,
@@ -1146,6 +1194,7 @@ fn a_rare_long_run_on_a_cpu_is_the_slowest_requests_time() {
             accept_lengths: None,
             pause_lengths: None,
             send_hold_lengths: None,
+            transfer_lengths: None,
             server_cpu_us: 599.2,
             client_cpu_us: 10.0,
             stacks: &stacks,

@@ -37,6 +37,8 @@ pub struct KernelOffsets {
     pub inet_sport: u64,
     /// sk_buff.data: a received segment's TCP header, for a reset sent with no socket.
     pub skb_data: u64,
+    /// sk_buff.cb: a received segment's tcp_skb_cb (seq, end_seq).
+    pub skb_cb: u64,
     /// From a task's file descriptor to its socket: task_struct.files, files_struct.fdt,
     /// fdtable.max_fds and .fd, file.f_inode, inode.i_mode, file.private_data, socket.sk.
     pub task_files: u64,
@@ -165,6 +167,7 @@ impl KernelOffsets {
             sock_v6_daddr: sk_common + field(&["sock_common", "skc_v6_daddr"])?,
             inet_sport: field(&["inet_sock", "inet_sport"])?,
             skb_data: field(&["sk_buff", "data"])?,
+            skb_cb: field(&["sk_buff", "cb"])?,
             task_files: field(&["task_struct", "files"])?,
             files_fdt: field(&["files_struct", "fdt"])?,
             fdtable_max_fds: field(&["fdtable", "max_fds"])?,

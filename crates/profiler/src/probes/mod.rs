@@ -208,6 +208,7 @@ impl Probes {
             .override_global(globals::SOCK_DPORT_OFFSET, &offsets.sock_dport, true)
             .override_global(globals::INET_SPORT_OFFSET, &offsets.inet_sport, true)
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
+            .override_global(globals::SKB_CB_OFFSET, &offsets.skb_cb, true)
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .override_global(globals::TCP_STATE_CLOSE, &close, true)
             .override_global(globals::TCP_STATE_ESTABLISHED, &established, true)
@@ -422,14 +423,20 @@ impl Probes {
     }
 
     /// The namespaces' counters at a reading: HOLD_TRACES' sum (the programs that time answers
-    /// held unsent attach once it grows) and the server's datagrams sent (the programs that time
-    /// asks, once they grow).
-    pub fn follow_namespace(&mut self, traces: u64, datagrams: u64) -> Result<(), SrvprofError> {
+    /// held unsent attach once it grows, or once `backed_up` finds a server connection's send
+    /// queue backed up) and the server's datagrams sent (the programs that time asks, once they
+    /// grow).
+    pub fn follow_namespace(
+        &mut self,
+        traces: u64,
+        datagrams: u64,
+        backed_up: impl FnOnce() -> bool,
+    ) -> Result<(), SrvprofError> {
         let now = crate::clock::monotonic_ns();
         self.families
             .tcp
             .late
-            .follow_holds(&mut self.ebpf, traces, now)?;
+            .follow_holds(&mut self.ebpf, traces, now, backed_up)?;
         self.families
             .tcp
             .late

@@ -53,6 +53,10 @@ pub const HOLD_TRACES: [&str; 3] = [
     "TcpExt:TCPWinProbe",
     "TcpExt:TCPToZeroWindowAdv",
 ];
+/// Bytes written and not yet acknowledged on one server connection at a look that attach
+/// HOLD_PROGRAMS: more than an ordinary answer leaves in flight for a round trip on a fast path
+/// (ten 1448-byte segments of initial window), what a transfer the path paces keeps queued.
+pub const SEND_QUEUE_BACKED_UP: u64 = 64 << 10;
 /// HOLD_TRACES' growth a second that attaches HOLD_PROGRAMS: more than a host's other
 /// connections make, less than one answer in 50 held at 250 requests a second.
 pub const HOLD_TRACES_PER_S: f64 = 5.0;
@@ -197,17 +201,20 @@ impl LateTiming {
     }
 
     /// HOLD_PROGRAMS attached once HOLD_TRACES' sum (`traces`, from the namespaces' counters at
-    /// `now_ns`) grew HOLD_TRACES_PER_S since the last look.
+    /// `now_ns`) grew HOLD_TRACES_PER_S since the last look, or once `backed_up` (asked only
+    /// while they are not attached) finds a server connection with SEND_QUEUE_BACKED_UP bytes
+    /// unacknowledged: answers paced by the path or a slow reader raise no counter.
     pub fn follow_holds(
         &mut self,
         ebpf: &mut Ebpf,
         traces: u64,
         now_ns: u64,
+        backed_up: impl FnOnce() -> bool,
     ) -> Result<(), SrvprofError> {
         let grew = grew_by(self.hold_traces, (traces, now_ns), HOLD_TRACES_PER_S);
         self.hold_traces = Some((traces, now_ns));
         let attached = self.links.iter().any(|(p, _)| *p == HOLD_PROGRAMS[1]);
-        if !grew || !self.loaded || attached {
+        if !self.loaded || attached || !(grew || backed_up()) {
             return Ok(());
         }
         self.attach(ebpf, &HOLD_PROGRAMS)?;

@@ -175,7 +175,12 @@ impl Sampler {
     /// or asks, when the namespaces' counters show holds, or datagrams sent, since the last look.
     pub fn look_at_namespace(&mut self) -> Result<(), SrvprofError> {
         match self.mib_pid {
-            Some(pid) => follow_namespace(&mut self.probes, &procfs::net_mib(pid)),
+            Some(pid) => follow_namespace(
+                &mut self.probes,
+                &procfs::net_mib(pid),
+                pid,
+                &self.listen_ports,
+            ),
             None => Ok(()),
         }
     }
@@ -190,7 +195,7 @@ impl Sampler {
             if !mib.is_empty() {
                 self.last_mib = mib;
             }
-            follow_namespace(&mut self.probes, &self.last_mib)?;
+            follow_namespace(&mut self.probes, &self.last_mib, pid, &self.listen_ports)?;
         }
         // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
         // each followed by a breath for the server: together they take 1-2 ms.
@@ -532,10 +537,18 @@ impl Sampler {
     }
 }
 
-/// Hands the probes the server namespace's counters (`mib`) their late programs attach by.
-fn follow_namespace(probes: &mut Probes, mib: &BTreeMap<String, u64>) -> Result<(), SrvprofError> {
+/// Hands the probes the server namespace's counters (`mib`, of `pid`'s namespace) and its
+/// connections on `ports`, which their late programs attach by.
+fn follow_namespace(
+    probes: &mut Probes,
+    mib: &BTreeMap<String, u64>,
+    pid: u32,
+    ports: &[u16],
+) -> Result<(), SrvprofError> {
     let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
-    probes.follow_namespace(hold_traces(mib), datagrams)
+    probes.follow_namespace(hold_traces(mib), datagrams, || {
+        procfs::send_queue_backed_up(pid, ports, crate::probes::tcp::SEND_QUEUE_BACKED_UP)
+    })
 }
 
 /// HOLD_TRACES' sum in the server's namespace (`server_mib`) and srvprof's own (its load
