@@ -67,6 +67,7 @@ fn join_up_probe_families() {
          \x20   pub(crate) fn attach(at: &mut Attaching<'_>) -> Result<Self, SrvprofError> {{\n\
          \x20       Ok(Self {{\n{}        }})\n    }}\n\n\
          \x20   pub(crate) fn read(&mut self, ebpf: &mut Ebpf, counters: &mut KernelCounters) -> Result<(), SrvprofError> {{\n\
+         \x20       let mut pace = crate::realtime::Pace::new();\n\
          {}        Ok(())\n    }}\n}}\n",
         each(&|r| format!("    pub {r}: {r}::Reader,\n")),
         each(&|r| format!(
@@ -76,7 +77,8 @@ fn join_up_probe_families() {
             "        (<{r}::Reader as FamilyReader>::SKIP, <{r}::Reader as FamilyReader>::OWN_PROGRAMS),\n"
         )),
         each(&|r| format!("            {r}: FamilyReader::attach(at)?,\n")),
-        each(&|r| format!("        self.{r}.read(ebpf, counters)?;\n")),
+        // The families' maps in pieces: the server runs between them (the sampler is real-time).
+        each(&|r| format!("        self.{r}.read(ebpf, counters)?;\n        pace.tick();\n")),
     );
     srvprof_families::write("probe_families.rs", &code);
 }

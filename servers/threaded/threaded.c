@@ -6,7 +6,7 @@
  *            [--hold-ms H] [--every-ms E]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
- *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|udp|cpu|flock|child]]
+ *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|udp|udp-sendto|cpu|flock|child]]
  *            [--lock-file PATH]
  *            [--wait-every N --upstream IP:PORT [--upstream-pool K]]
  *            [--pool W] [--stall-every-ms E --stall-ms M] [--split-writes [--split-every N]]
@@ -38,7 +38,10 @@
  * unix), or asking the ticket thread over UDP as a DNS lookup asks its server
  * (--wait-on udp: a socket of its own connected to 127.0.0.1 on the server's
  * port, one datagram sent, a poll of that one descriptor, then the answer read,
- * as glibc's resolver does), or spinning on the CPU in
+ * as glibc's resolver does; --wait-on udp-sendto: the socket left unconnected,
+ * the datagram sent with sendto and the answer read with recvfrom, as a
+ * client of a datagram protocol that talks to several servers on one socket
+ * does), or spinning on the CPU in
  * slow_path() (--wait-on cpu), or for a file lock the ticket thread holds M ms
  * (--wait-on flock: flock() on the --lock-file PATH, in lock_the_file()), or for a
  * helper program it runs, `sleep` for M ms (--wait-on child: posix_spawn, then
@@ -104,6 +107,8 @@ static long slow_after_ms, slow_for_ms, slow_us;
 static long first_request_ns;
 static long wait_every, wait_ms;
 static int wait_on_pipe, wait_on_cpu, wait_on_unix, wait_on_udp, wait_on_flock, wait_on_child;
+/* --wait-on udp-sendto: the UDP ask's socket is not connected. */
+static int udp_unconnected;
 /* --wait-on flock: the file both the ticket thread and a waiting request lock (--lock-file). */
 static const char *lock_file;
 static int ticket_lock_fd = -1;
@@ -249,11 +254,15 @@ __attribute__((noinline)) static void ask_over_udp(void)
 	long due_ns = now_ns() + wait_ms * 1000000L;
 	struct pollfd p = {.fd = s, .events = POLLIN};
 	char c;
-	if (!connect(s, (struct sockaddr *)&ticket_addr, sizeof(ticket_addr)) &&
-	    send(s, &due_ns, sizeof(due_ns), 0) == (ssize_t)sizeof(due_ns))
+	int sent = udp_unconnected
+			   ? sendto(s, &due_ns, sizeof(due_ns), 0, (struct sockaddr *)&ticket_addr,
+				    sizeof(ticket_addr)) == (ssize_t)sizeof(due_ns)
+			   : !connect(s, (struct sockaddr *)&ticket_addr, sizeof(ticket_addr)) &&
+				     send(s, &due_ns, sizeof(due_ns), 0) == (ssize_t)sizeof(due_ns);
+	if (sent)
 		while (poll(&p, 1, 5000) < 0 && errno == EINTR)
 			;
-	(void)!recv(s, &c, 1, 0);
+	(void)!recvfrom(s, &c, 1, 0, NULL, NULL);
 	close(s);
 }
 
@@ -630,9 +639,11 @@ int main(int argc, char **argv)
 			wait_ms = atol(v), i++;
 		else if (!strcmp(a, "--wait-on") && v &&
 			 (!strcmp(v, "sleep") || !strcmp(v, "pipe") || !strcmp(v, "unix") || !strcmp(v, "cpu") ||
-			  !strcmp(v, "udp") || !strcmp(v, "flock") || !strcmp(v, "child")))
+			  !strcmp(v, "udp") || !strcmp(v, "udp-sendto") || !strcmp(v, "flock") ||
+			  !strcmp(v, "child")))
 			wait_on_unix = !strcmp(v, "unix"), wait_on_pipe = wait_on_unix || !strcmp(v, "pipe"),
-			wait_on_cpu = !strcmp(v, "cpu"), wait_on_udp = !strcmp(v, "udp"),
+			wait_on_cpu = !strcmp(v, "cpu"), udp_unconnected = !strcmp(v, "udp-sendto"),
+			wait_on_udp = udp_unconnected || !strcmp(v, "udp"),
 			wait_on_flock = !strcmp(v, "flock"), wait_on_child = !strcmp(v, "child"), i++;
 		else if (!strcmp(a, "--lock-file") && v)
 			lock_file = v, i++;

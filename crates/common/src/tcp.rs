@@ -37,6 +37,9 @@ names! {
         /// sk_buff.cb: a received segment's tcp_skb_cb, whose seq and end_seq (its first two
         /// fields) say whether it carries data.
         SKB_CB_OFFSET,
+        /// sock.sk_userlocks: SOCK_BINDPORT_LOCK says bind() gave the socket its port (a
+        /// datagram server's, whose sends are answers, not asks).
+        SOCK_USERLOCKS_OFFSET,
         /// The kernel's TCP_SYN_SENT state number (from its BTF enum of TCP states).
         TCP_STATE_SYN_SENT,
         /// The kernel's TCP_CLOSE state number.

@@ -3,7 +3,7 @@
 
 use aya_ebpf::{
     bindings::pt_regs,
-    helpers::{bpf_get_current_task_btf, bpf_task_pt_regs},
+    helpers::{bpf_get_current_task_btf, bpf_probe_read_user, bpf_task_pt_regs},
 };
 use srvprof_common::MAX_SYSCALL_NR;
 
@@ -60,4 +60,25 @@ pub fn current_syscall_args() -> (u64, u64, u64) {
         return (0, 0, 0);
     }
     unsafe { ((*regs).rdi, (*regs).rsi, (*regs).rdx) }
+}
+
+/// Where the current task's sendto(2), sendmsg(2) or sendmmsg(2) sends (a user pointer to its
+/// struct sockaddr; sendmmsg's first message's): sendto's fifth argument, a msghdr's msg_name
+/// (its first field; an mmsghdr begins with its msghdr). 0 for another syscall or none given.
+#[inline(always)]
+pub fn current_send_destination() -> u64 {
+    const SENDTO: u64 = 44;
+    const SENDMSG: u64 = 46;
+    const SENDMMSG: u64 = 307;
+    let regs = unsafe { bpf_task_pt_regs(bpf_get_current_task_btf()) } as *const pt_regs;
+    if regs.is_null() {
+        return 0;
+    }
+    let (nr, rsi, r8) = unsafe { ((*regs).orig_rax, (*regs).rsi, (*regs).r8) };
+    match nr {
+        SENDTO => r8,
+        // SAFETY: a read of the task's own memory through the helper, which checks the address.
+        SENDMSG | SENDMMSG => unsafe { bpf_probe_read_user(rsi as *const u64) }.unwrap_or(0),
+        _ => 0,
+    }
 }

@@ -4,7 +4,7 @@
 //! answered, and its new connections' waits to be taken (the accept queue, then until their
 //! first read).
 
-use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns};
+use aya_ebpf::helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns, bpf_probe_read_user};
 use aya_ebpf::{
     bindings::{BPF_EXIST, BPF_NOEXIST},
     macros::{btf_tracepoint, map},
@@ -16,7 +16,7 @@ use srvprof_common::{
     OutboundFd, OutboundKey, OutboundSocket, TcpResetKey, ThreadStats, lost, tcp,
 };
 
-use crate::regs::{current_syscall_args, current_syscall_slot};
+use crate::regs::{current_send_destination, current_syscall_args, current_syscall_slot};
 
 /// connect(2)'s number on x86-64, plus one (current_syscall_slot's encoding).
 const CONNECT_SLOT: u64 = 42 + 1;
@@ -47,6 +47,8 @@ static INET_SPORT_OFFSET: u64 = 0;
 static SKB_DATA_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static SKB_CB_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static SOCK_USERLOCKS_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TCP_STATE_SYN_SENT: u64 = 0;
 #[unsafe(no_mangle)]
@@ -599,19 +601,30 @@ pub fn sock_send_length(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// A send on a connected UDP socket of the server's, not followed: an ask of a datagram service
-/// (a DNS server), followed until its answer.
+/// A send on a UDP socket of the server's, not followed: an ask of a datagram service (a DNS
+/// server), followed until its answer. A connected socket's remote is its own; an unconnected
+/// one's is where the syscall sent (sendto's address, sendmsg's msg_name), and its descriptor
+/// is noted with it, so that the thread's sleep waiting for the answer is timed as the ask's.
 #[inline(always)]
 fn datagram_asked(sk: u64, now: u64) {
-    if !connected_udp(sk as *const u8) {
+    let connected = connected_udp(sk as *const u8);
+    if !connected && !is_udp(sk as *const u8) {
         return;
     }
     let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
     if group_of(tgid) != Some(GROUP_SERVER) {
         return;
     }
+    // A socket bound to a port of its choosing is a datagram server's: its sends answer asks.
+    const SOCK_BINDPORT_LOCK: u8 = 8;
+    let bound: u8 = read_field(sk as *const u8, global(&SOCK_USERLOCKS_OFFSET)).unwrap_or(0);
+    let remote = match (connected, sent_to()) {
+        (true, _) => remote_of(sk as *const u8),
+        (false, Some(remote)) if bound & SOCK_BINDPORT_LOCK == 0 => remote,
+        _ => return,
+    };
     let socket = OutboundSocket {
-        remote: remote_of(sk as *const u8),
+        remote,
         fd: FdKey {
             tgid,
             fd: current_syscall_args().0 as u32,
@@ -623,6 +636,44 @@ fn datagram_asked(sk: u64, now: u64) {
     if OUTBOUND_SOCKETS.insert(&sk, &socket, 0).is_err() {
         count_lost(lost::OUTBOUND_MAP_FULL);
     }
+    if !connected {
+        let on_fd = OutboundFd {
+            sk,
+            remote,
+            _pad: 0,
+        };
+        if OUTBOUND_FDS.insert(&socket.fd, &on_fd, 0).is_err() {
+            count_lost(lost::OUTBOUND_MAP_FULL);
+        }
+    }
+}
+
+/// The address the current syscall sent a datagram to (an IPv4 or IPv6 struct sockaddr in the
+/// task's memory); None without one.
+#[inline(always)]
+fn sent_to() -> Option<OutboundKey> {
+    const AF_INET: u16 = 2;
+    let at = current_send_destination();
+    if at == 0 {
+        return None;
+    }
+    // SAFETY: reads of the task's own memory through the helper, which checks the address.
+    let family: u16 = unsafe { bpf_probe_read_user(at as *const u16) }.ok()?;
+    let port: u16 = unsafe { bpf_probe_read_user((at + 2) as *const u16) }.ok()?;
+    let mut key = OutboundKey {
+        family,
+        port: u16::from_be(port),
+        addr: [0; 16],
+    };
+    if family == tcp::AF_INET6 {
+        key.addr = unsafe { bpf_probe_read_user((at + 8) as *const [u8; 16]) }.ok()?;
+    } else if family == AF_INET {
+        let v4: [u8; 4] = unsafe { bpf_probe_read_user((at + 4) as *const [u8; 4]) }.ok()?;
+        key.addr[..4].copy_from_slice(&v4);
+    } else {
+        return None;
+    }
+    Some(key)
 }
 
 /// Sockets with bytes held (SEND_HELD) and how long each waited, by why (tcp::HOLD_*).
@@ -925,9 +976,13 @@ fn note_datagram(id: &FdKey, sk: u64) -> Option<*const OutboundFd> {
 /// A UDP socket connected to a remote address (a datagram client's: it sends with send(2)).
 #[inline(always)]
 fn connected_udp(sk: *const u8) -> bool {
+    is_udp(sk) && read_field::<u16>(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0) != 0
+}
+
+#[inline(always)]
+fn is_udp(sk: *const u8) -> bool {
     const IPPROTO_UDP: u16 = 17;
-    let protocol: u16 = read_field(sk, global(&SOCK_PROTOCOL_OFFSET)).unwrap_or(0);
-    protocol == IPPROTO_UDP && read_field::<u16>(sk, global(&SOCK_DPORT_OFFSET)).unwrap_or(0) != 0
+    read_field::<u16>(sk, global(&SOCK_PROTOCOL_OFFSET)) == Some(IPPROTO_UDP)
 }
 
 /// The socket behind a task's file descriptor: task->files->fdt->fd[fd], when its inode is a

@@ -108,6 +108,35 @@ pub fn connections(time_wait: bool) -> Option<Connections> {
     Some(out)
 }
 
+/// Whether an established TCP connection on a local port of `ports`, in the network namespace of
+/// process `pid`, holds `bytes` or more written and not yet acknowledged (its send queue): an
+/// answer going out slower than it was written. Asked from a thread that enters that namespace
+/// when it is not srvprof's (a netlink socket answers for the namespace it was made in). None
+/// when sock_diag cannot be asked.
+pub fn send_queue_backed_up(pid: u32, ports: &[u16], bytes: u32) -> Option<bool> {
+    let ports = ports.to_vec();
+    let walk = move || {
+        let mut found = false;
+        for_each_socket(StateFlags::ESTABLISHED, ExtensionFlags::empty(), |r| {
+            found |=
+                r.header.send_queue >= bytes && ports.contains(&r.header.socket_id.source_port);
+        })?;
+        Some(found)
+    };
+    let Some(namespace) = crate::procfs::files::other_net_namespace(pid) else {
+        return walk();
+    };
+    std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        // SAFETY: moves this short-lived thread alone into the namespace, whose file it holds.
+        let entered = unsafe { libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) };
+        (entered == 0).then(walk).flatten()
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
 /// Calls `each` with every TCP socket in `states`, IPv4 then IPv6.
 fn for_each_socket(
     states: StateFlags,

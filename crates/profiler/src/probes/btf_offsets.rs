@@ -39,6 +39,8 @@ pub struct KernelOffsets {
     pub skb_data: u64,
     /// sk_buff.cb: a received segment's tcp_skb_cb (seq, end_seq).
     pub skb_cb: u64,
+    /// sock.sk_userlocks: whether bind() chose a socket's port.
+    pub sock_userlocks: u64,
     /// From a task's file descriptor to its socket: task_struct.files, files_struct.fdt,
     /// fdtable.max_fds and .fd, file.f_inode, inode.i_mode, file.private_data, socket.sk.
     pub task_files: u64,
@@ -168,6 +170,7 @@ impl KernelOffsets {
             inet_sport: field(&["inet_sock", "inet_sport"])?,
             skb_data: field(&["sk_buff", "data"])?,
             skb_cb: field(&["sk_buff", "cb"])?,
+            sock_userlocks: field(&["sock", "sk_userlocks"])?,
             task_files: field(&["task_struct", "files"])?,
             files_fdt: field(&["files_struct", "fdt"])?,
             fdtable_max_fds: field(&["fdtable", "max_fds"])?,

@@ -209,6 +209,11 @@ impl Probes {
             .override_global(globals::INET_SPORT_OFFSET, &offsets.inet_sport, true)
             .override_global(globals::SKB_DATA_OFFSET, &offsets.skb_data, true)
             .override_global(globals::SKB_CB_OFFSET, &offsets.skb_cb, true)
+            .override_global(
+                globals::SOCK_USERLOCKS_OFFSET,
+                &offsets.sock_userlocks,
+                true,
+            )
             .override_global(globals::TCP_STATE_SYN_SENT, &syn_sent, true)
             .override_global(globals::TCP_STATE_CLOSE, &close, true)
             .override_global(globals::TCP_STATE_ESTABLISHED, &established, true)
@@ -424,19 +429,20 @@ impl Probes {
 
     /// The namespaces' counters at a reading: HOLD_TRACES' sum (the programs that time answers
     /// held unsent attach once it grows, or once `backed_up` finds a server connection's send
-    /// queue backed up) and the server's datagrams sent (the programs that time asks, once they
-    /// grow).
+    /// queue backed up, a walk of the `sockets` in the table) and the server's datagrams sent
+    /// (the programs that time asks, once they grow).
     pub fn follow_namespace(
         &mut self,
         traces: u64,
         datagrams: u64,
+        sockets: impl FnOnce() -> u64,
         backed_up: impl FnOnce() -> bool,
     ) -> Result<(), SrvprofError> {
         let now = crate::clock::monotonic_ns();
         self.families
             .tcp
             .late
-            .follow_holds(&mut self.ebpf, traces, now, backed_up)?;
+            .follow_holds(&mut self.ebpf, traces, now, sockets, backed_up)?;
         self.families
             .tcp
             .late

@@ -134,6 +134,31 @@ pub fn parse_mib(text: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// The TCP sockets in `pid`'s network namespace's table, open and in TIME_WAIT (its
+/// /proc/PID/net/sockstat `TCP: inuse N ... tw N`): what a walk of the table goes over. None
+/// when it cannot be read.
+pub fn tcp_sockets(pid: u32) -> Option<u64> {
+    parse_tcp_sockets(&fs::read_to_string(format!("/proc/{pid}/net/sockstat")).ok()?)
+}
+
+fn parse_tcp_sockets(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("TCP:"))?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let field = |name: &str| -> Option<u64> {
+        let at = words.iter().position(|w| *w == name)?;
+        words.get(at + 1)?.parse().ok()
+    };
+    Some(field("inuse")? + field("tw")?)
+}
+
+/// The TcpExt counters alone of `pid`'s network namespace (/proc/PID/net/netstat): half the
+/// text of net_mib.
+pub fn net_tcp_ext(pid: u32) -> BTreeMap<String, u64> {
+    fs::read_to_string(format!("/proc/{pid}/net/netstat"))
+        .map(|text| parse_mib(&text))
+        .unwrap_or_default()
+}
+
 pub fn net_mib(pid: u32) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for file in ["netstat", "snmp"] {
@@ -142,33 +167,6 @@ pub fn net_mib(pid: u32) -> BTreeMap<String, u64> {
         }
     }
     out
-}
-
-/// Whether one of the established TCP connections on a local port of `ports` in `pid`'s network
-/// namespace holds `bytes` or more written and not yet acknowledged (tx_queue in
-/// /proc/PID/net/tcp and tcp6): an answer going out slower than it was written.
-pub fn send_queue_backed_up(pid: u32, ports: &[u16], bytes: u64) -> bool {
-    ["tcp", "tcp6"].iter().any(|file| {
-        fs::read_to_string(format!("/proc/{pid}/net/{file}"))
-            .is_ok_and(|text| parse_backed_up(&text, ports, bytes))
-    })
-}
-
-fn parse_backed_up(text: &str, ports: &[u16], bytes: u64) -> bool {
-    const ESTABLISHED: &str = "01";
-    text.lines().skip(1).any(|line| {
-        let mut f = line.split_whitespace().skip(1);
-        let (Some(local), Some(_), Some(state), Some(queues)) =
-            (f.next(), f.next(), f.next(), f.next())
-        else {
-            return false;
-        };
-        let port = (local.rsplit(':').next()).and_then(|p| u16::from_str_radix(p, 16).ok());
-        let queued = (queues.split(':').next()).and_then(|q| u64::from_str_radix(q, 16).ok());
-        state == ESTABLISHED
-            && port.is_some_and(|p| ports.contains(&p))
-            && queued.is_some_and(|q| q >= bytes)
-    })
 }
 
 /// The ports connect() picks from when no port is asked for (net.ipv4.ip_local_port_range, which
@@ -200,17 +198,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_send_queue_is_backed_up_on_an_established_server_connection_only() {
-        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
-           0: 010017AC:1F90 020017AC:C350 01 00020000:00000000 01:00000014 00000000     0        0 812 1\n\
-           1: 010017AC:1F91 020017AC:C351 01 00100000:00000000 01:00000014 00000000     0        0 813 1\n\
-           2: 010017AC:1F90 020017AC:C352 0A 00100000:00000000 00:00000000 00000000     0        0 814 1\n";
-        // Port 8080 (1F90) holds 128 KiB; 8081 holds 1 MiB; a listener's line is no connection.
-        assert!(parse_backed_up(text, &[8080], 64 << 10));
-        assert!(!parse_backed_up(text, &[8080], 256 << 10));
-        assert!(parse_backed_up(text, &[8081], 256 << 10));
-        assert!(!parse_backed_up(text, &[9000], 1));
-        assert!(!parse_backed_up("", &[8080], 1));
+    fn tcp_sockets_are_sockstats_open_and_time_wait_ones() {
+        let text = "sockets: used 301\nTCP: inuse 12 orphan 0 tw 20000 alloc 14 mem 37\nUDP: inuse 2 mem 4\n";
+        assert_eq!(parse_tcp_sockets(text), Some(20_012));
+        assert_eq!(parse_tcp_sockets("sockets: used 3\n"), None);
     }
 
     #[test]

@@ -75,6 +75,16 @@ pub fn has_kernel_btf() -> bool {
     Path::new(VMLINUX_BTF).exists()
 }
 
+/// The network namespace of `pid` (its /proc/PID/ns/net, open), when it is not srvprof's own;
+/// None when it is, or when it cannot be read.
+pub fn other_net_namespace(pid: u32) -> Option<File> {
+    let theirs = std::fs::read_link(format!("/proc/{pid}/ns/net")).ok()?;
+    let ours = std::fs::read_link("/proc/self/ns/net").ok()?;
+    (theirs != ours)
+        .then(|| File::open(format!("/proc/{pid}/ns/net")).ok())
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

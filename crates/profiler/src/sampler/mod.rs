@@ -546,15 +546,22 @@ fn follow_namespace(
     ports: &[u16],
 ) -> Result<(), SrvprofError> {
     let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
-    probes.follow_namespace(hold_traces(mib), datagrams, || {
-        procfs::send_queue_backed_up(pid, ports, crate::probes::tcp::SEND_QUEUE_BACKED_UP)
+    let sockets = || procfs::tcp_sockets(pid).unwrap_or(0);
+    probes.follow_namespace(hold_traces(mib), datagrams, sockets, || {
+        // A walk of the namespace's connections: the server gets its CPU back first.
+        crate::realtime::breathe();
+        let backed_up = crate::probes::tcp::SEND_QUEUE_BACKED_UP;
+        crate::sockdiag::send_queue_backed_up(pid, ports, backed_up).unwrap_or(false)
     })
 }
 
 /// HOLD_TRACES' sum in the server's namespace (`server_mib`) and srvprof's own (its load
 /// generator's: a client delaying its ACKs counts them in its own).
 fn hold_traces(server_mib: &BTreeMap<String, u64>) -> u64 {
-    let own = procfs::net_mib(std::process::id());
+    // Each namespace's counters are a file to parse: the server runs between the two.
+    crate::realtime::breathe();
+    let own = procfs::net_tcp_ext(std::process::id());
+    crate::realtime::breathe();
     (crate::probes::tcp::HOLD_TRACES.iter())
         .map(|k| server_mib.get(*k).unwrap_or(&0) + own.get(*k).unwrap_or(&0))
         .sum()
