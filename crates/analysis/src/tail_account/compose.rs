@@ -324,6 +324,10 @@ fn held_sends(
     .collect()
 }
 
+/// Retransmits are timeouts a request waited only when the slowest request took at least this
+/// share of the timeout (a timer's jitter, a connection's own RTO below the mean).
+pub const TIMEOUT_WAITED: f64 = 0.75;
+
 /// A kind of hold with this share of the holds' time or more is named in their part.
 pub const MIN_HOLD_KIND_SHARE: f64 = 0.1;
 
@@ -739,6 +743,10 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         false => (client.tcp.rto_ms, server.tcp.rto_ms),
     };
     let rto_ms = lost.or(other).unwrap_or(RTO_MIN_MS);
+    // A timeout no request waited out (none took TIMEOUT_WAITED of it) was not how those were
+    // recovered: a deep queue's early probes and fast retransmits resend before any timeout,
+    // and their requests waited no timeout.
+    let slowest_ms = (load.latency_us.max > 0).then(|| load.latency_us.max as f64 / 1e3);
     for (what, resource, resent, wait_ms) in [
         (
             "SYNs retransmitted to the server",
@@ -759,7 +767,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             rto_ms,
         ),
     ] {
-        if resent > 0 {
+        let waited = slowest_ms.is_none_or(|slowest| slowest >= TIMEOUT_WAITED * wait_ms);
+        if resent > 0 && waited {
             costs.push(Cost {
                 part: TailPart {
                     resource: Some(resource),

@@ -727,6 +727,46 @@ fn lost_segments_are_the_networks_part_by_the_connections_own_timeout() {
     server.tcp.rto_ms = None;
     let a = account_of(&load, &server, &client, &stacks);
     assert_eq!(a.parts[0].mean_wait_ms, Some(RTO_MIN_MS), "{a:?}");
+    // The slowest request a little over the timeout: the timeouts were waited.
+    server.tcp.rto_ms = Some(204.0);
+    load.latency_us.max = 212_000;
+    let a = account_of(&load, &server, &client, &stacks);
+    assert_eq!(a.parts[0].resource, Some(Resource::Retransmit), "{a:?}");
+}
+
+/// Retransmits on a path whose slowest request took 89 ms, against the connections' 216 ms
+/// timeout: no request waited a timeout out (a deep queue's early probes resent those), so they
+/// are no part, and a part that was waited (one answer in 50 a transfer of 85.5 ms) leads.
+#[test]
+fn retransmits_no_request_waited_a_timeout_for_are_no_part() {
+    use crate::kernel_report::{SendHoldKind, SendHoldReport};
+    let (mut load, mut server, stacks) = threaded(40_000_000, 0);
+    (
+        load.latency_us.p50,
+        load.latency_us.p99,
+        load.latency_us.max,
+    ) = (455, 85_900, 89_215);
+    server.tcp.retransmits = 13;
+    server.tcp.rto_ms = Some(216.0);
+    server.tcp.send_holds = Some(SendHoldReport {
+        by_kind: vec![SendHoldKind {
+            kind: "full_segments".into(),
+            holds: 200,
+            wait_ns: 200 * 85_500_000,
+            p99_ms: 100.0,
+            max_ms: 100.0,
+        }],
+        delayed_acks: 0,
+    });
+    let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+    assert!(
+        a.parts
+            .iter()
+            .all(|p| p.resource != Some(Resource::Retransmit)),
+        "{a:?}"
+    );
+    assert_eq!(a.parts[0].resource, Some(Resource::Transfer), "{a:?}");
+    assert!(a.parts[0].share >= 0.8, "{a:?}");
 }
 
 #[test]

@@ -428,25 +428,30 @@ impl Probes {
     }
 
     /// The namespaces' counters at a reading: HOLD_TRACES' sum (the programs that time answers
-    /// held unsent attach once it grows, or once `backed_up` finds a server connection's send
-    /// queue backed up, a walk of the `sockets` in the table) and the server's datagrams sent
-    /// (the programs that time asks, once they grow).
+    /// held unsent attach once it grows, or once a walk found a server connection's send queue
+    /// `backed_up`) and the server's datagrams sent (the programs that time asks, once they
+    /// grow).
     pub fn follow_namespace(
         &mut self,
         traces: u64,
         datagrams: u64,
-        sockets: impl FnOnce() -> u64,
-        backed_up: impl FnOnce() -> bool,
+        backed_up: bool,
     ) -> Result<(), SrvprofError> {
         let now = crate::clock::monotonic_ns();
         self.families
             .tcp
             .late
-            .follow_holds(&mut self.ebpf, traces, now, sockets, backed_up)?;
+            .follow_holds(&mut self.ebpf, traces, now, backed_up)?;
         self.families
             .tcp
             .late
             .follow_datagrams(&mut self.ebpf, datagrams, now)
+    }
+
+    /// Whether the programs that time answers held unsent are attached (or were left out).
+    pub fn holds_followed(&self) -> bool {
+        let late = &self.families.tcp.late;
+        !late.loaded || late.holds_attached()
     }
 
     /// Reads every cumulative counter once. Cost: one map walk per measurement.

@@ -57,12 +57,15 @@ pub const HOLD_TRACES: [&str; 3] = [
 /// HOLD_PROGRAMS: more than an ordinary answer leaves in flight for a round trip on a fast path
 /// (ten 1448-byte segments of initial window), what a transfer the path paces keeps queued.
 pub const SEND_QUEUE_BACKED_UP: u32 = 64 << 10;
-/// The least time between two looks at the server's connections' send queues (ns), and the
-/// sockets in the table a look may walk for each second of it: a look walks the namespace's
-/// socket table, every TIME_WAIT socket included (2-9 ms for 20,000 here), so on a host that
-/// churns connections the looks are as much rarer as its table is larger.
-pub const SEND_QUEUE_LOOK_NS: u64 = 1_000_000_000;
-pub const SOCKETS_WALKED_PER_S: u64 = 2_000;
+/// ... and that take this long or longer to deliver at the connection's delivery rate (ms): a
+/// transfer the path paces, not one a fast path carries at once (1 MiB answers on loopback drain
+/// in 0.3 ms, and timing them cost nginx 9 % of its CPU for nothing to tell).
+pub const SEND_QUEUE_DRAIN_MS: f64 = 1.0;
+/// The least time between two walks of the server's connections' send queues in a run's warm-up
+/// (ns), and the sockets of the table the walks may go over in a second: on a host that churns
+/// connections the walks are as much rarer as its table is larger (sampler/send_queues.rs).
+pub const SEND_QUEUE_LOOK_NS: u64 = 100_000_000;
+pub const SOCKETS_WALKED_PER_S: u64 = 20_000;
 /// HOLD_TRACES' growth a second that attaches HOLD_PROGRAMS: more than a host's other
 /// connections make, less than one answer in 50 held at 250 requests a second.
 pub const HOLD_TRACES_PER_S: f64 = 5.0;
@@ -154,8 +157,6 @@ pub struct LateTiming {
     links: Vec<(&'static str, BtfTracePointLinkId)>,
     /// HOLD_TRACES' sum at the last look, and when (CLOCK_MONOTONIC ns).
     hold_traces: Option<(u64, u64)>,
-    /// When the server's send queues were last looked at (CLOCK_MONOTONIC ns; 0: never).
-    send_queues_ns: u64,
     /// The server namespace's datagrams sent at the last look, and when.
     datagrams: Option<(u64, u64)>,
 }
@@ -166,7 +167,6 @@ impl LateTiming {
             loaded,
             links: Vec::new(),
             hold_traces: None,
-            send_queues_ns: 0,
             datagrams: None,
         }
     }
@@ -182,6 +182,11 @@ impl LateTiming {
                 .push((program, attach_loaded(prog, program, program)?));
         }
         Ok(())
+    }
+
+    /// Whether HOLD_PROGRAMS are attached.
+    pub fn holds_attached(&self) -> bool {
+        self.links.iter().any(|(p, _)| *p == HOLD_PROGRAMS[1])
     }
 
     pub fn answers_attached(&self) -> bool {
@@ -210,18 +215,16 @@ impl LateTiming {
     }
 
     /// HOLD_PROGRAMS attached once HOLD_TRACES' sum (`traces`, from the namespaces' counters at
-    /// `now_ns`) grew HOLD_TRACES_PER_S since the last look, or once `backed_up` (asked while
-    /// they are not attached, at most once in SEND_QUEUE_LOOK_NS, and once in a second for each
-    /// SOCKETS_WALKED_PER_S of the table's `sockets`) finds a server connection with
-    /// SEND_QUEUE_BACKED_UP bytes unacknowledged: answers paced by the path or a slow reader
-    /// raise no counter.
+    /// `now_ns`) grew HOLD_TRACES_PER_S since the last look, or once `backed_up`: a walk of the
+    /// server's connections found one with SEND_QUEUE_BACKED_UP bytes unacknowledged that take
+    /// SEND_QUEUE_DRAIN_MS to deliver (answers paced by the path or a slow reader raise no
+    /// counter).
     pub fn follow_holds(
         &mut self,
         ebpf: &mut Ebpf,
         traces: u64,
         now_ns: u64,
-        sockets: impl FnOnce() -> u64,
-        backed_up: impl FnOnce() -> bool,
+        backed_up: bool,
     ) -> Result<(), SrvprofError> {
         let grew = grew_by(self.hold_traces, (traces, now_ns), HOLD_TRACES_PER_S);
         self.hold_traces = Some((traces, now_ns));
@@ -229,15 +232,7 @@ impl LateTiming {
         if !self.loaded || attached {
             return Ok(());
         }
-        let since = now_ns.saturating_sub(self.send_queues_ns);
-        let look = !grew && since >= SEND_QUEUE_LOOK_NS && {
-            let seconds = (sockets() / SOCKETS_WALKED_PER_S).max(1);
-            since >= seconds * SEND_QUEUE_LOOK_NS
-        };
-        if look {
-            self.send_queues_ns = now_ns;
-        }
-        if !(grew || look && backed_up()) {
+        if !(grew || backed_up) {
             return Ok(());
         }
         self.attach(ebpf, &HOLD_PROGRAMS)?;

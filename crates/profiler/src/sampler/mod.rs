@@ -4,6 +4,7 @@
 //! (window.rs, placed by placement.rs).
 
 mod placement;
+mod send_queues;
 mod window;
 
 use std::collections::BTreeMap;
@@ -32,6 +33,8 @@ pub struct Sampler {
     mib_pid: Option<u32>,
     last_mib: BTreeMap<String, u64>,
     listen_ports: Vec<u16>,
+    /// The watch of the server's send queues, while the hold programs are not attached.
+    send_queues: Option<send_queues::SendQueueWatch>,
     /// The mounted hierarchies with the cpu controller, where CPU quotas are read.
     cpu_hierarchies: Vec<crate::procfs::cgroup::CpuHierarchy>,
     /// The server's outbound connections by remote address.
@@ -87,6 +90,7 @@ impl Sampler {
             mib_pid,
             last_mib: BTreeMap::new(),
             listen_ports: Vec::new(),
+            send_queues: None,
             cpu_hierarchies: crate::procfs::cgroup::cpu_hierarchies(),
             ephemeral: procfs::ephemeral_port_range(),
             outbound: BTreeMap::new(),
@@ -175,14 +179,25 @@ impl Sampler {
     /// or asks, when the namespaces' counters show holds, or datagrams sent, since the last look.
     pub fn look_at_namespace(&mut self) -> Result<(), SrvprofError> {
         match self.mib_pid {
-            Some(pid) => follow_namespace(
-                &mut self.probes,
-                &procfs::net_mib(pid),
-                pid,
-                &self.listen_ports,
-            ),
+            Some(pid) => {
+                let backed_up = self.send_queues_backed_up(pid);
+                follow_namespace(&mut self.probes, &procfs::net_mib(pid), backed_up)
+            }
             None => Ok(()),
         }
+    }
+
+    /// Whether the warm-up's watch of the server's send queues found one backed up: started at
+    /// its first look, stopped once the hold programs are attached (or at the first reading).
+    fn send_queues_backed_up(&mut self, pid: u32) -> bool {
+        if self.probes.holds_followed() || self.listen_ports.is_empty() {
+            self.send_queues = None;
+            return false;
+        }
+        let ports = self.listen_ports.clone();
+        (self.send_queues)
+            .get_or_insert_with(|| send_queues::SendQueueWatch::start(pid, ports))
+            .found()
     }
 
     pub fn take_reading(&mut self, last: bool) -> Result<Reading, SrvprofError> {
@@ -195,7 +210,9 @@ impl Sampler {
             if !mib.is_empty() {
                 self.last_mib = mib;
             }
-            follow_namespace(&mut self.probes, &self.last_mib, pid, &self.listen_ports)?;
+            // The warm-up's watch of the send queues ends at the first reading.
+            let backed_up = self.send_queues.take().is_some_and(|w| w.found());
+            follow_namespace(&mut self.probes, &self.last_mib, backed_up)?;
         }
         // The rest (sock_diag walks of every TCP socket, a file per thread in /proc) in pieces,
         // each followed by a breath for the server: together they take 1-2 ms.
@@ -537,22 +554,15 @@ impl Sampler {
     }
 }
 
-/// Hands the probes the server namespace's counters (`mib`, of `pid`'s namespace) and its
-/// connections on `ports`, which their late programs attach by.
+/// Hands the probes the server namespace's counters (`mib`) and whether its send queues are
+/// `backed_up`, which their late programs attach by.
 fn follow_namespace(
     probes: &mut Probes,
     mib: &BTreeMap<String, u64>,
-    pid: u32,
-    ports: &[u16],
+    backed_up: bool,
 ) -> Result<(), SrvprofError> {
     let datagrams = mib.get("Udp:OutDatagrams").copied().unwrap_or(0);
-    let sockets = || procfs::tcp_sockets(pid).unwrap_or(0);
-    probes.follow_namespace(hold_traces(mib), datagrams, sockets, || {
-        // A walk of the namespace's connections: the server gets its CPU back first.
-        crate::realtime::breathe();
-        let backed_up = crate::probes::tcp::SEND_QUEUE_BACKED_UP;
-        crate::sockdiag::send_queue_backed_up(pid, ports, backed_up).unwrap_or(false)
-    })
+    probes.follow_namespace(hold_traces(mib), datagrams, backed_up)
 }
 
 /// HOLD_TRACES' sum in the server's namespace (`server_mib`) and srvprof's own (its load
