@@ -1859,6 +1859,25 @@ fn mib_counter(text: &str, prefix: &str, name: &str) -> u64 {
         .unwrap()
 }
 
+/// `srvprof run` as `run` says, started in network namespace `ns`, its output in
+/// [`fresh_run_dir`]`(name)`: asserts it succeeded; its run.json.
+fn srvprof_run_in_netns(ns: &str, run: RunArgs, name: &str) -> serde_json::Value {
+    let dir = fresh_run_dir(name);
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(srvprof_bin())
+        .arg("run")
+        .args(run.out(&dir).list())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_json(&dir.join("run.json"))
+}
+
 /// Tcp:RetransSegs of network namespace `ns` (/proc/net/snmp read inside it).
 fn retrans_segs(ns: &str) -> u64 {
     let out = Command::new("ip")
@@ -1882,25 +1901,11 @@ fn responses_lost_on_the_path_are_the_top_finding_with_the_retransmission_timeou
     let nginx = nginx_in_netns(&ns.names[0], "lossy", "10.231.0.1:8080", 4096);
     let master = nginx.pid();
     let srvprof_in_client_ns = |name: &str, duration: &str| {
-        let dir = fresh_run_dir(name);
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns.names[1]])
-            .arg(srvprof_bin())
-            .arg("run")
-            .args(
-                RunArgs::pid(master)
-                    .load(20, duration, "1s")
-                    .out(&dir)
-                    .list(),
-            )
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        read_json(&dir.join("run.json"))
+        srvprof_run_in_netns(
+            &ns.names[1],
+            RunArgs::pid(master).load(20, duration, "1s"),
+            name,
+        )
     };
     // The same path without the loss first.
     let clean = srvprof_in_client_ns("lossless", "3s");
@@ -2115,27 +2120,11 @@ fn answers_the_path_paces_are_the_top_finding_as_their_transfers() {
             list += &format!("GET http://{address}/{path}\n\n");
         }
         write_to(&targets, &list);
-        let out_dir = fresh_run_dir(name);
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns.names[1]])
-            .arg(srvprof_bin())
-            .arg("run")
-            .args(
-                RunArgs::pid(nginx.pid())
-                    .load(20, "6s", "2s")
-                    .args(&["--url", &format!("http://{address}/")])
-                    .args(&["--targets", targets.to_str().unwrap(), "--rate", "200"])
-                    .out(&out_dir)
-                    .list(),
-            )
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        read_json(&out_dir.join("run.json"))
+        let run = RunArgs::pid(nginx.pid())
+            .load(20, "6s", "2s")
+            .args(&["--url", &format!("http://{address}/")])
+            .args(&["--targets", targets.to_str().unwrap(), "--rate", "200"]);
+        srvprof_run_in_netns(&ns.names[1], run, name)
     };
     let run = run_in_client_ns("paced", 50);
     let kinds = finding_kinds(&run);

@@ -112,45 +112,40 @@ pub fn connections(time_wait: bool) -> Option<Connections> {
 /// delivery rate, bytes a second.
 const TCPI_DELIVERY_RATE_OFFSET: usize = 160;
 
-/// Whether an established TCP connection on a local port of `ports`, in the network namespace of
-/// process `pid`, holds `bytes` or more written and not yet acknowledged (its send queue) that
-/// take `drain_ms` or more to deliver at the connection's own delivery rate: an answer going out
-/// slower than it was written (a fast path drains a megabyte in a fraction of a millisecond).
-/// Asked from a thread that enters that namespace when it is not srvprof's (a netlink socket
-/// answers for the namespace it was made in). None when sock_diag cannot be asked.
-pub fn send_queue_backed_up(pid: u32, ports: &[u16], bytes: u32, drain_ms: f64) -> Option<bool> {
-    let ports = ports.to_vec();
-    let walk = move || {
-        let mut found = false;
-        for_each_socket(StateFlags::ESTABLISHED, ExtensionFlags::INFO, |r| {
-            let queued = r.header.send_queue;
-            if found || queued < bytes || !ports.contains(&r.header.socket_id.source_port) {
-                return;
-            }
-            let rate = r.nlas.iter().find_map(|nla| match nla {
-                Nla::TcpInfo(info) => info
-                    .get(TCPI_DELIVERY_RATE_OFFSET..TCPI_DELIVERY_RATE_OFFSET + 8)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_ne_bytes),
-                _ => None,
-            });
-            // No rate measured yet: the queue alone says.
-            found = rate.is_none_or(|r| r == 0 || f64::from(queued) / r as f64 * 1e3 >= drain_ms);
-        })?;
-        Some(found)
-    };
-    let Some(namespace) = crate::procfs::files::other_net_namespace(pid) else {
-        return walk();
-    };
-    std::thread::spawn(move || {
-        use std::os::fd::AsRawFd;
-        // SAFETY: moves this short-lived thread alone into the namespace, whose file it holds.
-        let entered = unsafe { libc::setns(namespace.as_raw_fd(), libc::CLONE_NEWNET) };
-        (entered == 0).then(walk).flatten()
-    })
-    .join()
-    .ok()
-    .flatten()
+/// Whether an established TCP connection on a local port of `ports`, in the calling thread's
+/// network namespace, holds `bytes` or more written and not yet acknowledged (its send queue)
+/// that take `drain_ms` or more to deliver at the connection's own delivery rate: an answer
+/// going out slower than it was written (a fast path drains a megabyte in a fraction of a
+/// millisecond). None when sock_diag cannot be asked.
+pub fn send_queue_backed_up(ports: &[u16], bytes: u32, drain_ms: f64) -> Option<bool> {
+    let mut found = false;
+    for_each_socket(StateFlags::ESTABLISHED, ExtensionFlags::INFO, |r| {
+        let queued = r.header.send_queue;
+        if found || queued < bytes || !ports.contains(&r.header.socket_id.source_port) {
+            return;
+        }
+        let rate = r.nlas.iter().find_map(|nla| match nla {
+            Nla::TcpInfo(info) => info
+                .get(TCPI_DELIVERY_RATE_OFFSET..TCPI_DELIVERY_RATE_OFFSET + 8)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_ne_bytes),
+            _ => None,
+        });
+        // No rate measured yet: the queue alone says.
+        found = rate.is_none_or(|r| r == 0 || f64::from(queued) / r as f64 * 1e3 >= drain_ms);
+    })?;
+    Some(found)
+}
+
+/// Moves the calling thread alone into the network namespace of `pid`, when it is not srvprof's
+/// (a netlink socket answers for the namespace it was made in): false when it could not.
+pub fn enter_net_namespace_of(pid: u32) -> bool {
+    use std::os::fd::AsRawFd;
+    match crate::procfs::files::other_net_namespace(pid) {
+        // SAFETY: setns on the calling thread, with a namespace file it holds open.
+        Some(ns) => unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) == 0 },
+        None => true,
+    }
 }
 
 /// Calls `each` with every TCP socket in `states`, IPv4 then IPv6.

@@ -33,9 +33,12 @@ impl SendQueueWatch {
         let thread = std::thread::Builder::new()
             .name("srvprof-sendq".into())
             .spawn(move || {
+                // This thread only walks: it enters the server's namespace once.
+                if !crate::sockdiag::enter_net_namespace_of(pid) {
+                    return;
+                }
                 while !stop_in.load(Ordering::Relaxed) {
                     let backed_up = crate::sockdiag::send_queue_backed_up(
-                        pid,
                         &ports,
                         SEND_QUEUE_BACKED_UP,
                         SEND_QUEUE_DRAIN_MS,
