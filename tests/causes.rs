@@ -953,61 +953,94 @@ fn thread_named(pid: u32, comm: &str) -> Option<u32> {
 }
 
 /// servers/threaded: one thread per connection, each taking one mutex per request, and a
-/// "cache-refresh" thread holding that mutex 20 ms of every 100. The top finding is
-/// lock_contention naming cache-refresh by its tid as the holder and count_request as where the
-/// connection threads waited; srvprof's lock waits add up to within 15 % of the off-CPU time
+/// "cache-refresh" thread holding that mutex 20 ms of every 100, first spinning on a CPU, then
+/// asleep reading a pipe the ticket thread answers 20 ms later (--hold-on pipe). The top finding
+/// is lock_contention naming cache-refresh by its tid as the holder and count_request as where
+/// the connection threads waited; srvprof's lock waits add up to within 15 % of the off-CPU time
 /// libbpf-tools' offcputime finds for the process in stacks through futex_wait (the process has
-/// no other futex waits). Without the refresher, the same server has no such finding.
+/// no other futex waits). What the holder did is what it does by construction: running in
+/// rebuild_cache through most of the waits when it spins; asleep in read on a pipe in
+/// ask_ticket (rebuild_cache's call) through most of them when it sleeps, with the fix to not
+/// hold the lock across that call. Without the refresher, the same server has no such finding.
 #[test]
 fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
     require_root();
-    let locked = Server::start("threaded", &["--cpus", "1", "--hold-ms", "20"]);
-    let refresher = thread_named(locked.pid(), "cache-refresh").expect("a cache-refresh thread");
-    let offcputime = Tool::offcputime(locked.pid());
-    let run = RunArgs::pid(locked.pid())
-        .load(50, "4s", "0s")
-        .args(&["--rate", "2000", "--cpus", "0"])
-        .run_ok("lock-contention");
-    let peer_us = offcputime_us_with_frame(&offcputime.stop(), "futex_wait");
-    let locks = run["server"]["locks"].as_array().unwrap();
-    let ours_us: f64 = locks
-        .iter()
-        .map(|l| l["wait_ns"].as_f64().unwrap() / 1e3)
-        .sum();
-    let kinds = finding_kinds(&run);
-    let f = expect_finding(&run, "lock_contention");
-    eprintln!(
-        "srvprof {ours_us:.0} us of lock waits, offcputime {peer_us} us in futex_wait; findings {kinds:?}; {}",
-        f["summary"]
-    );
-    assert_eq!(kinds[0], "lock_contention", "{kinds:?}");
-    assert_eq!(f["evidence"]["holder_tid"].as_f64(), Some(refresher as f64));
-    let summary = f["summary"].as_str().unwrap();
-    assert!(
-        summary.contains(&format!("behind cache-refresh (tid {refresher})")),
-        "{summary}"
-    );
-    assert!(summary.contains("count_request"), "{summary}");
-    // The account of p99 has the same lock, by its caller and its holder.
-    let parts = run["tail_account"]["parts"].as_array().unwrap();
-    let lock = (parts.iter())
-        .find(|p| p["resource"] == "lock")
-        .unwrap_or_else(|| panic!("no lock in the account: {parts:?}"));
-    assert_eq!(lock["function"], "count_request", "{lock}");
-    let held_by = lock["held_by"].as_str().unwrap_or_default();
-    assert!(
-        held_by.starts_with(&format!("cache-refresh (tid {refresher})")),
-        "{lock}"
-    );
-    assert!(peer_us > 100_000, "the threads barely waited: {peer_us} us");
-    assert_within(
-        ours_us,
-        peer_us as f64,
-        0.15,
-        "lock waits (us) against offcputime's futex_wait stacks",
-    );
-    drop(locked);
+    for hold_on in ["spin", "pipe"] {
+        let locked = Server::start(
+            "threaded",
+            &["--cpus", "1", "--hold-ms", "20", "--hold-on", hold_on],
+        );
+        let refresher =
+            thread_named(locked.pid(), "cache-refresh").expect("a cache-refresh thread");
+        let offcputime = Tool::offcputime(locked.pid());
+        let run = RunArgs::pid(locked.pid())
+            .load(50, "4s", "0s")
+            .args(&["--rate", "2000", "--cpus", "0"])
+            .run_ok(&format!("lock-contention-{hold_on}"));
+        let peer_us = offcputime_us_with_frame(&offcputime.stop(), "futex_wait");
+        let locks = run["server"]["locks"].as_array().unwrap();
+        let ours_us: f64 = locks
+            .iter()
+            .map(|l| l["wait_ns"].as_f64().unwrap() / 1e3)
+            .sum();
+        let kinds = finding_kinds(&run);
+        let f = expect_finding(&run, "lock_contention");
+        eprintln!(
+            "{hold_on}: srvprof {ours_us:.0} us of lock waits, offcputime {peer_us} us in futex_wait; findings {kinds:?}; {}",
+            f["summary"]
+        );
+        assert_eq!(kinds[0], "lock_contention", "{kinds:?}");
+        assert_eq!(f["evidence"]["holder_tid"].as_f64(), Some(refresher as f64));
+        let summary = f["summary"].as_str().unwrap();
+        assert!(
+            summary.contains(&format!("behind cache-refresh (tid {refresher})")),
+            "{summary}"
+        );
+        assert!(summary.contains("count_request"), "{summary}");
+        // What the holder did while they waited, as the server does it by construction.
+        let slept = f["evidence"]["holder_slept_share"].as_f64().unwrap();
+        let doing = locks[0]["holders"][0]["doing"].as_str().unwrap_or_default();
+        if hold_on == "pipe" {
+            assert!(
+                slept >= 0.8,
+                "asleep through {slept} of the waits: {summary}"
+            );
+            assert_eq!(locks[0]["holders"][0]["slept_in"], "read", "{}", locks[0]);
+            for words in ["asleep in read on a pipe", "in ask_ticket"] {
+                assert!(doing.contains(words), "{words:?} in {doing:?}");
+            }
+            assert!(
+                summary.contains("Fix: do not hold that lock across read"),
+                "{summary}"
+            );
+        } else {
+            assert!(
+                slept < 0.2,
+                "asleep through {slept} of the waits: {summary}"
+            );
+            assert!(doing.starts_with("running in rebuild_cache"), "{doing:?}");
+        }
+        // The account of p99 has the same lock, by its caller and its holder.
+        let parts = run["tail_account"]["parts"].as_array().unwrap();
+        let lock = (parts.iter())
+            .find(|p| p["resource"] == "lock")
+            .unwrap_or_else(|| panic!("no lock in the account: {parts:?}"));
+        assert_eq!(lock["function"], "count_request", "{lock}");
+        let held_by = lock["held_by"].as_str().unwrap_or_default();
+        assert!(
+            held_by.starts_with(&format!("cache-refresh (tid {refresher})"))
+                && held_by.contains(doing),
+            "{lock}"
+        );
+        assert!(peer_us > 100_000, "the threads barely waited: {peer_us} us");
+        assert_within(
+            ours_us,
+            peer_us as f64,
+            0.15,
+            "lock waits (us) against offcputime's futex_wait stacks",
+        );
+    }
 
     let clean = Server::start("threaded", &["--cpus", "1"]);
     let run = RunArgs::pid(clean.pid())

@@ -3,7 +3,7 @@
  * tail built in for srvprof's tests (each known by construction).
  *
  *   threaded --port PORT [--backlog N] [--no-keepalive]
- *            [--hold-ms H] [--every-ms E]
+ *            [--hold-ms H] [--every-ms E] [--hold-on spin|pipe]
  *            [--touch-file PATH --touch-mb M [--touch-pages N] [--touch-anon]]
  *            [--slow-after-ms A --slow-for-ms B --slow-us N]
  *            [--wait-every N --wait-ms M [--wait-on sleep|pipe|unix|udp|udp-sendto|cpu|flock|child]]
@@ -16,6 +16,9 @@
  * thread named "cache-refresh" takes the same lock every E ms (default 100)
  * and holds it H ms, spinning on a CPU, as a cache rebuilt under its lock
  * would: requests that arrive meanwhile queue on the lock's futex behind it.
+ * With --hold-on pipe it holds the lock asleep instead, reading from a pipe the
+ * answer the "ticket" thread writes H ms after it is asked, in rebuild_cache(),
+ * as a cache refreshed from a slow source under its lock would.
  * With --hold-ms 0 (default) there is no such thread: the same server, clean.
  *
  * With --touch-mb M every request also reads one byte of each of N random 4 KiB
@@ -91,6 +94,8 @@
 static pthread_mutex_t table = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long hits;
 static long hold_ms, every_ms = 100;
+/* --hold-on pipe: the refresher holds the lock asleep on the ticket thread's pipe. */
+static int hold_on_pipe;
 static int keepalive = 1;
 /* --split-writes [--split-every N]: every N-th answer in two writes, Nagle left on. */
 static int split_writes;
@@ -130,8 +135,14 @@ static long now_ns(void)
 	return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
+static void ask_ticket(long due_ns);
+
 __attribute__((noinline)) static void rebuild_cache(long ns)
 {
+	if (hold_on_pipe) {
+		ask_ticket(now_ns() + ns);
+		return;
+	}
 	long end = now_ns() + ns;
 	while (now_ns() < end)
 		;
@@ -409,10 +420,17 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 		nanosleep(&gap, NULL);
 		return;
 	}
+	ask_ticket(now_ns() + wait_ms * 1000000L);
+}
+
+/* Asks the ticket thread for an answer due at `due_ns` and reads it from a pipe (a UNIX socket
+ * with --wait-on unix). */
+static void ask_ticket(long due_ns)
+{
 	int answer[2];
 	if (wait_on_unix ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer) : pipe2(answer, O_CLOEXEC))
 		return;
-	struct ask a = {.fd = answer[1], .due_ns = now_ns() + wait_ms * 1000000L};
+	struct ask a = {.fd = answer[1], .due_ns = due_ns};
 	char c;
 	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
 		while (read(answer[0], &c, 1) < 0 && errno == EINTR)
@@ -617,6 +635,8 @@ int main(int argc, char **argv)
 			hold_ms = atol(v), i++;
 		else if (!strcmp(a, "--every-ms") && v)
 			every_ms = atol(v), i++;
+		else if (!strcmp(a, "--hold-on") && v && (!strcmp(v, "spin") || !strcmp(v, "pipe")))
+			hold_on_pipe = !strcmp(v, "pipe"), i++;
 		else if (!strcmp(a, "--touch-file") && v)
 			touch_file = v, i++;
 		else if (!strcmp(a, "--touch-mb") && v)
@@ -705,7 +725,7 @@ int main(int argc, char **argv)
 		perror("threaded: --wait-on flock needs --lock-file");
 		return 1;
 	}
-	if ((wait_on_pipe || wait_on_flock) && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
+	if ((wait_on_pipe || wait_on_flock || hold_on_pipe) && (pipe2(ask_pipe, O_CLOEXEC) || pthread_create(&t, &attr, ticket_main, NULL))) {
 		perror("threaded: the ticket thread");
 		return 1;
 	}

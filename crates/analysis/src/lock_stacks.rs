@@ -2,9 +2,15 @@
 //! name that went to sleep in a futex wait, given to each lock of the run report. Stacks whose
 //! innermost user frames name a lock call (pthread_mutex_lock, Mutex::lock_contended,
 //! runtime.lock2) come before the others: the same threads also sleep on condition variables.
+//! Each holder is told what it did while the threads waited: where it slept, or where it ran.
 
-use crate::kernel_report::LockReport;
-use crate::stacks::FoldedLine;
+use crate::kernel_report::{LockHolder, LockReport};
+use crate::stacks::{FoldedLine, FoldedStacks};
+use crate::tail_account::{Resource, hottest_function, wait_of};
+
+/// A holder that slept through this share of the waits charged to it or more held the lock
+/// across that sleep; below it, it is told as running.
+pub(crate) const ASLEEP_SHARE: f64 = 0.5;
 
 /// User frames kept per lock, the innermost ones (the lock call and its callers).
 const LOCK_STACK_FRAMES: usize = 8;
@@ -25,10 +31,74 @@ fn waits_in_a_lock_call(user: &[&String]) -> bool {
     named(&["lock"]) && !named(&["cond", "park", "notesleep"])
 }
 
+/// What `holder` did while the threads it was charged with waited: asleep in a syscall (the
+/// heaviest off-CPU stack of its name in that syscall: the wait's kernel function and the user
+/// function that called it), or on a CPU (its hottest function).
+fn doing(holder: &LockHolder, stacks: &FoldedStacks, group: u32) -> String {
+    let mine = |lines: &'_ [FoldedLine]| -> Vec<FoldedLine> {
+        (lines.iter())
+            .filter(|l| l.group == group && l.frames.first() == Some(&holder.comm))
+            .cloned()
+            .collect()
+    };
+    let share = holder.slept_share();
+    let percent = |s: f64| (s * 100.0).round();
+    match holder.slept_in.as_deref() {
+        Some(syscall) if share >= ASLEEP_SHARE => {
+            let wait = (mine(&stacks.offcpu).iter())
+                .map(|l| (wait_of(&l.frames), l.value))
+                .filter(|(w, _)| w.syscall.as_deref() == Some(syscall))
+                .max_by_key(|(_, v)| *v)
+                .map(|(w, _)| w);
+            let on = wait.as_ref().map_or(String::new(), |w| {
+                let what = match w.resource {
+                    Resource::Work | Resource::Idle | Resource::Unknown | Resource::Other => {
+                        match w.kernel.as_deref() {
+                            Some(k)
+                                if k.contains("sk_") || k.contains("tcp") || k.contains("udp") =>
+                            {
+                                "a socket"
+                            }
+                            _ => "",
+                        }
+                    }
+                    r => r.label(),
+                };
+                let kernel = w.kernel.as_deref().unwrap_or_default();
+                let what = match (what, kernel) {
+                    ("", "") => String::new(),
+                    ("", k) => format!(" ({k})"),
+                    (r, "") => format!(" on {r}"),
+                    (r, k) => format!(" on {r} ({k})"),
+                };
+                let function =
+                    (w.function.as_deref()).map_or(String::new(), |f| format!(" in {f}"));
+                format!("{what}{function}")
+            });
+            format!(
+                "asleep in {syscall}{on} through {:.0}% of the waits: it held the lock across that call",
+                percent(share)
+            )
+        }
+        _ => {
+            let function = hottest_function(&mine(&stacks.oncpu), &stacks.modules)
+                .map_or(String::new(), |f| format!(" in {f}"));
+            format!(
+                "running{function}, on a CPU or waiting for one, through {:.0}% of the waits",
+                percent(1.0 - share)
+            )
+        }
+    }
+}
+
 /// Fills each lock's `stack` from `group`'s off-CPU lines (thread name first, then frames from
-/// the outermost; kernel frames end in `_[k]`).
-pub(crate) fn attach(locks: &mut [LockReport], offcpu: &[FoldedLine], group: u32) {
+/// the outermost; kernel frames end in `_[k]`), and its holders' `doing`.
+pub(crate) fn attach(locks: &mut [LockReport], stacks: &FoldedStacks, group: u32) {
+    let offcpu = &stacks.offcpu;
     for lock in locks {
+        for holder in &mut lock.holders {
+            holder.doing = Some(doing(holder, stacks, group));
+        }
         let heaviest = offcpu
             .iter()
             .filter(|l| l.group == group)
@@ -105,7 +175,11 @@ mod tests {
             // Another thread name's futex wait.
             line(&["refresh", "main", "lock", "futex_wait_[k]"], 800),
         ];
-        attach(&mut locks, &lines, 0);
+        let stacks = FoldedStacks {
+            offcpu: lines.to_vec(),
+            ..Default::default()
+        };
+        attach(&mut locks, &stacks, 0);
         assert_eq!(
             locks[0].stack,
             [
@@ -114,6 +188,85 @@ mod tests {
                 "count_request",
                 "__lll_lock_wait"
             ]
+        );
+    }
+
+    /// A holder charged with 100 ms of waits, `slept_ms` of them asleep in read.
+    fn holder(slept_ms: u64) -> LockHolder {
+        LockHolder {
+            tid: 10,
+            comm: "cache-refresh".into(),
+            waits: 10,
+            wait_ns: 100_000_000,
+            share: 1.0,
+            slept_ns: slept_ms * 1_000_000,
+            slept_in: (slept_ms > 0).then(|| "read".into()),
+            doing: None,
+        }
+    }
+
+    fn refresher_stacks() -> FoldedStacks {
+        FoldedStacks {
+            offcpu: vec![
+                // Its sleeps between refreshes: heavier, but in nanosleep.
+                line(
+                    &[
+                        "cache-refresh",
+                        "refresh_main",
+                        "nanosleep",
+                        "do_nanosleep_[k]",
+                    ],
+                    800,
+                ),
+                line(
+                    &[
+                        "cache-refresh",
+                        "refresh_main",
+                        "rebuild_cache",
+                        "read",
+                        "ksys_read_[k]",
+                        "pipe_read_[k]",
+                    ],
+                    200,
+                ),
+                // Another thread's read of a pipe.
+                line(
+                    &[
+                        "conn",
+                        "conn_main",
+                        "wait_for_ticket",
+                        "read",
+                        "ksys_read_[k]",
+                        "pipe_read_[k]",
+                    ],
+                    900,
+                ),
+            ],
+            oncpu: vec![
+                line(&["cache-refresh", "refresh_main", "rebuild_cache"], 50),
+                line(&["cache-refresh", "refresh_main"], 5),
+                line(&["conn", "conn_main", "parse"], 500),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_holder_asleep_under_the_lock_is_told_by_its_wait_and_one_running_by_its_function() {
+        let stacks = refresher_stacks();
+        let asleep = doing(&holder(90), &stacks, 0);
+        assert_eq!(
+            asleep,
+            "asleep in read on a pipe (pipe_read) in rebuild_cache through 90% of the waits: it held the lock across that call"
+        );
+        let running = doing(&holder(10), &stacks, 0);
+        assert_eq!(
+            running,
+            "running in rebuild_cache, on a CPU or waiting for one, through 90% of the waits"
+        );
+        assert_eq!(
+            doing(&holder(0), &stacks, 0),
+            "running in rebuild_cache, on a CPU or waiting for one, through 100% of the waits"
         );
     }
 }

@@ -297,7 +297,7 @@ pub fn build(
         if report.load.tls.is_some() {
             report.tls_cpu = s.tls_cpu();
         }
-        crate::lock_stacks::attach(&mut report.server.locks, &s.offcpu, GROUP_SERVER);
+        crate::lock_stacks::attach(&mut report.server.locks, s, GROUP_SERVER);
         report.tail_account = crate::tail_account::account(crate::tail_account::Inputs {
             load: &report.load,
             server: &report.server,

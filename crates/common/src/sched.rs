@@ -82,7 +82,13 @@ pub struct ThreadStats {
     pub futex_holder_tgid: u32,
     /// 1 when that wait followed a lock's protocol (futex_lock_protocol), else 0.
     pub futex_lock: u32,
-    pub _pad_futex: u32,
+    /// The syscall (its number plus one) of the sleep the thread's last switch-in ended, 0 when
+    /// that off-CPU period was a preemption: with last_switch_out_ns and last_switch_in_ns, the
+    /// thread's last sleep while it runs.
+    pub slept_nr: u32,
+    /// The sleep of the thread charged with that futex wait (its holder's, or the lock_root's)
+    /// known when it woke this one: a lock held across a syscall's sleep.
+    pub futex_holder_sleep: Sleep,
     /// The thread its last futex wait was charged to (0: it has slept otherwise since; a
     /// preemption keeps it), when that wait ended and the thread's run-queue total then. A
     /// thread that passes a lock on within LOCK_CONVOY_NS of running after getting it passes
@@ -91,6 +97,8 @@ pub struct ThreadStats {
     pub lock_root_tgid: u32,
     pub lock_root_since_ns: u64,
     pub lock_root_runq_ns: u64,
+    /// The lock_root's sleep the last futex wait overlapped, passed on with the lock.
+    pub lock_root_sleep: Sleep,
     /// Memory reclaimed by the thread itself (direct or memcg reclaim): how often, for how long,
     /// and when the one in progress began (0: none).
     pub reclaims: u64,
@@ -111,6 +119,29 @@ pub struct ThreadStats {
     /// On-CPU time since the thread last went to sleep (its preemptions do not end a run).
     pub run_ns: u64,
     pub comm: [u8; 16],
+}
+
+/// A thread's sleep in a syscall: from its switch-out to its switch-in, and the syscall's number
+/// plus one (0: none known).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sleep {
+    pub from_ns: u64,
+    pub until_ns: u64,
+    pub nr_slot: u32,
+    pub _pad: u32,
+}
+
+impl Sleep {
+    /// How much of the wait from `start` to `end` this sleep covers (ns).
+    pub fn overlap(&self, start: u64, end: u64) -> u64 {
+        if self.nr_slot == 0 {
+            return 0;
+        }
+        self.until_ns
+            .min(end)
+            .saturating_sub(self.from_ns.max(start))
+    }
 }
 
 /// A thread woken from a futex wait that wakes another waiter within this long of running since
@@ -250,14 +281,33 @@ pub struct LockWait {
     pub waits: u64,
     pub wait_ns: u64,
     pub holder_tgid: u32,
-    pub _pad: u32,
+    /// The syscall (plus one) of the holder's sleep that the waits overlapped most lately, and
+    /// the waits' time that such sleeps covered (ns): the lock held while its holder slept.
+    pub holder_slept_nr: u32,
+    pub holder_slept_ns: u64,
 }
 
 pub const MAX_LOCK_WAITS: u32 = 4096;
 
 #[cfg(test)]
 mod tests {
-    use super::{SocketArg, datagram_wait, futex_lock_protocol, socket_arg};
+    use super::{Sleep, SocketArg, datagram_wait, futex_lock_protocol, socket_arg};
+
+    #[test]
+    fn a_holders_sleep_covers_the_part_of_a_wait_it_overlaps() {
+        let sleep = Sleep {
+            from_ns: 100,
+            until_ns: 300,
+            nr_slot: 1,
+            _pad: 0,
+        };
+        // A wait that began during the sleep and ended after it; one that held it whole.
+        assert_eq!(sleep.overlap(150, 400), 150);
+        assert_eq!(sleep.overlap(50, 400), 200);
+        // A wait after it, and no syscall known (a preemption).
+        assert_eq!(sleep.overlap(300, 400), 0);
+        assert_eq!(Sleep { nr_slot: 0, ..sleep }.overlap(50, 400), 0);
+    }
 
     #[test]
     fn a_poll_of_one_descriptor_and_a_recv_may_wait_on_a_datagram_a_read_on_a_stream() {

@@ -2,7 +2,7 @@
 //! processes are targets and in which group, each thread's figures, the events lost.
 
 names! {
-    maps: [TARGET_TGIDS, TARGET_BITMAP, THREADS, LOST_EVENTS],
+    maps: [TARGET_TGIDS, TARGET_BITMAP, THREADS, ZERO_THREAD, LOST_EVENTS],
     globals: [
         TASK_PID_OFFSET,
         TASK_TGID_OFFSET,

@@ -14,8 +14,8 @@ use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
     HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
-    MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, SocketArg, ThreadStats, WakeCount,
-    WakeKey, datagram_wait, futex_lock_protocol, lost, socket_arg,
+    MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, Sleep, SocketArg, ThreadStats,
+    WakeCount, WakeKey, datagram_wait, futex_lock_protocol, lost, socket_arg,
 };
 
 use crate::regs::{current_syscall_args, current_syscall_fd, current_syscall_slot};
@@ -113,21 +113,30 @@ fn end_futex_wait(st: &mut ThreadStats, tid: u32, now: u64) {
             _pad: 0,
         };
         let holder_tgid = st.futex_holder_tgid;
+        let sleep = st.futex_holder_sleep;
+        let slept = sleep.overlap(st.last_switch_out_ns, now);
+        let slept_nr = if slept > 0 { sleep.nr_slot } else { 0 };
         let first = || LockWait {
             waits: 1,
             wait_ns: waited,
             holder_tgid,
-            _pad: 0,
+            holder_slept_nr: slept_nr,
+            holder_slept_ns: slept,
         };
         let add = |w: &mut LockWait| {
             w.waits += 1;
             w.wait_ns += waited;
+            if slept > 0 {
+                w.holder_slept_ns += slept;
+                w.holder_slept_nr = slept_nr;
+            }
         };
         add_or_insert(&LOCK_WAITS, &key, first, add, lost::LOCK_WAITS_MAP_FULL);
         st.lock_root = st.futex_holder;
         st.lock_root_tgid = st.futex_holder_tgid;
         st.lock_root_since_ns = now;
         st.lock_root_runq_ns = st.runq_ns;
+        st.lock_root_sleep = sleep;
     }
     st.futex_uaddr = 0;
     st.futex_holder = 0;
@@ -373,6 +382,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             }
             st.uninterruptible = 0;
         }
+        st.slept_nr = if st.last_switch_out_ns != 0 {
+            st.blocked_nr as u32
+        } else {
+            0
+        };
         if st.blocked_nr != 0 {
             if st.last_switch_out_ns != 0 {
                 count_blocked(st, st.blocked_nr, now.saturating_sub(st.last_switch_out_ns));
@@ -458,6 +472,9 @@ fn charge_futex_wait(wakee_tid: u32, wakee_tgid: u32, waker: u64) {
         return;
     }
     let (mut holder, mut holder_tgid) = (waker as u32, (waker >> 32) as u32);
+    // What the holder did meanwhile: the waker's last sleep, which ended before it let go (a
+    // lock held across a syscall), or the root's, passed on along a convoy.
+    let mut sleep = Sleep::default();
     if let Some(w) = crate::target::watched_thread_current() {
         let now = unsafe { bpf_ktime_get_ns() };
         let ran = now
@@ -466,10 +483,19 @@ fn charge_futex_wait(wakee_tid: u32, wakee_tgid: u32, waker: u64) {
         if w.lock_root != 0 && ran < LOCK_CONVOY_NS {
             holder = w.lock_root;
             holder_tgid = w.lock_root_tgid;
+            sleep = w.lock_root_sleep;
+        } else if w.last_switch_in_ns != 0 {
+            sleep = Sleep {
+                from_ns: w.last_switch_out_ns,
+                until_ns: w.last_switch_in_ns,
+                nr_slot: w.slept_nr,
+                _pad: 0,
+            };
         }
     }
     wakee.futex_holder = holder;
     wakee.futex_holder_tgid = holder_tgid;
+    wakee.futex_holder_sleep = sleep;
 }
 
 /// task_rename(struct task_struct *task, const char *comm): fires before the new name is copied

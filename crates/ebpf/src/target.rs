@@ -26,6 +26,11 @@ pub static TARGET_BITMAP: Array<u64> = Array::with_max_entries(TARGET_BITMAP_WOR
 #[map]
 pub static THREADS: HashMap<u32, ThreadStats> = HashMap::with_max_entries(MAX_THREADS, 0);
 
+/// All zeros, never written: a new thread's stats start as a copy of it, not as a value built
+/// on the 512-byte BPF stack of the scheduler's programs.
+#[map]
+static ZERO_THREAD: Array<ThreadStats> = Array::with_max_entries(1, 0);
+
 /// Records the programs had to drop, by reason (srvprof_common::lost).
 #[map]
 pub static LOST_EVENTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(lost::COUNT, 0);
@@ -170,18 +175,17 @@ fn new_thread_stats(
     group: u32,
     comm: impl FnOnce() -> [u8; 16],
 ) -> Option<&'static mut ThreadStats> {
-    let fresh = ThreadStats {
-        tgid,
-        group,
-        comm: comm(),
-        ..ThreadStats::default()
-    };
+    let zero = ZERO_THREAD.get(0)?;
     // BPF_ANY: replaces the stats of a dead thread whose tid was reused.
-    if THREADS.insert(&tid, &fresh, 0).is_err() {
+    if THREADS.insert(&tid, zero, 0).is_err() {
         count_lost(lost::THREADS_MAP_FULL);
         return None;
     }
-    THREADS.get_ptr_mut(&tid).map(|st| unsafe { &mut *st })
+    let st = unsafe { &mut *THREADS.get_ptr_mut(&tid)? };
+    st.tgid = tgid;
+    st.group = group;
+    st.comm = comm();
+    Some(st)
 }
 
 /// Counts a length (ns) in a histogram map's entry `index` (srvprof_common::hist slots): a

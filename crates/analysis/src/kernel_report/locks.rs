@@ -45,6 +45,27 @@ pub struct LockHolder {
     pub wait_ns: u64,
     /// Share of the lock's wait charged to this thread.
     pub share: f64,
+    /// The part of those waits it spent asleep in a syscall (ns), and that syscall: the lock
+    /// held across a call that sleeps. Its last sleep before it let go is the one counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slept_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slept_in: Option<String>,
+    /// What it did while the threads waited, in words: where it slept (lock_stacks.rs), or
+    /// that it ran on a CPU, and in which of its functions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doing: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl LockHolder {
+    /// The share of the waits charged to it that it slept through.
+    pub fn slept_share(&self) -> f64 {
+        self.slept_ns as f64 / self.wait_ns.max(1) as f64
+    }
 }
 
 /// The locks kept in a report, longest waited on first.
@@ -72,9 +93,9 @@ pub fn lock_deltas(
     // (pid, word) -> the window's waits on it by its own process's threads.
     let mut words: BTreeMap<(u32, u64), Vec<LockWaitRecord>> = BTreeMap::new();
     for (key, w) in mine(end) {
-        let (w0, ns0) = before
+        let (w0, ns0, slept0) = before
             .get(&key)
-            .map(|b| (b.waits, b.wait_ns))
+            .map(|b| (b.waits, b.wait_ns, b.holder_slept_ns))
             .unwrap_or_default();
         let waits = w.waits.saturating_sub(w0);
         if waits == 0 || w.holder_pid != w.pid {
@@ -84,6 +105,7 @@ pub fn lock_deltas(
         (words.entry((w.pid, w.uaddr)).or_default()).push(LockWaitRecord {
             waits,
             wait_ns,
+            holder_slept_ns: w.holder_slept_ns.saturating_sub(slept0),
             ..w
         });
     }
@@ -114,15 +136,30 @@ pub fn lock_deltas(
             };
             let waits: u64 = rows.iter().map(|r| r.waits).sum();
             let wait_ns: u64 = rows.iter().map(|r| r.wait_ns).sum();
+            // A holder's sleeps under the lock: their time, and the syscall that slept most.
+            let slept = |tid: u32| {
+                let mine = rows.iter().filter(|r| r.holder_tid == tid);
+                let ns: u64 = mine.clone().map(|r| r.holder_slept_ns).sum();
+                let nr = (mine.filter(|r| r.holder_slept_nr != 0))
+                    .max_by_key(|r| r.holder_slept_ns)
+                    .map(|r| crate::names::syscall_name(r.holder_slept_nr - 1));
+                (ns, nr.filter(|_| ns > 0))
+            };
             let holders = sum_by(|r| r.holder_tid)
                 .into_iter()
                 .take(TOP_HOLDERS)
-                .map(|(tid, n, ns)| LockHolder {
-                    tid,
-                    comm: comm(tid),
-                    waits: n,
-                    wait_ns: ns,
-                    share: ns as f64 / wait_ns.max(1) as f64,
+                .map(|(tid, n, ns)| {
+                    let (slept_ns, slept_in) = slept(tid);
+                    LockHolder {
+                        tid,
+                        comm: comm(tid),
+                        waits: n,
+                        wait_ns: ns,
+                        share: ns as f64 / wait_ns.max(1) as f64,
+                        slept_ns: slept_ns.min(ns),
+                        slept_in,
+                        doing: None,
+                    }
                 })
                 .collect();
             let top_waiter = sum_by(|r| r.waiter_tid)[0].0;
@@ -166,6 +203,7 @@ mod tests {
             lock_protocol: true,
             waits: n,
             wait_ns: ms * 1_000_000,
+            ..Default::default()
         }
     }
 
@@ -187,10 +225,19 @@ mod tests {
     #[test]
     fn a_lock_is_a_word_several_threads_waited_on_and_its_own_threads_released() {
         let lock = 0x5000;
-        let start = at(vec![wait(lock, 11, 10, 7, 5, 50)]);
+        let start = at(vec![LockWaitRecord {
+            holder_slept_nr: 1,
+            holder_slept_ns: 60_000_000,
+            ..wait(lock, 11, 10, 7, 5, 50)
+        }]);
         let end = at(vec![
-            // The refresher (10) held it while 11 and 12 waited; 12 also waited behind 11.
-            wait(lock, 11, 10, 7, 25, 450),
+            // The refresher (10) held it while 11 and 12 waited, asleep in read for 300 ms
+            // of those waits (60 before the window); 12 also waited behind 11.
+            LockWaitRecord {
+                holder_slept_nr: 1,
+                holder_slept_ns: 360_000_000,
+                ..wait(lock, 11, 10, 7, 25, 450)
+            },
             wait(lock, 12, 10, 7, 10, 300),
             wait(lock, 12, 11, 7, 4, 8),
             // A thread's own parking spot, woken by another: waiting for work, not a lock.
@@ -224,6 +271,13 @@ mod tests {
         );
         assert_eq!(l.holders[0].waits, 30);
         assert!((l.holders[0].share - 700.0 / 708.0).abs() < 1e-9);
+        assert_eq!(l.holders[0].slept_ns, 300_000_000);
+        assert_eq!(l.holders[0].slept_in.as_deref(), Some("read"));
+        assert!((l.holders[0].slept_share() - 300.0 / 700.0).abs() < 1e-9);
+        assert_eq!(
+            (l.holders[1].slept_ns, l.holders[1].slept_in.as_ref()),
+            (0, None)
+        );
         assert_eq!((l.waiter_tid, l.waiter_comm.as_str()), (11, "conn"));
         assert!(lock_deltas(&start, &end, 1, &threads).is_empty());
     }

@@ -93,6 +93,12 @@ pub struct LockWaitRecord {
     pub lock_protocol: bool,
     pub waits: u64,
     pub wait_ns: u64,
+    /// The syscall (its number plus one) the holder slept in while they waited, most lately,
+    /// and the waits' time its sleeps covered: a lock held across a syscall.
+    #[serde(default)]
+    pub holder_slept_nr: u32,
+    #[serde(default)]
+    pub holder_slept_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,6 +22,13 @@ pub fn lock_contention(r: &RunReport) -> Option<Finding> {
     let holder = lock.holders.first()?;
     let per_request_us = total_ns as f64 / 1e3 / r.load.completed as f64;
     let mean_wait_ms = lock.wait_ns as f64 / 1e6 / lock.waits.max(1) as f64;
+    let doing = (holder.doing.as_deref()).map_or(String::new(), |d| format!(", {d}"));
+    let fix = match &holder.slept_in {
+        Some(syscall) if holder.slept_share() >= crate::lock_stacks::ASLEEP_SHARE => format!(
+            "do not hold that lock across {syscall}: take what the call needs under the lock, let it go, make the call, then take it again to publish the result"
+        ),
+        _ => "hold that lock for less time (do the slow work outside it), split it, or make the readers lock-free".to_string(),
+    };
     let waited_in = if lock.stack.is_empty() {
         String::new()
     } else {
@@ -39,7 +46,7 @@ pub fn lock_contention(r: &RunReport) -> Option<Finding> {
         FindingKind::LockContention,
         Severity::Warning,
         format!(
-            "server threads queued on a lock: {} threads (most {} tid {}) waited {:.1} ms on the futex at {} of pid {} ({} waits, {mean_wait_ms:.2} ms each, {per_request_us:.0} us per request){waited_in}; {:.0}% of the wait was behind {} (tid {}), which held it. Fix: hold that lock for less time (do the slow work outside it), split it, or make the readers lock-free",
+            "server threads queued on a lock: {} threads (most {} tid {}) waited {:.1} ms on the futex at {} of pid {} ({} waits, {mean_wait_ms:.2} ms each, {per_request_us:.0} us per request){waited_in}; {:.0}% of the wait was behind {} (tid {}), which held it{doing}. Fix: {fix}",
             lock.waiters,
             lock.waiter_comm,
             lock.waiter_tid,
@@ -59,6 +66,7 @@ pub fn lock_contention(r: &RunReport) -> Option<Finding> {
             ("wait_ms", lock.wait_ns as f64 / 1e6),
             ("holder_tid", holder.tid as f64),
             ("holder_share", holder.share),
+            ("holder_slept_share", holder.slept_share()),
             ("pid", lock.pid as f64),
         ],
     )
@@ -96,6 +104,7 @@ pub(super) mod tests {
                     lock_protocol: true,
                     waits: grown(n, k),
                     wait_ns: grown(ns, k),
+                    ..Default::default()
                 };
                 let ns = ms * 1_000_000;
                 s.kernel.lock_waits.push(wait(11, 10, 50, ns * 9 / 20));

@@ -94,7 +94,7 @@ fn handed_work(
 /// The server's own function with the most on-CPU samples: the innermost frame of its code, not
 /// the kernel's, a library wrapper's nor a shared library's (`modules` says where each frame was
 /// found; a JIT's frames have none and count as the server's).
-pub(super) fn hottest_function(
+pub(crate) fn hottest_function(
     lines: &[FoldedLine],
     modules: &std::collections::BTreeMap<String, crate::stacks::Module>,
 ) -> Option<String> {
@@ -888,7 +888,12 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                     .max_by_key(|l| l.wait_ns)
                     .and_then(|l| {
                         let h = l.holders.first()?;
-                        Some(format!("{} (tid {}) at {}", h.comm, h.tid, l.address))
+                        let doing =
+                            (h.doing.as_deref()).map_or(String::new(), |d| format!(", {d}"));
+                        Some(format!(
+                            "{} (tid {}) at {}{doing}",
+                            h.comm, h.tid, l.address
+                        ))
                     })
             })
             .flatten();

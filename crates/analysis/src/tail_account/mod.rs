@@ -30,6 +30,7 @@ mod waits;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use compose::hottest_function;
 pub use compose::{Inputs, MAX_PARTS, account};
 pub use split::{Cost, allocate, lengths_of};
 pub use waits::{Wait, wait_of};

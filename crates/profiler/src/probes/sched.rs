@@ -146,6 +146,8 @@ pub fn read(
             lock_protocol: k.lock_protocol != 0,
             waits: v.waits,
             wait_ns: v.wait_ns,
+            holder_slept_nr: v.holder_slept_nr,
+            holder_slept_ns: v.holder_slept_ns,
         }
     })?;
     counters.offcpu_hist = read_histograms(ebpf, maps::OFFCPU_HIST, NUM_GROUPS)?;
