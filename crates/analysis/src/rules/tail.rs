@@ -35,13 +35,19 @@ pub const MEDIAN_WAIT_SHARE: f64 = 0.5;
 
 /// The account's largest blocked part: when p99 is SKEWED_TAIL times the median (and MIN_TAIL_MS
 /// above it) and the part explains RANKED_TAIL_SHARE of p99, or when the part is MIN_TAIL_MS or
-/// more of p99 and MEDIAN_WAIT_SHARE of it. What waited, on what, where in the code, and the fix.
+/// more of p99 and MEDIAN_WAIT_SHARE of it, or RANKED_TAIL_SHARE of it when the server is known
+/// to wait on something with no dependency to name (slow_dependency's generic case, which then
+/// gives way to this). What waited, on what, where in the code, and the fix.
 pub fn tail_wait(r: &RunReport) -> Option<Finding> {
     let a = r.tail_account.as_ref()?;
-    let named = |p: &&TailPart| match long_tail(a) {
-        true => p.share >= RANKED_TAIL_SHARE,
-        false => p.share >= MEDIAN_WAIT_SHARE && p.tail_ms >= MIN_TAIL_MS,
+    let waits_unnamed =
+        || dependency::slow_dependency(r).is_some_and(|f| f.evidence.get("remotes") == Some(&0.0));
+    let share = match long_tail(a) {
+        true => RANKED_TAIL_SHARE,
+        false if waits_unnamed() => RANKED_TAIL_SHARE,
+        false => MEDIAN_WAIT_SHARE,
     };
+    let named = |p: &&TailPart| p.share >= share && (long_tail(a) || p.tail_ms >= MIN_TAIL_MS);
     // A thread's wait, connections' in an accept queue while the thread that takes them waits,
     // or answers held in the server's sockets.
     let in_queue = |p: &TailPart| {
@@ -320,7 +326,14 @@ pub(super) mod tests {
             ("not skewed, the wait at MIN_TAIL_MS", run(1.4, blocked(Resource::Sleep, MIN_TAIL_MS / 1.4, 1.4)), waits(MIN_TAIL_MS / 1.4, 1.4)),
             // Every request sleeps 43 ms: p50 44, p99 46.
             ("not skewed, every request waits", run_at(44.0, 46.0, blocked(Resource::Sleep, 43.0 / 46.0, 46.0)), waits(43.0 / 46.0, 46.0)),
-            ("not skewed, under MEDIAN_WAIT_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE - 0.01, 46.0)), nothing()),
+            // The server's CPU a fifth of the median: busy, not only waiting (no slow_dependency).
+            ("not skewed, under MEDIAN_WAIT_SHARE", busy(run_at(44.0, 46.0, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE - 0.01, 46.0))), nothing()),
+            // The server idle while every request waits, with no dependency to name: the wait
+            // is named from RANKED_TAIL_SHARE, where slow_dependency would say only "a timer, a
+            // lock or a pipe".
+            ("not skewed, the server waiting, under MEDIAN_WAIT_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, MEDIAN_WAIT_SHARE - 0.01, 46.0)), waits(MEDIAN_WAIT_SHARE - 0.01, 46.0)),
+            ("not skewed, the server waiting, at RANKED_TAIL_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, at, 46.0)), waits(at, 46.0)),
+            ("not skewed, the server waiting, under RANKED_TAIL_SHARE", run_at(44.0, 46.0, blocked(Resource::Sleep, at - 0.01, 46.0)), nothing()),
             ("an unknown wait", run(30.0, blocked(Resource::Unknown, 0.9, 30.0)), nothing()),
             ("on a CPU, not blocked", run(30.0, TailPart { place: Place::OnCpu, ..blocked(Resource::Pipe, 0.9, 30.0) }), nothing()),
             // Every answer held 43 ms in its socket for the client's delayed ACK.
@@ -329,6 +342,12 @@ pub(super) mod tests {
             ("lost segments, not held ones", run(30.0, TailPart { resource: Some(Resource::Retransmit), ..held(0.9, 30.0) }), nothing()),
         ];
         Table::new(tail_wait, cases)
+    }
+
+    /// The same run with the server's CPU per request a fifth of its median.
+    fn busy(mut r: RunReport) -> RunReport {
+        r.per_request.server.cpu_us = r.load.latency_us.p50 as f64 / 5.0;
+        r
     }
 
     /// Answers held in the server's sockets: the network's, no thread waiting.
