@@ -960,8 +960,8 @@ fn thread_named(pid: u32, comm: &str) -> Option<u32> {
 /// libbpf-tools' offcputime finds for the process in stacks through futex_wait (the process has
 /// no other futex waits). What the holder did is what it does by construction: running in
 /// rebuild_cache through most of the waits when it spins; asleep in read on a pipe in
-/// ask_ticket (rebuild_cache's call) through most of them when it sleeps, with the fix to not
-/// hold the lock across that call. Without the refresher, the same server has no such finding.
+/// rebuild_cache through most of them when it sleeps, with the fix to not hold the lock across
+/// that call. Without the refresher, the same server has no such finding.
 #[test]
 fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
     use srvprof_integration::libbpf_tools::{Tool, offcputime_us_with_frame};
@@ -1002,12 +1002,14 @@ fn a_lock_held_by_a_background_thread_is_the_top_finding_by_its_holder() {
         let slept = f["evidence"]["holder_slept_share"].as_f64().unwrap();
         let doing = locks[0]["holders"][0]["doing"].as_str().unwrap_or_default();
         if hold_on == "pipe" {
+            // The rest of each wait: the holder's run after its read until it lets go, and the
+            // queue of waiters passing the lock on one by one on the server's one CPU.
             assert!(
-                slept >= 0.8,
+                slept >= 0.6,
                 "asleep through {slept} of the waits: {summary}"
             );
             assert_eq!(locks[0]["holders"][0]["slept_in"], "read", "{}", locks[0]);
-            for words in ["asleep in read on a pipe", "in ask_ticket"] {
+            for words in ["asleep in read on a pipe", "in rebuild_cache"] {
                 assert!(doing.contains(words), "{words:?} in {doing:?}");
             }
             assert!(
@@ -1189,6 +1191,67 @@ fn a_wait_no_rule_names_is_the_top_finding_from_the_account_of_p99() {
         .args(&["--rate", "400"])
         .run_ok("tail-wait-clean");
     assert_no_finding(&run, "tail_wait");
+}
+
+/// servers/threaded with a pool of 2 "worker" threads behind its connection threads, each
+/// request's work a 5 ms sleep in wait_for_ticket, under bursts: 100 requests a second, then
+/// 500, over the pool's 390 a second. In the bursts the requests queue in the server's own list
+/// for a worker, and no thread sleeps in that queue. The top finding is tail_wait naming the
+/// pool's queue, held by the 2 workers, with most of p99; its time per request is what the
+/// client measured beyond an unqueued request (the mean latency less the fastest one: a 5 ms
+/// sleep and its hand-offs), within 15 %. At a steady 100 a second the same pool makes no such
+/// part.
+#[test]
+fn a_worker_pool_too_small_for_its_bursts_is_the_top_finding_as_its_queue() {
+    require_root();
+    let server = Server::start(
+        "threaded",
+        &[
+            "--pool",
+            "2",
+            "--wait-every",
+            "1",
+            "--wait-ms",
+            "5",
+            "--wait-on",
+            "sleep",
+        ],
+    );
+    let bursts = "100:1s,500:1s,100:1s,500:1s,100:1s,500:1s";
+    let run = RunArgs::pid(server.pid())
+        .load(200, "6s", "1s")
+        .args(&["--rate", bursts])
+        .run_ok("pool-queue");
+    let kinds = finding_kinds(&run);
+    let f = expect_finding(&run, "tail_wait");
+    let account = &run["tail_account"];
+    let part = &account["parts"][0];
+    eprintln!("findings {kinds:?}; {}; top part {part}", f["summary"]);
+    assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
+    assert_eq!(part["resource"], "pool_queue", "{account}");
+    assert_eq!(part["threads"], serde_json::json!(["conn"]), "{account}");
+    let held_by = part["held_by"].as_str().unwrap_or_default();
+    assert!(held_by.starts_with("2 worker threads, busy"), "{part}");
+    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    let latency = &run["load"]["latency_us"];
+    let queued_ms = (latency["mean"].as_f64().unwrap() - latency["min"].as_f64().unwrap()) / 1e3;
+    assert!(queued_ms > 20.0, "the requests barely queued: {latency}");
+    assert_within(
+        part["per_request_ms"].as_f64().unwrap(),
+        queued_ms,
+        0.15,
+        "the pool's queue per request (ms) against the client's mean latency beyond its fastest",
+    );
+
+    let steady = RunArgs::pid(server.pid())
+        .load(200, "3s", "1s")
+        .args(&["--rate", "100"])
+        .run_ok("pool-steady");
+    let parts = steady["tail_account"]["parts"].as_array().unwrap();
+    assert!(
+        parts.iter().all(|p| p["resource"] != "pool_queue"),
+        "{parts:?}"
+    );
 }
 
 /// servers/threaded with a pool of 4 "worker" threads behind its connection threads: each

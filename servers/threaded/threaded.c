@@ -135,12 +135,28 @@ static long now_ns(void)
 	return t.tv_sec * 1000000000L + t.tv_nsec;
 }
 
-static void ask_ticket(long due_ns);
+/* What a waiting request asks the ticket thread: write a byte to `fd` at `due_ns`; with
+ * fd -1 (--wait-on flock), hold the lock file from now until `due_ns`. */
+struct ask {
+	int fd;
+	long due_ns;
+};
 
 __attribute__((noinline)) static void rebuild_cache(long ns)
 {
 	if (hold_on_pipe) {
-		ask_ticket(now_ns() + ns);
+		/* Its own ask, not wait_for_ticket's: the wait is named by the function that made it. */
+		int answer[2];
+		if (pipe2(answer, O_CLOEXEC))
+			return;
+		struct ask a = {.fd = answer[1], .due_ns = now_ns() + ns};
+		char c;
+		if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
+			while (read(answer[0], &c, 1) < 0 && errno == EINTR)
+				;
+		else
+			close(answer[1]);
+		close(answer[0]);
 		return;
 	}
 	long end = now_ns() + ns;
@@ -192,13 +208,6 @@ static int in_slow_window(void)
 	long since_ms = (now - first) / 1000000;
 	return since_ms >= slow_after_ms && since_ms < slow_after_ms + slow_for_ms;
 }
-
-/* What a waiting request asks the ticket thread: write a byte to `fd` at `due_ns`; with
- * fd -1 (--wait-on flock), hold the lock file from now until `due_ns`. */
-struct ask {
-	int fd;
-	long due_ns;
-};
 
 /* The "ticket" thread: answers each ask when it is due. Asks come in the order they fall due,
  * so one thread answers each on time. */
@@ -420,17 +429,10 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 		nanosleep(&gap, NULL);
 		return;
 	}
-	ask_ticket(now_ns() + wait_ms * 1000000L);
-}
-
-/* Asks the ticket thread for an answer due at `due_ns` and reads it from a pipe (a UNIX socket
- * with --wait-on unix). */
-static void ask_ticket(long due_ns)
-{
 	int answer[2];
 	if (wait_on_unix ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer) : pipe2(answer, O_CLOEXEC))
 		return;
-	struct ask a = {.fd = answer[1], .due_ns = due_ns};
+	struct ask a = {.fd = answer[1], .due_ns = now_ns() + wait_ms * 1000000L};
 	char c;
 	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
 		while (read(answer[0], &c, 1) < 0 && errno == EINTR)

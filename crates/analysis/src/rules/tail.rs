@@ -246,6 +246,7 @@ fn summary(a: &TailAccount, part: &TailPart, resource: Resource) -> String {
         }
         (Resource::FileLock, Some(holder)) => format!("{} (held by {holder})", resource.label()),
         (Resource::Child, Some(child)) => format!("{} ({child})", resource.label()),
+        (Resource::PoolQueue, Some(pool)) => format!("{}: {pool}", resource.label()),
         _ => resource.label().to_string(),
     };
     format!(

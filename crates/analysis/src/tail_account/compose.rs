@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use srvprof_common::{GROUP_SERVER, tcp};
 use srvprof_loadgen::LoadReport;
 
+use super::pool::{Handoffs, pool_queue};
 use super::split::{Cost, allocate, lengths_of};
 use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
 use super::{LongWaits, Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
@@ -59,9 +60,10 @@ fn other_end(
 /// The threads the request threads hand work to and that hand it back (a worker pool behind
 /// the threads that read the requests): by name, among those seen `parked` idle between jobs,
 /// woken by request threads at least MIN_HANDOFF_SHARE times a request and waking them back
-/// about as often (half to twice). A thread handed work it never hands back (a logger) serves
-/// no request; nor does one that waits for its work on a pipe or a socket (a helper answering
-/// asks: its waits would read as the requests').
+/// at least half as often. A busy pool's workers find the next job queued without parking, so
+/// they hand back far more work than they are woken for. A thread handed work it never hands
+/// back (a logger) serves no request; nor does one that waits for its work on a pipe or a
+/// socket (a helper answering asks: its waits would read as the requests').
 fn handed_work(
     server: &KernelReport,
     request_threads: &[String],
@@ -83,7 +85,7 @@ fn handed_work(
         .filter(|(name, (handed, back))| {
             parked.iter().any(|p| p == name)
                 && *handed as f64 >= MIN_HANDOFF_SHARE * requests as f64
-                && (0.5..=2.0).contains(&(*back as f64 / *handed as f64))
+                && *back as f64 >= 0.5 * *handed as f64
         })
         .map(|(name, _)| name.to_string())
         .collect();
@@ -500,7 +502,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .map(|(l, _)| thread(l))
         .collect();
     let workers = handed_work(server, &request_threads, &parked, n);
-    request_threads.extend(workers);
+    request_threads.extend(workers.iter().cloned());
     request_threads.sort();
     request_threads.dedup();
     let serves =
@@ -584,6 +586,36 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         }
     }
     blocked.sort_by(|a, b| b.us.total_cmp(&a.us));
+    // Requests handed to a pool: the handing threads' waits for the work, against the workers'
+    // time on it.
+    let mut handoffs = Handoffs {
+        workers: workers.clone(),
+        span_us: load.duration_s * 1e6,
+        ..Default::default()
+    };
+    for t in (server.threads.iter()).filter(|t| workers.contains(&t.comm)) {
+        handoffs.worker_threads += 1;
+        handoffs.busy_us += (t.oncpu_ns.max(t.user_ns + t.sys_ns) + t.runq_ns) as f64 / 1e3;
+    }
+    for (l, w) in &waits {
+        let name = thread(l);
+        match w.resource {
+            Resource::Idle if serves(&name) && !workers.contains(&name) => {
+                handoffs.waited_us += calibrated(l, w);
+                if !handoffs.handing.contains(&name) {
+                    handoffs.handing.push(name);
+                }
+            }
+            Resource::Idle | Resource::Work | Resource::Preempted => {}
+            _ if workers.contains(&name) => handoffs.busy_us += calibrated(l, w),
+            _ => {}
+        }
+    }
+    handoffs.handing.sort();
+    let queued = pool_queue(&handoffs, n);
+    if let Some(q) = &queued {
+        idle_us = (idle_us - q.part.per_request_ms * 1e3 * n as f64).max(0.0);
+    }
 
     let part = |place, per_request_ms| TailPart {
         place,
@@ -860,6 +892,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     if let Some(cost) = accept_queue(server, &acceptors, &acceptor_waits, accept_lengths, n) {
         costs.push(cost);
     }
+    costs.extend(queued);
     let shown = MAX_PARTS.saturating_sub(costs.len());
     for b in blocked.into_iter().take(shown) {
         let (drawn_us, periods) = b.length;

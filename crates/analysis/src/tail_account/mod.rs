@@ -20,9 +20,10 @@
 //! (docs/how-it-measures.md).
 //!
 //! The parts: waits.rs names a wait from its stack, split.rs splits p99 among the parts,
-//! compose.rs builds them from a run.
+//! compose.rs builds them from a run, pool.rs the queue for a worker pool's threads.
 
 mod compose;
+mod pool;
 mod split;
 #[cfg(test)]
 mod tests;
@@ -125,6 +126,9 @@ pub enum Resource {
     /// An answer's transfer: whole segments sent only as fast as the path and the client took
     /// them, until the client acknowledged them (why: the part's `kernel`).
     Transfer,
+    /// A free worker of the server's pool: requests handed to it queued while its workers were
+    /// busy (the pool is the part's `held_by`).
+    PoolQueue,
 }
 
 impl Resource {
@@ -154,6 +158,7 @@ impl Resource {
             Resource::Pause => "a stop-the-world pause",
             Resource::HeldSend => "an answer held in its socket",
             Resource::Transfer => "an answer's transfer to the client",
+            Resource::PoolQueue => "a free worker of its pool",
         }
     }
 
@@ -203,6 +208,9 @@ impl Resource {
             }
             Resource::Transfer => {
                 "the answers are larger than the path carries quickly: make them smaller (compression, pages of results) or serve them nearer the client, and look at the path (ss -ti: cwnd, delivery_rate; tc -s qdisc); a closed window means the client reads slowly"
+            }
+            Resource::PoolQueue => {
+                "more workers in the pool, or less time per job: the pool was busy most of the time, so requests queued for it (what its workers waited on is among the other parts)"
             }
             Resource::Retransmit => {
                 "find where packets are lost on the path (tc -s qdisc, ip -s link, nstat TcpExtTCPLostRetransmit), or a lower RTO (ip route ... rto_min)"

@@ -1189,6 +1189,15 @@ fn workers_handed_each_request_and_handing_it_back_are_request_threads() {
     let a = account(&server);
     assert_eq!(a.request_threads, ["conn"], "{a:?}");
     assert!(a.parts.iter().all(|p| p.place != Place::Blocked), "{a:?}");
+    // A busy pool: its workers find most jobs queued, woken for one in seven.
+    let busy = KernelReport {
+        wakers: vec![
+            woke("conn", "worker", 1_500),
+            woke("worker", "conn", 10_000),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(account(&busy).request_threads, ["conn", "worker"]);
     server.wakers.push(woke("worker", "conn", 9_800));
     let a = account(&server);
     assert_eq!(a.request_threads, ["conn", "worker"], "{a:?}");

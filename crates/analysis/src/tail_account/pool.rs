@@ -1,0 +1,67 @@
+//! A worker pool too small for its load: requests handed to it wait for a free worker. No
+//! thread sleeps in that queue of the server's own (a user-space list), so its time is what the
+//! threads that hand the work wait for it to come back beyond what the workers spent on it.
+
+use super::split::Cost;
+use super::{Place, Resource, TailPart};
+
+/// A pool whose workers were busy (on a CPU, waiting for one, or blocked on the work) at least
+/// this share of their time makes requests queue for them; a pool mostly parked makes none,
+/// and its hand-offs' own latency (a wakeup each) is no queue.
+pub const POOL_BUSY: f64 = 0.5;
+
+/// The time requests spent handed to a pool, seen from both sides (µs over the measured span).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Handoffs {
+    /// The threads that hand work over and wait for it (a connection's thread), by name, and
+    /// their waits for it to come back (a condition variable's, parked: `Idle`).
+    pub handing: Vec<String>,
+    pub waited_us: f64,
+    /// The pool's threads by name, how many of them, and their time on the work: CPU, run
+    /// queue, and their waits other than for the next job.
+    pub workers: Vec<String>,
+    pub worker_threads: usize,
+    pub busy_us: f64,
+    /// The measured span (µs).
+    pub span_us: f64,
+}
+
+impl Handoffs {
+    /// The share of the workers' time they were busy.
+    pub fn busy_share(&self) -> f64 {
+        self.busy_us / (self.worker_threads.max(1) as f64 * self.span_us).max(1.0)
+    }
+}
+
+/// The queue for a free worker, a part of its own when the pool was busy POOL_BUSY of the time
+/// and the handing threads waited longer than the workers worked: its time per request over
+/// `requests`, held by the pool ("2 worker threads, busy 93% of the time").
+pub fn pool_queue(h: &Handoffs, requests: u64) -> Option<Cost> {
+    let queued_us = h.waited_us - h.busy_us;
+    if h.workers.is_empty() || requests == 0 || h.busy_share() < POOL_BUSY || queued_us <= 0.0 {
+        return None;
+    }
+    Some(Cost {
+        part: TailPart {
+            place: Place::Blocked,
+            resource: Some(Resource::PoolQueue),
+            threads: h.handing.clone(),
+            requests_delayed: 1.0,
+            held_by: Some(format!(
+                "{} {} threads, busy {:.0}% of the time",
+                h.worker_threads,
+                h.workers.join(", "),
+                (h.busy_share() * 100.0).min(100.0)
+            )),
+            per_request_ms: queued_us / 1e3 / requests as f64,
+            ..Default::default()
+        },
+        // Who queued, and how long each, is not known: a queue's time falls on the requests
+        // that arrive in a burst, the slowest.
+        uniform: false,
+        affected: None,
+        each_ms: None,
+        pinned_ms: None,
+        lengths: None,
+    })
+}
