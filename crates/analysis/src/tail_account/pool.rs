@@ -65,3 +65,48 @@ pub fn pool_queue(h: &Handoffs, requests: u64) -> Option<Cost> {
         lengths: None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers over a 10 s span, busy `busy_s` seconds between them, and connection threads
+    /// that waited `waited_s` seconds for their work.
+    fn handoffs(busy_s: f64, waited_s: f64) -> Handoffs {
+        Handoffs {
+            handing: vec!["conn".into()],
+            waited_us: waited_s * 1e6,
+            workers: vec!["worker".into()],
+            worker_threads: 2,
+            busy_us: busy_s * 1e6,
+            span_us: 10e6,
+        }
+    }
+
+    #[test]
+    fn the_queue_is_the_handing_threads_wait_beyond_the_workers_work_when_they_were_busy() {
+        // 1,000 requests: 18 s of work, 138 s waited for it: 120 ms a request queued.
+        let q = pool_queue(&handoffs(18.0, 138.0), 1_000).unwrap();
+        assert!((q.part.per_request_ms - 120.0).abs() < 1e-9, "{q:?}");
+        assert_eq!(q.part.resource, Some(Resource::PoolQueue));
+        assert_eq!(q.part.threads, ["conn"]);
+        assert_eq!(
+            q.part.held_by.as_deref(),
+            Some("2 worker threads, busy 90% of the time")
+        );
+        // At POOL_BUSY it is a part; below, or with no wait beyond the work, none.
+        assert!(pool_queue(&handoffs(2.0 * 10.0 * POOL_BUSY, 138.0), 1_000).is_some());
+        assert!(pool_queue(&handoffs(9.9, 138.0), 1_000).is_none());
+        assert!(pool_queue(&handoffs(18.0, 18.0), 1_000).is_none());
+        assert!(
+            pool_queue(
+                &Handoffs {
+                    workers: Vec::new(),
+                    ..handoffs(18.0, 138.0)
+                },
+                1_000
+            )
+            .is_none()
+        );
+    }
+}
