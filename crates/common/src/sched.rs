@@ -306,7 +306,14 @@ mod tests {
         assert_eq!(sleep.overlap(50, 400), 200);
         // A wait after it, and no syscall known (a preemption).
         assert_eq!(sleep.overlap(300, 400), 0);
-        assert_eq!(Sleep { nr_slot: 0, ..sleep }.overlap(50, 400), 0);
+        assert_eq!(
+            Sleep {
+                nr_slot: 0,
+                ..sleep
+            }
+            .overlap(50, 400),
+            0
+        );
     }
 
     #[test]
