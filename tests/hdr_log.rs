@@ -220,3 +220,36 @@ fn java_hdrhistogram_reads_the_run_commands_log_as_its_run_json() {
     let _ = std::fs::remove_file(&log);
     assert_java_reads_the_report(&rows, &run["load"]);
 }
+
+/// `srvprof load --out DIR` writes its latency log into the folder beside load.json
+/// (DIR/latency.hlog), as a split run's merge reads it: Java's HdrHistogram reads it as the
+/// report says.
+#[test]
+fn the_load_commands_folder_holds_its_latency_log() {
+    let jar = hdrhistogram_jar();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let dir = temp_path("load-folder");
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(srvprof_bin())
+        .args(["load", &nginx.url()])
+        .args([
+            "-c",
+            "4",
+            "-d",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--interval",
+            "500ms",
+        ])
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("srvprof load");
+    assert_success(&out);
+    let report = read_json(&dir.join("load.json"));
+    let rows = java_log_processor(&jar, &dir.join("latency.hlog"));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(rows.len(), 4, "2 s in 500 ms intervals");
+    assert_java_reads_the_report(&rows, &report);
+}

@@ -419,3 +419,70 @@ fn sampled_mode_counts_a_syscalls_sleeps_exactly() {
         j["syscalls_blocked"]
     );
 }
+
+/// `srvprof probe --start-at T`, the server's side of a split run: attached at once, it watches
+/// from T on the wall clock (not before: the run ends no sooner than T plus its duration) for
+/// its duration, in as many rows as that holds, and probe.json records T, the run's id from it
+/// (as the load agents given T record it), this host's name and its clock. A T already passed is
+/// one sentence and no report.
+#[test]
+fn probe_given_a_start_time_watches_from_it_and_records_the_runs_id() {
+    use srvprof_loadgen::start::StartAt;
+    require_root();
+    let w = Workload::start(WORKLOAD);
+    let path = out_file("start-at");
+    let at = StartAt(std::time::SystemTime::now() + Duration::from_secs(3));
+    let text = at.to_rfc3339();
+    // This test machine's clock need not be synchronised; the report says how it is.
+    let probe = spawn_probe(
+        w.pid(),
+        "2s",
+        &path,
+        &["--start-at", &text, "--allow-unsynced"],
+    );
+    let out = probe.wait_with_output().unwrap();
+    let ended = std::time::SystemTime::now();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let watched = ended
+        .duration_since(at.0)
+        .expect("ended after the start time");
+    assert!(
+        watched >= Duration::from_secs(2),
+        "ended {watched:?} after the start time"
+    );
+    let j = read_json(&path);
+    assert_eq!(j["start_at"], text.as_str());
+    assert_eq!(j["run_id"], format!("start-{text}").as_str());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(j["host"], host.trim());
+    assert!(j["clock"]["max_error_us"].is_u64(), "{}", j["clock"]);
+    assert_eq!(
+        j["intervals"].as_array().unwrap().len(),
+        2,
+        "{}",
+        j["intervals"]
+    );
+    let duration_s = j["duration_s"].as_f64().unwrap();
+    assert!((1.9..2.2).contains(&duration_s), "{duration_s}");
+
+    let passed = StartAt(std::time::SystemTime::now() - Duration::from_secs(5)).to_rfc3339();
+    let late = out_file("start-at-passed");
+    let out = probe_json(w.pid(), "2s", &["--start-at", &passed, "--allow-unsynced"])
+        .arg("--out")
+        .arg(late.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("passed") && stderr.contains("still ahead"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!late.exists());
+    drop(w);
+}

@@ -16,4 +16,14 @@ pub struct ProbeOutput {
     /// What watching cost (as in run.json); absent when no interval was timed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observer: Option<crate::observer::ObserverCost>,
+    /// The server's side of a split run: its id, this host, the common start and this host's
+    /// clock then (as a load agent records them in its load.json's `config`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<srvprof_loadgen::ClockState>,
 }

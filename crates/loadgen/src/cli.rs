@@ -37,6 +37,10 @@ pub struct LoadArgs {
     #[arg(long = "allow-unsynced", requires = "start_at")]
     pub allow_unsynced: bool,
 
+    /// The id every host of a split run records, to be merged as one [default: from --start-at]
+    #[arg(long = "run-id", value_name = "ID")]
+    pub run_id: Option<String>,
+
     /// Send exactly this many requests (after warmup), then stop.
     #[arg(short = 'n', long = "requests")]
     pub requests: Option<u64>,
@@ -202,6 +206,7 @@ impl Default for LoadArgs {
             segment: None,
             start_at: None,
             allow_unsynced: false,
+            run_id: None,
             requests: None,
             duration: None,
             rate: None,
@@ -293,6 +298,7 @@ impl LoadArgs {
             segment,
             start_at: self.start_at,
             allow_unsynced: self.allow_unsynced,
+            run_id: crate::start::run_id(self.run_id.as_deref(), self.start_at),
             // One thread per pinned CPU: two threads on one CPU only take turns.
             threads: self.threads.unwrap_or_else(|| match &self.cpus {
                 Some(list) if !list.0.is_empty() => list.0.len(),

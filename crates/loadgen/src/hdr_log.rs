@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, IntervalLogWriterError};
+use hdrhistogram::serialization::interval_log::{
+    IntervalLogWriterBuilder, IntervalLogWriterError, Tag,
+};
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 
 use crate::error::LoadError;
@@ -69,7 +71,9 @@ impl HdrLogFile {
 
     /// One histogram per interval, `intervals` of them (the timeline's length), the first
     /// starting at `measure_start` (StartTime and BaseTime: interval timestamps are seconds since
-    /// the measured window began); intervals without an answer get an empty histogram.
+    /// the measured window began); intervals without an answer get an empty histogram. Each
+    /// interval is tagged `host` when given (a split run's: `Tag=host,` before the interval, as
+    /// HdrHistogram's writer tags them), so a merge keeps each host's apart.
     pub fn write(
         mut self,
         latency: &IntervalLatency,
@@ -77,10 +81,11 @@ impl HdrLogFile {
         interval: Duration,
         window: Duration,
         intervals: usize,
+        host: Option<&str>,
     ) -> Result<(), LoadError> {
         let file = self.file.take().expect("written once");
         let mut out = BufWriter::new(file);
-        write_log(&mut out, latency, measure_start, interval, window, intervals)
+        write_log(&mut out, latency, measure_start, interval, window, intervals, host)
             .map_err(|source| LoadError::HdrLog {
                 path: self.path.display().to_string(),
                 source,
@@ -106,7 +111,10 @@ fn write_log(
     interval: Duration,
     window: Duration,
     intervals: usize,
+    host: Option<&str>,
 ) -> io::Result<()> {
+    // A tag holds no comma, space or line break: a host name has none.
+    let tag = host.and_then(Tag::new);
     let mut serializer = V2DeflateSerializer::new();
     IntervalLogWriterBuilder::new()
         .add_comment("[Histogram log format version 1.3]")
@@ -143,7 +151,7 @@ fn write_log(
             }
             None => &empty,
         };
-        log.write_histogram(histogram, start, length, None)
+        log.write_histogram(histogram, start, length, tag)
             .map_err(|e| match e {
                 IntervalLogWriterError::IoError(e) => e,
                 IntervalLogWriterError::SerializeError(e) => io::Error::other(e),
@@ -170,7 +178,8 @@ mod tests {
         let start = SystemTime::UNIX_EPOCH + Duration::from_millis(1_795_000_000_250);
         let mut out = Vec::new();
         let second = Duration::from_secs(1);
-        write_log(&mut out, &latency, start, second, Duration::from_millis(2_500), 3).unwrap();
+        let window = Duration::from_millis(2_500);
+        write_log(&mut out, &latency, start, second, window, 3, None).unwrap();
 
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(text.lines().count(), 2 + 2 + 1 + 3, "{text}");
@@ -196,5 +205,25 @@ mod tests {
                 (ms(2_000), ms(500), h.max() as f64),
             ]
         );
+    }
+
+    #[test]
+    fn a_split_runs_intervals_are_tagged_by_host() {
+        let mut latency = IntervalLatency::default();
+        let mut h = crate::histogram::new_histogram();
+        h.record(2_000).unwrap();
+        latency.keep(0, &h);
+        let mut out = Vec::new();
+        let second = Duration::from_secs(1);
+        write_log(&mut out, &latency, SystemTime::UNIX_EPOCH, second, second, 1, Some("client-2")).unwrap();
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(text.lines().last().unwrap().starts_with("Tag=client-2,0.000,1.000,"), "{text}");
+        let tags: Vec<Option<String>> = (IntervalLogIterator::new(&out))
+            .filter_map(|e| match e.unwrap() {
+                LogEntry::Interval(i) => Some(i.tag().map(|t| t.as_str().to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tags, [Some("client-2".to_string())]);
     }
 }

@@ -290,6 +290,12 @@ pub struct ConfigEcho {
     pub start_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockState>,
+    /// The split run's id (`--run-id`, or from `--start-at`) and this host's name: the hosts'
+    /// results are merged as one run by them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub threads: usize,
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,

@@ -30,6 +30,9 @@ pub struct LoadConfig {
     /// `allow_unsynced`.
     pub start_at: Option<crate::start::StartAt>,
     pub allow_unsynced: bool,
+    /// The run's id when it is one host's share of a split run (start::run_id): recorded with
+    /// this host's name, which also tags its latency log.
+    pub run_id: Option<String>,
     /// Worker threads, each with its own single-threaded runtime.
     pub threads: usize,
     /// Length of the measured window (after warmup).
@@ -79,6 +82,7 @@ impl Default for LoadConfig {
             connections: 50,
             segment: crate::segment::Segment::WHOLE,
             start_at: None,
+            run_id: None,
             allow_unsynced: false,
             threads: sys::available_cpus(),
             duration: Some(Duration::from_secs(10)),
@@ -171,6 +175,8 @@ impl LoadConfig {
             segment: (!self.segment.is_whole()).then(|| self.segment.to_string()),
             start_at: self.start_at.map(|at| at.to_rfc3339()),
             clock: None,
+            run_id: self.run_id.clone(),
+            host: self.run_id.as_ref().map(|_| crate::start::host_name()),
             threads,
             duration_s: self.duration.map(|d| d.as_secs_f64()),
             requests: self.requests,
@@ -374,6 +380,7 @@ pub fn run_with_progress(
             config.interval,
             window,
             report.timeline.len(),
+            report.config.host.as_deref(),
         )
     {
         // The error carries the report back: nothing measured is lost.

@@ -34,6 +34,26 @@ impl StartAt {
     }
 }
 
+/// The run's id, which every host of a split run records so that their results are known to be
+/// one run's: `--run-id`'s, or else the common start's instant (hosts given the same
+/// `--start-at` share it), or none for a run of one host alone.
+pub fn run_id(given: Option<&str>, at: Option<StartAt>) -> Option<String> {
+    match (given, at) {
+        (Some(id), _) => Some(id.to_string()),
+        (None, Some(at)) => Some(format!("start-{}", at.to_rfc3339())),
+        (None, None) => None,
+    }
+}
+
+/// This host's name (the kernel's), to tell the hosts of a split run apart.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
+
 /// The kernel's view of this host's clock (adjtimex): whether it is synchronised, and its
 /// maximum and estimated error.
 pub fn clock_state() -> ClockState {
@@ -103,6 +123,18 @@ mod tests {
         let ahead = soon.duration_since(SystemTime::now()).unwrap();
         assert!(ahead > Duration::from_secs(29) && ahead <= Duration::from_secs(30));
         assert!(StartAt::parse("tomorrow").unwrap_err().contains("+30s"));
+    }
+
+    #[test]
+    fn hosts_given_one_start_share_its_run_id_unless_one_is_given() {
+        let at = StartAt::parse("2026-11-29T09:30:00Z").unwrap();
+        assert_eq!(
+            run_id(None, Some(at)).as_deref(),
+            Some("start-2026-11-29T09:30:00.000Z")
+        );
+        assert_eq!(run_id(Some("nightly-7"), Some(at)).as_deref(), Some("nightly-7"));
+        assert_eq!(run_id(None, None), None);
+        assert!(!host_name().is_empty());
     }
 
     #[test]

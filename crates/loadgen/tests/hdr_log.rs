@@ -16,11 +16,12 @@ use srvprof_loadgen::{LoadConfig, LoadReport};
 use support::{Behaviour, TestServer, config, run_accounted, run_refused, serial};
 
 /// What a log holds: StartTime, BaseTime, and per interval (start, length, Interval_Max column,
-/// histogram).
+/// histogram), and its tag.
 struct Log {
     start_time: Option<Duration>,
     base_time: Option<Duration>,
     intervals: Vec<(Duration, Duration, f64, Histogram<u64>)>,
+    tags: Vec<Option<String>>,
 }
 
 fn read_log(path: &Path) -> Log {
@@ -29,6 +30,7 @@ fn read_log(path: &Path) -> Log {
         start_time: None,
         base_time: None,
         intervals: Vec::new(),
+        tags: Vec::new(),
     };
     let mut deserializer = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
@@ -36,7 +38,7 @@ fn read_log(path: &Path) -> Log {
             LogEntry::StartTime(t) => log.start_time = Some(t),
             LogEntry::BaseTime(t) => log.base_time = Some(t),
             LogEntry::Interval(i) => {
-                assert_eq!(i.tag(), None);
+                log.tags.push(i.tag().map(|t| t.as_str().to_string()));
                 let compressed = base64_decode(i.encoded_histogram());
                 let h: Histogram<u64> = deserializer
                     .deserialize(&mut compressed.as_slice())
@@ -90,6 +92,8 @@ fn log_has_one_histogram_per_interval_that_add_up_to_the_report() {
     let after = SystemTime::now();
     let log = read_log(&path);
     std::fs::remove_file(&path).unwrap();
+    // A run of one host alone: no tag.
+    assert!(log.tags.iter().all(Option::is_none), "{:?}", log.tags);
 
     // StartTime = BaseTime = the measured window's start on the wall clock (ms in the log).
     let since_epoch = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
@@ -226,7 +230,8 @@ fn a_log_that_fails_at_the_end_keeps_the_report() {
 
 /// Two hosts of a split load given the same `--start-at`, started 300 ms apart: their measured
 /// windows begin at the same wall-clock time, as their logs' StartTime (read by the hdrhistogram
-/// crate) says, within 2 ms, at the time given; each report names the time and this host's clock.
+/// crate) says, within 2 ms, at the time given; each report names the time, this host's clock,
+/// the run's id (from the time) and the host, whose name tags each interval of its log.
 #[test]
 fn hosts_given_one_start_time_start_their_windows_together() {
     let _serial = serial();
@@ -262,9 +267,21 @@ fn hosts_given_one_start_time_start_their_windows_together() {
     let mut starts = Vec::new();
     for (log, host) in hosts {
         let report = host.join().unwrap();
-        let start = read_log(&log).start_time.expect("StartTime");
+        let read = read_log(&log);
+        let start = read.start_time.expect("StartTime");
         let _ = std::fs::remove_file(&log);
         assert_eq!(report.config.start_at.as_deref(), Some(text.as_str()));
+        // One run's by its id, this host's by its name, which tags each of its intervals.
+        let id = format!("start-{text}");
+        assert_eq!(report.config.run_id.as_deref(), Some(id.as_str()));
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(report.config.host.as_deref(), Some(host.trim()));
+        assert!(!read.tags.is_empty());
+        assert!(
+            read.tags.iter().all(|t| t.as_deref() == Some(host.trim())),
+            "{:?}",
+            read.tags
+        );
         let clock = report.config.clock.expect("the host's clock");
         assert!(clock.max_error_us >= clock.est_error_us, "{clock:?}");
         starts.push(start);

@@ -103,7 +103,7 @@ pub struct LoadCmdArgs {
     /// Print the report as JSON.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
-    /// Also write the JSON report to DIR/load.json.
+    /// Also write the JSON report to DIR/load.json, and the latency log to DIR/latency.hlog.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
 }
@@ -279,6 +279,19 @@ pub struct ProbeArgs {
     /// Length of one timeline row.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Begin watching at this wall-clock time (RFC 3339, or +30s), with a split load's hosts.
+    ///
+    /// The timeline's rows then fall at the same times as the load agents' intervals. A time
+    /// already past, or a clock the kernel calls unsynchronised, is refused before anything
+    /// is attached.
+    #[arg(long = "start-at", value_name = "TIME", value_parser = srvprof_loadgen::start::StartAt::parse)]
+    pub start_at: Option<srvprof_loadgen::start::StartAt>,
+    /// With --start-at: go on though the kernel says this host's clock is not synchronised.
+    #[arg(long = "allow-unsynced", requires = "start_at")]
+    pub allow_unsynced: bool,
+    /// The id of the split run this is the server's side of [default: from --start-at].
+    #[arg(long = "run-id", value_name = "ID")]
+    pub run_id: Option<String>,
     /// Print the report as JSON on standard output (the same as --format json).
     #[arg(long, help_heading = "Output")]
     pub json: bool,

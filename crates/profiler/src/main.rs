@@ -48,18 +48,23 @@ fn main() -> ExitCode {
     }
 }
 
-/// `srvprof load`: its report also to DIR/load.json with `--out DIR`.
+/// `srvprof load`: with `--out DIR`, its report also to DIR/load.json and its latency to
+/// DIR/latency.hlog (unless `--hdr-log` puts it elsewhere): the folder a split run's merge reads.
 fn load(args: &srvprof::cli::LoadCmdArgs) -> Result<ExitCode, srvprof::error::SrvprofError> {
+    let mut load = args.load.clone();
     let file = match &args.out {
         Some(dir) => {
             srvprof::output::create_dir(dir)?;
+            if load.hdr_log.is_none() {
+                load.hdr_log = Some(dir.join("latency.hlog"));
+            }
             Some(dir.join("load.json"))
         }
         None => None,
     };
     Ok(srvprof_loadgen::cli::run_load_command(
         &args.url,
-        &args.load,
+        &load,
         args.json,
         file.as_deref(),
     ))

@@ -22,6 +22,11 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let mut notes = Vec::new();
     let pids = crate::discover::live_targets(&args.pids, &mut notes)?;
     let out_file = args.out.as_ref().map(|dir| dir.join("probe.json"));
+    let clock = args.start_at.map(|_| srvprof_loadgen::start::clock_state());
+    if let (Some(at), Some(clock)) = (args.start_at, &clock) {
+        srvprof_loadgen::start::check(at, clock, args.allow_unsynced)
+            .map_err(SrvprofError::Loadgen)?;
+    }
     if let (Some(dir), Some(out)) = (&args.out, &out_file) {
         output::check_can_create(dir)?;
         output::check_writable(out, args.force)?;
@@ -45,6 +50,21 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         ..Default::default()
     };
     let probes = Probes::attach(&targets, |_, _| {})?;
+    if let (Some(at), Some(clock)) = (args.start_at, &clock) {
+        eprintln!(
+            "srvprof: probes attached; watching from {}",
+            at.to_rfc3339()
+        );
+        if !srvprof_loadgen::start::wait_for(at, clock, args.allow_unsynced, &stop)
+            .map_err(SrvprofError::Loadgen)?
+        {
+            eprintln!(
+                "srvprof: interrupted before {}: nothing was watched",
+                at.to_rfc3339()
+            );
+            return Ok(());
+        }
+    }
     let start_ns = clock::monotonic_ns();
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
@@ -124,6 +144,17 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         intervals: series.server_rows,
         notes,
         observer,
+        run_id: srvprof_loadgen::start::run_id(args.run_id.as_deref(), args.start_at),
+        host: None,
+        start_at: args.start_at.map(|at| at.to_rfc3339()),
+        clock,
+    };
+    let out = ProbeOutput {
+        host: out
+            .run_id
+            .as_ref()
+            .map(|_| srvprof_loadgen::start::host_name()),
+        ..out
     };
     let json = serde_json::to_string_pretty(&out).expect("report serializes");
     match args.format() {
