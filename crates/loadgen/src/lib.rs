@@ -21,8 +21,9 @@ pub mod random;
 mod report;
 
 pub use report::{
-    ClientCpu, ClockState, ConfigEcho, Engine, ErrorKind, Http2Summary, LatencySummary, LoadReport,
-    LoadRow, OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary, TlsSummary,
+    ClientCpu, ClockState, ConfigEcho, Engine, ErrorKind, HostShare, Http2Summary, LatencySummary,
+    LoadReport, LoadRow, OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary,
+    TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -42,6 +43,7 @@ engine! {
     mod http1;
     mod hyper_client;
     mod late;
+    pub mod merge;
     mod pacer;
     mod plan;
     pub mod printer;

@@ -406,6 +406,27 @@ pub struct LoadReport {
     /// True when the run ended early because `stop` was set.
     pub stopped_early: bool,
     pub config: ConfigEcho,
+    /// A merged split run (`srvprof merge`): each client host's share, as its own report had it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostShare>,
+}
+
+/// One client host's share of a merged run: a slow host or an uneven split shows here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct HostShare {
+    pub host: String,
+    pub segment: String,
+    pub connections: usize,
+    pub completed: u64,
+    pub errors: u64,
+    pub throughput_rps: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    /// The busiest of its load generator's threads: near 1, that host measured itself.
+    pub max_thread_utilization: f64,
+    /// Its clock's error as its kernel estimated it (µs), when recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_max_error_us: Option<u64>,
 }
 
 impl LoadReport {

@@ -640,6 +640,7 @@ fn build_report(
         start_monotonic_ns,
         stopped_early,
         config: config.echo(threads),
+        hosts: Vec::new(),
     }
 }
 

@@ -40,6 +40,11 @@ impl Segment {
         })
     }
 
+    /// I, counted from 1.
+    pub fn number(&self) -> u64 {
+        self.index + 1
+    }
+
     /// N.
     pub fn count(&self) -> u64 {
         self.count

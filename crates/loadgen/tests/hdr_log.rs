@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use srvprof_loadgen::cli::{LoadArgs, run_load_command};
+use srvprof_loadgen::merge::base64_decode;
 use srvprof_loadgen::{LoadConfig, LoadReport};
 use support::{Behaviour, TestServer, config, run_accounted, run_refused, serial};
 
@@ -39,7 +40,7 @@ fn read_log(path: &Path) -> Log {
             LogEntry::BaseTime(t) => log.base_time = Some(t),
             LogEntry::Interval(i) => {
                 log.tags.push(i.tag().map(|t| t.as_str().to_string()));
-                let compressed = base64_decode(i.encoded_histogram());
+                let compressed = base64_decode(i.encoded_histogram()).expect("base64");
                 let h: Histogram<u64> = deserializer
                     .deserialize(&mut compressed.as_slice())
                     .expect("a V2 histogram");
@@ -49,24 +50,6 @@ fn read_log(path: &Path) -> Log {
         }
     }
     log
-}
-
-/// Standard base64 (the log's), decoded here so that the test needs no crate of its own for it.
-fn base64_decode(text: &str) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut bits, mut nbits) = (0u32, 0);
-    for c in text.bytes().filter(|&c| c != b'=') {
-        let v = ALPHABET.iter().position(|&a| a == c).expect("base64") as u32;
-        bits = (bits << 6) | v;
-        nbits += 6;
-        if nbits >= 8 {
-            nbits -= 8;
-            out.push((bits >> nbits) as u8);
-            bits &= (1 << nbits) - 1;
-        }
-    }
-    out
 }
 
 fn temp_path(name: &str) -> PathBuf {

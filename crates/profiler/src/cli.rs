@@ -50,6 +50,19 @@ pub enum Command {
     },
     /// Rewrite report.html (findings, timeline, flamegraphs, context switches) from a run folder.
     Report(ReportArgs),
+    /// Make one run of a split run's folders: the load agents' latencies added, not averaged.
+    Merge {
+        /// The folders each host wrote: `srvprof load --out DIR` (every segment once), and
+        /// `srvprof probe --start-at ... --out DIR` for the servers.
+        #[arg(required = true, num_args = 1..)]
+        dirs: Vec<PathBuf>,
+        /// The merged run's folder: load.json, latency.hlog, the servers' probe reports.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// Overwrite files in DIR that srvprof did not write.
+        #[arg(long)]
+        force: bool,
+    },
     /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
     Check(CheckArgs),
     /// What a finding's kind means, its evidence, the usual fix and its rule (all kinds without one).

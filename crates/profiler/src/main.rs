@@ -26,6 +26,9 @@ fn main() -> ExitCode {
         }
         Command::Run(args) => commands::run::run(args),
         Command::Report(args) => commands::report::run(args).map(|_| ExitCode::SUCCESS),
+        Command::Merge { dirs, out, force } => {
+            commands::merge::run(dirs, out, *force).map(|_| ExitCode::SUCCESS)
+        }
         Command::Completions { shell } => {
             print!("{}", srvprof::cli::completions(*shell));
             Ok(ExitCode::SUCCESS)

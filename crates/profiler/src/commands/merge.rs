@@ -1,0 +1,93 @@
+//! `srvprof merge DIR... --out DIR`: the folders a split run's hosts wrote made one run's. Load
+//! agents' folders (load.json, latency.hlog) merge without loss (srvprof_loadgen::merge); the
+//! server hosts' folders (probe.json from `srvprof probe --start-at`) are kept side by side,
+//! checked to be the same run's.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use srvprof_loadgen::merge::{Agent, merge, read_agent, write_log};
+
+use crate::error::SrvprofError;
+use crate::output;
+
+/// A server host's folder: its probe.json, and the run id and host it names.
+struct ServerSide {
+    dir: PathBuf,
+    json: serde_json::Value,
+}
+
+pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError> {
+    let (mut agents, mut servers): (Vec<Agent>, Vec<ServerSide>) = (Vec::new(), Vec::new());
+    for dir in dirs {
+        let probe = dir.join("probe.json");
+        if !dir.join("load.json").exists() && probe.exists() {
+            let text = std::fs::read_to_string(&probe)
+                .map_err(|e| SrvprofError::Usage(format!("{}: {e}", probe.display())))?;
+            let json = serde_json::from_str(&text).map_err(|e| {
+                SrvprofError::Usage(format!("{} is not a probe report: {e}", probe.display()))
+            })?;
+            servers.push(ServerSide {
+                dir: dir.clone(),
+                json,
+            });
+            continue;
+        }
+        agents.push(read_agent(dir).map_err(SrvprofError::Usage)?);
+    }
+    let merged = merge(&agents).map_err(SrvprofError::Usage)?;
+    let id = merged.report.config.run_id.clone().unwrap_or_default();
+    for s in &servers {
+        let theirs = s.json["run_id"].as_str().unwrap_or("none");
+        if theirs != id {
+            return Err(SrvprofError::Usage(format!(
+                "{} is run {theirs} and the load agents' is run {id}: give `srvprof probe` the agents' --start-at (or --run-id)",
+                s.dir.display()
+            )));
+        }
+    }
+    output::check_can_create(out)?;
+    output::create_dir(out)?;
+    let json = serde_json::to_string_pretty(&merged.report).expect("a report serializes");
+    output::write_atomic(&out.join("load.json"), json.as_bytes(), force)?;
+    write_log(&merged, &out.join("latency.hlog")).map_err(SrvprofError::Usage)?;
+    let mut names = Vec::new();
+    for (k, s) in servers.iter().enumerate() {
+        let host = s.json["host"].as_str().unwrap_or("server");
+        let name = format!("probe-{}-{host}.json", k + 1);
+        let text = serde_json::to_string_pretty(&s.json).expect("JSON serializes");
+        output::write_atomic(&out.join(&name), text.as_bytes(), force)?;
+        names.push(name);
+    }
+    let r = &merged.report;
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(
+        stdout,
+        "run {id}: {} client hosts, {} connections, {:.0} req/s, {} ok, {} errors; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (every host's latencies added)",
+        r.hosts.len(),
+        r.config.connections,
+        r.throughput_rps,
+        r.completed,
+        r.errors,
+        r.latency_us.p50 as f64 / 1e3,
+        r.latency_us.p99 as f64 / 1e3,
+        r.latency_us.max as f64 / 1e3
+    );
+    for h in &r.hosts {
+        let _ = writeln!(
+            stdout,
+            "  {} {}: {} connections, {:.0} req/s, p99 {:.2} ms, its busiest load thread {:.0}% busy",
+            h.segment,
+            h.host,
+            h.connections,
+            h.throughput_rps,
+            h.p99_us as f64 / 1e3,
+            h.max_thread_utilization * 100.0
+        );
+    }
+    for (s, name) in servers.iter().zip(&names) {
+        let _ = writeln!(stdout, "  server side: {} as {name}", s.dir.display());
+    }
+    let _ = writeln!(stdout, "wrote {}", out.display());
+    Ok(())
+}
