@@ -142,21 +142,27 @@ struct ask {
 	long due_ns;
 };
 
+/* Asks the ticket thread for a byte due at `due_ns` and reads it from a pipe (a UNIX socket
+ * with `on_unix`). Inlined: the wait is named by the function that asked, not by this one. */
+__attribute__((always_inline)) static inline void ask_ticket(long due_ns, int on_unix)
+{
+	int answer[2];
+	if (on_unix ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer) : pipe2(answer, O_CLOEXEC))
+		return;
+	struct ask a = {.fd = answer[1], .due_ns = due_ns};
+	char c;
+	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
+		while (read(answer[0], &c, 1) < 0 && errno == EINTR)
+			;
+	else
+		close(answer[1]);
+	close(answer[0]);
+}
+
 __attribute__((noinline)) static void rebuild_cache(long ns)
 {
 	if (hold_on_pipe) {
-		/* Its own ask, not wait_for_ticket's: the wait is named by the function that made it. */
-		int answer[2];
-		if (pipe2(answer, O_CLOEXEC))
-			return;
-		struct ask a = {.fd = answer[1], .due_ns = now_ns() + ns};
-		char c;
-		if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
-			while (read(answer[0], &c, 1) < 0 && errno == EINTR)
-				;
-		else
-			close(answer[1]);
-		close(answer[0]);
+		ask_ticket(now_ns() + ns, 0);
 		return;
 	}
 	long end = now_ns() + ns;
@@ -429,17 +435,7 @@ __attribute__((noinline)) static void wait_for_ticket(void)
 		nanosleep(&gap, NULL);
 		return;
 	}
-	int answer[2];
-	if (wait_on_unix ? socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, answer) : pipe2(answer, O_CLOEXEC))
-		return;
-	struct ask a = {.fd = answer[1], .due_ns = now_ns() + wait_ms * 1000000L};
-	char c;
-	if (write(ask_pipe[1], &a, sizeof(a)) == (ssize_t)sizeof(a))
-		while (read(answer[0], &c, 1) < 0 && errno == EINTR)
-			;
-	else
-		close(answer[1]);
-	close(answer[0]);
+	ask_ticket(now_ns() + wait_ms * 1000000L, wait_on_unix);
 }
 
 /* Reads one byte of a page picked by a per-thread xorshift generator. */

@@ -35,44 +35,30 @@ fn waits_in_a_lock_call(user: &[&String]) -> bool {
 /// heaviest off-CPU stack of its name in that syscall: the wait's kernel function and the user
 /// function that called it), or on a CPU (its hottest function).
 fn doing(holder: &LockHolder, stacks: &FoldedStacks, group: u32) -> String {
-    let mine = |lines: &'_ [FoldedLine]| -> Vec<FoldedLine> {
-        (lines.iter())
-            .filter(|l| l.group == group && l.frames.first() == Some(&holder.comm))
-            .cloned()
-            .collect()
-    };
+    let mine = |l: &&FoldedLine| l.group == group && l.frames.first() == Some(&holder.comm);
     let share = holder.slept_share();
     let percent = |s: f64| (s * 100.0).round();
     match holder.slept_in.as_deref() {
         Some(syscall) if share >= ASLEEP_SHARE => {
-            let wait = (mine(&stacks.offcpu).iter())
+            let wait = (stacks.offcpu.iter().filter(mine))
                 .map(|l| (wait_of(&l.frames), l.value))
                 .filter(|(w, _)| w.syscall.as_deref() == Some(syscall))
                 .max_by_key(|(_, v)| *v)
                 .map(|(w, _)| w);
-            let on = wait.as_ref().map_or(String::new(), |w| {
+            let on = wait.map_or(String::new(), |w| {
+                // A request thread's kinds of idleness say nothing of a holder's wait: its kernel
+                // function does.
                 let what = match w.resource {
-                    Resource::Work | Resource::Idle | Resource::Unknown | Resource::Other => {
-                        match w.kernel.as_deref() {
-                            Some(k)
-                                if k.contains("sk_") || k.contains("tcp") || k.contains("udp") =>
-                            {
-                                "a socket"
-                            }
-                            _ => "",
-                        }
-                    }
-                    r => r.label(),
+                    Resource::Work | Resource::Idle | Resource::Unknown | Resource::Other => None,
+                    r => Some(r.label()),
                 };
-                let kernel = w.kernel.as_deref().unwrap_or_default();
-                let what = match (what, kernel) {
-                    ("", "") => String::new(),
-                    ("", k) => format!(" ({k})"),
-                    (r, "") => format!(" on {r}"),
-                    (r, k) => format!(" on {r} ({k})"),
+                let what = match (what, w.kernel) {
+                    (None, None) => String::new(),
+                    (None, Some(k)) => format!(" ({k})"),
+                    (Some(r), None) => format!(" on {r}"),
+                    (Some(r), Some(k)) => format!(" on {r} ({k})"),
                 };
-                let function =
-                    (w.function.as_deref()).map_or(String::new(), |f| format!(" in {f}"));
+                let function = (w.function).map_or(String::new(), |f| format!(" in {f}"));
                 format!("{what}{function}")
             });
             format!(
@@ -81,7 +67,8 @@ fn doing(holder: &LockHolder, stacks: &FoldedStacks, group: u32) -> String {
             )
         }
         _ => {
-            let function = hottest_function(&mine(&stacks.oncpu), &stacks.modules)
+            let oncpu: Vec<FoldedLine> = stacks.oncpu.iter().filter(mine).cloned().collect();
+            let function = hottest_function(&oncpu, &stacks.modules)
                 .map_or(String::new(), |f| format!(" in {f}"));
             format!(
                 "running{function}, on a CPU or waiting for one, through {:.0}% of the waits",

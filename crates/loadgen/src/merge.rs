@@ -157,22 +157,16 @@ pub fn check(agents: &[Agent]) -> Result<(), String> {
             "segment {missing}/{n} is missing: give the folder of the agent that ran it, or the merged run would lack its share of the load"
         ));
     }
-    let (earliest, latest) = (agents.iter())
-        .map(|a| (a.start, a))
-        .fold((None::<(Duration, &Agent)>, None::<(Duration, &Agent)>), |(lo, hi), (t, a)| {
-            (
-                Some(lo.filter(|l| l.0 <= t).unwrap_or((t, a))),
-                Some(hi.filter(|h| h.0 >= t).unwrap_or((t, a))),
-            )
-        });
-    if let (Some((lo, a)), Some((hi, b))) = (earliest, latest)
-        && hi - lo > MAX_START_SPREAD
+    let earliest = agents.iter().min_by_key(|a| a.start);
+    let latest = agents.iter().max_by_key(|a| a.start);
+    if let (Some(a), Some(b)) = (earliest, latest)
+        && b.start - a.start > MAX_START_SPREAD
     {
         return Err(format!(
             "the windows of {} and {} began {:.1} ms apart, more than the {} ms a merge allows: their clocks disagree (synchronise them: chrony, systemd-timesyncd) or they were not given one --start-at",
             a.dir.display(),
             b.dir.display(),
-            (hi - lo).as_secs_f64() * 1e3,
+            (b.start - a.start).as_secs_f64() * 1e3,
             MAX_START_SPREAD.as_millis()
         ));
     }

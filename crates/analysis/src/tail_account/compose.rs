@@ -552,12 +552,16 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
 
     let mut blocked: Vec<Waited> = Vec::new();
     let mut idle_us = 0.0;
+    // Requests handed to a pool: the handing threads' waits for the work, against the workers'
+    // time on it.
+    let mut handoffs = Handoffs::new(workers, load.duration_s, &server.threads);
     for (l, w) in &waits {
         let name = thread(l);
         if !serves(&name) {
             continue;
         }
         let us = calibrated(l, w);
+        handoffs.add_wait(name.as_str(), w.resource, us);
         let length = lengths
             .get(l.frames.as_slice())
             .copied()
@@ -586,32 +590,6 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         }
     }
     blocked.sort_by(|a, b| b.us.total_cmp(&a.us));
-    // Requests handed to a pool: the handing threads' waits for the work, against the workers'
-    // time on it.
-    let mut handoffs = Handoffs {
-        workers: workers.clone(),
-        span_us: load.duration_s * 1e6,
-        ..Default::default()
-    };
-    for t in (server.threads.iter()).filter(|t| workers.contains(&t.comm)) {
-        handoffs.worker_threads += 1;
-        handoffs.busy_us += (t.oncpu_ns.max(t.user_ns + t.sys_ns) + t.runq_ns) as f64 / 1e3;
-    }
-    for (l, w) in &waits {
-        let name = thread(l);
-        match w.resource {
-            Resource::Idle if serves(&name) && !workers.contains(&name) => {
-                handoffs.waited_us += calibrated(l, w);
-                if !handoffs.handing.contains(&name) {
-                    handoffs.handing.push(name);
-                }
-            }
-            Resource::Idle | Resource::Work | Resource::Preempted => {}
-            _ if workers.contains(&name) => handoffs.busy_us += calibrated(l, w),
-            _ => {}
-        }
-    }
-    handoffs.handing.sort();
     let queued = pool_queue(&handoffs, n);
     if let Some(q) = &queued {
         idle_us = (idle_us - q.part.per_request_ms * 1e3 * n as f64).max(0.0);

@@ -4,6 +4,7 @@
 
 use super::split::Cost;
 use super::{Place, Resource, TailPart};
+use crate::kernel_report::ThreadReport;
 
 /// A pool whose workers were busy (on a CPU, waiting for one, or blocked on the work) at least
 /// this share of their time makes requests queue for them; a pool mostly parked makes none,
@@ -27,6 +28,38 @@ pub struct Handoffs {
 }
 
 impl Handoffs {
+    /// The pool of `workers` over a span of `span_s`, with their CPU and run-queue time from
+    /// the server's `threads`; their waits and the handing threads' are added with add_wait.
+    pub fn new(workers: Vec<String>, span_s: f64, threads: &[ThreadReport]) -> Handoffs {
+        let mine = || threads.iter().filter(|t| workers.contains(&t.comm));
+        Handoffs {
+            worker_threads: mine().count(),
+            busy_us: mine()
+                .map(|t| (t.oncpu_ns.max(t.user_ns + t.sys_ns) + t.runq_ns) as f64 / 1e3)
+                .sum(),
+            span_us: span_s * 1e6,
+            workers,
+            ..Default::default()
+        }
+    }
+
+    /// A request thread's off-CPU time (`us`) in a wait on `resource`: a worker's wait on the
+    /// work is busy time; another thread's parked wait is one for work it handed over.
+    pub fn add_wait(&mut self, thread: &str, resource: Resource, us: f64) {
+        let worker = self.workers.iter().any(|w| w == thread);
+        match resource {
+            Resource::Idle if !worker => {
+                self.waited_us += us;
+                if let Err(at) = self.handing.binary_search_by(|h| h.as_str().cmp(thread)) {
+                    self.handing.insert(at, thread.to_string());
+                }
+            }
+            Resource::Idle | Resource::Work | Resource::Preempted => {}
+            _ if worker => self.busy_us += us,
+            _ => {}
+        }
+    }
+
     /// The share of the workers' time they were busy.
     pub fn busy_share(&self) -> f64 {
         self.busy_us / (self.worker_threads.max(1) as f64 * self.span_us).max(1.0)
@@ -108,5 +141,29 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    #[test]
+    fn a_workers_waits_on_the_work_are_busy_time_and_the_handing_threads_parked_waits_are_waited() {
+        let threads = [
+            ("worker", 2_000_000u64),
+            ("worker", 3_000_000),
+            ("conn", 9_000_000),
+        ]
+        .map(|(comm, oncpu_ns)| ThreadReport {
+            comm: comm.into(),
+            oncpu_ns,
+            runq_ns: 1_000_000,
+            ..Default::default()
+        });
+        let mut h = Handoffs::new(vec!["worker".into()], 10.0, &threads);
+        assert_eq!((h.worker_threads, h.busy_us), (2, 7_000.0));
+        h.add_wait("worker", Resource::Sleep, 500.0);
+        h.add_wait("worker", Resource::Idle, 9_000.0);
+        h.add_wait("conn", Resource::Idle, 800.0);
+        h.add_wait("conn", Resource::Work, 5_000.0);
+        h.add_wait("conn", Resource::Idle, 200.0);
+        assert_eq!((h.busy_us, h.waited_us), (7_500.0, 1_000.0));
+        assert_eq!(h.handing, ["conn"]);
     }
 }

@@ -138,23 +138,17 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let mut report = kernel_report(first, &last, GROUP_SERVER, &exits);
     series.state_errors(&mut report, GROUP_SERVER, series.server_rows.len());
     notes.extend(report.sampling_note());
+    let run_id = srvprof_loadgen::start::run_id(args.run_id.as_deref(), args.start_at);
     let out = ProbeOutput {
         tool: "srvprof",
         report,
         intervals: series.server_rows,
         notes,
         observer,
-        run_id: srvprof_loadgen::start::run_id(args.run_id.as_deref(), args.start_at),
-        host: None,
+        host: run_id.as_ref().map(|_| srvprof_loadgen::start::host_name()),
+        run_id,
         start_at: args.start_at.map(|at| at.to_rfc3339()),
         clock,
-    };
-    let out = ProbeOutput {
-        host: out
-            .run_id
-            .as_ref()
-            .map(|_| srvprof_loadgen::start::host_name()),
-        ..out
     };
     let json = serde_json::to_string_pretty(&out).expect("report serializes");
     match args.format() {
