@@ -16,7 +16,7 @@ const JAR_VERSION: &str = "2.2.2";
 const JAR_SHA1: &str = "7959933ebcc0f05b2eaa5af0a0c8689fa257b15c";
 
 /// HdrHistogram's jar, fetched once into target/hdrhistogram-java.
-fn hdrhistogram_jar() -> PathBuf {
+pub(crate) fn hdrhistogram_jar() -> PathBuf {
     let dir = srvprof_integration::target_dir().join("hdrhistogram-java");
     let jar = dir.join(format!("HdrHistogram-{JAR_VERSION}.jar"));
     if jar.exists() && sha1(&jar) == JAR_SHA1 {
@@ -68,29 +68,29 @@ fn sha1(path: &Path) -> String {
 
 /// One row of HistogramLogProcessor's CSV interval output (values in the log's unit, us).
 #[derive(Debug)]
-struct Row {
+pub(crate) struct Row {
     /// End of the interval, seconds after StartTime.
     end_s: f64,
     count: u64,
     p50: u64,
     max: u64,
-    total_count: u64,
-    total_p50: u64,
+    pub(crate) total_count: u64,
+    pub(crate) total_p50: u64,
     total_p90: u64,
-    total_p99: u64,
+    pub(crate) total_p99: u64,
     total_p999: u64,
     total_p9999: u64,
-    total_max: u64,
+    pub(crate) total_max: u64,
 }
 
 /// `java -cp HdrHistogram.jar org.HdrHistogram.HistogramLogProcessor -i LOG -csv
 /// -outputValueUnitRatio 1 -o OUT`: one row per interval, with the running totals.
-fn java_log_processor(jar: &Path, log: &Path) -> Vec<Row> {
+pub(crate) fn java_log_processor(jar: &Path, log: &Path) -> Vec<Row> {
     java_log_processor_of(jar, log, &[])
 }
 
 /// The same, reading the intervals `extra` selects (`-tag HOST`: a split run's host's).
-fn java_log_processor_of(jar: &Path, log: &Path, extra: &[&str]) -> Vec<Row> {
+pub(crate) fn java_log_processor_of(jar: &Path, log: &Path, extra: &[&str]) -> Vec<Row> {
     let out = log.with_extension("processed");
     let java = Command::new("java")
         .arg("-cp")
@@ -135,7 +135,7 @@ fn java_log_processor_of(jar: &Path, log: &Path, extra: &[&str]) -> Vec<Row> {
 }
 
 /// Java's reading of the log against the report (`load` of run.json, or `srvprof load --json`).
-fn assert_java_reads_the_report(rows: &[Row], load: &serde_json::Value) {
+pub(crate) fn assert_java_reads_the_report(rows: &[Row], load: &serde_json::Value) {
     let timeline = load["timeline"].as_array().unwrap();
     let latency = &load["latency_us"];
     let n = |v: &serde_json::Value| v.as_u64().unwrap();
@@ -258,104 +258,4 @@ fn the_load_commands_folder_holds_its_latency_log() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(rows.len(), 4, "2 s in 500 ms intervals");
     assert_java_reads_the_report(&rows, &report);
-}
-
-/// A run split over two load agents (`--segment 1/2` and `2/2`, one `--start-at`, 8 connections
-/// and 400 requests a second between them) merged by `srvprof merge`: each agent had its share
-/// of the connections and both recorded the run's id; the merged requests are the agents' sum;
-/// the merged p99 and every other total percentile are those Java's HdrHistogram finds with both
-/// agents' logs read as one (their intervals, tagged by host, in one file), and it reads the
-/// merged log as the merged report says. A merge missing one segment is refused in one sentence.
-#[test]
-fn a_split_runs_agents_merge_into_the_latencies_of_both_logs_added() {
-    let jar = hdrhistogram_jar();
-    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let at = srvprof_loadgen::start::StartAt(
-        std::time::SystemTime::now() + std::time::Duration::from_secs(2),
-    )
-    .to_rfc3339();
-    let dirs: Vec<PathBuf> = (1..=2).map(|i| temp_path(&format!("agent-{i}"))).collect();
-    let agents: Vec<_> = (dirs.iter().enumerate())
-        .map(|(i, dir)| {
-            let _ = std::fs::remove_dir_all(dir);
-            Command::new(srvprof_bin())
-                .args(["load", &nginx.url(), "-c", "8", "--rate", "400", "-d", "2s"])
-                .args(["--warmup", "500ms", "--interval", "500ms"])
-                .args(["--segment", &format!("{}/2", i + 1), "--start-at", &at])
-                // This test machine's clock need not be synchronised.
-                .arg("--allow-unsynced")
-                .arg("--out")
-                .arg(dir)
-                .spawn()
-                .expect("srvprof load")
-        })
-        .collect();
-    for mut a in agents {
-        assert!(a.wait().unwrap().success());
-    }
-    let merged = temp_path("merged");
-    let _ = std::fs::remove_dir_all(&merged);
-    let out = Command::new(srvprof_bin())
-        .arg("merge")
-        .args(&dirs)
-        .arg("--out")
-        .arg(&merged)
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let reports: Vec<serde_json::Value> = dirs
-        .iter()
-        .map(|d| read_json(&d.join("load.json")))
-        .collect();
-    let load = read_json(&merged.join("load.json"));
-    let n = |v: &serde_json::Value| v.as_u64().unwrap();
-    for r in &reports {
-        assert_eq!(n(&r["config"]["connections"]), 4, "{}", r["config"]);
-        assert_eq!(r["config"]["run_id"], format!("start-{at}").as_str());
-    }
-    assert_eq!(
-        n(&load["completed"]),
-        reports.iter().map(|r| n(&r["completed"])).sum::<u64>()
-    );
-    assert_eq!(n(&load["config"]["connections"]), 8);
-    assert_eq!(load["hosts"].as_array().unwrap().len(), 2);
-
-    // Both agents' intervals in one log, read by Java as one: its totals are both logs added.
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
-    let both = temp_path("both.hlog");
-    let mut text = std::fs::read_to_string(dirs[0].join("latency.hlog")).unwrap();
-    let second = std::fs::read_to_string(dirs[1].join("latency.hlog")).unwrap();
-    text.extend(
-        second
-            .lines()
-            .filter(|l| l.starts_with("Tag="))
-            .map(|l| format!("{l}\n")),
-    );
-    std::fs::write(&both, text).unwrap();
-    let added = java_log_processor_of(&jar, &both, &["-tag", host.trim()]);
-    let _ = std::fs::remove_file(&both);
-    let total = added.last().expect("intervals read");
-    let latency = &load["latency_us"];
-    eprintln!("merged {latency}; Java's both logs added: {total:?}");
-    assert_eq!(total.total_count, n(&latency["count"]));
-    assert_eq!(total.total_p99, n(&latency["p99"]));
-    assert_eq!(total.total_p50, n(&latency["p50"]));
-    assert_eq!(total.total_max, n(&latency["max"]));
-    let rows = java_log_processor(&jar, &merged.join("latency.hlog"));
-    assert_java_reads_the_report(&rows, &load);
-
-    let refused = Command::new(srvprof_bin())
-        .arg("merge")
-        .arg(&dirs[0])
-        .arg("--out")
-        .arg(temp_path("merged-one"))
-        .output()
-        .unwrap();
-    assert!(!refused.status.success());
-    let stderr = String::from_utf8_lossy(&refused.stderr);
-    assert!(stderr.contains("segment 2/2 is missing"), "{stderr}");
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    for d in dirs.iter().chain([&merged]) {
-        let _ = std::fs::remove_dir_all(d);
-    }
 }

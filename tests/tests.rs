@@ -32,6 +32,7 @@ mod report;
 mod resets;
 mod run_cli;
 mod sampler_timing;
+mod split_run;
 mod stacks;
 mod stalls;
 mod targets;

@@ -771,6 +771,68 @@ impl Drop for Netns {
     }
 }
 
+/// A server network namespace and `clients` client namespaces on one bridge (in the server's),
+/// as a server host and its client hosts on one LAN: the server at 10.232.0.1, client i (from
+/// 1) at 10.232.0.(i + 1). Every address lives only inside them; deleted when dropped.
+pub struct BridgedNetns {
+    pub server: String,
+    pub clients: Vec<String>,
+}
+
+impl BridgedNetns {
+    pub fn create(clients: usize) -> Self {
+        let id = std::process::id() % 10000;
+        let server = format!("srvprof-bs-{id}");
+        let clients: Vec<String> = (1..=clients)
+            .map(|i| format!("srvprof-bc{i}-{id}"))
+            .collect();
+        let ip = |args: &[&str]| {
+            let st = Command::new("ip").args(args).status().expect("ip");
+            assert!(st.success(), "ip {args:?}");
+        };
+        for n in std::iter::once(&server).chain(&clients) {
+            // A namespace a killed run left behind; none is the usual case.
+            let _ = (Command::new("ip").args(["netns", "del", n]))
+                .stderr(Stdio::null())
+                .status();
+            ip(&["netns", "add", n]);
+            ip(&["-n", n, "link", "set", "lo", "up"]);
+        }
+        let bridge = format!("br{id}");
+        ip(&["-n", &server, "link", "add", &bridge, "type", "bridge"]);
+        ip(&[
+            "-n",
+            &server,
+            "addr",
+            "add",
+            "10.232.0.1/24",
+            "dev",
+            &bridge,
+        ]);
+        ip(&["-n", &server, "link", "set", &bridge, "up"]);
+        for (i, n) in clients.iter().enumerate() {
+            let (port, end) = (format!("bp{}-{id}", i + 1), format!("bc{}-{id}", i + 1));
+            ip(&["link", "add", &port, "type", "veth", "peer", "name", &end]);
+            ip(&["link", "set", &port, "netns", &server]);
+            ip(&["link", "set", &end, "netns", n]);
+            ip(&["-n", &server, "link", "set", &port, "master", &bridge]);
+            ip(&["-n", &server, "link", "set", &port, "up"]);
+            let address = format!("10.232.0.{}/24", i + 2);
+            ip(&["-n", n, "addr", "add", &address, "dev", &end]);
+            ip(&["-n", n, "link", "set", &end, "up"]);
+        }
+        BridgedNetns { server, clients }
+    }
+}
+
+impl Drop for BridgedNetns {
+    fn drop(&mut self) {
+        for n in std::iter::once(&self.server).chain(&self.clients) {
+            let _ = Command::new("ip").args(["netns", "del", n]).status();
+        }
+    }
+}
+
 /// nginx started by [`nginx_in_netns`]: stopped (SIGTERM to its master, then reaped) when
 /// dropped, a failed assertion included.
 pub struct NginxInNetns(Child);
@@ -806,6 +868,28 @@ pub fn nginx_in_netns_serving(
     worker_connections: u32,
     files: &[(&str, usize)],
 ) -> NginxInNetns {
+    nginx_in_netns_with(ns, name, listen, worker_connections, files, false).0
+}
+
+/// nginx_in_netns, writing an access log of every request (`$msec $remote_addr $connection`:
+/// when it was answered, by whom it was sent and on which of nginx's connections): its path.
+pub fn nginx_in_netns_logging(
+    ns: &str,
+    name: &str,
+    listen: &str,
+    worker_connections: u32,
+) -> (NginxInNetns, PathBuf) {
+    nginx_in_netns_with(ns, name, listen, worker_connections, &[], true)
+}
+
+fn nginx_in_netns_with(
+    ns: &str,
+    name: &str,
+    listen: &str,
+    worker_connections: u32,
+    files: &[(&str, usize)],
+    log: bool,
+) -> (NginxInNetns, PathBuf) {
     let state = std::env::temp_dir().join(format!("srvprof-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     let root = state.join("html");
@@ -825,12 +909,20 @@ pub fn nginx_in_netns_serving(
         locations += &format!("location = /{file} {{ root {}; }}\n", root.display());
     }
     let conf = state.join("nginx.conf");
+    let access = state.join("access.log");
+    let access_log = match log {
+        true => format!(
+            "log_format window '$msec $remote_addr $connection'; access_log {} window;",
+            access.display()
+        ),
+        false => "access_log off;".into(),
+    };
     std::fs::write(
         &conf,
         format!(
             "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
              events {{ worker_connections {worker_connections}; }}\n\
-             http {{ access_log off; client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+             http {{ {access_log} client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
                server {{ listen {listen}; {locations} location / {{ return 200 \"hello world\"; }} }} }}\n",
             d = state.display()
         ),
@@ -845,7 +937,7 @@ pub fn nginx_in_netns_serving(
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(800));
-    NginxInNetns(nginx)
+    (NginxInNetns(nginx), access)
 }
 
 /// Runs srvprof as `run` says, and `perf record PERF_ARGS -o DATA -p PID` over the same seconds:

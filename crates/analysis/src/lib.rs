@@ -44,6 +44,7 @@ pub mod rules;
 pub mod run_report;
 pub mod series;
 pub mod slow_intervals;
+pub mod split_run;
 pub mod stacks;
 pub mod tail_account;
 pub mod timeline;

@@ -27,3 +27,13 @@ pub struct ProbeOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<srvprof_loadgen::ClockState>,
 }
+
+/// `srvprof probe --out DIR`'s series.json: what `srvprof merge` needs to build the run on the
+/// servers' side as `srvprof run` builds it on one host (run_report::build).
+#[derive(Serialize, serde::Deserialize)]
+pub struct ProbeSeries {
+    pub pids: Vec<u32>,
+    pub series: crate::series::ReadingSeries,
+    pub exits: Vec<crate::record::ExitRecord>,
+    pub observer: Option<crate::observer::ObserverCost>,
+}

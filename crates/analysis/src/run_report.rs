@@ -90,6 +90,9 @@ pub struct RunReport {
     /// Where p99's time went (crate::tail_account); None without the server's stacks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tail_account: Option<crate::tail_account::TailAccount>,
+    /// A run split over several server hosts (`srvprof merge`): each host's figures side by side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerHost>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -120,6 +123,24 @@ pub struct GroupHistograms {
     /// the full_segments and zero_window kinds), ns; None when none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfers: Option<NsHistogram>,
+}
+
+/// A server host's figures over the measured window, beside the others' (run.json `servers`, from `srvprof merge`: crate::split_run).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerHost {
+    pub host: String,
+    pub pids: Vec<u32>,
+    /// Its CPU time (user + sys) in the window, and that over the mean of every server host's:
+    /// above 1, it worked more than its share.
+    pub cpu_s: f64,
+    pub cpu_vs_mean: f64,
+    pub context_switches: u64,
+    /// None with --syscalls off.
+    pub syscalls: Option<u64>,
+    pub listen_overflows: u64,
+    pub retransmits: u64,
+    /// Its CPU per request of the whole run (every server host's add up to the fleet's).
+    pub cpu_us_per_request: f64,
 }
 
 /// The server's holds' lengths between two readings, of the tcp::HOLD_* kinds `of` keeps.
@@ -291,6 +312,7 @@ pub fn build(
         tls_cpu: Vec::new(),
         observer: observed.observer,
         tail_account: None,
+        servers: Vec::new(),
     };
     if let Some(s) = observed.stacks {
         report.stacks = s.quality.clone();

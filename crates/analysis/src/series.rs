@@ -1,6 +1,7 @@
 //! The samples of a run, folded as they arrive: the first one, the last two, and one timeline row
 //! per interval and group. A long run keeps a few kilobytes per interval, not every sample.
 
+use serde::{Deserialize, Serialize};
 use srvprof_common::{GROUP_CLIENT, GROUP_SERVER};
 
 use crate::interval::{IntervalWork, KernelRow, Pool, interval_row};
@@ -11,7 +12,7 @@ use crate::record::Reading;
 
 /// Where a kernel interval sits on the load's interval grid: the first load interval it joins
 /// and how many (more than one only when the sampler missed a grid point altogether).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GridSpan {
     pub first: usize,
     pub count: usize,
@@ -21,6 +22,9 @@ pub struct GridSpan {
 /// read/write calls, scaled by time) leaves later rows as read, in bounded memory.
 const MAX_PENDING: usize = 64;
 
+/// Serializable, so that `srvprof probe` on a server host can leave its series for `srvprof merge`
+/// to build the run from, as `srvprof run` builds it on one host.
+#[derive(Serialize, Deserialize)]
 pub struct ReadingSeries {
     /// The origin of every row's t_s and of the grid (CLOCK_MONOTONIC ns): in `run`, when the load
     /// generator starts measuring.
@@ -38,6 +42,7 @@ pub struct ReadingSeries {
     /// One per row: the load intervals it lines up with.
     pub spans: Vec<GridSpan>,
     /// Rows whose syscalls wait for a window to see any (interval_row): group, row, its work.
+    #[serde(skip)]
     pending: Vec<(u32, usize, IntervalWork)>,
     count: usize,
 }
@@ -120,6 +125,11 @@ impl ReadingSeries {
                 count: 1,
             },
         }
+    }
+
+    /// The grid's interval.
+    pub fn interval(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.interval_ns)
     }
 
     /// How many samples were taken.

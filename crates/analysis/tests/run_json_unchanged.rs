@@ -317,6 +317,14 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     ),
     (".load.config.protocol", "added: http/1.1, h2 or h2c"),
     (
+        ".client_cpu.voluntary_switches",
+        "added: the load threads' own context switches, by getrusage",
+    ),
+    (
+        ".client_cpu.involuntary_switches",
+        "added: the same, preempted",
+    ),
+    (
         ".load.tls",
         "added: the TLS handshakes of an https run (null for http)",
     ),

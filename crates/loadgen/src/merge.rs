@@ -241,6 +241,8 @@ pub fn merge(agents: &[Agent]) -> Result<Merged, String> {
     r.http2 = None;
     r.client_cpu.user_ns = sum(|r| r.client_cpu.user_ns);
     r.client_cpu.sys_ns = sum(|r| r.client_cpu.sys_ns);
+    r.client_cpu.voluntary_switches = sum(|r| r.client_cpu.voluntary_switches);
+    r.client_cpu.involuntary_switches = sum(|r| r.client_cpu.involuntary_switches);
     r.client_cpu.threads = agents.iter().map(|a| a.report.client_cpu.threads).sum();
     r.client_cpu.max_thread_utilization = (agents.iter())
         .map(|a| a.report.client_cpu.max_thread_utilization)

@@ -266,6 +266,11 @@ pub struct ClockState {
 pub struct ClientCpu {
     pub user_ns: u64,
     pub sys_ns: u64,
+    /// The load threads' context switches over the window (getrusage: the kernel's counts).
+    #[serde(default)]
+    pub voluntary_switches: u64,
+    #[serde(default)]
+    pub involuntary_switches: u64,
     /// (user + sys) / (wall × worker threads), 0..1.
     pub cpu_utilization: f64,
     /// Busiest worker thread's (user + sys) / wall.

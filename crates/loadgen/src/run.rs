@@ -542,6 +542,7 @@ fn build_report(
     let mut tls_latency = crate::histogram::new_histogram();
     let mut user_ns = 0u64;
     let mut sys_ns = 0u64;
+    let (mut voluntary_switches, mut involuntary_switches) = (0u64, 0u64);
     let mut max_thread_utilization = 0.0f64;
     for t in totals {
         for (code, &n) in t.status_codes.iter().enumerate() {
@@ -562,6 +563,8 @@ fn build_report(
             .expect("same histogram bounds");
         user_ns += t.cpu.user.as_nanos() as u64;
         sys_ns += t.cpu.sys.as_nanos() as u64;
+        voluntary_switches += t.cpu.voluntary_switches;
+        involuntary_switches += t.cpu.involuntary_switches;
         let wall = t.cpu_wall.as_secs_f64();
         if wall > 0.0 {
             max_thread_utilization =
@@ -632,6 +635,8 @@ fn build_report(
         client_cpu: ClientCpu {
             user_ns,
             sys_ns,
+            voluntary_switches,
+            involuntary_switches,
             cpu_utilization: report::round3(cpu_utilization),
             max_thread_utilization: report::round3(max_thread_utilization),
             saturated: max_thread_utilization >= SATURATED_UTILIZATION,

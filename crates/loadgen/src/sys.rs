@@ -77,11 +77,14 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
-/// User and system CPU time of the calling thread.
+/// User and system CPU time of the calling thread, and its context switches (the kernel's own
+/// counts: voluntary, a sleep; involuntary, preempted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuTime {
     pub user: Duration,
     pub sys: Duration,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
 }
 
 impl CpuTime {
@@ -97,6 +100,8 @@ impl CpuTime {
         CpuTime {
             user: tv(ru.ru_utime),
             sys: tv(ru.ru_stime),
+            voluntary_switches: ru.ru_nvcsw as u64,
+            involuntary_switches: ru.ru_nivcsw as u64,
         }
     }
 
@@ -104,6 +109,10 @@ impl CpuTime {
         CpuTime {
             user: self.user.saturating_sub(earlier.user),
             sys: self.sys.saturating_sub(earlier.sys),
+            voluntary_switches: (self.voluntary_switches)
+                .saturating_sub(earlier.voluntary_switches),
+            involuntary_switches: (self.involuntary_switches)
+                .saturating_sub(earlier.involuntary_switches),
         }
     }
 }

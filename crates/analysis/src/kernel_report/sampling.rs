@@ -5,6 +5,7 @@
 //! (NET_RX: per packet). The hardirq programs stay attached all along.
 
 use super::deltas::sum;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::record::{CountNs, Reading};
@@ -170,7 +171,7 @@ pub fn traced_syscalls(start: &Reading, end: &Reading, group: u32) -> u64 {
 
 /// One interval's window, as the estimator sees it: what the programs counted in it and how much
 /// of each basis it covered.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowUnit {
     /// What the windows saw that the estimate scales: every call and its time, or, with the
     /// sleeps counted apart (KernelCounters::blocked_syscalls), the calls that did not block and
@@ -298,7 +299,7 @@ impl WindowUnit {
 pub const MAX_WINDOW_UNITS: usize = 512;
 
 /// A group's windows in time order, each unit holding `per` windows (the last up to `per`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WindowSet {
     units: Vec<(WindowUnit, usize)>,
     per: usize,

@@ -1,11 +1,13 @@
 //! `srvprof merge DIR... --out DIR`: the folders a split run's hosts wrote made one run's. Load
-//! agents' folders (load.json, latency.hlog) merge without loss (srvprof_loadgen::merge); the
-//! server hosts' folders (probe.json from `srvprof probe --start-at`) are kept side by side,
-//! checked to be the same run's.
+//! agents' folders (load.json, latency.hlog) merge without loss (srvprof_loadgen::merge); with
+//! the server hosts' folders (`srvprof probe --start-at ... --out`), checked to be the same run's,
+//! the merged load is joined with their kernel series into the run folder `srvprof run` writes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use srvprof_analysis::probe_output::ProbeSeries;
+use srvprof_analysis::split_run::{ServerSeries, build_split};
 use srvprof_loadgen::merge::{Agent, merge, read_agent, write_log};
 
 use crate::error::SrvprofError;
@@ -15,6 +17,29 @@ use crate::output;
 struct ServerSide {
     dir: PathBuf,
     json: serde_json::Value,
+}
+
+impl ServerSide {
+    fn host(&self) -> &str {
+        self.json["host"].as_str().unwrap_or("server")
+    }
+
+    /// Its series.json, for the run report.
+    fn series(&self) -> Result<ProbeSeries, SrvprofError> {
+        let path = self.dir.join("series.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            SrvprofError::Usage(format!(
+                "cannot read {}: {e}; the server's folder must be written by `srvprof probe --out DIR` of this version",
+                path.display()
+            ))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            SrvprofError::Usage(format!(
+                "{} is not a srvprof probe series: {e}",
+                path.display()
+            ))
+        })
+    }
 }
 
 pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError> {
@@ -46,21 +71,48 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
             )));
         }
     }
+    let mut series = Vec::new();
+    for s in &servers {
+        let probe = s.series()?;
+        let (theirs, ours) = (probe.series.interval(), merged.report.config.interval_s);
+        if (theirs.as_secs_f64() - ours).abs() > 1e-6 {
+            return Err(SrvprofError::Usage(format!(
+                "{} was probed in intervals of {:?} and the load measured in intervals of {ours} s: give `srvprof probe` the agents' --interval",
+                s.dir.display(),
+                theirs
+            )));
+        }
+        series.push(ServerSeries {
+            host: s.host().to_string(),
+            probe,
+        });
+    }
     output::check_can_create(out)?;
     output::create_dir(out)?;
+    let report =
+        (!series.is_empty()).then(|| build_split(merged.report.clone(), &series, Vec::new()));
+    if let Some(report) = &report {
+        super::run::write_run(out, report, None, force)?;
+    }
     let json = serde_json::to_string_pretty(&merged.report).expect("a report serializes");
     output::write_atomic(&out.join("load.json"), json.as_bytes(), force)?;
     write_log(&merged, &out.join("latency.hlog")).map_err(SrvprofError::Usage)?;
     let mut names = Vec::new();
     for (k, s) in servers.iter().enumerate() {
-        let host = s.json["host"].as_str().unwrap_or("server");
-        let name = format!("probe-{}-{host}.json", k + 1);
+        let name = format!("probe-{}-{}.json", k + 1, s.host());
         let text = serde_json::to_string_pretty(&s.json).expect("JSON serializes");
         output::write_atomic(&out.join(&name), text.as_bytes(), force)?;
         names.push(name);
     }
     let r = &merged.report;
     let mut stdout = std::io::stdout().lock();
+    if let Some(report) = &report {
+        let _ = write!(
+            stdout,
+            "{}",
+            crate::render::first_screen::text(report, None, false)
+        );
+    }
     let _ = writeln!(
         stdout,
         "run {id}: {} client hosts, {} connections, {:.0} req/s, {} ok, {} errors; latency p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (every host's latencies added)",
@@ -87,6 +139,16 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
     }
     for (s, name) in servers.iter().zip(&names) {
         let _ = writeln!(stdout, "  server side: {} as {name}", s.dir.display());
+    }
+    if let Some(report) = &report {
+        for h in &report.servers {
+            let _ = writeln!(
+                stdout,
+                "  server {}: {:.2} s CPU ({:.2}x the mean server host's), {:.1} µs a request, {} context switches",
+                h.host, h.cpu_s, h.cpu_vs_mean, h.cpu_us_per_request, h.context_switches
+            );
+        }
+        let _ = writeln!(stdout, "report       {}", out.join("report.html").display());
     }
     let _ = writeln!(stdout, "wrote {}", out.display());
     Ok(())

@@ -13,14 +13,16 @@ use crate::render::text;
 use crate::sampler::Sampler;
 use crate::{clock, output, procfs};
 use srvprof_analysis::kernel_report::kernel_report;
-use srvprof_analysis::probe_output::ProbeOutput;
+use srvprof_analysis::probe_output::{ProbeOutput, ProbeSeries};
 use srvprof_analysis::series::ReadingSeries;
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
     let mut notes = Vec::new();
-    let pids = crate::discover::live_targets(&args.pids, &mut notes)?;
+    // As `run` does: the given processes and their children (nginx's master and its workers).
+    let pids =
+        crate::discover::with_descendants(&crate::discover::live_targets(&args.pids, &mut notes)?);
     let out_file = args.out.as_ref().map(|dir| dir.join("probe.json"));
     let clock = args.start_at.map(|_| srvprof_loadgen::start::clock_state());
     if let (Some(at), Some(clock)) = (args.start_at, &clock) {
@@ -32,11 +34,10 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         output::check_writable(out, args.force)?;
     }
     // TCP figures are about the targets' own listening ports, when they have any.
-    let mut ports: Vec<u16> =
-        crate::discover::listening_addrs(&crate::discover::with_descendants(&pids))
-            .iter()
-            .map(|a| a.port())
-            .collect();
+    let mut ports: Vec<u16> = crate::discover::listening_addrs(&pids)
+        .iter()
+        .map(|a| a.port())
+        .collect();
     ports.dedup();
     let targets = ProbeTargets {
         server_pids: pids.clone(),
@@ -137,12 +138,24 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let exits = sampler.finish();
     let mut report = kernel_report(first, &last, GROUP_SERVER, &exits);
     series.state_errors(&mut report, GROUP_SERVER, series.server_rows.len());
+    let series_rows = series.server_rows.clone();
     notes.extend(report.sampling_note());
     let run_id = srvprof_loadgen::start::run_id(args.run_id.as_deref(), args.start_at);
+    // The folded series, for `srvprof merge` to build a split run's report from (before the rows
+    // move into probe.json).
+    let series_json = args.out.as_ref().map(|_| {
+        serde_json::to_string(&ProbeSeries {
+            pids: pids.clone(),
+            series,
+            exits: exits.clone(),
+            observer: observer.clone(),
+        })
+        .expect("a series serializes")
+    });
     let out = ProbeOutput {
         tool: "srvprof",
         report,
-        intervals: series.server_rows,
+        intervals: series_rows,
         notes,
         observer,
         host: run_id.as_ref().map(|_| srvprof_loadgen::start::host_name()),
@@ -166,6 +179,9 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     if let (Some(dir), Some(path)) = (&args.out, &out_file) {
         output::create_dir(dir)?;
         output::write_atomic(path, json.as_bytes(), args.force)?;
+        if let Some(text) = series_json {
+            output::write_atomic(&dir.join("series.json"), text.as_bytes(), args.force)?;
+        }
     }
     Ok(())
 }

@@ -1,0 +1,246 @@
+//! A run split over hosts, on the real kernel: a server namespace and three client namespaces
+//! on one bridge, nginx logging every request, three load agents given one start time, the
+//! server's probe, and `srvprof merge` of their folders, checked against nginx's own log, Java's
+//! HdrHistogram and the kernel's counters.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use srvprof_integration::{
+    BridgedNetns, assert_run_json_matches_its_schema, assert_success, children_of,
+    nginx_in_netns_logging, proc_ctxt_switches, read_json, require_root, srvprof_bin,
+};
+
+use crate::hdr_log::{hdrhistogram_jar, java_log_processor, java_log_processor_of};
+
+const AGENTS: usize = 3;
+const CONNECTIONS: u64 = 12;
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("srvprof-split-{}-{name}", std::process::id()))
+}
+
+/// The voluntary and involuntary switches of every thread of nginx's processes.
+fn nginx_switches(pids: &[u32]) -> u64 {
+    let mut sum = 0;
+    for pid in pids {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .flatten()
+        {
+            let tid: u32 = task.file_name().to_string_lossy().parse().unwrap();
+            let (v, i) = proc_ctxt_switches(*pid, tid);
+            sum += v + i;
+        }
+    }
+    sum
+}
+
+/// Three agents (`--segment I/3`, one `--start-at`) load nginx from their own namespaces while
+/// `srvprof probe --start-at` watches it; `srvprof merge` makes one run of the four folders.
+/// Each agent had its share of the connections, by its own report and by nginx's log (the
+/// connections it saw from each client's address); the merged requests are the agents' sum, and
+/// nginx answered as many in the window, give or take one in flight per connection at each
+/// end; the merged p50, p99 and max are those Java's HdrHistogram finds reading the three logs as
+/// one; the merged run.json joins the probe's kernel figures (no more switches than the kernel
+/// counted for nginx over the whole test) to the load, and has a report; a merge missing one
+/// segment is refused in one sentence.
+#[test]
+fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
+    require_root();
+    let jar = hdrhistogram_jar();
+    let net = BridgedNetns::create(AGENTS);
+    let (nginx, access) = nginx_in_netns_logging(&net.server, "lan", "10.232.0.1:8080", 4096);
+    let mut nginx_pids = vec![nginx.pid()];
+    nginx_pids.extend(children_of(nginx.pid()));
+    let switches_before = nginx_switches(&nginx_pids);
+    let start = SystemTime::now() + Duration::from_secs(3);
+    let at = srvprof_loadgen::start::StartAt(start).to_rfc3339();
+    let server_dir = temp_path("server");
+    let _ = std::fs::remove_dir_all(&server_dir);
+    let probe = Command::new(srvprof_bin())
+        .args(["probe", "--pid", &nginx.pid().to_string(), "-d", "3s"])
+        .args(["--interval", "500ms", "--start-at", &at, "--allow-unsynced"])
+        .arg("--out")
+        .arg(&server_dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("srvprof probe");
+    let dirs: Vec<PathBuf> = (1..=AGENTS)
+        .map(|i| temp_path(&format!("agent-{i}")))
+        .collect();
+    let agents: Vec<_> = (net.clients.iter().zip(&dirs).enumerate())
+        .map(|(i, (ns, dir))| {
+            let _ = std::fs::remove_dir_all(dir);
+            Command::new("ip")
+                .args(["netns", "exec", ns])
+                .arg(srvprof_bin())
+                .args([
+                    "load",
+                    "http://10.232.0.1:8080/",
+                    "-c",
+                    &CONNECTIONS.to_string(),
+                ])
+                .args(["--rate", "1200", "-d", "3s", "--warmup", "500ms"])
+                .args(["--interval", "500ms", "--start-at", &at])
+                .args(["--segment", &format!("{}/{AGENTS}", i + 1)])
+                // This test machine's clock need not be synchronised.
+                .arg("--allow-unsynced")
+                .arg("--out")
+                .arg(dir)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("srvprof load")
+        })
+        .collect();
+    for mut a in agents {
+        assert!(a.wait().unwrap().success());
+    }
+    let probed = probe.wait_with_output().unwrap();
+    assert!(probed.status.success());
+    let switches = nginx_switches(&nginx_pids) - switches_before;
+    drop(nginx);
+    let merged = temp_path("merged");
+    let _ = std::fs::remove_dir_all(&merged);
+    let out = Command::new(srvprof_bin())
+        .arg("merge")
+        .args(&dirs)
+        .arg(&server_dir)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let reports: Vec<serde_json::Value> = (dirs.iter())
+        .map(|d| read_json(&d.join("load.json")))
+        .collect();
+    let load = read_json(&merged.join("load.json"));
+    for r in &reports {
+        assert_eq!(n(&r["config"]["connections"]), CONNECTIONS / AGENTS as u64);
+        assert_eq!(r["config"]["run_id"], format!("start-{at}").as_str());
+        assert_eq!(r["errors"], 0, "nginx answers every request");
+    }
+    assert_eq!(
+        n(&load["completed"]),
+        reports.iter().map(|r| n(&r["completed"])).sum::<u64>()
+    );
+    assert_eq!(n(&load["config"]["connections"]), CONNECTIONS);
+    assert_eq!(load["hosts"].as_array().unwrap().len(), AGENTS);
+
+    // nginx's log of the measured window: each request's answer time, its client, its connection.
+    let from = start.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let to = from + load["duration_s"].as_f64().unwrap();
+    let log = std::fs::read_to_string(&access).unwrap();
+    let mut by_client: BTreeMap<String, (u64, BTreeSet<u64>)> = BTreeMap::new();
+    for line in log.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let t: f64 = f[0].parse().unwrap();
+        if (from..to).contains(&t) {
+            let entry = by_client.entry(f[1].to_string()).or_default();
+            entry.0 += 1;
+            entry.1.insert(f[2].parse().unwrap());
+        }
+    }
+    eprintln!(
+        "nginx's window: {:?}",
+        (by_client.iter())
+            .map(|(a, (r, c))| (a, r, c.len()))
+            .collect::<Vec<_>>()
+    );
+    for (i, r) in reports.iter().enumerate() {
+        let address = format!("10.232.0.{}", i + 2);
+        let (answered, connections) = by_client.get(&address).expect("nginx answered the agent");
+        assert_eq!(
+            connections.len() as u64,
+            CONNECTIONS / AGENTS as u64,
+            "{address}"
+        );
+        let completed = n(&r["completed"]);
+        // At each end of the window, a request in flight on each connection may fall either side.
+        assert!(
+            completed.abs_diff(*answered) <= 2 * CONNECTIONS / AGENTS as u64,
+            "{address}: the agent counted {completed}, nginx answered {answered} in the window"
+        );
+    }
+
+    // The three agents' intervals in one log, read by Java as one: its totals are the merge's.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let all = temp_path("all.hlog");
+    let mut text = std::fs::read_to_string(dirs[0].join("latency.hlog")).unwrap();
+    for d in &dirs[1..] {
+        let more = std::fs::read_to_string(d.join("latency.hlog")).unwrap();
+        text.extend(
+            more.lines()
+                .filter(|l| l.starts_with("Tag="))
+                .map(|l| format!("{l}\n")),
+        );
+    }
+    std::fs::write(&all, text).unwrap();
+    let added = java_log_processor_of(&jar, &all, &["-tag", host.trim()]);
+    let _ = std::fs::remove_file(&all);
+    let total = added.last().expect("intervals read");
+    let latency = &load["latency_us"];
+    eprintln!("merged {latency}; Java's three logs added: {total:?}");
+    assert_eq!(total.total_count, n(&latency["count"]));
+    assert_eq!(total.total_p99, n(&latency["p99"]));
+    assert_eq!(total.total_p50, n(&latency["p50"]));
+    assert_eq!(total.total_max, n(&latency["max"]));
+    let rows = java_log_processor(&jar, &merged.join("latency.hlog"));
+    crate::hdr_log::assert_java_reads_the_report(&rows, &load);
+
+    // The run on the servers' side, as `srvprof run` writes it.
+    let run = read_json(&merged.join("run.json"));
+    assert_run_json_matches_its_schema(&run);
+    assert_eq!(run["load"]["completed"], load["completed"]);
+    assert_eq!(run["load"]["latency_us"]["p99"], latency["p99"]);
+    assert!(
+        (run["target"]["pids"].as_array().unwrap()).contains(&serde_json::json!(nginx_pids[0]))
+    );
+    assert_eq!(
+        run["timeline"].as_array().unwrap().len(),
+        6,
+        "3 s in 500 ms rows"
+    );
+    let totals = &run["server"]["totals"];
+    let seen = n(&totals["voluntary_switches"]) + n(&totals["involuntary_switches"]);
+    eprintln!("probe: {seen} switches of nginx in the window; /proc: {switches} over the test");
+    assert!(seen <= switches, "{seen} > the kernel's {switches}");
+    assert!(
+        seen * 2 >= switches,
+        "{seen}: most of the kernel's {switches} fell in the window"
+    );
+    assert!(run["per_request"]["cpu_us"].as_f64().unwrap() > 0.0);
+    // The client side: the agents' own CPU and switches, added.
+    let client_switches: u64 = (reports.iter())
+        .map(|r| n(&r["client_cpu"]["voluntary_switches"]))
+        .sum();
+    assert!(client_switches > 0);
+    assert_eq!(
+        n(&run["client"]["totals"]["voluntary_switches"]),
+        client_switches
+    );
+    assert!(run["per_request"]["client"]["cpu_us"].as_f64().unwrap() > 0.0);
+    assert!(run["findings"].is_array());
+    assert!(merged.join("report.html").exists());
+    assert!(merged.join("timeline.csv").exists());
+
+    let refused = Command::new(srvprof_bin())
+        .arg("merge")
+        .args(&dirs[..2])
+        .arg(&server_dir)
+        .arg("--out")
+        .arg(temp_path("merged-two"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("segment 3/3 is missing"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    for d in dirs.iter().chain([&merged, &server_dir]) {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
