@@ -60,9 +60,17 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     let at = srvprof_loadgen::start::StartAt(start).to_rfc3339();
     let server_dir = temp_path("server");
     let _ = std::fs::remove_dir_all(&server_dir);
+    // The probe watches the load's measured window: from the agents' start and warm-up on.
+    let watch_from = srvprof_loadgen::start::StartAt(start + Duration::from_millis(500));
     let probe = Command::new(srvprof_bin())
         .args(["probe", "--pid", &nginx.pid().to_string(), "-d", "3s"])
-        .args(["--interval", "500ms", "--start-at", &at, "--allow-unsynced"])
+        .args([
+            "--interval",
+            "500ms",
+            "--start-at",
+            &watch_from.to_rfc3339(),
+        ])
+        .args(["--run-id", &format!("start-{at}"), "--allow-unsynced"])
         .arg("--out")
         .arg(&server_dir)
         .stdout(std::process::Stdio::null())
@@ -83,7 +91,9 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
                     "-c",
                     &CONNECTIONS.to_string(),
                 ])
-                .args(["--rate", "1200", "-d", "3s", "--warmup", "500ms"])
+                // Three times the rate in the middle second: a row joined to the wrong interval shows.
+                .args(["--rate", "1200:1500ms,3600:1s,1200:1s"])
+                .args(["-d", "3s", "--warmup", "500ms"])
                 .args(["--interval", "500ms", "--start-at", &at])
                 .args(["--segment", &format!("{}/{AGENTS}", i + 1)])
                 // This test machine's clock need not be synchronised.
@@ -132,14 +142,20 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     assert_eq!(load["hosts"].as_array().unwrap().len(), AGENTS);
 
     // nginx's log of the measured window: each request's answer time, its client, its connection.
-    let from = start.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let from = watch_from
+        .0
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
     let to = from + load["duration_s"].as_f64().unwrap();
     let log = std::fs::read_to_string(&access).unwrap();
     let mut by_client: BTreeMap<String, (u64, BTreeSet<u64>)> = BTreeMap::new();
+    let mut by_row = vec![0u64; 6];
     for line in log.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let t: f64 = f[0].parse().unwrap();
         if (from..to).contains(&t) {
+            by_row[(((t - from) / 0.5) as usize).min(5)] += 1;
             let entry = by_client.entry(f[1].to_string()).or_default();
             entry.0 += 1;
             entry.1.insert(f[2].parse().unwrap());
@@ -205,6 +221,28 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
         6,
         "3 s in 500 ms rows"
     );
+    // Row by row, the merged load is what nginx answered then, and the probe's rows are the
+    // same intervals: nginx switched most in the rows of the most requests.
+    let timeline = run["timeline"].as_array().unwrap();
+    let mean = n(&load["completed"]) / timeline.len() as u64;
+    let (mut busy, mut quiet) = (Vec::new(), Vec::new());
+    for (row, answered) in timeline.iter().zip(&by_row) {
+        let completed = n(&row["completed"]);
+        assert!(
+            completed.abs_diff(*answered) <= 2 * CONNECTIONS,
+            "row at {}: the agents counted {completed}, nginx answered {answered}",
+            row["t_s"]
+        );
+        let switches = row["server"]["voluntary_switches_per_s"].as_f64().unwrap();
+        match completed > mean {
+            true => busy.push(switches),
+            false => quiet.push(switches),
+        }
+    }
+    eprintln!("nginx's switches a second in busy rows {busy:?}, in quiet rows {quiet:?}");
+    assert_eq!((busy.len(), quiet.len()), (2, 4), "{by_row:?}");
+    let least_busy = busy.iter().copied().fold(f64::MAX, f64::min);
+    assert!(quiet.iter().all(|q| *q < least_busy), "{busy:?} {quiet:?}");
     let totals = &run["server"]["totals"];
     let seen = n(&totals["voluntary_switches"]) + n(&totals["involuntary_switches"]);
     eprintln!("probe: {seen} switches of nginx in the window; /proc: {switches} over the test");

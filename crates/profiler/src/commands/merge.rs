@@ -5,13 +5,43 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use srvprof_analysis::probe_output::ProbeSeries;
 use srvprof_analysis::split_run::{ServerSeries, build_split};
-use srvprof_loadgen::merge::{Agent, merge, read_agent, write_log};
+use srvprof_loadgen::merge::{Agent, MAX_START_SPREAD, merge, read_agent, write_log};
+use srvprof_loadgen::start::StartAt;
 
 use crate::error::SrvprofError;
 use crate::output;
+
+/// Whether a server's probe watched from the load's measured window's start (its `start_at`,
+/// probe.json's), within MAX_START_SPREAD: else its rows would join the wrong load intervals.
+fn aligned(
+    dir: &Path,
+    watched_from: Option<&str>,
+    measured_from: SystemTime,
+) -> Result<(), String> {
+    let load = StartAt(measured_from).to_rfc3339();
+    let Some(text) = watched_from else {
+        return Err(format!(
+            "{} was probed without --start-at: run `srvprof probe --start-at {load}` with the agents' --run-id, so that its intervals are the load's",
+            dir.display()
+        ));
+    };
+    let probe = StartAt::parse(text).map_err(|e| format!("{}: start_at {e}", dir.display()))?;
+    let apart = match probe.0.duration_since(measured_from) {
+        Ok(d) => d,
+        Err(e) => e.duration(),
+    };
+    if apart > MAX_START_SPREAD {
+        return Err(format!(
+            "{} watched from {text} but the load measured from {load} (the agents' --start-at plus --ramp-up and --warmup): run `srvprof probe --start-at {load}` with the agents' --run-id (srvprof plan does)",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
 
 /// A server host's folder: its probe.json, and the run id and host it names.
 struct ServerSide {
@@ -73,6 +103,7 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
     }
     let mut series = Vec::new();
     for s in &servers {
+        aligned(&s.dir, s.json["start_at"].as_str(), merged.start).map_err(SrvprofError::Usage)?;
         let probe = s.series()?;
         let (theirs, ours) = (probe.series.interval(), merged.report.config.interval_s);
         if (theirs.as_secs_f64() - ours).abs() > 1e-6 {
@@ -152,4 +183,31 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
     }
     let _ = writeln!(stdout, "wrote {}", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_probe_joins_the_load_only_from_the_start_of_its_window() {
+        let dir = Path::new("server-1");
+        let load = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let at = |ms: u64| StartAt(load + Duration::from_millis(ms)).to_rfc3339();
+        let before = StartAt(load - Duration::from_millis(500)).to_rfc3339();
+        assert_eq!(aligned(dir, Some(&at(0)), load), Ok(()));
+        assert_eq!(aligned(dir, Some(&at(8)), load), Ok(()));
+        let late = aligned(dir, Some(&at(500)), load).unwrap_err();
+        assert!(
+            late.contains("--start-at 2027-01-15T08:00:00.000Z"),
+            "{late}"
+        );
+        assert!(aligned(dir, Some(&before), load).is_err());
+        let none = aligned(dir, None, load).unwrap_err();
+        assert!(none.contains("without --start-at"), "{none}");
+        for e in [late, none] {
+            assert_eq!(e.lines().count(), 1);
+        }
+    }
 }
