@@ -337,8 +337,8 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
     /// The client hosts: how many (kubernetes), or their names (ssh, pdsh): 3, or a,b,c.
-    #[arg(long, value_name = "N|HOST,...", value_parser = crate::commands::plan::Hosts::parse, help_heading = "Plan")]
-    pub hosts: crate::commands::plan::Hosts,
+    #[arg(long, value_name = "N|HOST,...", value_parser = Hosts::parse, help_heading = "Plan")]
+    pub hosts: Hosts,
     /// The shell command printing the server's PIDs on its host, e.g. 'pgrep nginx'.
     #[arg(long, value_name = "COMMAND", help_heading = "Plan")]
     pub server_pids_from: String,
@@ -377,6 +377,38 @@ pub struct PlanArgs {
     /// Write the manifests (or run.sh) to DIR instead of standard output.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
+}
+
+/// `--hosts`: how many client hosts, or their names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    Count(u64),
+    Names(Vec<String>),
+}
+
+impl Hosts {
+    pub fn parse(text: &str) -> Result<Hosts, String> {
+        if text.chars().all(|c| c.is_ascii_digit()) && !text.is_empty() {
+            return match text.parse() {
+                Ok(0) | Err(_) => Err(format!("`{text}` client hosts: give 1 or more")),
+                Ok(n) => Ok(Hosts::Count(n)),
+            };
+        }
+        let names: Vec<String> = text.split(',').map(|h| h.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(format!(
+                "`{text}` is neither a number of hosts nor a list of names like a,b,c"
+            ));
+        }
+        Ok(Hosts::Names(names))
+    }
+
+    pub fn count(&self) -> u64 {
+        match self {
+            Hosts::Count(n) => *n,
+            Hosts::Names(names) => names.len() as u64,
+        }
+    }
 }
 
 /// What `srvprof plan` renders.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use srvprof_loadgen::cli::LoadArgs;
 use srvprof_loadgen::start::StartAt;
 
-use crate::cli::{PlanArgs, PlanFormat};
+use crate::cli::{Hosts, PlanArgs, PlanFormat};
 use crate::error::SrvprofError;
 
 pub const JOB_TEMPLATE: &str = include_str!("../../../../deploy/kubernetes/load-agents-job.yaml");
@@ -26,38 +26,6 @@ pub const DAEMONSET_FILE: &str = "probe-daemonset.yaml";
 pub const SCRIPT_FILE: &str = "run.sh";
 /// Where the pods mount the results volume.
 const MOUNT: &str = "/srvprof";
-
-/// `--hosts`: how many client hosts, or their names.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Hosts {
-    Count(u64),
-    Names(Vec<String>),
-}
-
-impl Hosts {
-    pub fn parse(text: &str) -> Result<Hosts, String> {
-        if text.chars().all(|c| c.is_ascii_digit()) && !text.is_empty() {
-            return match text.parse() {
-                Ok(0) | Err(_) => Err(format!("`{text}` client hosts: give 1 or more")),
-                Ok(n) => Ok(Hosts::Count(n)),
-            };
-        }
-        let names: Vec<String> = text.split(',').map(|h| h.trim().to_string()).collect();
-        if names.iter().any(String::is_empty) {
-            return Err(format!(
-                "`{text}` is neither a number of hosts nor a list of names like a,b,c"
-            ));
-        }
-        Ok(Hosts::Names(names))
-    }
-
-    pub fn count(&self) -> u64 {
-        match self {
-            Hosts::Count(n) => *n,
-            Hosts::Names(names) => names.len() as u64,
-        }
-    }
-}
 
 /// One split run, resolved: what every host is given.
 #[derive(Debug)]
@@ -168,7 +136,7 @@ fn measured_duration(load: &LoadArgs) -> Result<Duration, SrvprofError> {
 fn duration_text(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{}s", d.as_secs())
-    } else if d.as_nanos() % 1_000_000 == 0 {
+    } else if d.as_nanos().is_multiple_of(1_000_000) {
         format!("{}ms", d.as_millis())
     } else {
         format!("{}us", d.as_micros())
