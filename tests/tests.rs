@@ -13,7 +13,8 @@
 //! - stacks, report, plots, pprof: stacks, flamegraphs, report.html and the pprof export;
 //! - observer, stalls, long_runs: what watching costs: CPU, stalls, memory over time;
 //! - reliability: every exit path detaches and keeps what was measured;
-//! - hdr_log, http2, targets, tls: the load generator's outputs and protocols.
+//! - hdr_log, http2, targets, tls: the load generator's outputs and protocols;
+//! - plan: `srvprof plan`'s manifests and scripts, checked as files (no cluster runs here).
 
 mod causes;
 mod crosscheck;
@@ -23,6 +24,7 @@ mod http2;
 mod long_runs;
 mod observer;
 mod offcpu_crosscheck;
+mod plan;
 mod plots;
 mod pprof;
 mod probe_cli;

@@ -34,6 +34,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "musl-tools",
     // h2load: `cargo xtask bench loadgen` compares srvprof's HTTP/2 with it.
     "nghttp2-client",
+    // tests/plan.rs installs PyPI's kubernetes-validate into a venv under the target dir.
+    "python3-venv",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";

@@ -63,6 +63,8 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Render one split run for Kubernetes (an Indexed Job, a DaemonSet), ssh or pdsh.
+    Plan(PlanArgs),
     /// Check every prerequisite (privileges, BTF, limits, each eBPF program) and say how to fix what fails.
     Check(CheckArgs),
     /// What a finding's kind means, its evidence, the usual fix and its rule (all kinds without one).
@@ -325,6 +327,99 @@ pub struct ProbeArgs {
     pub force: bool,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
+}
+
+/// `srvprof plan URL [load options]`: one split run, every host given the same start.
+#[derive(Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// The URL the load agents load, e.g. http://server:8080/
+    pub url: String,
+    #[command(flatten)]
+    pub load: srvprof_loadgen::cli::LoadArgs,
+    /// The client hosts: how many (kubernetes), or their names (ssh, pdsh): 3, or a,b,c.
+    #[arg(long, value_name = "N|HOST,...", value_parser = Hosts::parse, help_heading = "Plan")]
+    pub hosts: Hosts,
+    /// The shell command printing the server's PIDs on its host, e.g. 'pgrep nginx'.
+    #[arg(long, value_name = "COMMAND", help_heading = "Plan")]
+    pub server_pids_from: String,
+    /// What to render: kubernetes (manifests), ssh or pdsh (a shell script).
+    #[arg(long, value_enum, default_value = "kubernetes", help_heading = "Plan")]
+    pub format: PlanFormat,
+    /// ssh, pdsh: the server hosts' names, comma-separated.
+    #[arg(
+        long,
+        value_name = "HOST,...",
+        value_delimiter = ',',
+        help_heading = "Plan"
+    )]
+    pub servers: Vec<String>,
+    /// kubernetes: the image with srvprof on its PATH, sh, and what --server-pids-from runs.
+    #[arg(long, help_heading = "Plan")]
+    pub image: Option<String>,
+    /// kubernetes: the namespace of the Job and the DaemonSet.
+    #[arg(long, default_value = "default", help_heading = "Plan")]
+    pub namespace: String,
+    /// kubernetes: the node label of the server's nodes, where the probes run (no agent does).
+    #[arg(
+        long,
+        value_name = "KEY=VALUE",
+        default_value = "srvprof/server=true",
+        help_heading = "Plan"
+    )]
+    pub server_label: String,
+    /// The folder each host writes its results under [default: /var/lib/srvprof on each node
+    /// (kubernetes), srvprof-runs in the login's home (ssh, pdsh)].
+    #[arg(long, value_name = "DIR", help_heading = "Plan")]
+    pub results: Option<String>,
+    /// kubernetes: a ReadWriteMany PersistentVolumeClaim every pod writes to, not a node folder.
+    #[arg(long, value_name = "NAME", help_heading = "Plan")]
+    pub claim: Option<String>,
+    /// Write the manifests (or run.sh) to DIR instead of standard output.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub out: Option<PathBuf>,
+}
+
+/// `--hosts`: how many client hosts, or their names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    Count(u64),
+    Names(Vec<String>),
+}
+
+impl Hosts {
+    pub fn parse(text: &str) -> Result<Hosts, String> {
+        if text.chars().all(|c| c.is_ascii_digit()) && !text.is_empty() {
+            return match text.parse() {
+                Ok(0) | Err(_) => Err(format!("`{text}` client hosts: give 1 or more")),
+                Ok(n) => Ok(Hosts::Count(n)),
+            };
+        }
+        let names: Vec<String> = text.split(',').map(|h| h.trim().to_string()).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(format!(
+                "`{text}` is neither a number of hosts nor a list of names like a,b,c"
+            ));
+        }
+        Ok(Hosts::Names(names))
+    }
+
+    pub fn count(&self) -> u64 {
+        match self {
+            Hosts::Count(n) => *n,
+            Hosts::Names(names) => names.len() as u64,
+        }
+    }
+}
+
+/// What `srvprof plan` renders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlanFormat {
+    /// An Indexed Job for the load agents and a DaemonSet for the probes.
+    Kubernetes,
+    /// A shell script: one ssh line per host, then the folders fetched and merged.
+    Ssh,
+    /// The same with pdsh, whose output names each line's host.
+    Pdsh,
 }
 
 #[derive(Args, Debug, Clone)]

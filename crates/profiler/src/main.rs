@@ -29,6 +29,12 @@ fn main() -> ExitCode {
         Command::Merge { dirs, out, force } => {
             commands::merge::run(dirs, out, *force).map(|_| ExitCode::SUCCESS)
         }
+        Command::Plan(args) => {
+            let plan = matches
+                .subcommand_matches("plan")
+                .expect("the plan command's options");
+            commands::plan::run(args, plan).map(|_| ExitCode::SUCCESS)
+        }
         Command::Completions { shell } => {
             print!("{}", srvprof::cli::completions(*shell));
             Ok(ExitCode::SUCCESS)

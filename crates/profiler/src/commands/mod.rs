@@ -4,6 +4,7 @@ pub mod check;
 pub mod compare;
 pub mod explain;
 pub mod merge;
+pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod run;
