@@ -8,6 +8,7 @@ use crate::probe_output::ProbeSeries;
 use crate::run_report::{
     Observed, PerRequest, RunReport, ServerHost, SyscallPerRequest, TargetInfo, build, per_request,
 };
+use crate::stacks::FoldedStacks;
 
 /// One server host's kernel series, as `srvprof probe --out` left it.
 pub struct ServerSeries {
@@ -15,18 +16,24 @@ pub struct ServerSeries {
     pub probe: ProbeSeries,
 }
 
-/// The run report of a split run: the first server host's timeline, kernel figures and findings'
-/// evidence; per-request costs over every server host; each host's figures in `servers`.
-pub fn build_split(load: LoadReport, servers: &[ServerSeries], notes: Vec<String>) -> RunReport {
-    let reports: Vec<RunReport> = (servers.iter())
-        .map(|s| {
+/// The run report of a split run: the first server host's timeline, kernel figures, stacks and
+/// findings' evidence; per-request costs over every server host; each host's figures in
+/// `servers`.
+pub fn build_split(
+    load: LoadReport,
+    servers: &[ServerSeries],
+    first_stacks: Option<&FoldedStacks>,
+    notes: Vec<String>,
+) -> RunReport {
+    let reports: Vec<RunReport> = (servers.iter().enumerate())
+        .map(|(i, s)| {
             let target = TargetInfo {
                 pids: s.probe.pids.clone(),
                 url: load.config.url.clone(),
                 cmd: None,
             };
             let observed = Observed {
-                stacks: None,
+                stacks: first_stacks.filter(|_| i == 0),
                 observer: s.probe.observer.clone(),
             };
             build(

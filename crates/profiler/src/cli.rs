@@ -325,6 +325,13 @@ pub struct ProbeArgs {
     /// Overwrite DIR/probe.json even if srvprof did not write it.
     #[arg(long, help_heading = "Output")]
     pub force: bool,
+    /// The targets' on- and off-CPU stacks: on or off. With --out, written to DIR for
+    /// `srvprof merge` (flamegraphs, where p99's time went).
+    #[arg(long = "stacks", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set, help_heading = "Probes")]
+    pub stacks: bool,
+    /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
+    #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
+    pub freq: u64,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
 }

@@ -120,10 +120,14 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
     }
     output::check_can_create(out)?;
     output::create_dir(out)?;
-    let report =
-        (!series.is_empty()).then(|| build_split(merged.report.clone(), &series, Vec::new()));
+    // The first server host's stacks, as its figures are the report's (split_run).
+    let stacks = (servers.first())
+        .map(|s| output::stacks::read_dir(&s.dir))
+        .filter(|s| !s.oncpu.is_empty() || !s.offcpu.is_empty());
+    let report = (!series.is_empty())
+        .then(|| build_split(merged.report.clone(), &series, stacks.as_ref(), Vec::new()));
     if let Some(report) = &report {
-        super::run::write_run(out, report, None, force)?;
+        super::run::write_run(out, report, stacks.as_ref(), force)?;
     }
     let json = serde_json::to_string_pretty(&merged.report).expect("a report serializes");
     output::write_atomic(&out.join("load.json"), json.as_bytes(), force)?;

@@ -11,6 +11,7 @@ use crate::error::SrvprofError;
 use crate::probes::{ProbeTargets, Probes, tcp::AcceptWaits};
 use crate::render::text;
 use crate::sampler::Sampler;
+use crate::stacks::{perf_map::StartMaps, symbolize};
 use crate::{clock, output, procfs};
 use srvprof_analysis::kernel_report::kernel_report;
 use srvprof_analysis::probe_output::{ProbeOutput, ProbeSeries};
@@ -39,9 +40,16 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         .map(|a| a.port())
         .collect();
     ports.dedup();
+    // The JVMs' perf maps as they are now (with stacks only: naming is for them).
+    let jit_maps = match args.stacks {
+        true => StartMaps::take(&pids),
+        false => StartMaps::default(),
+    };
+    notes.extend(jit_maps.notes.iter().cloned());
     let targets = ProbeTargets {
         server_pids: pids.clone(),
         tcp_ports: ports.clone(),
+        stack_sample_hz: args.stacks.then_some(args.freq),
         skip_syscalls: !args.syscalls.on,
         sampled_window: args.syscalls.sampled_window(args.interval),
         skip: args.syscalls.skip.clone(),
@@ -69,6 +77,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     let start_ns = clock::monotonic_ns();
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);
+    (sampler.probes_mut()).set_stack_grid(start_ns, args.interval.as_nanos() as u64);
     let mut series = ReadingSeries::on_grid(start_ns, args.interval);
     let mut first = sampler.take_reading(false)?;
     first.due_ns = Some(start_ns);
@@ -126,6 +135,10 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             started.elapsed().as_secs_f64()
         ));
     }
+    let stacks = match args.stacks {
+        true => symbolize::read_named(sampler.probes_mut(), &jit_maps),
+        false => None,
+    };
     let observer = srvprof_analysis::observer::cost(&sampler.observer());
     let (Some(first), Some(last)) = (series.first(), series.last()) else {
         unreachable!("the series holds the first sample")
@@ -181,6 +194,9 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         output::write_atomic(path, json.as_bytes(), args.force)?;
         if let Some(text) = series_json {
             output::write_atomic(&dir.join("series.json"), text.as_bytes(), args.force)?;
+        }
+        if let Some(stacks) = &stacks {
+            output::stacks::write_dir(stacks, dir, args.force)?;
         }
     }
     Ok(())

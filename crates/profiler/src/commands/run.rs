@@ -14,10 +14,7 @@ use crate::probes::{ProbeTargets, Probes, tcp::AcceptWaits};
 use crate::render;
 use crate::render::run_text;
 use crate::sampler::Sampler;
-use crate::stacks::{
-    perf_map::{self, StartMaps},
-    symbolize,
-};
+use crate::stacks::{perf_map::StartMaps, symbolize};
 use crate::{clock, output};
 use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
 use srvprof_analysis::series::ReadingSeries;
@@ -293,21 +290,7 @@ fn sample_every(
     }
     drop(realtime);
     eprintln!("srvprof: load done; reading stacks");
-    let stacks = match sampler.probes_mut().read_stacks() {
-        Ok(raw) => raw.map(|raw| {
-            // The JVMs write their maps again, with the code compiled during the run.
-            let tgids: std::collections::BTreeSet<u32> = (raw.oncpu.stacks.iter())
-                .chain(&raw.offcpu.stacks)
-                .map(|(k, _)| k.tgid)
-                .collect();
-            let _ = perf_map::refresh(&tgids.into_iter().collect::<Vec<_>>());
-            symbolize::fold(&raw, jit_maps)
-        }),
-        Err(e) => {
-            eprintln!("srvprof: no stacks: {e}");
-            None
-        }
-    };
+    let stacks = symbolize::read_named(sampler.probes_mut(), jit_maps);
     let observer = sampler.observer();
     let exits = sampler.finish();
     Sampled {

@@ -34,6 +34,26 @@ pub const COLLIDED_USER_FRAME: &str = "[user stack lost: stack table bucket take
 /// JIT code is named from perf maps (`maps`: the JVMs' maps from the run's start, merged with
 /// each process's map now). Each stack is named once, with its values per interval of the run
 /// (their starts in ms since the measured window's start).
+/// The probes' stacks of the run, named (`run` and `probe` alike): the JVMs' perf maps read
+/// again first, with the code compiled during the run. None without stacks, or with a sentence
+/// on stderr when they could not be read.
+pub fn read_named(probes: &mut crate::probes::Probes, maps: &StartMaps) -> Option<FoldedStacks> {
+    match probes.read_stacks() {
+        Ok(raw) => raw.map(|raw| {
+            let tgids: std::collections::BTreeSet<u32> = (raw.oncpu.stacks.iter())
+                .chain(&raw.offcpu.stacks)
+                .map(|(k, _)| k.tgid)
+                .collect();
+            let _ = super::perf_map::refresh(&tgids.into_iter().collect::<Vec<_>>());
+            fold(&raw, maps)
+        }),
+        Err(e) => {
+            eprintln!("srvprof: no stacks: {e}");
+            None
+        }
+    }
+}
+
 pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
     let symbolizer = Symbolizer::builder().enable_code_info(false).build();
     let keys = (raw.oncpu.stacks.iter())
