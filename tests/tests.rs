@@ -13,7 +13,8 @@
 //! - stacks, report, plots, pprof: stacks, flamegraphs, report.html and the pprof export;
 //! - observer, stalls, long_runs: what watching costs: CPU, stalls, memory over time;
 //! - reliability: every exit path detaches and keeps what was measured;
-//! - hdr_log, http2, targets, tls: the load generator's outputs and protocols.
+//! - hdr_log, http2, targets, tls: the load generator's outputs and protocols;
+//! - remote_write: the load's figures pushed live, read back from Prometheus.
 
 mod causes;
 mod crosscheck;
@@ -28,6 +29,7 @@ mod pprof;
 mod probe_cli;
 mod probes;
 mod reliability;
+mod remote_write;
 mod report;
 mod resets;
 mod run_cli;

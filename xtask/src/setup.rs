@@ -34,6 +34,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "musl-tools",
     // h2load: `cargo xtask bench loadgen` compares srvprof's HTTP/2 with it.
     "nghttp2-client",
+    // tests/remote_write.rs pushes to Prometheus's remote-write receiver and queries it back.
+    "prometheus",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";
