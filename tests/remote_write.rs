@@ -13,7 +13,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use srvprof_integration::{Server, assert_success, free_port, read_json, srvprof_bin};
+use srvprof_integration::{
+    RunArgs, Server, assert_run_json_matches_its_schema, assert_success, free_port, read_json,
+    require_root, srvprof_bin,
+};
 
 /// A native histogram bucket's width at the schema pushed (5): a quantile lands within one.
 const BUCKET_RATIO: f64 = 1.021_897_148_654_116_7; // 2^(1/32)
@@ -293,6 +296,43 @@ fn prometheus_holds_each_agents_figures_and_their_sum_is_the_merged_run() {
     for dir in dirs.iter().chain([&merged]) {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// `srvprof run` pushes its load's figures as `load` does: Prometheus's counter is run.json's
+/// completed (warmup answers carried in included), and run.json with its `remote_write` matches
+/// the schema.
+#[test]
+fn the_run_command_pushes_its_loads_figures() {
+    require_root();
+    let prometheus = Prometheus::start();
+    let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
+    let run_id = format!("remote-write-run-{}", std::process::id());
+    let run = RunArgs::pid(nginx.pid())
+        .load(4, "2s", "500ms")
+        .args(&[
+            "--interval",
+            "500ms",
+            "--stacks",
+            "off",
+            "--run-id",
+            &run_id,
+        ])
+        .args(&["--remote-write", &prometheus.write_url()])
+        .run_ok("remote-write");
+    assert_run_json_matches_its_schema(&run);
+    let load = &run["load"];
+    assert_eq!(
+        load["remote_write"]["failed"], 0,
+        "{}",
+        load["remote_write"]
+    );
+    let counter = format!("srvprof_requests_completed_total{{run=\"{run_id}\"}}");
+    assert_eq!(prometheus.value(&counter), n(&load["completed"]) as f64);
+    let count = format!("histogram_count(srvprof_latency_seconds{{run=\"{run_id}\"}})");
+    assert_eq!(
+        prometheus.value(&count),
+        n(&load["latency_us"]["count"]) as f64
+    );
 }
 
 /// A receiver that is not there: the run goes on and succeeds, and its report says in one

@@ -159,6 +159,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     if samples.len() < 2 {
         notes.push("the run ended before a full interval was measured".into());
     }
+    if let Some(error) = load.remote_write.as_ref().and_then(|rw| rw.error.as_ref()) {
+        notes.push(error.clone());
+    }
     let target = TargetInfo {
         pids,
         url,
