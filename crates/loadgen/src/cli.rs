@@ -122,10 +122,10 @@ pub struct LoadArgs {
     #[arg(
         long = "remote-write",
         value_name = "URL",
-        value_parser = crate::remote_write::Endpoint::parse,
+        value_parser = crate::http_push::Endpoint::parse,
         help_heading = "Output"
     )]
-    pub remote_write: Option<crate::remote_write::Endpoint>,
+    pub remote_write: Option<crate::http_push::Endpoint>,
 
     /// Accept any server certificate (the handshake itself is unchanged).
     #[arg(long = "insecure", short = 'k', help_heading = "TLS")]

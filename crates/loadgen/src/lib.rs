@@ -39,6 +39,7 @@ engine! {
     mod error;
     mod hdr_log;
     mod histogram;
+    pub mod http_push;
     mod http2;
     mod http1;
     mod hyper_client;

@@ -21,12 +21,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 
 use crate::error::LoadError;
+use crate::http_push::Endpoint;
 use crate::report::{ErrorKind, RemoteWriteSummary};
 
 /// Buckets 2^(1/32) wide: 2.2 % apart, where HdrHistogram's 3 digits keep 0.1 %; a latency's
@@ -36,55 +34,6 @@ pub const SCHEMA: i32 = 5;
 /// A push without an answer by then has failed: the run's end waits for the last one at most
 /// this long.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The receiver's answer quoted in a failure, at most this many bytes of it.
-const QUOTED_ANSWER: usize = 300;
-
-/// A remote-write endpoint: `http://host[:port]/path`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Endpoint {
-    pub url: String,
-    host: String,
-    port: u16,
-    /// `host[:port]` as the Host header carries it.
-    authority: String,
-    path_and_query: String,
-}
-
-impl Endpoint {
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
-        let uri: hyper::Uri = text
-            .parse()
-            .map_err(|e| format!("`{text}` is not a URL like http://prometheus:9090/api/v1/write: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "`{text}`: remote write over https is not supported yet; give the receiver's plain http:// address (or a local TLS proxy's)"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "`{text}` is not an http:// URL like http://prometheus:9090/api/v1/write"
-                ));
-            }
-        }
-        let authority = uri
-            .authority()
-            .filter(|a| !a.host().is_empty())
-            .ok_or_else(|| format!("`{text}` names no host"))?;
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
-        Ok(Endpoint {
-            url: text.to_string(),
-            host: host.to_string(),
-            port: authority.port_u16().unwrap_or(80),
-            authority: authority.as_str().to_string(),
-            path_and_query: uri
-                .path_and_query()
-                .map_or("/".to_string(), |p| p.as_str().to_string()),
-        })
-    }
-}
 
 /// The labels of every series one agent pushes.
 #[derive(Clone, Debug)]
@@ -205,42 +154,12 @@ fn push_loop(
 
 /// POST one compressed WriteRequest; Ok on a 2xx answer.
 async fn post(endpoint: &Endpoint, body: Vec<u8>) -> Result<(), String> {
-    let stream = tokio::net::TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-        .await
-        .map_err(|e| format!("cannot connect to {}: {e}", endpoint.authority))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP handshake with {}: {e}", endpoint.authority))?;
-    // The connection's I/O, polled beside the request; it ends with the exchange.
-    let conn = tokio::spawn(conn);
-    let request = hyper::Request::post(endpoint.path_and_query.as_str())
-        .header(hyper::header::HOST, endpoint.authority.as_str())
-        .header(hyper::header::CONTENT_ENCODING, "snappy")
-        .header(hyper::header::CONTENT_TYPE, "application/x-protobuf")
-        .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-        .header(
-            hyper::header::USER_AGENT,
-            concat!("srvprof/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("cannot build the request: {e}"))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("{} did not answer: {e}", endpoint.authority))?;
-    let status = response.status();
-    let answer = response
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    conn.abort();
-    if status.is_success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&answer[..answer.len().min(QUOTED_ANSWER)]);
-    Err(format!("the receiver answered {status}: {}", text.trim()))
+    let headers = [
+        ("Content-Encoding", "snappy"),
+        ("Content-Type", "application/x-protobuf"),
+        ("X-Prometheus-Remote-Write-Version", "0.1.0"),
+    ];
+    crate::http_push::post(endpoint, endpoint.path_and_query(), &headers, body).await
 }
 
 /// The native-histogram bucket of a positive value at `schema`: bucket i holds
@@ -655,15 +574,6 @@ mod tests {
         assert_eq!(last.positive_deltas, [3, -2, 0]);
         // Pushed points are gone: the next request holds only new ones.
         assert!(series.take_request().timeseries.is_empty());
-    }
-
-    #[test]
-    fn only_http_urls_are_taken() {
-        let e = Endpoint::parse("http://127.0.0.1:9090/api/v1/write").unwrap();
-        assert_eq!((e.host.as_str(), e.port, e.path_and_query.as_str()), ("127.0.0.1", 9090, "/api/v1/write"));
-        assert_eq!(Endpoint::parse("http://[::1]/w").unwrap().host, "::1");
-        assert!(Endpoint::parse("https://x/api/v1/write").unwrap_err().contains("https"));
-        assert!(Endpoint::parse("prometheus:9090").is_err());
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub struct LoadConfig {
     pub hdr_log: Option<std::path::PathBuf>,
     /// Push each interval's figures to this Prometheus remote-write receiver
     /// (`--remote-write`), labelled with the run id, the segment and this host.
-    pub remote_write: Option<crate::remote_write::Endpoint>,
+    pub remote_write: Option<crate::http_push::Endpoint>,
     /// https: trusted CAs, client certificate, resumption, SNI.
     pub tls: crate::tls::TlsOptions,
     /// HTTP/2: over TLS with ALPN h2 for https URLs, cleartext with prior knowledge (h2c) for
