@@ -10,7 +10,8 @@
 //! - crosscheck, offcpu_crosscheck: the same figures as libbpf-tools and the scheduler's own;
 //! - run_cli, faults, resets, causes: `srvprof run` on servers with a known cause, and the
 //!   finding that names it;
-//! - stacks, report, plots, pprof: stacks, flamegraphs, report.html and the pprof export;
+//! - stacks, report, plots, pprof, pyroscope: stacks, flamegraphs, report.html, the pprof export
+//!   and its push to Pyroscope;
 //! - observer, stalls, long_runs: what watching costs: CPU, stalls, memory over time;
 //! - reliability: every exit path detaches and keeps what was measured;
 //! - hdr_log, http2, targets, tls: the load generator's outputs and protocols;
@@ -28,6 +29,7 @@ mod plots;
 mod pprof;
 mod probe_cli;
 mod probes;
+mod pyroscope;
 mod reliability;
 mod remote_write;
 mod report;
