@@ -10,11 +10,13 @@
 //! - crosscheck, offcpu_crosscheck: the same figures as libbpf-tools and the scheduler's own;
 //! - run_cli, faults, resets, causes: `srvprof run` on servers with a known cause, and the
 //!   finding that names it;
-//! - stacks, report, plots, pprof: stacks, flamegraphs, report.html and the pprof export;
+//! - stacks, report, plots, pprof, pyroscope: stacks, flamegraphs, report.html, the pprof export
+//!   and its push to Pyroscope;
 //! - observer, stalls, long_runs: what watching costs: CPU, stalls, memory over time;
 //! - reliability: every exit path detaches and keeps what was measured;
 //! - hdr_log, http2, targets, tls: the load generator's outputs and protocols;
 //! - plan: `srvprof plan`'s manifests and scripts, checked as files (no cluster runs here).
+//! - remote_write: the load's figures pushed live, read back from Prometheus.
 
 mod causes;
 mod crosscheck;
@@ -29,7 +31,9 @@ mod plots;
 mod pprof;
 mod probe_cli;
 mod probes;
+mod pyroscope;
 mod reliability;
+mod remote_write;
 mod report;
 mod resets;
 mod run_cli;

@@ -36,6 +36,8 @@ pub const DEBIAN_PACKAGES: &[&str] = &[
     "nghttp2-client",
     // tests/plan.rs installs PyPI's kubernetes-validate into a venv under the target dir.
     "python3-venv",
+    // tests/remote_write.rs pushes to Prometheus's remote-write receiver and queries it back.
+    "prometheus",
 ];
 
 const BPF_LINKER_VERSION: &str = "0.13.0";

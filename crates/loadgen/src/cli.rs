@@ -113,6 +113,20 @@ pub struct LoadArgs {
     #[arg(long = "hdr-log", value_name = "FILE", help_heading = "Output")]
     pub hdr_log: Option<std::path::PathBuf>,
 
+    /// Push each --interval's figures live to a Prometheus remote-write URL (http://.../api/v1/write).
+    ///
+    /// Requests completed, errors by kind, throughput, and the latency as a native histogram,
+    /// labelled run, segment and host: `sum` adds a split run's agents up. A failed push is noted
+    /// in the report, never failing the run. Without --run-id or --start-at the run id is made
+    /// from the start time.
+    #[arg(
+        long = "remote-write",
+        value_name = "URL",
+        value_parser = crate::http_push::Endpoint::parse,
+        help_heading = "Output"
+    )]
+    pub remote_write: Option<crate::http_push::Endpoint>,
+
     /// Accept any server certificate (the handshake itself is unchanged).
     #[arg(long = "insecure", short = 'k', help_heading = "TLS")]
     pub insecure: bool,
@@ -223,6 +237,7 @@ impl Default for LoadArgs {
             interval: Duration::from_secs(1),
             engine: crate::Engine::Builtin,
             hdr_log: None,
+            remote_write: None,
             insecure: false,
             cacert: None,
             cert: None,
@@ -298,7 +313,12 @@ impl LoadArgs {
             segment,
             start_at: self.start_at,
             allow_unsynced: self.allow_unsynced,
-            run_id: crate::start::run_id(self.run_id.as_deref(), self.start_at),
+            // The pushed series need a run to be told apart by.
+            run_id: crate::start::run_id(self.run_id.as_deref(), self.start_at).or_else(|| {
+                self.remote_write
+                    .as_ref()
+                    .map(|_| crate::start::run_id_from_now())
+            }),
             // One thread per pinned CPU: two threads on one CPU only take turns.
             threads: self.threads.unwrap_or_else(|| match &self.cpus {
                 Some(list) if !list.0.is_empty() => list.0.len(),
@@ -318,6 +338,7 @@ impl LoadArgs {
             interval: self.interval,
             engine: self.engine,
             hdr_log: self.hdr_log.clone(),
+            remote_write: self.remote_write.clone(),
             tls: crate::tls::TlsOptions {
                 insecure: self.insecure,
                 cacert: self.cacert.clone(),

@@ -22,8 +22,8 @@ mod report;
 
 pub use report::{
     ClientCpu, ClockState, ConfigEcho, Engine, ErrorKind, HostShare, Http2Summary, LatencySummary,
-    LoadReport, LoadRow, OpenLoopSummary, Protocol, SpectrumPoint, TargetStats, TargetsSummary,
-    TlsSummary,
+    LoadReport, LoadRow, OpenLoopSummary, Protocol, RemoteWriteSummary, SpectrumPoint, TargetStats,
+    TargetsSummary, TlsSummary,
 };
 
 /// Each item only with the `engine` feature (the load generator itself).
@@ -39,6 +39,7 @@ engine! {
     mod error;
     mod hdr_log;
     mod histogram;
+    pub mod http_push;
     mod http2;
     mod http1;
     mod hyper_client;
@@ -49,6 +50,7 @@ engine! {
     pub mod printer;
     mod progress;
     pub mod rate;
+    pub mod remote_write;
     mod protocol;
     mod request;
     mod request_loop;

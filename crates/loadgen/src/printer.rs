@@ -165,6 +165,22 @@ fn write_text(r: &LoadReport, out: &mut impl Write) -> std::io::Result<()> {
             ""
         }
     )?;
+    if let Some(rw) = &r.remote_write {
+        let run = r.config.run_id.as_deref().unwrap_or_default();
+        match &rw.error {
+            None => writeln!(
+                out,
+                "Remote write: {} pushes to {} (run=\"{run}\")",
+                rw.pushes, rw.url
+            )?,
+            Some(error) => writeln!(
+                out,
+                "Remote write: {} of {} pushes failed, their intervals' points lost: {error}",
+                rw.failed,
+                rw.pushes + rw.failed
+            )?,
+        }
+    }
     if r.stopped_early {
         writeln!(
             out,

@@ -414,6 +414,23 @@ pub struct LoadReport {
     /// A merged split run (`srvprof merge`): each client host's share, as its own report had it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<HostShare>,
+    /// `--remote-write`: how the live pushes of each interval's figures went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_write: Option<RemoteWriteSummary>,
+}
+
+/// The pushes of `--remote-write`: a failed one loses only its intervals' points (the next
+/// carries the running totals on) and never fails the run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct RemoteWriteSummary {
+    pub url: String,
+    /// Pushes the receiver accepted.
+    pub pushes: u64,
+    /// Pushes that failed (no connection, no answer in time, an answer other than 2xx).
+    pub failed: u64,
+    /// The first failure, in one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One client host's share of a merged run: a slow host or an uneven split shows here.

@@ -61,6 +61,9 @@ pub struct LoadConfig {
     pub engine: Engine,
     /// Also write each interval's latency here as an HdrHistogram interval log (`--hdr-log`).
     pub hdr_log: Option<std::path::PathBuf>,
+    /// Push each interval's figures to this Prometheus remote-write receiver
+    /// (`--remote-write`), labelled with the run id, the segment and this host.
+    pub remote_write: Option<crate::http_push::Endpoint>,
     /// https: trusted CAs, client certificate, resumption, SNI.
     pub tls: crate::tls::TlsOptions,
     /// HTTP/2: over TLS with ALPN h2 for https URLs, cleartext with prior knowledge (h2c) for
@@ -99,6 +102,7 @@ impl Default for LoadConfig {
             interval: Duration::from_secs(1),
             engine: Engine::Builtin,
             hdr_log: None,
+            remote_write: None,
             tls: crate::tls::TlsOptions {
                 resumption: true,
                 ..Default::default()
@@ -309,6 +313,20 @@ pub fn run_with_progress(
         tls,
     });
 
+    let remote_write = match &config.remote_write {
+        Some(endpoint) => Some(crate::remote_write::Pusher::start(
+            endpoint.clone(),
+            crate::remote_write::SeriesLabels {
+                run: config.run_id.clone().unwrap_or_default(),
+                segment: config.segment.to_string(),
+                host: crate::start::host_name(),
+            },
+            measure_start_wall,
+            config.interval,
+        )?),
+        None => None,
+    };
+
     let (tx, rx) = std::sync::mpsc::channel();
     let mut workers = Vec::with_capacity(threads);
     for thread in 0..threads {
@@ -333,6 +351,8 @@ pub fn run_with_progress(
     if hdr_log.is_some() {
         collector.interval_latency = Some(Default::default());
     }
+    collector.remote_write = remote_write.as_ref().map(|p| p.sender());
+    collector.window = plan.measure_end.map(|end| end - measure_start);
     // Ends when every worker has dropped its sender, i.e. finished.
     for flush in rx {
         let closed = collector.timeline.len();
@@ -359,6 +379,9 @@ pub fn run_with_progress(
     let window = end.saturating_duration_since(measure_start);
     collector.finish(window);
     let interval_latency = collector.interval_latency.take();
+    // Every interval is closed: the pusher's last push goes, and it is waited for.
+    collector.remote_write = None;
+    let remote_write = remote_write.map(crate::remote_write::Pusher::finish);
 
     let mut report = build_report(
         config,
@@ -373,6 +396,7 @@ pub fn run_with_progress(
         report.targets = Some(targets_summary(config, &plan.targets, &totals));
     }
     report.config.clock = clock;
+    report.remote_write = remote_write;
     if let (Some(log), Some(latency)) = (hdr_log, interval_latency)
         && let Err(e) = log.write(
             &latency,
@@ -646,6 +670,7 @@ fn build_report(
         stopped_early,
         config: config.echo(threads),
         hosts: Vec::new(),
+        remote_write: None,
     }
 }
 

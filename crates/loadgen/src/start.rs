@@ -45,6 +45,12 @@ pub fn run_id(given: Option<&str>, at: Option<StartAt>) -> Option<String> {
     }
 }
 
+/// A run id for a run given none that still needs one (`--remote-write` labels its series with
+/// it): `load-` and the time now, to the second.
+pub fn run_id_from_now() -> String {
+    format!("load-{:.0}", jiff::Timestamp::now())
+}
+
 /// This host's name (the kernel's), to tell the hosts of a split run apart.
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

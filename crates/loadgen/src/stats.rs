@@ -50,6 +50,7 @@ pub(crate) struct IntervalFlush {
     pub latency: Option<Histogram<u64>>,
     pub completed: u64,
     pub errors: u64,
+    pub errors_by_kind: [u64; ErrorKind::ALL.len()],
     /// Every interval below this index is complete for this thread (u64::MAX when it finished).
     pub through: u64,
 }
@@ -108,6 +109,7 @@ pub(crate) struct ThreadRecorder {
     latency: Histogram<u64>,
     interval_completed: u64,
     interval_errors: u64,
+    interval_errors_by_kind: [u64; ErrorKind::ALL.len()],
     cpu_at_start: Option<(CpuTime, Instant)>,
     tx: Sender<IntervalFlush>,
     progress: std::sync::Arc<crate::Progress>,
@@ -133,6 +135,7 @@ impl ThreadRecorder {
             latency: new_histogram(),
             interval_completed: 0,
             interval_errors: 0,
+            interval_errors_by_kind: [0; ErrorKind::ALL.len()],
             cpu_at_start: None,
             tx,
             progress,
@@ -331,6 +334,7 @@ impl ThreadRecorder {
         self.totals.errors += 1;
         self.totals.errors_by_kind[kind.index()] += 1;
         self.interval_errors += 1;
+        self.interval_errors_by_kind[kind.index()] += 1;
     }
 
     /// Close the intervals that ended before `now`.
@@ -363,6 +367,7 @@ impl ThreadRecorder {
             latency,
             completed: std::mem::take(&mut self.interval_completed),
             errors: std::mem::take(&mut self.interval_errors),
+            errors_by_kind: std::mem::take(&mut self.interval_errors_by_kind),
             through,
         });
     }
@@ -393,6 +398,7 @@ struct IntervalAccum {
     latency: Option<Histogram<u64>>,
     completed: u64,
     errors: u64,
+    errors_by_kind: [u64; ErrorKind::ALL.len()],
 }
 
 /// Merges the worker threads' intervals into the timeline and the total latency histogram.
@@ -405,6 +411,11 @@ pub(crate) struct Collector {
     pub latency: Histogram<u64>,
     /// Each interval's histogram, kept for `--hdr-log` when it is Some.
     pub interval_latency: Option<crate::hdr_log::IntervalLatency>,
+    /// `--remote-write`: each closed interval goes to the pushing thread.
+    pub remote_write: Option<Sender<crate::remote_write::IntervalPoint>>,
+    /// The measured window's length when known (-d, then the run's end): an interval past it is
+    /// not pushed, and the last one is pushed as long as the window left it.
+    pub window: Option<Duration>,
     completed: u64,
     errors: u64,
 }
@@ -418,6 +429,8 @@ impl Collector {
             timeline: Vec::new(),
             latency: new_histogram(),
             interval_latency: None,
+            remote_write: None,
+            window: None,
             completed: 0,
             errors: 0,
         }
@@ -440,6 +453,9 @@ impl Collector {
         let acc = self.pending.entry(flush.index).or_default();
         acc.completed += flush.completed;
         acc.errors += flush.errors;
+        for (sum, n) in acc.errors_by_kind.iter_mut().zip(flush.errors_by_kind) {
+            *sum += n;
+        }
         if let Some(h) = flush.latency {
             match &mut acc.latency {
                 Some(total) => total.add(&h).expect("same histogram bounds"),
@@ -468,6 +484,23 @@ impl Collector {
         self.timeline.push(entry);
         self.completed += acc.completed;
         self.errors += acc.errors;
+        let begin = self.interval * index as u32;
+        let length = match self.window {
+            Some(window) => window.saturating_sub(begin).min(self.interval),
+            None => self.interval,
+        };
+        if let Some(tx) = &self.remote_write
+            && !length.is_zero()
+        {
+            // The pusher may have ended (a panic): its summary says so, the run goes on.
+            let _ = tx.send(crate::remote_write::IntervalPoint {
+                index,
+                length,
+                completed: acc.completed,
+                errors_by_kind: acc.errors_by_kind,
+                latency: acc.latency.clone(),
+            });
+        }
         if let Some(h) = acc.latency {
             if let Some(kept) = &mut self.interval_latency {
                 kept.keep(index, &h);
@@ -497,6 +530,7 @@ impl Collector {
 
     /// Close every interval and trim the timeline to the measured window.
     pub fn finish(&mut self, window: Duration) {
+        self.window = Some(window);
         let pending = std::mem::take(&mut self.pending);
         for (index, acc) in pending {
             self.close(index, acc);

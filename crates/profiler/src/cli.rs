@@ -151,6 +151,17 @@ pub struct RunArgs {
     /// Overwrite files in --out even if srvprof did not write them.
     #[arg(long, help_heading = "Output")]
     pub force: bool,
+    /// Then push the server's pprof profile to Pyroscope at this URL (http://pyroscope:4040).
+    ///
+    /// POSTed to URL/ingest as the app srvprof, labelled run and host, over the measured window;
+    /// needs the stacks. A failed push is one line on standard error, never a failed run.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = srvprof_loadgen::http_push::Endpoint::parse,
+        help_heading = "Output"
+    )]
+    pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
     pub freq: u64,

@@ -22,6 +22,11 @@ use srvprof_analysis::stacks::FoldedStacks;
 use srvprof_analysis::with_findings;
 
 pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
+    if args.pyroscope.is_some() && args.stacks == crate::cli::Stacks::Off {
+        return Err(SrvprofError::Usage(
+            "--pyroscope pushes the server's stacks: leave out --stacks off".into(),
+        ));
+    }
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
     // Everything measured is kept: without --out, in a new folder named for when the run began.
@@ -54,6 +59,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     };
     let mut config = args.load.to_config().map_err(SrvprofError::Loadgen)?;
     config.url = url.clone();
+    if args.pyroscope.is_some() {
+        // The pushed profile is labelled with the run it belongs to.
+        config.run_id = config
+            .run_id
+            .or_else(|| Some(srvprof_loadgen::start::run_id_from_now()));
+    }
     // srvprof's own threads (the sampler's reading, the unwinder) run where its load generator
     // runs, not on the server's CPUs, where their bursts would delay the server they measure.
     // Threads started from here on inherit it; the server (--cmd) was started before.
@@ -156,6 +167,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     if samples.len() < 2 {
         notes.push("the run ended before a full interval was measured".into());
     }
+    if let Some(error) = load.remote_write.as_ref().and_then(|rw| rw.error.as_ref()) {
+        notes.push(error.clone());
+    }
     let target = TargetInfo {
         pids,
         url,
@@ -182,6 +196,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         let client = [std::process::id()];
         let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
         crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
+    }
+    if let Some(endpoint) = &args.pyroscope {
+        match crate::output::pyroscope::push(endpoint, dir, &report.load) {
+            Ok(()) => eprintln!("srvprof: pushed the server's profile to {}", endpoint.url),
+            Err(e) => eprintln!("srvprof: {e}"),
+        }
     }
     eprintln!(
         "srvprof: wrote {}; the report: {}",

@@ -1,7 +1,9 @@
 //! Writing results safely: complete or not at all (temp file + rename), never through a planted
 //! symlink, never over a file srvprof did not write (without --force), owned by the sudo user.
-//! The run folder's stack files, written and read back: stacks.rs.
+//! The run folder's stack files, written and read back: stacks.rs. The server's profile pushed
+//! to Pyroscope: pyroscope.rs.
 
+pub mod pyroscope;
 pub mod stacks;
 
 use std::fs;

@@ -1,0 +1,96 @@
+//! `srvprof run --pyroscope URL`: the server's pprof profile (DIR/profile-server.pb.gz, on- and
+//! off-CPU time) pushed to Pyroscope's ingest API once the run folder is written, as the app
+//! `srvprof` labelled with the run's id and the load's host, over the measured window, so that
+//! the agents and runs of a split run sit beside their servers' profiles in Grafana.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use srvprof_loadgen::LoadReport;
+use srvprof_loadgen::http_push::{self, Endpoint};
+
+/// The application name Pyroscope files the profiles under.
+pub const APP: &str = "srvprof";
+
+/// A push without an answer by then has failed.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `POST URL/ingest?...` of the profile in `dir`; Err is one sentence saying what went wrong and
+/// what to check.
+pub fn push(endpoint: &Endpoint, dir: &Path, load: &LoadReport) -> Result<(), String> {
+    let file = dir.join("profile-server.pb.gz");
+    let body = std::fs::read(&file).map_err(|e| {
+        format!(
+            "no server profile to push to Pyroscope ({}: {e}): the run recorded no server stacks",
+            file.display()
+        )
+    })?;
+    let (from, until) = window_unix_s(load);
+    let run = load.config.run_id.as_deref().unwrap_or_default();
+    let host = srvprof_loadgen::start::host_name();
+    let path = ingest_path(endpoint.path_and_query(), run, &host, from, until);
+    let headers = [("Content-Type", "application/octet-stream")];
+    http_push::post_blocking(endpoint, &path, &headers, body, PUSH_TIMEOUT).map_err(|why| {
+        format!(
+            "pushing the server's profile to Pyroscope at {} failed: {why}; check that the URL is Pyroscope's (its /ingest is under it); the profile is still in {}",
+            endpoint.url,
+            file.display()
+        )
+    })
+}
+
+/// The measured window on the wall clock, in Unix seconds (the end rounded up).
+fn window_unix_s(load: &LoadReport) -> (u64, u64) {
+    let since_start = srvprof_loadgen::monotonic_ns().saturating_sub(load.start_monotonic_ns);
+    let start = SystemTime::now() - Duration::from_nanos(since_start);
+    let from = start
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let end = start + Duration::from_secs_f64(load.duration_s.max(0.0));
+    let until = end
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs_f64().ceil() as u64);
+    (from, until.max(from + 1))
+}
+
+/// The ingest request's path and query, under the URL's own path (`http://host:4040/` or a
+/// proxy's `http://host/pyroscope`).
+pub fn ingest_path(base: &str, run: &str, host: &str, from: u64, until: u64) -> String {
+    let base = base
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let name = format!("{APP}{{run={run},host={host}}}");
+    format!(
+        "{base}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=srvprof",
+        encode(&name)
+    )
+}
+
+/// Percent-encoding of a query parameter's value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ingest_query_names_the_app_with_its_labels_and_the_window() {
+        let path = ingest_path("/", "start-2026-11-29T10:00:00.000Z", "client-2", 100, 160);
+        assert_eq!(
+            path,
+            "/ingest?name=srvprof%7Brun%3Dstart-2026-11-29T10%3A00%3A00.000Z%2Chost%3Dclient-2%7D&from=100&until=160&format=pprof&spyName=srvprof"
+        );
+        assert!(ingest_path("/pyroscope/", "r", "h", 1, 2).starts_with("/pyroscope/ingest?"));
+    }
+}
