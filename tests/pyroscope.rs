@@ -13,14 +13,14 @@ use srvprof::render::pprof::proto::Profile;
 use srvprof_integration::*;
 
 /// One request as the receiver read it.
-struct Caught {
-    request_line: String,
+pub(crate) struct Caught {
+    pub(crate) request_line: String,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// A receiver on a free loopback port that takes one POST, answers 200 and hands it over.
-fn receiver() -> (String, mpsc::Receiver<Caught>) {
+pub(crate) fn receiver() -> (String, mpsc::Receiver<Caught>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::channel();
@@ -63,7 +63,7 @@ fn receiver() -> (String, mpsc::Receiver<Caught>) {
 }
 
 /// The decoded value of each `name=value` of a query.
-fn query_params(query: &str) -> Vec<(String, String)> {
+pub(crate) fn query_params(query: &str) -> Vec<(String, String)> {
     let decode = |s: &str| {
         let bytes = s.as_bytes();
         let mut out = Vec::new();

@@ -62,8 +62,10 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     let _ = std::fs::remove_dir_all(&server_dir);
     // The probe watches the load's measured window: from the agents' start and warm-up on.
     let watch_from = srvprof_loadgen::start::StartAt(start + Duration::from_millis(500));
+    let (pyroscope, pushed) = crate::pyroscope::receiver();
     let probe = Command::new(srvprof_bin())
         .args(["probe", "--pid", &nginx.pid().to_string(), "-d", "3s"])
+        .args(["--stacks", "on", "--pyroscope", &pyroscope])
         .args([
             "--interval",
             "500ms",
@@ -264,6 +266,28 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     assert!(run["per_request"]["client"]["cpu_us"].as_f64().unwrap() > 0.0);
     assert!(run["findings"].is_array());
     assert!(merged.join("report.html").exists());
+    // The probe's stacks: the merged run's flamegraphs and its account of p99, and the profile
+    // the probe pushed to Pyroscope, labelled with the run and over the window it watched.
+    assert!(merged.join("oncpu-server.folded").exists());
+    assert!(merged.join("flamegraph-oncpu-server.svg").exists());
+    assert!(run["tail_account"].is_object(), "{}", run["notes"]);
+    let request = pushed
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the probe pushed its profile");
+    assert_eq!(
+        request.body,
+        std::fs::read(server_dir.join("profile-server.pb.gz")).unwrap()
+    );
+    let query = request.request_line.split_once('?').unwrap().1;
+    let query = query.split_once(' ').unwrap().0;
+    let params = crate::pyroscope::query_params(query);
+    let param = |name: &str| (params.iter().find(|(n, _)| n == name)).map(|(_, v)| v.clone());
+    assert!(
+        param("name").unwrap().contains(&format!("run=start-{at}")),
+        "{params:?}"
+    );
+    let watched = watch_from.0.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    assert_eq!(param("from"), Some(watched.to_string()), "{params:?}");
     assert!(merged.join("timeline.csv").exists());
 
     let refused = Command::new(srvprof_bin())

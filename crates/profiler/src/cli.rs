@@ -343,6 +343,18 @@ pub struct ProbeArgs {
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
     pub freq: u64,
+    /// Then push the targets' pprof profile (DIR/profile-server.pb.gz) to Pyroscope at this URL.
+    ///
+    /// As `run --pyroscope` does, labelled with the run id; needs --stacks on and --out. A failed
+    /// push is one line on standard error.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = srvprof_loadgen::http_push::Endpoint::parse,
+        requires = "out",
+        help_heading = "Output"
+    )]
+    pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
 }

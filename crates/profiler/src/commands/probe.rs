@@ -19,6 +19,11 @@ use srvprof_analysis::series::ReadingSeries;
 
 pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
+    if args.pyroscope.is_some() && !args.stacks {
+        return Err(SrvprofError::Usage(
+            "--pyroscope pushes the targets' stacks: add --stacks on".into(),
+        ));
+    }
     let stop = super::prepare_to_probe()?;
     let mut notes = Vec::new();
     // As `run` does: the given processes and their children (nginx's master and its workers).
@@ -197,6 +202,19 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
         }
         if let Some(stacks) = &stacks {
             output::stacks::write_dir(stacks, dir, args.force)?;
+            let binaries = crate::stacks::build_id::Binaries::read(&pids, &[]);
+            crate::render::pprof::write(dir, stacks, args.freq, &binaries, args.force)?;
+        }
+        if let Some(endpoint) = &args.pyroscope {
+            let run = out
+                .run_id
+                .clone()
+                .unwrap_or_else(srvprof_loadgen::start::run_id_from_now);
+            let window = crate::output::pyroscope::window_from(start_ns, out.report.duration_s);
+            match crate::output::pyroscope::push_window(endpoint, dir, &run, window) {
+                Ok(()) => eprintln!("srvprof: pushed the targets' profile to {}", endpoint.url),
+                Err(e) => eprintln!("srvprof: {e}"),
+            }
         }
     }
     Ok(())

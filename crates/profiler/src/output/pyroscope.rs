@@ -1,4 +1,4 @@
-//! `srvprof run --pyroscope URL`: the server's pprof profile (DIR/profile-server.pb.gz, on- and
+//! `srvprof run --pyroscope URL` (and `probe`'s): the server's pprof profile (DIR/profile-server.pb.gz, on- and
 //! off-CPU time) pushed to Pyroscope's ingest API once the run folder is written, as the app
 //! `srvprof` labelled with the run's id and the load's host, over the measured window, so that
 //! the agents and runs of a split run sit beside their servers' profiles in Grafana.
@@ -18,6 +18,17 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 /// `POST URL/ingest?...` of the profile in `dir`; Err is one sentence saying what went wrong and
 /// what to check.
 pub fn push(endpoint: &Endpoint, dir: &Path, load: &LoadReport) -> Result<(), String> {
+    let run = load.config.run_id.as_deref().unwrap_or_default();
+    push_window(endpoint, dir, run, window_unix_s(load))
+}
+
+/// The same for a window given in Unix seconds (`srvprof probe`'s, which has no load).
+pub fn push_window(
+    endpoint: &Endpoint,
+    dir: &Path,
+    run: &str,
+    (from, until): (u64, u64),
+) -> Result<(), String> {
     let file = dir.join("profile-server.pb.gz");
     let body = std::fs::read(&file).map_err(|e| {
         format!(
@@ -25,8 +36,6 @@ pub fn push(endpoint: &Endpoint, dir: &Path, load: &LoadReport) -> Result<(), St
             file.display()
         )
     })?;
-    let (from, until) = window_unix_s(load);
-    let run = load.config.run_id.as_deref().unwrap_or_default();
     let host = srvprof_loadgen::start::host_name();
     let path = ingest_path(endpoint.path_and_query(), run, &host, from, until);
     let headers = [("Content-Type", "application/octet-stream")];
@@ -41,12 +50,18 @@ pub fn push(endpoint: &Endpoint, dir: &Path, load: &LoadReport) -> Result<(), St
 
 /// The measured window on the wall clock, in Unix seconds (the end rounded up).
 fn window_unix_s(load: &LoadReport) -> (u64, u64) {
-    let since_start = srvprof_loadgen::monotonic_ns().saturating_sub(load.start_monotonic_ns);
+    window_from(load.start_monotonic_ns, load.duration_s)
+}
+
+/// The window from `start_ns` (CLOCK_MONOTONIC) for `duration_s`, in Unix seconds (the end
+/// rounded up).
+pub fn window_from(start_ns: u64, duration_s: f64) -> (u64, u64) {
+    let since_start = srvprof_loadgen::monotonic_ns().saturating_sub(start_ns);
     let start = SystemTime::now() - Duration::from_nanos(since_start);
     let from = start
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let end = start + Duration::from_secs_f64(load.duration_s.max(0.0));
+    let end = start + Duration::from_secs_f64(duration_s.max(0.0));
     let until = end
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs_f64().ceil() as u64);
