@@ -276,10 +276,20 @@ pub fn run_with_progress(
         // Stopped while waiting: the run starts and ends at once, with nothing measured.
         crate::start::wait_for(at, clock, config.allow_unsynced, &stop)?;
     }
-    let run_start = Instant::now();
+    // With --start-at, the run starts at that instant, not when this thread woke for it (late
+    // by the scheduler): every host's grid then sits on the same wall-clock times.
+    let woke_late = (config.start_at)
+        .and_then(|at| std::time::SystemTime::now().duration_since(at.0).ok())
+        .unwrap_or_default();
+    let run_start = Instant::now()
+        .checked_sub(woke_late)
+        .unwrap_or_else(Instant::now);
     // The same instant on the wall clock: the HdrHistogram log's StartTime.
-    let measure_start_wall =
-        std::time::SystemTime::now() - run_start.elapsed() + config.ramp_up + config.warmup;
+    let run_start_wall = match config.start_at {
+        Some(at) => at.0,
+        None => std::time::SystemTime::now() - run_start.elapsed(),
+    };
+    let measure_start_wall = run_start_wall + config.ramp_up + config.warmup;
     let measure_start = run_start + config.ramp_up + config.warmup;
     // Instant is CLOCK_MONOTONIC: the same instant in ns, for watchers on the kernel's clock.
     let measure_start_ns = sys::monotonic_ns() - run_start.elapsed().as_nanos() as u64
