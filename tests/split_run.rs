@@ -10,7 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use srvprof_integration::{
     BridgedNetns, assert_run_json_matches_its_schema, assert_success, children_of,
-    nginx_in_netns_logging, proc_ctxt_switches, read_json, require_root, srvprof_bin,
+    nginx_balancer_in_netns, nginx_in_netns_logging, proc_ctxt_switches, read_json, require_root,
+    srvprof_bin,
 };
 
 use crate::hdr_log::{hdrhistogram_jar, java_log_processor, java_log_processor_of};
@@ -81,7 +82,7 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     let dirs: Vec<PathBuf> = (1..=AGENTS)
         .map(|i| temp_path(&format!("agent-{i}")))
         .collect();
-    let agents: Vec<_> = (net.clients.iter().zip(&dirs).enumerate())
+    let agents: Vec<_> = (net.hosts.iter().zip(&dirs).enumerate())
         .map(|(i, (ns, dir))| {
             let _ = std::fs::remove_dir_all(dir);
             Command::new("ip")
@@ -303,6 +304,149 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     assert!(stderr.contains("segment 3/3 is missing"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     for d in dirs.iter().chain([&merged, &server_dir]) {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// A load agent drives a balancer that sends its requests 3:1 to two backends, each on a host
+/// of its own (a network and a UTS namespace: its own address and name), each watched by
+/// `srvprof probe`; `srvprof merge` of the three folders sets the backends side by side. By
+/// nginx's own logs the backends answered 3:1; the merged run says the busy one did about
+/// three times the other's work (its CPU over the mean server host's above 1, the other's
+/// below), counts no more switches for either than the kernel did, and costs a request what
+/// both hosts' costs add up to.
+#[test]
+fn two_server_hosts_behind_a_balancer_merge_side_by_side_with_their_imbalance() {
+    require_root();
+    let net = BridgedNetns::create(3);
+    let backends = [
+        ("backend-a", "10.232.0.3:8080"),
+        ("backend-b", "10.232.0.4:8080"),
+    ];
+    let servers: Vec<_> = (backends.iter().zip(&net.hosts[1..]))
+        .map(|((name, address), ns)| nginx_in_netns_logging(ns, name, address, 4096))
+        .collect();
+    let _balancer = nginx_balancer_in_netns(
+        &net.server,
+        "balancer",
+        "10.232.0.1:8080",
+        &[(backends[0].1, 3), (backends[1].1, 1)],
+    );
+    let pids: Vec<Vec<u32>> = (servers.iter())
+        .map(|(nginx, _)| {
+            let mut pids = vec![nginx.pid()];
+            pids.extend(children_of(nginx.pid()));
+            pids
+        })
+        .collect();
+    let before: Vec<u64> = pids.iter().map(|p| nginx_switches(p)).collect();
+    let start = SystemTime::now() + Duration::from_secs(3);
+    let at = srvprof_loadgen::start::StartAt(start).to_rfc3339();
+    let dirs: Vec<PathBuf> = ["agent", backends[0].0, backends[1].0]
+        .iter()
+        .map(|name| temp_path(name))
+        .collect();
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let probes: Vec<_> = (backends.iter().zip(&servers).zip(&dirs[1..]))
+        .map(|(((name, _), (nginx, _)), dir)| {
+            Command::new("unshare")
+                .args(["--uts", "sh", "-c"])
+                .arg(format!("hostname {name} && exec \"$0\" \"$@\""))
+                .arg(srvprof_bin())
+                .args(["probe", "--pid", &nginx.pid().to_string(), "-d", "3s"])
+                .args(["--interval", "500ms", "--start-at", &at, "--allow-unsynced"])
+                .arg("--out")
+                .arg(dir)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("srvprof probe")
+        })
+        .collect();
+    let agent = Command::new("ip")
+        .args(["netns", "exec", &net.hosts[0]])
+        .arg(srvprof_bin())
+        .args([
+            "load",
+            "http://10.232.0.1:8080/",
+            "-c",
+            "8",
+            "--rate",
+            "2000",
+        ])
+        .args(["-d", "3s", "--interval", "500ms", "--start-at", &at])
+        .arg("--allow-unsynced")
+        .arg("--out")
+        .arg(&dirs[0])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("srvprof load");
+    assert!(agent.success());
+    for p in probes {
+        assert!(p.wait_with_output().unwrap().status.success());
+    }
+    let switches: Vec<u64> = (pids.iter().zip(&before))
+        .map(|(p, b)| nginx_switches(p) - b)
+        .collect();
+    let merged = temp_path("balanced");
+    let _ = std::fs::remove_dir_all(&merged);
+    let out = Command::new(srvprof_bin())
+        .arg("merge")
+        .args(&dirs)
+        .arg("--out")
+        .arg(&merged)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    let run = read_json(&merged.join("run.json"));
+    assert_run_json_matches_its_schema(&run);
+    let from = start.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let to = from + run["load"]["duration_s"].as_f64().unwrap();
+    let answered: Vec<u64> = (servers.iter())
+        .map(|(_, log)| {
+            (std::fs::read_to_string(log).unwrap().lines())
+                .filter(|l| {
+                    let t: f64 = l.split_whitespace().next().unwrap().parse().unwrap();
+                    (from..to).contains(&t)
+                })
+                .count() as u64
+        })
+        .collect();
+    let hosts = run["servers"].as_array().expect("servers side by side");
+    eprintln!("nginx's logs: {answered:?}; the kernel's switches {switches:?}; {hosts:#?}");
+    assert_eq!(hosts.len(), 2);
+    let f = |v: &serde_json::Value| v.as_f64().unwrap();
+    let completed = run["load"]["completed"].as_u64().unwrap();
+    assert!(
+        completed.abs_diff(answered[0] + answered[1]) <= 16,
+        "{completed}"
+    );
+    let share = answered[0] as f64 / answered[1] as f64;
+    assert!(
+        (2.8..3.2).contains(&share),
+        "the balancer's 3:1: {answered:?}"
+    );
+    for ((h, (name, _)), kernel) in hosts.iter().zip(&backends).zip(&switches) {
+        assert_eq!(h["host"], *name);
+        let seen = h["context_switches"].as_u64().unwrap();
+        assert!(
+            seen <= *kernel && seen * 2 >= *kernel,
+            "{name}: {seen} of {kernel}"
+        );
+        assert!(stdout.contains(&format!("server {name}:")), "{stdout}");
+    }
+    let work = f(&hosts[0]["cpu_s"]) / f(&hosts[1]["cpu_s"]);
+    assert!(
+        (2.0..4.5).contains(&work),
+        "backend-a did {work}x backend-b's work"
+    );
+    assert!(f(&hosts[0]["cpu_vs_mean"]) > 1.2 && f(&hosts[1]["cpu_vs_mean"]) < 0.8);
+    let fleet = f(&hosts[0]["cpu_us_per_request"]) + f(&hosts[1]["cpu_us_per_request"]);
+    assert!((f(&run["per_request"]["cpu_us"]) - fleet).abs() < 1e-6 * fleet);
+    for d in dirs.iter().chain([&merged]) {
         let _ = std::fs::remove_dir_all(d);
     }
 }

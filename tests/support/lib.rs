@@ -771,26 +771,24 @@ impl Drop for Netns {
     }
 }
 
-/// A server network namespace and `clients` client namespaces on one bridge (in the server's),
-/// as a server host and its client hosts on one LAN: the server at 10.232.0.1, client i (from
-/// 1) at 10.232.0.(i + 1). Every address lives only inside them; deleted when dropped.
+/// A server network namespace and `hosts` more on one bridge (in the server's), as hosts on one
+/// LAN (client hosts, or a balancer's backends): the server at 10.232.0.1, host i (from 1) at
+/// 10.232.0.(i + 1). Every address lives only inside them; deleted when dropped.
 pub struct BridgedNetns {
     pub server: String,
-    pub clients: Vec<String>,
+    pub hosts: Vec<String>,
 }
 
 impl BridgedNetns {
-    pub fn create(clients: usize) -> Self {
+    pub fn create(hosts: usize) -> Self {
         let id = std::process::id() % 10000;
         let server = format!("srvprof-bs-{id}");
-        let clients: Vec<String> = (1..=clients)
-            .map(|i| format!("srvprof-bc{i}-{id}"))
-            .collect();
+        let hosts: Vec<String> = (1..=hosts).map(|i| format!("srvprof-bc{i}-{id}")).collect();
         let ip = |args: &[&str]| {
             let st = Command::new("ip").args(args).status().expect("ip");
             assert!(st.success(), "ip {args:?}");
         };
-        for n in std::iter::once(&server).chain(&clients) {
+        for n in std::iter::once(&server).chain(&hosts) {
             // A namespace a killed run left behind; none is the usual case.
             let _ = (Command::new("ip").args(["netns", "del", n]))
                 .stderr(Stdio::null())
@@ -810,7 +808,7 @@ impl BridgedNetns {
             &bridge,
         ]);
         ip(&["-n", &server, "link", "set", &bridge, "up"]);
-        for (i, n) in clients.iter().enumerate() {
+        for (i, n) in hosts.iter().enumerate() {
             let (port, end) = (format!("bp{}-{id}", i + 1), format!("bc{}-{id}", i + 1));
             ip(&["link", "add", &port, "type", "veth", "peer", "name", &end]);
             ip(&["link", "set", &port, "netns", &server]);
@@ -821,13 +819,13 @@ impl BridgedNetns {
             ip(&["-n", n, "addr", "add", &address, "dev", &end]);
             ip(&["-n", n, "link", "set", &end, "up"]);
         }
-        BridgedNetns { server, clients }
+        BridgedNetns { server, hosts }
     }
 }
 
 impl Drop for BridgedNetns {
     fn drop(&mut self) {
-        for n in std::iter::once(&self.server).chain(&self.clients) {
+        for n in std::iter::once(&self.server).chain(&self.hosts) {
             let _ = Command::new("ip").args(["netns", "del", n]).status();
         }
     }
@@ -868,7 +866,7 @@ pub fn nginx_in_netns_serving(
     worker_connections: u32,
     files: &[(&str, usize)],
 ) -> NginxInNetns {
-    nginx_in_netns_with(ns, name, listen, worker_connections, files, false).0
+    nginx_in_netns_with(ns, name, listen, worker_connections, files, false, "").0
 }
 
 /// nginx_in_netns, writing an access log of every request (`$msec $remote_addr $connection`:
@@ -879,7 +877,26 @@ pub fn nginx_in_netns_logging(
     listen: &str,
     worker_connections: u32,
 ) -> (NginxInNetns, PathBuf) {
-    nginx_in_netns_with(ns, name, listen, worker_connections, &[], true)
+    nginx_in_netns_with(ns, name, listen, worker_connections, &[], true, "")
+}
+
+/// nginx in `ns` balancing its requests over `backends` (address, weight) by weighted round
+/// robin, on keep-alive connections to them.
+pub fn nginx_balancer_in_netns(
+    ns: &str,
+    name: &str,
+    listen: &str,
+    backends: &[(&str, u32)],
+) -> NginxInNetns {
+    let servers: String = (backends.iter())
+        .map(|(address, weight)| format!("server {address} weight={weight}; "))
+        .collect();
+    let balance = format!(
+        "upstream backends {{ {servers}keepalive 32; }}\n\
+         server {{ listen {listen}; location / {{ proxy_pass http://backends; \
+         proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }}"
+    );
+    nginx_in_netns_with(ns, name, listen, 4096, &[], false, &balance).0
 }
 
 fn nginx_in_netns_with(
@@ -889,6 +906,7 @@ fn nginx_in_netns_with(
     worker_connections: u32,
     files: &[(&str, usize)],
     log: bool,
+    balance: &str,
 ) -> (NginxInNetns, PathBuf) {
     let state = std::env::temp_dir().join(format!("srvprof-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
@@ -910,6 +928,13 @@ fn nginx_in_netns_with(
     }
     let conf = state.join("nginx.conf");
     let access = state.join("access.log");
+    // The server block: a balancer's, or one answering "hello world" (and `files`).
+    let server = match balance {
+        "" => format!(
+            "server {{ listen {listen}; {locations} location / {{ return 200 \"hello world\"; }} }}"
+        ),
+        balance => balance.to_string(),
+    };
     let access_log = match log {
         true => format!(
             "log_format window '$msec $remote_addr $connection'; access_log {} window;",
@@ -923,7 +948,7 @@ fn nginx_in_netns_with(
             "worker_processes 1; daemon off; pid {d}/nginx.pid; error_log {d}/error.log;\n\
              events {{ worker_connections {worker_connections}; }}\n\
              http {{ {access_log} client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               server {{ listen {listen}; {locations} location / {{ return 200 \"hello world\"; }} }} }}\n",
+               {server} }}\n",
             d = state.display()
         ),
     )
