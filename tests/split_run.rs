@@ -266,7 +266,13 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     );
     assert!(run["per_request"]["client"]["cpu_us"].as_f64().unwrap() > 0.0);
     assert!(run["findings"].is_array());
-    assert!(merged.join("report.html").exists());
+    let html = std::fs::read_to_string(merged.join("report.html")).unwrap();
+    for i in 1..=AGENTS {
+        assert!(
+            html.contains(&format!(">{i}/{AGENTS}<")),
+            "each client host in the report"
+        );
+    }
     // The probe's stacks: the merged run's flamegraphs and its account of p99, and the profile
     // the probe pushed to Pyroscope, labelled with the run and over the window it watched.
     assert!(merged.join("oncpu-server.folded").exists());
@@ -444,6 +450,8 @@ fn two_server_hosts_behind_a_balancer_merge_side_by_side_with_their_imbalance() 
         "backend-a did {work}x backend-b's work"
     );
     assert!(f(&hosts[0]["cpu_vs_mean"]) > 1.2 && f(&hosts[1]["cpu_vs_mean"]) < 0.8);
+    let html = std::fs::read_to_string(merged.join("report.html")).unwrap();
+    assert!(html.contains(">backend-a<") && html.contains(">backend-b<"));
     let fleet = f(&hosts[0]["cpu_us_per_request"]) + f(&hosts[1]["cpu_us_per_request"]);
     assert!((f(&run["per_request"]["cpu_us"]) - fleet).abs() < 1e-6 * fleet);
     for d in dirs.iter().chain([&merged]) {

@@ -19,7 +19,7 @@ td{white-space:nowrap}td.l{white-space:normal}td.l code{overflow-wrap:anywhere}\
 @media print{body{margin:0;padding:0;max-width:none}.figure{overflow:visible}.figure>svg{max-width:100%;height:auto}\
 h2,h3{break-after:avoid}.figure,tr{break-inside:avoid}table{font-size:10px}td,th{padding:2px 4px}}";
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -63,6 +63,7 @@ pub fn page(run: &RunReport, stacks: &FoldedStacks) -> String {
 
     findings(&mut o, run, stacks);
     tail_account(&mut o, run);
+    super::hosts_html::section(&mut o, run);
 
     o.push_str("<h2 id=\"timeline\">Timeline</h2>");
     figure(&mut o, plots::timeline(run), "No interval was measured.");

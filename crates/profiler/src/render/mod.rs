@@ -6,6 +6,7 @@
 pub mod ctxsw;
 pub mod first_screen;
 pub mod flamegraph;
+pub mod hosts_html;
 pub mod html;
 pub mod plots;
 pub mod pprof;
