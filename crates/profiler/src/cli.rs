@@ -336,8 +336,10 @@ pub struct ProbeArgs {
     /// Overwrite DIR/probe.json even if srvprof did not write it.
     #[arg(long, help_heading = "Output")]
     pub force: bool,
-    /// The targets' on- and off-CPU stacks: on or off. With --out, written to DIR for
-    /// `srvprof merge` (flamegraphs, where p99's time went).
+    /// The targets' on- and off-CPU stacks: on or off.
+    ///
+    /// With --out, written to DIR for `srvprof merge`: a split run's flamegraphs and where its
+    /// p99's time went.
     #[arg(long = "stacks", default_value = "off", value_name = "on|off", value_parser = parse_on_off, action = clap::ArgAction::Set, help_heading = "Probes")]
     pub stacks: bool,
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use srvprof_analysis::run_report::RunReport;
 
-use super::html::esc;
+use super::escape::esc;
 
 pub fn section(o: &mut String, run: &RunReport) {
     if run.load.hosts.is_empty() && run.servers.is_empty() {

@@ -1,6 +1,7 @@
 //! report.html: findings first, then the timeline, flamegraphs, the context-switch report and
 //! tables. One file; every image an inline SVG; nothing is fetched from the network.
 
+use super::escape::esc;
 use std::fmt::Write;
 
 use super::{HTML_MARKER, ctxsw, flamegraph, plots};
@@ -18,13 +19,6 @@ td{white-space:nowrap}td.l{white-space:normal}td.l code{overflow-wrap:anywhere}\
 .note{color:#666;font-size:13px}code{font-size:12px}details{color:#444;font-size:13px}dt{font-weight:bold}\
 @media print{body{margin:0;padding:0;max-width:none}.figure{overflow:visible}.figure>svg{max-width:100%;height:auto}\
 h2,h3{break-after:avoid}.figure,tr{break-inside:avoid}table{font-size:10px}td,th{padding:2px 4px}}";
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 fn figure(out: &mut String, svg: Option<String>, missing: &str) {
     match svg {

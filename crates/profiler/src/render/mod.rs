@@ -4,6 +4,7 @@
 //! re-render a run without a kernel.
 
 pub mod ctxsw;
+mod escape;
 pub mod first_screen;
 pub mod flamegraph;
 pub mod hosts_html;

@@ -2,6 +2,7 @@
 //! out (or that had an error burst) against its stacks in the rest, as differential flamegraphs
 //! (normalised per sample) and the functions that gained the most share.
 
+use super::escape::esc;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -194,11 +195,4 @@ fn duration(us: f64) -> String {
     } else {
         format!("{us:.0} us")
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
