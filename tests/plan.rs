@@ -165,14 +165,17 @@ fn daemonset_capabilities(daemonset: &str) -> Vec<String> {
     list.split(',').map(|c| c.trim().to_lowercase()).collect()
 }
 
-/// `srvprof probe` of `pid` with only `caps` (root's other capabilities dropped, as in the pod).
-fn probe_with(caps: &[String], pid: u32) -> Output {
+/// `srvprof probe --stacks on` of `pid` with only `caps` (root's other capabilities dropped, as
+/// in the pod), writing to `out`.
+fn probe_with(caps: &[String], pid: u32, out: &Path) -> Output {
     let bounding: String = caps.iter().map(|c| format!(",+{c}")).collect();
     Command::new("setpriv")
         .arg(format!("--bounding-set=-all{bounding}"))
         .arg("--inh-caps=-all")
         .arg(srvprof_bin())
         .args(["probe", "--pid", &pid.to_string(), "-d", "1s", "--json"])
+        .args(["--stacks", "on", "--out"])
+        .arg(out)
         .output()
         .expect("setpriv (util-linux)")
 }
@@ -200,9 +203,9 @@ fn the_daemonsets_capabilities_are_enough_for_srvprof_probe_and_one_fewer_is_not
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let out = probe_with(&caps, server.id());
+    let out = probe_with(&caps, server.id(), &dir.join("probe"));
     let fewer: Vec<String> = caps.iter().filter(|c| *c != "perfmon").cloned().collect();
-    let without_perfmon = probe_with(&fewer, server.id());
+    let without_perfmon = probe_with(&fewer, server.id(), &dir.join("fewer"));
     let _ = server.kill();
     let _ = server.wait();
     assert_success(&out);
@@ -212,6 +215,14 @@ fn the_daemonsets_capabilities_are_enough_for_srvprof_probe_and_one_fewer_is_not
         syscalls > 100,
         "{syscalls} syscalls counted: {}",
         report["totals"]
+    );
+    // The stacks the plan's probes record: sampled, the server's own frames named.
+    let folded = std::fs::read_to_string(dir.join("probe/oncpu-server.folded")).unwrap();
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with("sh;") || l.starts_with("cat;")),
+        "{folded}"
     );
     assert!(
         !without_perfmon.status.success(),

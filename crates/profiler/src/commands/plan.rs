@@ -95,6 +95,9 @@ impl Plan {
             probe_start.to_rfc3339(),
             "--run-id".into(),
             run_id.clone(),
+            // The merged run's flamegraphs and its account of p99 are made of these.
+            "--stacks".into(),
+            "on".into(),
         ];
         if load.allow_unsynced {
             probe_args.push("--allow-unsynced".into());
