@@ -231,10 +231,10 @@ fn the_daemonsets_capabilities_are_enough_for_srvprof_probe_and_one_fewer_is_not
 }
 
 #[test]
-fn the_ssh_and_pdsh_scripts_are_shell_whose_srvprof_lines_the_binary_accepts() {
+fn the_ssh_pdsh_and_ansible_scripts_are_shell_whose_srvprof_lines_the_binary_accepts() {
     // The probe lines are refused for want of privileges before their start is read.
     require_root();
-    for format in ["ssh", "pdsh"] {
+    for format in ["ssh", "pdsh", "ansible"] {
         let dir = fresh_dir(format);
         let pids_from = format!("echo {}", std::process::id());
         let out = Command::new(srvprof_bin())
@@ -274,6 +274,7 @@ fn the_ssh_and_pdsh_scripts_are_shell_whose_srvprof_lines_the_binary_accepts() {
             srvprof() { "$SRVPROF" "$@"; }; sudo() { "$@"; }; export -f srvprof sudo
             ssh() { bash -c "$2" 2>"$LOGS/$1.err"; echo $? >"$LOGS/$1.status"; }
             pdsh() { shift; ssh "$@"; }
+            ansible() { ssh "$1" "$5"; }
             scp() { :; }
             . "$SCRIPT"
         "#;

@@ -452,6 +452,8 @@ pub enum PlanFormat {
     Ssh,
     /// The same with pdsh, whose output names each line's host.
     Pdsh,
+    /// The same as Ansible ad-hoc commands (its shell module), to hosts of your inventory.
+    Ansible,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -326,12 +326,15 @@ fn join(words: &[String]) -> Result<String, SrvprofError> {
         .map(|w| w.join(" "))
 }
 
-/// The run as a shell script of ssh or pdsh lines: a probe per server host, an agent per client
-/// host with its segment, all in the background; then their folders fetched and merged.
+/// The run as a shell script of ssh, pdsh or Ansible lines: a probe per server host, an agent
+/// per client host with its segment, all in the background; then their folders fetched and
+/// merged.
 pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
-    let launcher = match args.format {
-        PlanFormat::Ssh => "ssh",
-        PlanFormat::Pdsh => "pdsh -w",
+    // Each line: the launcher, the host, then the command it runs there.
+    let (launcher, module) = match args.format {
+        PlanFormat::Ssh => ("ssh", ""),
+        PlanFormat::Pdsh => ("pdsh -w", ""),
+        PlanFormat::Ansible => ("ansible", " -m ansible.builtin.shell -a"),
         PlanFormat::Kubernetes => unreachable!("kubernetes renders manifests"),
     };
     let format = launcher.split(' ').next().unwrap_or(launcher);
@@ -380,7 +383,7 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
             join(&words)?
         );
         out.push_str(&format!(
-            "{launcher} {} {} &\n",
+            "{launcher} {}{module} {} &\n",
             quote(server)?,
             quote(&remote)?
         ));
@@ -398,7 +401,7 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
         ]);
         let remote = join(&words)?;
         out.push_str(&format!(
-            "{launcher} {} {} &\n",
+            "{launcher} {}{module} {} &\n",
             quote(client)?,
             quote(&remote)?
         ));
@@ -431,7 +434,9 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<(), SrvprofError> {
             let (job, daemonset) = kubernetes(&plan, args)?;
             vec![(JOB_FILE, job), (DAEMONSET_FILE, daemonset)]
         }
-        PlanFormat::Ssh | PlanFormat::Pdsh => vec![(SCRIPT_FILE, script(&plan, args)?)],
+        PlanFormat::Ssh | PlanFormat::Pdsh | PlanFormat::Ansible => {
+            vec![(SCRIPT_FILE, script(&plan, args)?)]
+        }
     };
     match &args.out {
         None => {
@@ -610,8 +615,8 @@ mod tests {
     }
 
     #[test]
-    fn the_ssh_and_pdsh_lines_give_segments_1_to_n_once_each_and_parse_as_srvprofs() {
-        for format in ["ssh", "pdsh"] {
+    fn the_ssh_pdsh_and_ansible_lines_give_segments_1_to_n_once_each_and_parse_as_srvprofs() {
+        for format in ["ssh", "pdsh", "ansible"] {
             let (plan, args) = plan_of(&with(&[
                 "--hosts",
                 "a,b,c",
@@ -633,6 +638,10 @@ mod tests {
                     ("pdsh", "pdsh") => {
                         assert_eq!(words[1], "-w");
                         (words[2].clone(), words[3].clone())
+                    }
+                    ("ansible", "ansible") => {
+                        assert_eq!(words[2..5], ["-m", "ansible.builtin.shell", "-a"]);
+                        (words[1].clone(), words[5].clone())
                     }
                     (_, "srvprof") => {
                         merged = Some(srvprof_command(&words));
