@@ -81,7 +81,10 @@ impl Prometheus {
     fn query(&self, promql: &str) -> Vec<(serde_json::Value, f64)> {
         let (status, body) = http_get(
             self.port,
-            &format!("/api/v1/query?query={}", encode(promql)),
+            &format!(
+                "/api/v1/query?query={}",
+                srvprof_loadgen::http_push::percent_encode(promql)
+            ),
         );
         assert_eq!(status, 200, "{promql}: {body}");
         let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -134,18 +137,6 @@ fn http_get(port: u16, path: &str) -> (u16, String) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     (status, body.to_string())
-}
-
-/// Percent-encoding of a query parameter.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 fn temp_path(name: &str) -> PathBuf {
@@ -270,14 +261,7 @@ fn prometheus_holds_each_agents_figures_and_their_sum_is_the_merged_run() {
 
     // Summed over the agents: the merged run's figures.
     let merged = temp_path("merged");
-    let _ = std::fs::remove_dir_all(&merged);
-    let out = Command::new(srvprof_bin())
-        .arg("merge")
-        .args(&dirs)
-        .arg("--out")
-        .arg(&merged)
-        .output()
-        .unwrap();
+    let out = srvprof_integration::merge_into(&dirs, &merged);
     assert_success(&out);
     let load = read_json(&merged.join("load.json"));
     let both = format!("{{run=\"{run}\"}}");
@@ -288,16 +272,20 @@ fn prometheus_holds_each_agents_figures_and_their_sum_is_the_merged_run() {
     assert_eq!(count, n(&load["latency_us"]["count"]) as f64);
     let p99 = prometheus.value(&format!("histogram_quantile(0.99, {latency})"));
     assert_within_a_bucket(p99, n(&load["latency_us"]["p99"]), "summed");
-    // The live query docs/across-hosts.md gives: a rate weighs each agent by its points' spacing
-    // as Prometheus extrapolates them, so its p99 is a mix of the agents' own, between the two.
-    let live = "histogram_quantile(0.99, sum(rate(srvprof_latency_seconds{run=\"RUN\"}[1m])))";
-    let p99 = prometheus.value(&live.replace("RUN", &run));
-    let (low, high) = (
-        agents_p99[0].min(agents_p99[1]),
-        agents_p99[0].max(agents_p99[1]),
-    );
+    // The live query docs/across-hosts.md gives: a sum of the agents' rates, each Prometheus's
+    // estimate from its points, so its p99 lies between theirs (a mix of histograms).
+    let live = |run_or_segment: &str| {
+        let q = "histogram_quantile(0.99, sum(rate(srvprof_latency_secondsSEL[1m])))";
+        prometheus.value(&q.replace("SEL", run_or_segment))
+    };
+    let p99 = live(&format!("{{run=\"{run}\"}}"));
+    let each: Vec<f64> = ["1/2", "2/2"]
+        .iter()
+        .map(|s| live(&format!("{{run=\"{run}\",segment=\"{s}\"}}")))
+        .collect();
+    let (low, high) = (each[0].min(each[1]), each[0].max(each[1]));
     eprintln!(
-        "summed rate: p99 {:.1} us, the agents' {low:?} and {high:?} s",
+        "summed rate: p99 {:.1} us; each agent's rate {low:?} and {high:?} s; their whole runs' {agents_p99:?} s",
         p99 * 1e6
     );
     assert!(

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use srvprof_integration::{
-    BridgedNetns, assert_run_json_matches_its_schema, assert_success, children_of,
+    BridgedNetns, assert_run_json_matches_its_schema, assert_success, children_of, merge_into,
     nginx_balancer_in_netns, nginx_in_netns_logging, proc_ctxt_switches, read_json, require_root,
     srvprof_bin,
 };
@@ -116,15 +116,8 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     let switches = nginx_switches(&nginx_pids) - switches_before;
     drop(nginx);
     let merged = temp_path("merged");
-    let _ = std::fs::remove_dir_all(&merged);
-    let out = Command::new(srvprof_bin())
-        .arg("merge")
-        .args(&dirs)
-        .arg(&server_dir)
-        .arg("--out")
-        .arg(&merged)
-        .output()
-        .unwrap();
+    let with_server: Vec<PathBuf> = dirs.iter().chain([&server_dir]).cloned().collect();
+    let out = merge_into(&with_server, &merged);
     assert_success(&out);
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     let n = |v: &serde_json::Value| v.as_u64().unwrap();
@@ -297,14 +290,8 @@ fn three_client_hosts_and_a_probed_server_merge_into_one_run() {
     assert_eq!(param("from"), Some(watched.to_string()), "{params:?}");
     assert!(merged.join("timeline.csv").exists());
 
-    let refused = Command::new(srvprof_bin())
-        .arg("merge")
-        .args(&dirs[..2])
-        .arg(&server_dir)
-        .arg("--out")
-        .arg(temp_path("merged-two"))
-        .output()
-        .unwrap();
+    let two = [dirs[0].clone(), dirs[1].clone(), server_dir.clone()];
+    let refused = merge_into(&two, &temp_path("merged-two"));
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("segment 3/3 is missing"), "{stderr}");
@@ -396,14 +383,7 @@ fn two_server_hosts_behind_a_balancer_merge_side_by_side_with_their_imbalance() 
         .map(|(p, b)| nginx_switches(p) - b)
         .collect();
     let merged = temp_path("balanced");
-    let _ = std::fs::remove_dir_all(&merged);
-    let out = Command::new(srvprof_bin())
-        .arg("merge")
-        .args(&dirs)
-        .arg("--out")
-        .arg(&merged)
-        .output()
-        .unwrap();
+    let out = merge_into(&dirs, &merged);
     assert_success(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("{stdout}");

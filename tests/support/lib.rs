@@ -1107,3 +1107,15 @@ pub fn assert_run_json_matches_its_schema(run: &serde_json::Value) {
         wrong.join("\n")
     );
 }
+
+/// `srvprof merge DIRS... --out OUT`, OUT removed first: its output.
+pub fn merge_into(dirs: &[PathBuf], out: &Path) -> Output {
+    let _ = std::fs::remove_dir_all(out);
+    Command::new(srvprof_bin())
+        .arg("merge")
+        .args(dirs)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("srvprof merge")
+}

@@ -126,6 +126,18 @@ pub fn post_blocking(
     })
 }
 
+/// Percent-encoding of a query parameter's value (RFC 3986: unreserved characters as they are).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,3 +155,4 @@ mod tests {
         assert!(Endpoint::parse("prometheus:9090").is_err());
     }
 }
+

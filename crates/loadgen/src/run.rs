@@ -278,9 +278,7 @@ pub fn run_with_progress(
     }
     // With --start-at, the run starts at that instant, not when this thread woke for it (late
     // by the scheduler): every host's grid then sits on the same wall-clock times.
-    let woke_late = (config.start_at)
-        .and_then(|at| std::time::SystemTime::now().duration_since(at.0).ok())
-        .unwrap_or_default();
+    let woke_late = config.start_at.map(crate::start::StartAt::passed).unwrap_or_default();
     let run_start = Instant::now()
         .checked_sub(woke_late)
         .unwrap_or_else(Instant::now);

@@ -26,6 +26,12 @@ impl StartAt {
             .map_err(|e| format!("{text}: {e}"))
     }
 
+    /// How long ago it was (zero before it): a thread woken for it starts its clock this much
+    /// earlier than now, so that every host's grid sits on the same wall-clock times.
+    pub fn passed(self) -> Duration {
+        SystemTime::now().duration_since(self.0).unwrap_or_default()
+    }
+
     /// The instant in RFC 3339, UTC, to the millisecond.
     pub fn to_rfc3339(self) -> String {
         jiff::Timestamp::try_from(self.0)

@@ -43,6 +43,19 @@ fn aligned(
     Ok(())
 }
 
+/// A server folder's JSON file: what could not be read or was not `what`, in one sentence.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, SrvprofError> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        SrvprofError::Usage(format!(
+            "cannot read {}: {e}; a server's folder must be written by `srvprof probe --out DIR` of this version",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        SrvprofError::Usage(format!("{} is not a srvprof {what}: {e}", path.display()))
+    })
+}
+
 /// A server host's folder: its probe.json, and the run id and host it names.
 struct ServerSide {
     dir: PathBuf,
@@ -56,19 +69,7 @@ impl ServerSide {
 
     /// Its series.json, for the run report.
     fn series(&self) -> Result<ProbeSeries, SrvprofError> {
-        let path = self.dir.join("series.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            SrvprofError::Usage(format!(
-                "cannot read {}: {e}; the server's folder must be written by `srvprof probe --out DIR` of this version",
-                path.display()
-            ))
-        })?;
-        serde_json::from_str(&text).map_err(|e| {
-            SrvprofError::Usage(format!(
-                "{} is not a srvprof probe series: {e}",
-                path.display()
-            ))
-        })
+        read_json(&self.dir.join("series.json"), "probe series")
     }
 }
 
@@ -77,14 +78,9 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
     for dir in dirs {
         let probe = dir.join("probe.json");
         if !dir.join("load.json").exists() && probe.exists() {
-            let text = std::fs::read_to_string(&probe)
-                .map_err(|e| SrvprofError::Usage(format!("{}: {e}", probe.display())))?;
-            let json = serde_json::from_str(&text).map_err(|e| {
-                SrvprofError::Usage(format!("{} is not a probe report: {e}", probe.display()))
-            })?;
             servers.push(ServerSide {
                 dir: dir.clone(),
-                json,
+                json: read_json(&probe, "probe report")?,
             });
             continue;
         }

@@ -81,9 +81,7 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     }
     // With --start-at, watching starts at that instant, not when this thread woke for it (late
     // by the scheduler): its rows then sit on the load agents' wall-clock grid.
-    let woke_late = (args.start_at)
-        .and_then(|at| std::time::SystemTime::now().duration_since(at.0).ok())
-        .map_or(0, |d| d.as_nanos() as u64);
+    let woke_late = args.start_at.map_or(0, |at| at.passed().as_nanos() as u64);
     let start_ns = clock::monotonic_ns().saturating_sub(woke_late);
     let mut sampler =
         Sampler::new(probes, start_ns, pids.first().copied()).with_listen_ports(ports);

@@ -79,20 +79,8 @@ pub fn ingest_path(base: &str, run: &str, host: &str, from: u64, until: u64) -> 
     let name = format!("{APP}{{run={run},host={host}}}");
     format!(
         "{base}/ingest?name={}&from={from}&until={until}&format=pprof&spyName=srvprof",
-        encode(&name)
+        http_push::percent_encode(&name)
     )
-}
-
-/// Percent-encoding of a query parameter's value.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]
