@@ -37,6 +37,7 @@ mod remote_write;
 mod report;
 mod resets;
 mod run_cli;
+mod sample_count;
 mod sampler_timing;
 mod split_run;
 mod stacks;

@@ -1,4 +1,4 @@
-//! Developer tasks: `cargo xtask setup | test | demo | bench | dist | fmt`.
+//! Developer tasks: `cargo xtask setup | test [--noisy[=PERCENT]] | demo | bench | dist | fmt`.
 
 mod bench;
 mod demo;
@@ -9,13 +9,14 @@ mod imports;
 #[cfg(test)]
 mod links;
 mod llvm;
+mod noise;
 mod prog_time;
 mod setup;
 mod test;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke] | fmt>";
+const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test [--noisy[=PERCENT]] | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke] | fmt>";
 
 fn main() -> Result<()> {
     STARTED.get_or_init(std::time::Instant::now);

@@ -150,6 +150,15 @@ pub mod lost {
         ACCEPT_MAP_FULL = 13, loss;
         /// A server socket's unsent bytes found SEND_HELD full: that hold is not timed.
         SEND_HELD_MAP_FULL = 14, loss;
+        /// An on-CPU tick due while a watched thread ran, its interrupt not yet arrived when the
+        /// thread switched out: taken at the switch-out, for that thread (TickGrid). Not a loss.
+        ONCPU_TICK_AT_SWITCH = 15, count;
+        /// A late on-CPU tick that arrived in a watched thread switched in after it was due: the
+        /// tick was another task's (taken at that switch), so it is not this thread's sample.
+        ONCPU_TICK_NOT_THEIRS = 16, count;
+        /// On-CPU ticks the timer skipped while a watched thread ran (its interrupt was held off
+        /// longer than a period): that thread's samples the flamegraph lacks.
+        ONCPU_TICKS_SKIPPED = 17, count;
     }
 
     /// Every loss's index and name (upper case, as declared).

@@ -9,8 +9,16 @@ names! {
         OFFCPU_START,
         USER_STACK_SAMPLES,
         STACK_COPY_HINTS,
+        TICK_GRID,
     ],
-    globals: [],
+    globals: [
+        /// The on-CPU sampler's period, ns.
+        SAMPLE_PERIOD_NS,
+        /// bpf_perf_event_data_kern.event: the sampling event behind a perf_event program's context.
+        PERF_CTX_EVENT_OFFSET,
+        /// perf_event.hw.hrtimer.node.expires: when the cpu-clock event's timer was due.
+        PERF_EVENT_EXPIRES_OFFSET,
+    ],
 }
 
 /// Distinct stacks (user and kernel together) the STACK_TRACES map can hold.
@@ -129,4 +137,23 @@ pub const OFFCPU_RATE_WINDOW_NS: u64 = 20_000_000;
 /// N for a thread's first rate window, before its rate is known.
 pub const OFFCPU_UNWIND_FIRST_EVERY: u64 = 4;
 
-pod!(StackCopyHint, StackKey, UserStackSample, OffcpuTime);
+/// Per CPU: the on-CPU sampler's last tick accounted for, by its due time (CLOCK_MONOTONIC ns).
+///
+/// The cpu-clock timer fires on a fixed grid, but its interrupt arrives late (10-100 us on a
+/// VM, measured) and never while interrupts are off, as they are through a context switch and
+/// the programs on sched_switch: a tick due while a thread ran would land on whatever runs
+/// after its switch-out (the idle task, most often). So a switch takes the tick due before it for
+/// the thread switching out, and the late interrupt, finding its tick taken, is dropped.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TickGrid {
+    pub last_tick_ns: u64,
+}
+
+pod!(
+    StackCopyHint,
+    StackKey,
+    UserStackSample,
+    OffcpuTime,
+    TickGrid
+);

@@ -18,18 +18,20 @@ use aya_ebpf::{
         generated::{bpf_get_stack, bpf_probe_read_user},
     },
     macros::{btf_tracepoint, map, perf_event},
-    maps::{HashMap, RingBuf, StackTrace},
+    maps::{HashMap, PerCpuArray, RingBuf, StackTrace},
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
     MAX_STACK_DEPTH, MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
     OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, STACK_ID_COLLIDED, StackCopyHint,
-    StackKey, USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY,
+    StackKey, TickGrid, USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY,
     USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
 use crate::regs::current_syscall_slot;
-use crate::target::{THREADS, count_lost, current_comm, stacks_group_of, task_exec_runtime};
+use crate::target::{
+    THREADS, count_lost, current_comm, global, read_field, stacks_group_of, task_exec_runtime,
+};
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
 const EEXIST: i32 = 17;
@@ -153,40 +155,131 @@ fn user_stack(ctx: &BtfTracePointContext, tid: u32, tgid: u32) -> Result<i64, i3
     user
 }
 
+/// Per CPU: the sampler's last tick accounted for (TickGrid).
+#[map]
+static TICK_GRID: PerCpuArray<TickGrid> = PerCpuArray::with_max_entries(1, 0);
+
+// Set by userspace before loading: the sampler's period, and where a perf_event program's
+// context keeps the event and the event its timer's due time (from the kernel's BTF).
+#[unsafe(no_mangle)]
+static SAMPLE_PERIOD_NS: u64 = 0;
+#[unsafe(no_mangle)]
+static PERF_CTX_EVENT_OFFSET: u64 = 0;
+#[unsafe(no_mangle)]
+static PERF_EVENT_EXPIRES_OFFSET: u64 = 0;
+
+/// When the tick being delivered was due: the cpu-clock timer's expiry, which the kernel moves
+/// on only after the program ran (perf_swevent_hrtimer). None when it cannot be read.
+#[inline(always)]
+fn tick_due(ctx: &PerfEventContext) -> Option<u64> {
+    let event: u64 = read_field(ctx.as_ptr() as *const u8, global(&PERF_CTX_EVENT_OFFSET))?;
+    if event == 0 {
+        return None;
+    }
+    let due: i64 = read_field(event as *const u8, global(&PERF_EVENT_EXPIRES_OFFSET))?;
+    (due > 0).then_some(due as u64)
+}
+
 /// The software cpu-clock event fired on this CPU: a watched thread's sample goes to user space
 /// with its registers and stack copy, or, when the ring is full, is counted here by its stacks.
+/// A tick a switch already took (it was due before the switch) is not the current thread's.
 #[perf_event]
 pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     let tgid = ctx.tgid();
-    if ctx.pid() == 0 {
-        return 0;
-    }
-    if let Some(group) = stacks_group_of(tgid) {
-        // The sample carries its kernel stack's frames. Only a sample the ring has no room for
-        // is counted here, under stack ids: the kernel's frame-pointer walk of the user stack
-        // (through a binary without frame pointers it faults and costs microseconds).
-        let key = StackKey {
-            tgid,
-            group,
-            user_stack_id: -1,
-            kernel_stack_id: -1,
-            comm: current_comm(),
-            syscall: 0,
-            _pad: 0,
-        };
-        if !send_user_stack(ctx.as_ptr(), &key, ctx.pid(), 0, unsafe {
-            bpf_ktime_get_ns()
-        }) {
-            count_lost(lost::USER_STACK_RING_FULL);
-            let key = StackKey {
-                kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
-                user_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64)),
-                ..key
-            };
-            add(&ONCPU_STACKS, &key, 1);
+    let watched = if ctx.pid() == 0 {
+        None
+    } else {
+        stacks_group_of(tgid)
+    };
+    let now = unsafe { bpf_ktime_get_ns() };
+    let mut time_ns = now;
+    if let (Some(due), Some(grid)) = (tick_due(&ctx), TICK_GRID.get_ptr_mut(0)) {
+        let grid = unsafe { &mut *grid };
+        if due <= grid.last_tick_ns {
+            if watched.is_some() {
+                count_lost(lost::ONCPU_TICK_NOT_THEIRS);
+            }
+            return 0;
         }
+        let period = global(&SAMPLE_PERIOD_NS);
+        if watched.is_some() && grid.last_tick_ns != 0 && period != 0 {
+            // Ticks between the last one and this: the timer overran them (held off a period or
+            // more); after the last switch they were the current thread's.
+            let skipped = (due - grid.last_tick_ns).checked_div(period).unwrap_or(1);
+            for _ in 1..skipped.min(64) {
+                count_lost(lost::ONCPU_TICKS_SKIPPED);
+            }
+        }
+        grid.last_tick_ns = due;
+        time_ns = due;
+    }
+    if let Some(group) = watched {
+        take_sample(&ctx, tgid, group, ctx.pid(), time_ns);
     }
     0
+}
+
+/// An on-CPU sample of the current thread: to user space with its registers and stack copy, or,
+/// when the ring is full, counted here by its stacks.
+#[inline(always)]
+fn take_sample<C: StackIdContext + EbpfContext>(
+    ctx: &C,
+    tgid: u32,
+    group: u32,
+    tid: u32,
+    time_ns: u64,
+) {
+    // The sample carries its kernel stack's frames. Only a sample the ring has no room for
+    // is counted here, under stack ids: the kernel's frame-pointer walk of the user stack
+    // (through a binary without frame pointers it faults and costs microseconds).
+    let key = StackKey {
+        tgid,
+        group,
+        user_stack_id: -1,
+        kernel_stack_id: -1,
+        comm: current_comm(),
+        syscall: 0,
+        _pad: 0,
+    };
+    if !send_user_stack(ctx.as_ptr(), &key, tid, 0, time_ns) {
+        count_lost(lost::USER_STACK_RING_FULL);
+        let key = StackKey {
+            kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
+            user_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64)),
+            ..key
+        };
+        add(&ONCPU_STACKS, &key, 1);
+    }
+}
+
+/// At a switch on this CPU: a tick due since the last one accounted for, whose interrupt has not
+/// arrived (interrupts are off here), fell while the thread switching out ran. It is taken now
+/// for that thread when watched, and marked taken either way.
+#[inline(always)]
+fn take_due_tick(ctx: &BtfTracePointContext, now: u64) {
+    let period = global(&SAMPLE_PERIOD_NS);
+    let Some(grid) = TICK_GRID.get_ptr_mut(0) else {
+        return;
+    };
+    let grid = unsafe { &mut *grid };
+    if period == 0 || grid.last_tick_ns == 0 || now < grid.last_tick_ns + period {
+        return;
+    }
+    let behind = (now - grid.last_tick_ns).checked_div(period).unwrap_or(1);
+    let due = grid.last_tick_ns + behind.wrapping_mul(period);
+    grid.last_tick_ns = due;
+    let tid = ctx.pid();
+    if tid == 0 {
+        return;
+    }
+    let tgid = ctx.tgid();
+    if let Some(group) = stacks_group_of(tgid) {
+        count_lost(lost::ONCPU_TICK_AT_SWITCH);
+        for _ in 1..behind.min(64) {
+            count_lost(lost::ONCPU_TICKS_SKIPPED);
+        }
+        take_sample(ctx, tgid, group, tid, due);
+    }
 }
 
 const PAGE: u64 = 4096;
@@ -304,6 +397,7 @@ fn send_user_stack(
 #[btf_tracepoint(function = "sched_switch")]
 pub fn offcpu_switch(ctx: BtfTracePointContext) -> i32 {
     let now = unsafe { bpf_ktime_get_ns() };
+    take_due_tick(&ctx, now);
     let prev_tid = ctx.pid();
     let prev_tgid = ctx.tgid();
     if prev_tid == 0 {

@@ -20,6 +20,11 @@ pub struct KernelOffsets {
     pub task_exit_code: u64,
     /// task_struct.se.sum_exec_runtime: the scheduler's own on-CPU total for the task.
     pub task_exec_runtime: u64,
+    /// bpf_perf_event_data_kern.event and perf_event.hw.hrtimer.node.expires: when the on-CPU
+    /// sampler's tick being delivered was due.
+    pub perf_ctx_event: u64,
+
+    pub perf_event_expires: u64,
     /// pt_regs.orig_ax: the syscall number, for a syscall whose entry was not seen.
     pub regs_orig_ax: u64,
     pub sock_state: u64,
@@ -159,6 +164,9 @@ impl KernelOffsets {
             task_comm: field(&["task_struct", "comm"])?,
             task_exit_code: field(&["task_struct", "exit_code"])?,
             task_exec_runtime: field(&["task_struct", "se", "sum_exec_runtime"])?,
+            perf_ctx_event: field(&["bpf_perf_event_data_kern", "event"])?,
+
+            perf_event_expires: field(&["perf_event", "hw", "hrtimer", "node", "expires"])?,
             regs_orig_ax: field(&["pt_regs", "orig_ax"])?,
             sock_state: sk_common + field(&["sock_common", "skc_state"])?,
             sock_num: sk_common + field(&["sock_common", "skc_num"])?,

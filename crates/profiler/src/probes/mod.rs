@@ -188,6 +188,7 @@ impl Probes {
         };
         let (syn_sent, close) = (state("SYN_SENT")?, state("CLOSE")?);
         let (established, syn_recv) = (state("ESTABLISHED")?, state("SYN_RECV")?);
+        let sample_period_ns = targets.stack_sample_hz.map_or(0, stacks::period_ns);
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::TASK_PID_OFFSET, &offsets.task_pid, true)
             .override_global(globals::TASK_TGID_OFFSET, &offsets.task_tgid, true)
@@ -202,6 +203,17 @@ impl Probes {
                 &offsets.task_exec_runtime,
                 true,
             )
+            .override_global(
+                globals::PERF_CTX_EVENT_OFFSET,
+                &offsets.perf_ctx_event,
+                true,
+            )
+            .override_global(
+                globals::PERF_EVENT_EXPIRES_OFFSET,
+                &offsets.perf_event_expires,
+                true,
+            )
+            .override_global(globals::SAMPLE_PERIOD_NS, &sample_period_ns, true)
             .override_global(globals::REGS_ORIG_AX_OFFSET, &offsets.regs_orig_ax, true)
             .override_global(globals::SOCK_STATE_OFFSET, &offsets.sock_state, true)
             .override_global(globals::SOCK_NUM_OFFSET, &offsets.sock_num, true)

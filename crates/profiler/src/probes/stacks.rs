@@ -102,6 +102,11 @@ struct OnlineCpusError {
     source: std::io::Error,
 }
 
+/// The on-CPU sampler's period at `hz` samples a second, ns.
+pub fn period_ns(hz: u64) -> u64 {
+    1_000_000_000 / hz.max(1)
+}
+
 /// The on-CPU sampler: the software cpu-clock event on every online CPU.
 pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     let load_err = |source: Cause| SrvprofError::ProgramLoad {
@@ -116,7 +121,7 @@ pub fn attach_sampler(ebpf: &mut Ebpf, hz: u64) -> Result<(), SrvprofError> {
     prog.load().map_err(|e| load_err(e.into()))?;
     let cpus = aya::util::online_cpus()
         .map_err(|(what, source)| load_err(OnlineCpusError { what, source }.into()))?;
-    let period_ns = 1_000_000_000 / hz.max(1);
+    let period_ns = period_ns(hz);
     // The CPUs' timers are spread over the period, not started together: a sample's program
     // (copying the stack, ~10 us) delays whatever its CPU was doing, a lock holder included,
     // and another CPU sampling at that same moment would catch its threads waiting on it
