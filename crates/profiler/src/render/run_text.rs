@@ -110,8 +110,15 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
     let copied = q.mean_copy_bytes.map_or(String::new(), |b| {
         format!("; {:.1} KiB of user stack copied per stack", b / 1024.0)
     });
+    let count = match (q.sample_hz, q.window_samples, q.expected_samples) {
+        (Some(hz), Some(n), Some(expected)) if expected >= 1.0 => format!(
+            "; {n} samples in the window, {:.0}% of the {expected:.0} its CPU time calls for at {hz} Hz (the rest: time charged with interrupts off, from a thread's pick to its switch-in, which no timer samples)",
+            n as f64 * 100.0 / expected
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{} {}: {:.0}% of {} {unit} with a user part reach their start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {}{copied})",
+        "{} {}: {:.0}% of {} {unit} with a user part reach their start, {:.0}% have an unnamed frame, {:.1} user frames on average (unwound by {}{copied}){count}",
         q.group,
         if q.kind == "oncpu" {
             "on-CPU"

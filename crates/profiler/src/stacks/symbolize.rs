@@ -239,6 +239,9 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
                 .get(&(group, kind == "offcpu"))
                 .filter(|(n, _)| *n > 0)
                 .map(|(n, bytes)| *bytes as f64 / *n as f64);
+            if kind == "oncpu" && raw.interval_ns.is_some() {
+                q.sample_hz = Some(raw.sample_hz);
+            }
             quality.push(q);
         }
     }
