@@ -202,37 +202,15 @@ fn a_server_sharing_its_cpu_with_a_hog_shows_a_run_queue_tail() {
         "srvprof {probe_wait_s:.3} s in {waits} waits, schedstat {waited_s:.3} s: {:+.0} ns per wait",
         (probe_wait_s - waited_s) * 1e9 / waits
     );
-    // The same waits as the kernel's sched_info timed them (schedstat's run_delay), read by the
-    // programs at the worker's switch-outs. The kernel leaves most wakeups untimed (its run_delay
-    // does not grow at them: 48,074 of 49,193 here, 5.5 us each by srvprof); those are in
-    // srvprof's total and not in schedstat's, which is what read +1.6-3.3 us a wait over
-    // schedstat on a machine whose hog ran longer. Where the kernel timed a wait, srvprof's
-    // stamps (wakeup or preemption to switch-in, as runqlat) give the same time within 3 %
-    // (measured -6.9 and -24 us a wait of ~2 ms: the kernel stamps by the run queue's clock, updated
-    // at enqueue and at the top of the schedule).
-    let check = &worker_thread["runq_schedstat"];
-    let timed = check["timed_waits"].as_f64().unwrap();
-    let (kernel_s, stamped_s) = (
-        check["timed_ns"].as_f64().unwrap() / 1e9,
-        check["stamped_ns"].as_f64().unwrap() / 1e9,
-    );
-    let untimed_s = check["untimed_stamped_ns"].as_f64().unwrap() / 1e9;
-    eprintln!(
-        "the kernel timed {timed} of the worker's waits, {kernel_s:.4} s, srvprof {stamped_s:.4} s ({:+.0} ns a wait); it left {} untimed, {untimed_s:.3} s by srvprof",
-        (stamped_s - kernel_s) * 1e9 / timed.max(1.0),
-        check["untimed_waits"],
-    );
-    assert!(timed >= 10.0, "{check}");
-    assert!(
-        (stamped_s - kernel_s).abs() <= 0.03 * kernel_s,
-        "srvprof's stamps of the waits the kernel timed, {stamped_s:.4} s, against its {kernel_s:.4} s: {check}"
-    );
-    // schedstat's window holds srvprof's (and the warm-up before it): srvprof's total is at most
-    // schedstat's, the waits schedstat leaves out, and the 3 % above.
-    let allowed = waited_s * 1.03 + untimed_s;
+    // schedstat's window holds srvprof's (and the warm-up before it), so srvprof's total can only
+    // be smaller, give or take where each side stamps a wait (the kernel from enqueue to pick,
+    // srvprof from the wakeup or preemption to the switch-in: well under 1 us apart). Measured
+    // -1.1 to -1.2 us per wait in all (4 runs). Below: the measured 5 s are 5 of about 6.5 s of the
+    // same load.
+    let allowed = waited_s + waits * 1e-6;
     assert!(
         probe_wait_s <= allowed,
-        "srvprof's run-queue time {probe_wait_s:.3} s over {waits} waits, schedstat's {waited_s:.3} s over a longer window and {untimed_s:.3} s it left out: above {allowed:.3} s"
+        "srvprof's run-queue time {probe_wait_s:.3} s over {waits} waits, schedstat's {waited_s:.3} s over a longer window: above {allowed:.3} s"
     );
     assert!(
         probe_wait_s >= waited_s * 0.5,

@@ -312,10 +312,6 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
-        ".runq_schedstat",
-        "added: each thread's run-queue waits beside the kernel's sched_info timing of them",
-    ),
-    (
         ".oncpu_ticks",
         "added: where the on-CPU sampler's late ticks went (taken at a switch-out, not theirs, skipped)",
     ),

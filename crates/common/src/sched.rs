@@ -119,21 +119,6 @@ pub struct ThreadStats {
     /// On-CPU time since the thread last went to sleep (its preemptions do not end a run).
     pub run_ns: u64,
     pub comm: [u8; 16],
-    /// The scheduler's own run-queue figures for the task at its last switch-out
-    /// (sched_info.run_delay, and pcount plus one; 0: not read yet), against which the next
-    /// switch-out sees whether the kernel timed the wait that ended at the switch-in between.
-    pub run_delay_at_out_ns: u64,
-    pub arrivals_at_out: u64,
-    /// The wait these programs stamped at the last switch-in, plus one (0: none).
-    pub last_runq_wait_ns: u64,
-    /// Waits that ended at one switch-in between two switch-outs, told apart by whether the
-    /// kernel's sched_info timed them: its time and these programs' for the timed ones, these
-    /// programs' for the rest (schedstat's run_delay leaves them out).
-    pub sched_timed_waits: u64,
-    pub sched_timed_ns: u64,
-    pub stamped_timed_ns: u64,
-    pub sched_untimed_waits: u64,
-    pub stamped_untimed_ns: u64,
 }
 
 /// A thread's sleep in a syscall: from its switch-out to its switch-in, and the syscall's number

@@ -9,9 +9,6 @@ names! {
         TASK_COMM_OFFSET,
         TASK_EXIT_CODE_OFFSET,
         TASK_EXEC_RUNTIME_OFFSET,
-        /// task_struct.sched_info.run_delay and .pcount (0: a kernel without sched_info).
-        TASK_RUN_DELAY_OFFSET,
-        TASK_PCOUNT_OFFSET,
         /// The groups whose stacks are taken, a bit per group (1 << GROUP_SERVER ...).
         STACK_GROUPS,
     ],

@@ -20,8 +20,8 @@ use srvprof_common::{
 
 use crate::regs::{current_syscall_args, current_syscall_fd, current_syscall_slot};
 use crate::target::{
-    count_lost, current_comm, group_of, record, task_comm, task_exec_runtime, task_ids,
-    task_run_delay, watch, watched_thread,
+    count_lost, current_comm, group_of, record, task_comm, task_exec_runtime, task_ids, watch,
+    watched_thread,
 };
 
 /// [group] -> its watched threads' context switches: a sampled window's edges read them from one
@@ -181,31 +181,6 @@ fn charge_holder(group: u32, waited: u64) {
     add_or_insert(&RUNQ_HOLDERS, &key, first, add, lost::RUNQ_HOLDERS_MAP_FULL);
 }
 
-/// At a switch-out: whether the kernel's sched_info timed the wait that ended at the thread's
-/// last switch-in (its run_delay grew), set beside the wait these programs stamped for it. Only
-/// a single switch-in between two switch-outs is told apart (pcount grew by one).
-#[inline(always)]
-fn check_against_sched_info(st: &mut ThreadStats, task: *const u8) {
-    let Some((delay, arrivals)) = task_run_delay(task) else {
-        return;
-    };
-    if st.arrivals_at_out != 0 && arrivals == st.arrivals_at_out {
-        let kernel = delay.saturating_sub(st.run_delay_at_out_ns);
-        let stamped = st.last_runq_wait_ns.saturating_sub(1);
-        if kernel > 0 {
-            st.sched_timed_waits += 1;
-            st.sched_timed_ns += kernel;
-            st.stamped_timed_ns += stamped;
-        } else if st.last_runq_wait_ns != 0 {
-            st.sched_untimed_waits += 1;
-            st.stamped_untimed_ns += stamped;
-        }
-    }
-    st.run_delay_at_out_ns = delay;
-    st.arrivals_at_out = arrivals + 1;
-    st.last_runq_wait_ns = 0;
-}
-
 /// The thread's sleep in the syscall of `nr_slot` (its number plus one) ended after `off` ns
 /// off the CPU: counted to that syscall.
 #[inline(always)]
@@ -333,7 +308,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         };
         let prev: *const u8 = ctx.arg(1);
         let exec = task_exec_runtime(prev).unwrap_or(0);
-        check_against_sched_info(st, prev);
         if st.last_switch_in_ns == 0 && st.last_switch_out_ns != 0 && !first_out {
             // It ran since its last switch-out, but no sched_switch named it as next.
             count_lost(lost::SWITCH_INS_UNSEEN);
@@ -394,7 +368,6 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             record(&RUNQ_HIST, st.group, waited);
             charge_holder(st.group, waited);
             st.runnable_since_ns = 0;
-            st.last_runq_wait_ns = waited + 1;
         }
         end_futex_wait(st, next_tid, now);
         if st.uninterruptible != 0 {

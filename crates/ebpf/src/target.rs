@@ -46,10 +46,6 @@ static TASK_COMM_OFFSET: u64 = 0;
 static TASK_EXIT_CODE_OFFSET: u64 = 0;
 #[unsafe(no_mangle)]
 static TASK_EXEC_RUNTIME_OFFSET: u64 = 0;
-#[unsafe(no_mangle)]
-static TASK_RUN_DELAY_OFFSET: u64 = 0;
-#[unsafe(no_mangle)]
-static TASK_PCOUNT_OFFSET: u64 = 0;
 /// The groups whose stacks are taken (srvprof_common::globals::STACK_GROUPS).
 #[unsafe(no_mangle)]
 static STACK_GROUPS: u64 = 0;
@@ -82,17 +78,6 @@ pub fn task_exit_code(task: *const u8) -> Option<i32> {
 #[inline(always)]
 pub fn task_exec_runtime(task: *const u8) -> Option<u64> {
     read_field(task, global(&TASK_EXEC_RUNTIME_OFFSET))
-}
-
-/// The scheduler's run-queue total and arrivals for the task (sched_info.run_delay, pcount),
-/// None on a kernel without them.
-#[inline(always)]
-pub fn task_run_delay(task: *const u8) -> Option<(u64, u64)> {
-    let (delay_at, pcount_at) = (global(&TASK_RUN_DELAY_OFFSET), global(&TASK_PCOUNT_OFFSET));
-    if delay_at == 0 || pcount_at == 0 {
-        return None;
-    }
-    Some((read_field(task, delay_at)?, read_field(task, pcount_at)?))
 }
 
 #[inline(always)]

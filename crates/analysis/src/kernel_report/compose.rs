@@ -120,7 +120,6 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
         syscall_rest_ns: end.syscall_rest_ns.saturating_sub(s.syscall_rest_ns),
         reclaims: end.reclaims.saturating_sub(s.reclaims),
         reclaim_ns: end.reclaim_ns.saturating_sub(s.reclaim_ns),
-        runq_schedstat: end.runq_schedstat.since(&s.runq_schedstat),
         ..end.clone()
     }
 }
@@ -192,7 +191,6 @@ pub fn kernel_report<'a>(
             sys_ns,
             runq_ns: d.runq_ns,
             runq_waits: d.runq_count,
-            runq_schedstat: d.runq_schedstat,
             migrations: d.migrations,
             syscalls: if split {
                 d.syscalls_blocked + scaled(d.syscalls_unblocked, fraction)

@@ -94,9 +94,6 @@ pub struct ThreadReport {
     pub runq_ns: u64,
     /// How many times the thread waited in a run queue (runq_ns is their sum).
     pub runq_waits: u64,
-    /// Its waits beside the kernel's own timing of them (schedstat's run_delay).
-    #[serde(default)]
-    pub runq_schedstat: crate::record::RunqBySchedstat,
     pub migrations: u64,
     pub syscalls: u64,
     pub syscall_ns: u64,

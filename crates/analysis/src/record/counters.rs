@@ -36,40 +36,6 @@ pub struct ThreadCounters {
     pub reclaims: u64,
     #[serde(default)]
     pub reclaim_ns: u64,
-    /// The run-queue waits told apart by whether the kernel's sched_info timed them.
-    #[serde(default)]
-    pub runq_schedstat: RunqBySchedstat,
-}
-
-/// A thread's run-queue waits set beside the kernel's own timing of them (sched_info, which
-/// /proc/PID/task/TID/schedstat's run_delay adds up): each wait that ended at one switch-in
-/// between two switch-outs, as the kernel timed it (its run_delay grew) or did not (it grew by
-/// nothing: a wakeup the kernel's accounting leaves out), with srvprof's own stamps of the same
-/// waits (wakeup or preemption to switch-in, as runqlat).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunqBySchedstat {
-    pub timed_waits: u64,
-    /// The kernel's time for them, and srvprof's for the same waits.
-    pub timed_ns: u64,
-    pub stamped_ns: u64,
-    pub untimed_waits: u64,
-    /// srvprof's time for the waits the kernel left untimed.
-    pub untimed_stamped_ns: u64,
-}
-
-impl RunqBySchedstat {
-    /// The figures since `start`.
-    pub fn since(&self, start: &Self) -> Self {
-        Self {
-            timed_waits: self.timed_waits.saturating_sub(start.timed_waits),
-            timed_ns: self.timed_ns.saturating_sub(start.timed_ns),
-            stamped_ns: self.stamped_ns.saturating_sub(start.stamped_ns),
-            untimed_waits: self.untimed_waits.saturating_sub(start.untimed_waits),
-            untimed_stamped_ns: self
-                .untimed_stamped_ns
-                .saturating_sub(start.untimed_stamped_ns),
-        }
-    }
 }
 
 /// Cumulative wakeups of one watched thread by one waker.

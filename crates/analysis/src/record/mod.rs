@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub use counters::{
     AcceptWaitCount, CountNs, DiskWait, FamilyCounters, KernelCounters, LockWaitRecord,
-    NsHistogram, RunqBySchedstat, RunqHolder, TcpResetCount, ThreadCounters, WakePair,
+    NsHistogram, RunqHolder, TcpResetCount, ThreadCounters, WakePair,
 };
 
 /// CPU time of one thread or process, from /proc (the kernel's own accounting).

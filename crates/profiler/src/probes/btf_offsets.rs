@@ -23,10 +23,6 @@ pub struct KernelOffsets {
     /// bpf_perf_event_data_kern.event and perf_event.hw.hrtimer.node.expires: when the on-CPU
     /// sampler's tick being delivered was due.
     pub perf_ctx_event: u64,
-    /// task_struct.sched_info.run_delay and .pcount: the scheduler's run-queue time and
-    /// arrivals (schedstat's), 0 on a kernel built without sched_info.
-    pub task_run_delay: u64,
-    pub task_pcount: u64,
 
     pub perf_event_expires: u64,
     /// pt_regs.orig_ax: the syscall number, for a syscall whose entry was not seen.
@@ -169,8 +165,6 @@ impl KernelOffsets {
             task_exit_code: field(&["task_struct", "exit_code"])?,
             task_exec_runtime: field(&["task_struct", "se", "sum_exec_runtime"])?,
             perf_ctx_event: field(&["bpf_perf_event_data_kern", "event"])?,
-            task_run_delay: field(&["task_struct", "sched_info", "run_delay"]).unwrap_or(0),
-            task_pcount: field(&["task_struct", "sched_info", "pcount"]).unwrap_or(0),
 
             perf_event_expires: field(&["perf_event", "hw", "hrtimer", "node", "expires"])?,
             regs_orig_ax: field(&["pt_regs", "orig_ax"])?,

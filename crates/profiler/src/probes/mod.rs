@@ -204,12 +204,6 @@ impl Probes {
                 true,
             )
             .override_global(
-                globals::TASK_RUN_DELAY_OFFSET,
-                &offsets.task_run_delay,
-                true,
-            )
-            .override_global(globals::TASK_PCOUNT_OFFSET, &offsets.task_pcount, true)
-            .override_global(
                 globals::PERF_CTX_EVENT_OFFSET,
                 &offsets.perf_ctx_event,
                 true,

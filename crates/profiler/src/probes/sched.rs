@@ -294,7 +294,7 @@ fn seed_unseen_threads(
             if known.contains(&tid) {
                 continue;
             }
-            let Some((exec, run_delay, arrivals)) = procfs::thread_schedstat(pid, tid) else {
+            let Some(exec) = procfs::thread_oncpu_ns(pid, tid) else {
                 continue;
             };
             let mut comm = [0u8; 16];
@@ -309,9 +309,6 @@ fn seed_unseen_threads(
                     comm,
                     last_switch_out_ns: now,
                     exec_at_switch_out_ns: exec,
-                    // The kernel's figures its next switch-out is set beside.
-                    run_delay_at_out_ns: run_delay,
-                    arrivals_at_out: arrivals + 1,
                     ..ThreadStats::default()
                 },
             ));
@@ -368,13 +365,6 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
         syscall_rest_ns: st.syscall_rest_ns,
         reclaims: st.reclaims,
         reclaim_ns: st.reclaim_ns,
-        runq_schedstat: srvprof_analysis::record::RunqBySchedstat {
-            timed_waits: st.sched_timed_waits,
-            timed_ns: st.sched_timed_ns,
-            stamped_ns: st.stamped_timed_ns,
-            untimed_waits: st.sched_untimed_waits,
-            untimed_stamped_ns: st.stamped_untimed_ns,
-        },
     }
 }
 

@@ -120,15 +120,12 @@ pub fn process_cpu_time(pid: u32) -> Option<CpuTime> {
 /// A thread's time on a CPU so far (ns): the first field of /proc/PID/task/TID/schedstat, the
 /// scheduler's sum_exec_runtime (brought up to date at every tick and switch).
 pub fn thread_oncpu_ns(pid: u32, tid: u32) -> Option<u64> {
-    thread_schedstat(pid, tid).map(|(exec, ..)| exec)
-}
-
-/// A thread's /proc/PID/task/TID/schedstat: time on a CPU, time waiting in a run queue (ns),
-/// and how many times it was picked to run (sched_info's sum_exec_runtime, run_delay, pcount).
-pub fn thread_schedstat(pid: u32, tid: u32) -> Option<(u64, u64, u64)> {
-    let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
-    let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().ok());
-    Some((fields.next()??, fields.next()??, fields.next()??))
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// A process's read- and write-type syscalls so far, all its threads', those that ended
