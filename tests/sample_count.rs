@@ -79,17 +79,17 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str) {
         "srvprof's {ours} on-CPU samples against {expected:.0} ({ratio:.3}, allowed 1 +- {spread:.3}; perf -p {perf})"
     );
     assert!(ticks["at_switch"].as_u64().is_some(), "{ticks}");
-    // run.json labels the flamegraph's count: the window's samples against the CPU time's.
+    // run.json labels the flamegraph's count: the measured span's samples against the CPU time's.
     let q = (json["stacks"].as_array().unwrap().iter())
         .find(|q| q["group"] == "server" && q["kind"] == "oncpu")
         .unwrap();
-    let (in_window, expected) = (
-        q["window_samples"].as_u64().unwrap(),
+    let (in_span, expected) = (
+        q["measured_samples"].as_u64().unwrap(),
         q["expected_samples"].as_f64().unwrap(),
     );
-    eprintln!("run.json: {in_window} samples in the window of {expected:.0} expected");
+    eprintln!("run.json: {in_span} samples in the measured span of {expected:.0} expected");
     assert!(
-        in_window <= ours && in_window as f64 <= 1.05 * expected + 5.0,
+        in_span <= ours && in_span as f64 <= 1.05 * expected + 5.0,
         "{q}"
     );
     assert_run_json_matches_its_schema(&json);

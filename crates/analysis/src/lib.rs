@@ -42,6 +42,7 @@ pub use srvprof_loadgen::random;
 pub mod record;
 pub mod rules;
 pub mod run_report;
+pub mod sample_count;
 pub mod series;
 pub mod slow_intervals;
 pub mod split_run;

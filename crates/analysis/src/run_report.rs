@@ -316,12 +316,12 @@ pub fn build(
     };
     if let Some(s) = observed.stacks {
         report.stacks = s.quality.clone();
-        let window_ms = (report.server.duration_s * 1000.0).round() as i64;
+        let span_ms = (report.server.duration_s * 1000.0).round() as i64;
         let (server_s, client_s) = (
             report.server.totals.oncpu_ns as f64 / 1e9,
             report.client.totals.oncpu_ns as f64 / 1e9,
         );
-        crate::unwind_quality::count_window_samples(&mut report.stacks, s, window_ms, |g| {
+        crate::sample_count::count_measured_samples(&mut report.stacks, s, span_ms, |g| {
             Some(if g == "server" { server_s } else { client_s })
         });
         if report.load.tls.is_some() {

@@ -104,14 +104,14 @@ pub struct UnwindQuality {
     /// The outermost frame most of the stacks that stop short stop at, and why it may be.
     pub stops_at: Option<String>,
     pub why: Option<String>,
-    /// On-CPU: the sampling rate (Hz), the group's samples in the measured window, and what its
+    /// On-CPU: the sampling rate (Hz), the group's samples in the measured span, and what its
     /// threads' CPU time there (the scheduler's) calls for at that rate. The shortfall is time the
     /// scheduler charges a thread with interrupts off, from its pick to its switch-in, where no
     /// timer interrupt lands (perf's per-thread sampler misses the same); None off-CPU.
     #[serde(default)]
     pub sample_hz: Option<u64>,
     #[serde(default)]
-    pub window_samples: Option<u64>,
+    pub measured_samples: Option<u64>,
     #[serde(default)]
     pub expected_samples: Option<f64>,
 }
@@ -202,38 +202,9 @@ impl UnwindTally {
             stops_at: stop.as_ref().map(|(f, _)| f.clone()),
             why: stop.map(|(_, w)| w),
             sample_hz: None,
-            window_samples: None,
+            measured_samples: None,
             expected_samples: None,
         }
-    }
-}
-
-/// Sets each on-CPU entry's samples in the measured window (`window_ms` long, from the stacks'
-/// times) and those its group's CPU time there (`cpu_s`, by group name) calls for at its rate.
-pub fn count_window_samples(
-    quality: &mut [UnwindQuality],
-    stacks: &crate::stacks::FoldedStacks,
-    window_ms: i64,
-    cpu_s: impl Fn(&str) -> Option<f64>,
-) {
-    // A group with no sample at all is one whose stacks were not taken (the load generator's,
-    // unless asked for).
-    for q in quality.iter_mut().filter(|q| q.kind == "oncpu") {
-        let (Some(hz), Some(cpu_s), true) = (q.sample_hz, cpu_s(&q.group), q.weight > 0) else {
-            q.sample_hz = None;
-            continue;
-        };
-        let group = match q.group.as_str() {
-            "server" => srvprof_common::GROUP_SERVER,
-            _ => srvprof_common::GROUP_CLIENT,
-        };
-        let in_window = (stacks.oncpu_at.iter())
-            .filter(|at| (0..window_ms).contains(&at.at_ms))
-            .filter(|at| stacks.oncpu.get(at.line as usize).map(|l| l.group) == Some(group))
-            .map(|at| at.value)
-            .sum();
-        q.window_samples = Some(in_window);
-        q.expected_samples = Some(hz as f64 * cpu_s);
     }
 }
 
@@ -349,54 +320,5 @@ mod tests {
         let q = UnwindTally::default().finish("client", "offcpu");
         assert_eq!((q.weight, q.with_user, q.reach_start), (0, 0, 0.0));
         assert_eq!(q.stops_at, None);
-    }
-
-    #[test]
-    fn the_window_samples_are_the_groups_own_inside_the_window() {
-        use crate::stacks::{At, FoldedLine, FoldedStacks};
-        let line = |group| FoldedLine {
-            group,
-            frames: frames(&["t", "f"]),
-            value: 0,
-            periods: 0,
-        };
-        let at = |at_ms, line, value| At { at_ms, line, value };
-        let stacks = FoldedStacks {
-            oncpu: vec![line(0), line(1)],
-            // Warm-up, window, window, after it; and the client's in the window.
-            oncpu_at: vec![
-                at(-500, 0, 7),
-                at(0, 0, 40),
-                at(500, 0, 50),
-                at(1000, 0, 9),
-                at(0, 1, 3),
-            ],
-            ..FoldedStacks::default()
-        };
-        let mut q = vec![
-            UnwindQuality {
-                group: "server".into(),
-                kind: "oncpu".into(),
-                weight: 106,
-                sample_hz: Some(99),
-                ..UnwindQuality::default()
-            },
-            UnwindQuality {
-                group: "client".into(),
-                kind: "oncpu".into(),
-                weight: 0,
-                sample_hz: Some(99),
-                ..UnwindQuality::default()
-            },
-        ];
-        count_window_samples(&mut q, &stacks, 1000, |g| {
-            Some(if g == "server" { 1.0 } else { 2.0 })
-        });
-        assert_eq!(
-            (q[0].window_samples, q[0].expected_samples),
-            (Some(90), Some(99.0))
-        );
-        // No sample at all: its stacks were not taken.
-        assert_eq!((q[1].sample_hz, q[1].window_samples), (None, None));
     }
 }

@@ -398,7 +398,13 @@ pub(super) fn long_waits(c: &Cost) -> Option<LongWaits> {
     if c.part.resource == Some(Resource::AcceptQueue) {
         return None;
     }
-    let mut sorted = lengths.clone();
+    long_of(lengths, waits)
+}
+
+/// The long ones among `count` waits whose lengths are spread as `lengths` (ms, share).
+fn long_of(lengths: &[(f64, f64)], count: f64) -> Option<LongWaits> {
+    let waits = count;
+    let mut sorted = lengths.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut below = 0.0;
     let median = sorted.iter().find(|(_, p)| {
@@ -414,6 +420,16 @@ pub(super) fn long_waits(c: &Cost) -> Option<LongWaits> {
         waits: waits * share,
         mean_ms: ms / share,
     })
+}
+
+/// A service's slow answers, among its answers at their own lengths (the kernel timed each ask
+/// to its answer). Not its sleeps: those are one per answer only where a thread sleeps through
+/// each answer once; an event loop sleeps between an answer's reads, or not at all, so counting
+/// the sleeps put 148 long waits against 47 slow answers.
+pub(super) fn slow_answers(o: &Outbound) -> Option<LongWaits> {
+    let mean_ms = o.answer_ns as f64 / 1e6 / o.answers.max(1) as f64;
+    let lengths = lengths_of(o.answer_lengths.as_ref()?, mean_ms)?;
+    long_of(&lengths, o.answers as f64)
 }
 
 /// A Go program's stop-the-world is one run on a CPU of the thread that holds it (the collector,
@@ -811,6 +827,9 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             true => per_thread + arrivals_per_thread * mean_wait_ms / 1e3 / 2.0,
             false => per_thread,
         };
+        // The slow answers are counted among the answers, at their own lengths: the sleeps on
+        // the connection are as many as the answers only where each answer is one sleep (an
+        // event loop sleeps on it between the reads of one answer, or not at all).
         costs.push(Cost {
             affected: Some(o.waits as f64 * delayed / n as f64),
             each_ms: None,
@@ -822,6 +841,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 waits: Some(o.waits as f64),
                 mean_wait_ms: Some(mean_wait_ms),
                 held_by: Some(o.remote.clone()),
+                long_waits: slow_answers(o),
                 ..part(Place::Blocked, per_request(us) * delayed)
             },
             uniform: false,
@@ -843,6 +863,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
                 waits: Some(o.answers as f64),
                 mean_wait_ms: Some(mean_wait_ms),
                 held_by: Some(o.remote.clone()),
+                long_waits: slow_answers(o),
                 ..part(Place::Blocked, per_request(us))
             },
             uniform: false,
@@ -944,7 +965,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
             p.held_by = (p.waits).and_then(|w| other_end(server, &client.pids, &p.threads, w));
         }
     }
-    for c in &mut costs {
+    // A service's long waits are its slow answers, counted where its part is made.
+    for c in (costs.iter_mut()).filter(|c| c.part.resource != Some(Resource::Service)) {
         c.part.long_waits = long_waits(c);
     }
     let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);

@@ -1316,3 +1316,40 @@ fn the_clients_queue_at_p99_is_what_the_load_generator_timed_there() {
     assert_eq!(a.parts[0].place, Place::ClientQueue, "{a:?}");
     assert!((a.parts[0].tail_ms - 29.9).abs() < 1e-9, "{a:?}");
 }
+
+/// A service with one slow answer (30 ms) in 50 fast ones (0.5 ms) that an event loop slept on
+/// three times an answer: its long waits are the slow answers, 47 of 2,350, at 30 ms, not three
+/// times as many at a third of the length, whichever way its sleeps fall.
+#[test]
+fn a_services_long_waits_are_its_slow_answers_however_often_it_was_slept_on() {
+    use srvprof_common::hist::slot_of;
+    let mut lengths = crate::record::NsHistogram::default();
+    lengths.slots[slot_of(500_000) as usize] = 2_303;
+    lengths.slots[slot_of(30_000_000) as usize] = 47;
+    let answer_ns = 2_303 * 500_000 + 47 * 30_000_000;
+    let service = |waits: u64, wait_ns: u64| crate::record::Outbound {
+        remote: "127.0.0.1:9000".into(),
+        opened: 1,
+        waits,
+        wait_ns,
+        answers: 2_350,
+        answer_ns,
+        answer_lengths: Some(lengths.clone()),
+        ..Default::default()
+    };
+    // Slept on three times an answer, or not at all (an event loop polling it).
+    for o in [service(3 * 2_350, answer_ns), service(0, 0)] {
+        let (load, mut server, stacks) = threaded(46_000_000, 0);
+        server.outbound = vec![o];
+        let a = account_of(&load, &server, &KernelReport::default(), &stacks);
+        let part = (a.parts.iter())
+            .find(|p| p.resource == Some(Resource::Service))
+            .unwrap_or_else(|| panic!("{a:?}"));
+        let long = part
+            .long_waits
+            .as_ref()
+            .unwrap_or_else(|| panic!("{part:?}"));
+        assert!((long.waits - 47.0).abs() < 1e-6, "{long:?}");
+        assert!((25.0..40.0).contains(&long.mean_ms), "{long:?}");
+    }
+}

@@ -110,9 +110,9 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
     let copied = q.mean_copy_bytes.map_or(String::new(), |b| {
         format!("; {:.1} KiB of user stack copied per stack", b / 1024.0)
     });
-    let count = match (q.sample_hz, q.window_samples, q.expected_samples) {
+    let count = match (q.sample_hz, q.measured_samples, q.expected_samples) {
         (Some(hz), Some(n), Some(expected)) if expected >= 1.0 => format!(
-            "; {n} samples in the window, {:.0}% of the {expected:.0} its CPU time calls for at {hz} Hz (the rest: time charged with interrupts off, from a thread's pick to its switch-in, which no timer samples)",
+            "; {n} samples in the measured span, {:.0}% of the {expected:.0} its CPU time calls for at {hz} Hz (the rest: time charged with interrupts off, from a thread's pick to its switch-in, which no timer samples)",
             n as f64 * 100.0 / expected
         ),
         _ => String::new(),

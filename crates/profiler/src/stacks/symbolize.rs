@@ -214,7 +214,7 @@ pub fn fold(raw: &RawStacks, maps: &StartMaps) -> FoldedStacks {
                 let tally = tallies.entry(key.group).or_default();
                 tally.add(&user, method(key), end, value);
                 let frames = match kind {
-                    StackKind::OnCpu => frames,
+                    StackKind::OnCpu => without_switch_tracing(frames),
                     StackKind::OffCpu => without_tracing_frames(frames),
                 };
                 let line = set.add(key.group, frames, value);
@@ -259,6 +259,19 @@ fn without_tracing_frames(mut frames: Vec<String>) -> Vec<String> {
         frames.truncate(i.max(2));
     }
     frames
+}
+
+/// An on-CPU tick taken at a thread's switch-out (its interrupt had not arrived) was taken inside
+/// the sched_switch tracepoint: the frames from there down are srvprof's, and the thread was in
+/// the schedule. No timer interrupt lands in that tracepoint, so no other sample has them.
+fn without_switch_tracing(frames: Vec<String>) -> Vec<String> {
+    let at_switch = frames.iter().any(|f| {
+        f.starts_with("__traceiter_sched_switch") || f.starts_with("__bpf_trace_sched_switch")
+    });
+    match at_switch {
+        true => without_tracing_frames(frames),
+        false => frames,
+    }
 }
 
 /// address -> name for every distinct address; unresolved ones named by `fallback`.
