@@ -16,7 +16,7 @@ mod test;
 
 use anyhow::{Context, Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test [--noisy[=PERCENT]] | demo | bench [loadgen | overhead | samples | conns] | dist [--smoke] | fmt>";
+const USAGE: &str = "usage: cargo xtask <setup [--from-scratch] | test [--noisy[=PERCENT]] | demo | bench [loadgen | overhead | samples | conns | stalls] | dist [--smoke] | fmt>";
 
 fn main() -> Result<()> {
     STARTED.get_or_init(std::time::Instant::now);

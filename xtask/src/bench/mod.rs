@@ -259,6 +259,29 @@ fn write_results(dir: &Path, bench: &str, table: &str) -> Result<()> {
     Ok(())
 }
 
+/// `cargo xtask bench stalls`: tests/stalls.rs, which hold on a quiet host only (each patch of
+/// kernel text waits for the other vCPU), run as the tests they are.
+fn run_stalls() -> Result<()> {
+    crate::run_cmd(
+        std::process::Command::new("cargo")
+            .current_dir(crate::workspace_root())
+            .args(["build", "--release", "-p", "srvprof", "--bins"]),
+    )?;
+    crate::run_cmd(
+        std::process::Command::new("cargo")
+            .current_dir(crate::workspace_root())
+            .args([
+                "test",
+                "-p",
+                "srvprof-integration",
+                "--test",
+                "tests",
+                "stalls::",
+            ])
+            .args(["--", "--ignored", "--test-threads=1"]),
+    )
+}
+
 /// `cargo xtask bench ...`
 pub fn run(args: &[String]) -> Result<()> {
     if args.first().map(String::as_str) == Some("overhead") {
@@ -271,6 +294,9 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     if args.first().map(String::as_str) == Some("conns") {
         return conns::run(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("stalls") {
+        return run_stalls();
     }
     if args.first().map(String::as_str) == Some("soak") {
         return soak::run(&args[1..]);
