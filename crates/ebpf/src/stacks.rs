@@ -30,7 +30,8 @@ use srvprof_common::{
 
 use crate::regs::current_syscall_slot;
 use crate::target::{
-    THREADS, count_lost, current_comm, global, read_field, stacks_group_of, task_exec_runtime,
+    THREADS, count_lost, count_lost_n, current_comm, global, read_field, stacks_group_of,
+    task_exec_runtime,
 };
 
 /// get_stackid's error when the stack's bucket holds another stack (the map is too full).
@@ -205,10 +206,8 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
         if watched.is_some() && grid.last_tick_ns != 0 && period != 0 {
             // Ticks between the last one and this: the timer overran them (held off a period or
             // more); after the last switch they were the current thread's.
-            let skipped = (due - grid.last_tick_ns).checked_div(period).unwrap_or(1);
-            for _ in 1..skipped.min(64) {
-                count_lost(lost::ONCPU_TICKS_SKIPPED);
-            }
+            let ticks = (due - grid.last_tick_ns).checked_div(period).unwrap_or(1);
+            count_lost_n(lost::ONCPU_TICKS_SKIPPED, ticks.saturating_sub(1));
         }
         grid.last_tick_ns = due;
         time_ns = due;
@@ -275,9 +274,7 @@ fn take_due_tick(ctx: &BtfTracePointContext, now: u64) {
     let tgid = ctx.tgid();
     if let Some(group) = stacks_group_of(tgid) {
         count_lost(lost::ONCPU_TICK_AT_SWITCH);
-        for _ in 1..behind.min(64) {
-            count_lost(lost::ONCPU_TICKS_SKIPPED);
-        }
+        count_lost_n(lost::ONCPU_TICKS_SKIPPED, behind.saturating_sub(1));
         take_sample(ctx, tgid, group, tid, due);
     }
 }

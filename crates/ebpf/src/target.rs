@@ -161,8 +161,14 @@ pub fn watch(tgid: u32, group: u32) {
 
 #[inline(always)]
 pub fn count_lost(reason: u32) {
-    if let Some(n) = LOST_EVENTS.get_ptr_mut(reason) {
-        unsafe { *n += 1 };
+    count_lost_n(reason, 1);
+}
+
+/// `n` events of one reason at once.
+#[inline(always)]
+pub fn count_lost_n(reason: u32, n: u64) {
+    if let Some(v) = LOST_EVENTS.get_ptr_mut(reason) {
+        unsafe { *v += n };
     }
 }
 
