@@ -107,6 +107,14 @@ pub struct GroupHistograms {
     /// srvprof_common::hist slots.
     #[serde(default)]
     pub oncpu_runs: NsHistogram,
+    /// The same runs by the wall clock, their waits for a CPU after each preemption added, ns,
+    /// in srvprof_common::hist slots.
+    #[serde(default)]
+    pub run_walls: NsHistogram,
+    /// The run-queue waits that began with a preemption (the rest of `runq` began with a
+    /// wakeup), ns, in srvprof_common::hist slots.
+    #[serde(default)]
+    pub runq_preempted: NsHistogram,
     /// The server's connections' accept-queue waits, ns, in srvprof_common::hist slots; None for
     /// the client, or when not timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -289,6 +297,11 @@ pub fn build(
                     offcpu: delta(&last.kernel.offcpu_hist, &first.kernel.offcpu_hist),
                     runq: delta(&last.kernel.runq_hist, &first.kernel.runq_hist),
                     oncpu_runs: delta(&last.kernel.oncpu_run_hist, &first.kernel.oncpu_run_hist),
+                    run_walls: delta(&last.kernel.run_wall_hist, &first.kernel.run_wall_hist),
+                    runq_preempted: delta(
+                        &last.kernel.runq_preempted_hist,
+                        &first.kernel.runq_preempted_hist,
+                    ),
                     accept_queue: (g == GROUP_SERVER && accepts_timed)
                         .then(|| last.kernel.accept_hist.minus(&first.kernel.accept_hist)),
                     pauses: (last.kernel.families.pauses.pause_hist.get(g as usize))
@@ -338,6 +351,12 @@ pub fn build(
             oncpu_run_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .map(|h| &h.oncpu_runs),
+            run_wall_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .map(|h| &h.run_walls),
+            runq_preempted_lengths: (report.histograms.iter())
+                .find(|h| h.group == "server")
+                .map(|h| &h.runq_preempted),
             accept_lengths: (report.histograms.iter())
                 .find(|h| h.group == "server")
                 .and_then(|h| h.accept_queue.as_ref()),

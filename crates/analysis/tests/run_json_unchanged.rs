@@ -312,6 +312,19 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".runq_preempted_ns",
+        "added: a thread's run-queue waits that began with a preemption, mid-run",
+    ),
+    (".runq_preempted_waits", "added: how many of those"),
+    (
+        ".run_walls",
+        "added: each side's runs by the wall clock, their waits after preemptions included",
+    ),
+    (
+        ".runq_preempted",
+        "added: each side's run-queue waits that began with a preemption",
+    ),
+    (
         ".oncpu_ticks",
         "added: where the on-CPU sampler's late ticks went (taken at a switch-out, not theirs, skipped)",
     ),

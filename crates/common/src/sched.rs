@@ -9,9 +9,12 @@ names! {
         OFFCPU_HIST,
         RUNQ_HIST,
         ONCPU_RUN_HIST,
+        RUN_WALL_HIST,
+        RUNQ_PREEMPTED_HIST,
         BLOCKED_SYSCALLS,
         WAKEUPS,
         RUNQ_HOLDERS,
+        SLICE_START,
         DISK_WAITS,
         LOCK_WAITS,
     ],
@@ -116,8 +119,15 @@ pub struct ThreadStats {
     /// socket): a sleep on the same one again goes on with that call to the service (the
     /// answer's last bytes, the close), and is not counted as another wait.
     pub last_waited_sk: u64,
-    /// On-CPU time since the thread last went to sleep (its preemptions do not end a run).
+    /// On-CPU time since the thread last went to sleep (its preemptions do not end a run), and
+    /// its waits for a CPU after those preemptions: a request served in the run waits both.
     pub run_ns: u64,
+    pub run_preempted_ns: u64,
+    /// The run-queue waits that began with a preemption (part of runq_ns and runq_count), and
+    /// whether the one under way did (1) or began with a wakeup (0).
+    pub runq_preempted_ns: u64,
+    pub runq_preempted_count: u64,
+    pub runnable_preempted: u64,
     pub comm: [u8; 16],
 }
 
@@ -225,13 +235,19 @@ pub struct WakeCount {
 }
 
 /// Who held a CPU when a watched thread's wait for it ended: the task switched out as the thread
-/// switched in (sched_switch's prev), keyed with the waiting thread's group.
+/// switched in (sched_switch's prev), keyed with the waiting thread's group. It is charged the
+/// part of the wait it ran for; the part before its slice began is [`HOLDER_BEFORE`]'s.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HolderKey {
     pub holder_tid: u32,
     pub group: u32,
 }
+
+/// The holder "tid" (and tgid) of the waits' time before their last holder took the CPU: other
+/// tasks' slices, or a CPU quota's throttle, which ends with whatever runs when the period
+/// turns charged only for its own slice.
+pub const HOLDER_BEFORE: u32 = u32::MAX;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

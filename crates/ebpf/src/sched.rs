@@ -13,7 +13,7 @@ use aya_ebpf::{
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
     BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
-    HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
+    HOLDER_BEFORE, HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
     MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, Sleep, SocketArg, ThreadStats,
     WakeCount, WakeKey, datagram_wait, futex_lock_protocol, lost, socket_arg,
 };
@@ -157,29 +157,41 @@ static RUNQ_HOLDERS: HashMap<HolderKey, HolderWait> =
     HashMap::with_max_entries(MAX_RUNQ_HOLDERS, 0);
 
 /// A watched thread of `group` waited `waited` ns for the CPU that the current task (the one
-/// switching out for it) gives up now: charged to that task. The task that ran last in the wait
-/// is the one named; when several shared it, the others are not (a CPU hog sharing a server's
-/// CPU is the one that runs before each of its switch-ins).
+/// switching out for it) gives up now, after holding it since `slice_start`: that task is
+/// charged the part of the wait it ran for, and HOLDER_BEFORE the rest (a quota's throttle that
+/// ends while a neighbour runs is not the neighbour's).
 #[inline(always)]
-fn charge_holder(group: u32, waited: u64) {
+fn charge_holder(group: u32, waited: u64, now: u64, slice_start: u64) {
+    let held = waited.min(now.saturating_sub(slice_start));
     let holder = bpf_get_current_pid_tgid();
-    let key = HolderKey {
-        holder_tid: holder as u32,
-        group,
-    };
+    charge(group, holder as u32, (holder >> 32) as u32, held, current_comm());
+    if held < waited {
+        let mut comm = [0u8; 16];
+        comm[..7].copy_from_slice(b"earlier");
+        charge(group, HOLDER_BEFORE, HOLDER_BEFORE, waited - held, comm);
+    }
+}
+
+#[inline(always)]
+fn charge(group: u32, holder_tid: u32, holder_tgid: u32, ns: u64, holder_comm: [u8; 16]) {
+    let key = HolderKey { holder_tid, group };
     let first = || HolderWait {
         waits: 1,
-        wait_ns: waited,
-        holder_tgid: (holder >> 32) as u32,
+        wait_ns: ns,
+        holder_tgid,
         _pad: 0,
-        holder_comm: current_comm(),
+        holder_comm,
     };
     let add = |w: &mut HolderWait| {
         w.waits += 1;
-        w.wait_ns += waited;
+        w.wait_ns += ns;
     };
     add_or_insert(&RUNQ_HOLDERS, &key, first, add, lost::RUNQ_HOLDERS_MAP_FULL);
 }
+
+/// Per CPU: when the task now on it switched in, to tell how much of a wait it held the CPU for.
+#[map]
+static SLICE_START: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 
 /// The thread's sleep in the syscall of `nr_slot` (its number plus one) ended after `off` ns
 /// off the CPU: counted to that syscall.
@@ -209,6 +221,16 @@ static RUNQ_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GRO
 #[map]
 static ONCPU_RUN_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
 
+/// The same runs by the wall clock: their CPU time and their waits for a CPU after each
+/// preemption, one histogram per group. A request served in one run waits this long.
+#[map]
+static RUN_WALL_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
+/// Run-queue waits that began with a preemption (ns), one histogram per group: RUNQ_HIST less
+/// these is the waits after a wakeup.
+#[map]
+static RUNQ_PREEMPTED_HIST: PerCpuArray<HistSlots> = PerCpuArray::with_max_entries(NUM_GROUPS, 0);
+
 /// task_struct's __state of a task that ran its last time (do_task_dead).
 const TASK_DEAD: u64 = 0x80;
 
@@ -237,6 +259,11 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
     if let Some(slot) = RUNNING.get_ptr_mut(0) {
         unsafe { (*slot).group_plus_one = 0 };
     }
+    // The outgoing task's slice began at the last switch on this CPU; next's begins now.
+    let slice_start = match SLICE_START.get_ptr_mut(0) {
+        Some(at) => unsafe { core::mem::replace(&mut *at, now) },
+        None => 0,
+    };
 
     // prev is the current task: the tracepoint fires before the switch.
     if let Some(st) = crate::target::watched_thread_current() {
@@ -251,10 +278,12 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if involuntary {
             st.involuntary_switches += 1;
             st.runnable_since_ns = now;
+            st.runnable_preempted = 1;
         } else {
             st.voluntary_switches += 1;
             // Going to sleep: a wakeup seen while it was still running is not a wait for a CPU.
             st.runnable_since_ns = 0;
+            st.runnable_preempted = 0;
         }
         if let Some(n) = GROUP_SWITCHES.get_ptr_mut(st.group) {
             unsafe { *n += 1 };
@@ -340,8 +369,10 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
         if !involuntary {
             if st.run_ns != 0 {
                 record(&ONCPU_RUN_HIST, st.group, st.run_ns);
+                record(&RUN_WALL_HIST, st.group, st.run_ns + st.run_preempted_ns);
             }
             st.run_ns = 0;
+            st.run_preempted_ns = 0;
         }
         st.last_switch_in_ns = 0;
         st.exec_at_switch_out_ns = exec;
@@ -366,8 +397,15 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             st.runq_ns += waited;
             st.runq_count += 1;
             record(&RUNQ_HIST, st.group, waited);
-            charge_holder(st.group, waited);
+            charge_holder(st.group, waited, now, slice_start);
+            if st.runnable_preempted != 0 {
+                st.runq_preempted_ns += waited;
+                st.runq_preempted_count += 1;
+                st.run_preempted_ns += waited;
+                record(&RUNQ_PREEMPTED_HIST, st.group, waited);
+            }
             st.runnable_since_ns = 0;
+            st.runnable_preempted = 0;
         }
         end_futex_wait(st, next_tid, now);
         if st.uninterruptible != 0 {

@@ -120,6 +120,10 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
         syscall_rest_ns: end.syscall_rest_ns.saturating_sub(s.syscall_rest_ns),
         reclaims: end.reclaims.saturating_sub(s.reclaims),
         reclaim_ns: end.reclaim_ns.saturating_sub(s.reclaim_ns),
+        runq_preempted_ns: end.runq_preempted_ns.saturating_sub(s.runq_preempted_ns),
+        runq_preempted_count: end
+            .runq_preempted_count
+            .saturating_sub(s.runq_preempted_count),
         ..end.clone()
     }
 }
@@ -191,6 +195,8 @@ pub fn kernel_report<'a>(
             sys_ns,
             runq_ns: d.runq_ns,
             runq_waits: d.runq_count,
+            runq_preempted_ns: d.runq_preempted_ns,
+            runq_preempted_waits: d.runq_preempted_count,
             migrations: d.migrations,
             syscalls: if split {
                 d.syscalls_blocked + scaled(d.syscalls_unblocked, fraction)

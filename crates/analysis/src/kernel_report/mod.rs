@@ -94,6 +94,11 @@ pub struct ThreadReport {
     pub runq_ns: u64,
     /// How many times the thread waited in a run queue (runq_ns is their sum).
     pub runq_waits: u64,
+    /// Those of its waits that began with a preemption, mid-run (a wakeup began the others).
+    #[serde(default)]
+    pub runq_preempted_ns: u64,
+    #[serde(default)]
+    pub runq_preempted_waits: u64,
     pub migrations: u64,
     pub syscalls: u64,
     pub syscall_ns: u64,

@@ -1,5 +1,5 @@
 //! Who held the CPUs the watched threads waited for: per holder process, the waits that ended
-//! with it giving a CPU up, in a window.
+//! with it giving a CPU up, and the part of them it ran for, in a window.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -9,14 +9,22 @@ use crate::record::Reading;
 /// A task that held a CPU when this group's threads' waits for it ended, per process.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunqHolderReport {
-    /// The holder's process (0: the CPU was idle: the wait was the wake-up's own latency), and
-    /// the name of its thread that held CPUs longest.
+    /// The holder's process (0: the CPU was idle: the wait was the wake-up's own latency;
+    /// HOLDER_BEFORE: the waits' time before their last holder's slice, such as a CPU quota's
+    /// throttle), and the name of its thread that held CPUs longest.
     pub pid: u32,
     pub comm: String,
     pub waits: u64,
     pub wait_ns: u64,
     /// Share of all the group's waits' time in the span.
     pub share: f64,
+}
+
+impl RunqHolderReport {
+    /// Whether a process held the CPU, rather than an idle CPU or the time before the holder.
+    pub fn is_a_process(&self) -> bool {
+        self.pid != 0 && self.pid != srvprof_common::HOLDER_BEFORE
+    }
 }
 
 /// The holders kept in a report, longest first.

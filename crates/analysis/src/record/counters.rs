@@ -36,6 +36,11 @@ pub struct ThreadCounters {
     pub reclaims: u64,
     #[serde(default)]
     pub reclaim_ns: u64,
+    /// The run-queue waits that began with a preemption (part of runq_ns and runq_count).
+    #[serde(default)]
+    pub runq_preempted_ns: u64,
+    #[serde(default)]
+    pub runq_preempted_count: u64,
 }
 
 /// Cumulative wakeups of one watched thread by one waker.
@@ -202,6 +207,13 @@ pub struct KernelCounters {
     /// recordings made before they were counted).
     #[serde(default)]
     pub oncpu_run_hist: Vec<NsHistogram>,
+    /// Per group: the same runs by the wall clock (their waits for a CPU after each preemption
+    /// added), and the run-queue waits that began with a preemption (empty in recordings made
+    /// before they were counted).
+    #[serde(default)]
+    pub run_wall_hist: Vec<NsHistogram>,
+    #[serde(default)]
+    pub runq_preempted_hist: Vec<NsHistogram>,
     /// (group, syscall number, count and time).
     pub syscalls: Vec<(u32, u32, CountNs)>,
     /// (group, syscall number, the voluntary off-CPU periods inside that syscall and their
@@ -285,6 +297,8 @@ impl KernelCounters {
             offcpu_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             runq_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             oncpu_run_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            run_wall_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
+            runq_preempted_hist: vec![NsHistogram::default(); NUM_GROUPS as usize],
             syscalls: Vec::new(),
             blocked_syscalls: None,
             unblocked_syscalls: None,

@@ -9,7 +9,7 @@ use crate::run_report::RunReport;
 pub const CPU_SATURATED: f64 = 0.90;
 /// Run-queue p99 (µs) from which server threads waiting for a CPU explain a tail.
 pub const RUNQ_P99_US: f64 = 1000.0;
-/// A process outside the run that held the CPU at the end of this share of the server threads'
+/// A process outside the run that held the CPU for this share of the server threads'
 /// run-queue wait time is the neighbour taking their CPU.
 pub const NEIGHBOUR_SHARE: f64 = 0.25;
 /// Short run-queue waits that add up to at least this share of the window (summed over the
@@ -176,7 +176,7 @@ pub fn server_cpu_saturated(r: &RunReport) -> Option<Finding> {
 
 /// Server threads waited for a CPU (run-queue p99 at least RUNQ_P99_US, or waits adding up to
 /// NEIGHBOUR_WAIT_SHARE of the window), and a process that is neither the server nor srvprof held
-/// that CPU at the end of at least NEIGHBOUR_SHARE of the wait: names it, with its share, and the
+/// that CPU for at least NEIGHBOUR_SHARE of the wait: names it, with its share, and the
 /// fix.
 pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
     let runq = &r.server.runq_latency_us;
@@ -186,12 +186,12 @@ pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
     if (runq.p99 < RUNQ_P99_US && wait_share < NEIGHBOUR_WAIT_SHARE) || r.load.completed == 0 {
         return None;
     }
-    let ours = |pid: u32| pid == 0 || r.server.pids.contains(&pid) || r.client.pids.contains(&pid);
+    let ours = |pid: u32| r.server.pids.contains(&pid) || r.client.pids.contains(&pid);
     let h = r
         .server
         .runq_holders
         .iter()
-        .filter(|h| !ours(h.pid))
+        .filter(|h| h.is_a_process() && !ours(h.pid))
         .find(|h| h.share >= NEIGHBOUR_SHARE)?;
     let p99_us = r.load.latency_us.p99 as f64;
     let per_request_us = h.wait_ns as f64 / 1e3 / r.load.completed as f64;
@@ -199,7 +199,7 @@ pub fn noisy_neighbour(r: &RunReport) -> Option<Finding> {
         FindingKind::NoisyNeighbour,
         Severity::Warning,
         format!(
-            "server threads waited for a CPU behind another process: {} (pid {}) held it at the end of {:.0}% of their run-queue wait ({} waits, {:.1} ms in all, {:.1} us per request); run-queue p99 {:.1} ms, request p99 {:.1} ms. Fix: keep it off the server's CPUs (taskset, a cpuset), lower its priority (nice 19, SCHED_IDLE), or give the server CPUs of its own",
+            "server threads waited for a CPU behind another process: {} (pid {}) held it for {:.0}% of their run-queue wait ({} waits, {:.1} ms in all, {:.1} us per request); run-queue p99 {:.1} ms, request p99 {:.1} ms. Fix: keep it off the server's CPUs (taskset, a cpuset), lower its priority (nice 19, SCHED_IDLE), or give the server CPUs of its own",
             h.comm,
             h.pid,
             h.share * 100.0,

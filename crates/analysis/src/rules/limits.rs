@@ -4,6 +4,7 @@
 use crate::finding::{Finding, FindingKind, Severity};
 use crate::kernel_report::CpuLimitReport;
 use crate::run_report::RunReport;
+use crate::tail_account::Place;
 
 /// A quota that ran out in at least this share of its periods explains a tail...
 pub const MIN_THROTTLED_SHARE: f64 = 0.10;
@@ -90,12 +91,22 @@ fn throttled(r: &RunReport, who: &str, secs: f64, c: &CpuLimitReport) -> Finding
             ("p99_ms", p99_ms),
         ],
     );
-    // The server's share of the waits for a CPU that the throttling holds: the account's
-    // run-queue part times it is this quota's share of p99 (rules/mod.rs).
+    // The server's share of the waits for a CPU that the throttling holds, and of the run-queue
+    // part's time at p99: the waits after a preemption there hold the throttles, those after a
+    // wakeup only their share of all. The account's run-queue part times the latter is this
+    // quota's share of p99 (rules/mod.rs).
     let mut finding = finding;
     if who == "server" {
         let share = c.share_of_wait(&r.server.threads);
         finding.evidence.insert("share_of_wait".into(), share);
+        let tail = (r.tail_account.iter().flat_map(|a| &a.parts))
+            .find(|p| p.place == Place::RunQueue && p.tail_ms > 0.0)
+            .map_or(share, |p| {
+                let preempted = p.preempted_tail_ms.unwrap_or(0.0).min(p.tail_ms);
+                let of_preempted = c.share_of_preempted_wait(&r.server.threads);
+                (preempted * of_preempted + (p.tail_ms - preempted) * share) / p.tail_ms
+            });
+        finding.evidence.insert("share_of_tail_wait".into(), tail);
     }
     // A request that meets the quota's end waits for the next period; one in the tail does
     // when the quota ran out at least 1 % of the time. The load generator's quota delays the

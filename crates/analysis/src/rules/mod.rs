@@ -77,7 +77,7 @@ const ACCOUNTED: &[(FindingKind, Place, Option<Resource>, Option<&str>)] = &[
         FindingKind::CpuThrottled,
         Place::RunQueue,
         None,
-        Some("share_of_wait"),
+        Some("share_of_tail_wait"),
     ),
     (
         FindingKind::StopTheWorld,
@@ -399,7 +399,7 @@ mod tests {
             )
             .explaining(7.0, 10.0)
         };
-        let out = from_the_account(&r, vec![quota(&[("share_of_wait", 0.8)]), quota(&[])]);
+        let out = from_the_account(&r, vec![quota(&[("share_of_tail_wait", 0.8)]), quota(&[])]);
         assert!((out[0].tail_share.unwrap() - 0.32).abs() < 1e-12);
         assert_eq!(out[1].tail_share, Some(0.7));
         // A part the account lacks: the rule's own.

@@ -7,6 +7,7 @@ use srvprof_common::{GROUP_SERVER, tcp};
 use srvprof_loadgen::LoadReport;
 
 use super::pool::{Handoffs, pool_queue};
+use super::preempted::{Preempted, cpu_share_at, move_to_run_queue};
 use super::split::{Cost, allocate, lengths_of};
 use super::waits::{Wait, is_wrapper, kernel_name, wait_of};
 use super::{LongWaits, Place, RTO_MIN_MS, Resource, SYN_TIMEOUT_MS, TailAccount, TailPart};
@@ -377,6 +378,10 @@ pub struct Inputs<'a> {
     pub runq_lengths: Option<&'a NsHistogram>,
     /// The server's on-CPU runs, wakeup to sleep, in the measured span (hist slots, ns).
     pub oncpu_run_lengths: Option<&'a NsHistogram>,
+    /// The same runs by the wall clock, and the run-queue waits after a preemption (hist slots,
+    /// ns): empty in recordings made before they were counted.
+    pub run_wall_lengths: Option<&'a NsHistogram>,
+    pub runq_preempted_lengths: Option<&'a NsHistogram>,
     /// The server's connections' accept-queue waits in the measured span (hist slots, ns).
     pub accept_lengths: Option<&'a NsHistogram>,
     /// The server's stop-the-world pauses in the measured span (hist slots, ns).
@@ -460,6 +465,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         stacks,
         runq_lengths,
         oncpu_run_lengths,
+        run_wall_lengths,
+        runq_preempted_lengths,
         accept_lengths,
         pause_lengths,
         send_hold_lengths,
@@ -650,7 +657,17 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .pauses
         .iter()
         .any(|p| p.runtime == "go");
-    let runs = oncpu_run_lengths
+    // Their waits for a CPU after a preemption go with them (preempted.rs): the runs are timed
+    // by the wall clock, and what they carry of those waits at p99 moves to the run queue's part.
+    let preempted = Preempted::of(&server.threads, serves);
+    let walls = run_wall_lengths
+        .zip(oncpu_run_lengths)
+        .filter(|(w, _)| w.total() > 0 && preempted.ns > 0 && runq_preempted_lengths.is_some());
+    let (run_lengths, preempted_ms) = match walls {
+        Some((w, _)) => (Some(w), per_request(preempted.ns as f64 / 1e3)),
+        None => (oncpu_run_lengths, 0.0),
+    };
+    let runs = run_lengths
         .filter(|h| h.total() > 0 && cpu_ns as f64 >= MIN_RUNS_SHARE * group_ns as f64)
         .map(|h| match pause_lengths.filter(|_| go_pauses) {
             Some(pauses) => without_pauses(h, pauses),
@@ -658,7 +675,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         })
         .filter(|h| h.total() > 0)
         .and_then(|h| {
-            let ns = group_ns as f64 - stopped_ms * 1e6 * n as f64;
+            let ns = (group_ns + walls.map_or(0, |_| preempted.group_ns)) as f64
+                - stopped_ms * 1e6 * n as f64;
             let mean_ms = ns.max(0.0) / 1e6 / h.total() as f64;
             Some((h.total() as f64, mean_ms, lengths_of(&h, mean_ms)?))
         });
@@ -666,7 +684,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         part: TailPart {
             function: hottest_function(&oncpu, &input.stacks.modules),
             threads: request_threads.clone(),
-            ..part(Place::OnCpu, cpu_ms)
+            ..part(Place::OnCpu, cpu_ms + preempted_ms)
         },
         uniform: true,
         affected: runs.as_ref().map(|(k, _, _)| reach(*k)),
@@ -685,11 +703,27 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let (runq_ns, runq_waits) = (server.threads.iter())
         .filter(|t| serves(&t.comm))
         .fold((0, 0), |(ns, k), t| (ns + t.runq_ns, k + t.runq_waits));
-    // Who held the CPUs the server waited for: the process that held them longest (pid 0: an
-    // idle CPU, the wake-up's own latency, is no one's), or a CPU quota that held the server's
-    // threads back, whichever held the larger share of the wait, from MIN_HOLDER_SHARE of it.
+    let runq_total = (per_request(runq_ns as f64 / 1e3) * per_thread, runq_waits);
+    let runq_total_mean = (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64);
+    // With the runs by the wall clock, the run queue's own part is the waits after a wakeup.
+    let wakeup_lengths = walls
+        .and(runq_preempted_lengths)
+        .zip(runq_lengths)
+        .map(|(preempted, all)| all.minus(preempted));
+    let (runq_ns, runq_waits, runq_lengths) = match &wakeup_lengths {
+        Some(h) => (
+            runq_ns.saturating_sub(preempted.ns),
+            runq_waits.saturating_sub(preempted.waits),
+            Some(h),
+        ),
+        None => (runq_ns, runq_waits, runq_lengths),
+    };
+    // Who held the CPUs the server waited for: the process that held them longest (an idle CPU,
+    // the wake-up's own latency, or the time before the last holder's slice is no one's), or a
+    // CPU quota that held the server's threads back, whichever held the larger share of the wait,
+    // from MIN_HOLDER_SHARE of it.
     let process = (server.runq_holders.iter())
-        .filter(|h| h.pid != 0)
+        .filter(|h| h.is_a_process())
         .max_by_key(|h| h.wait_ns)
         .map(|h| (h.share, format!("{} (pid {})", h.comm, h.pid)));
     let quota = (server.cpu_limits.iter())
@@ -969,7 +1003,16 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     for c in (costs.iter_mut()).filter(|c| c.part.resource != Some(Resource::Service)) {
         c.part.long_waits = long_waits(c);
     }
-    let (parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
+    let (mut parts, unaccounted_ms) = allocate(costs, p50_ms, p99_ms);
+    if let Some((wall, cpu)) = walls {
+        let tail_ms = (parts.iter().find(|p| p.place == Place::OnCpu)).map_or(0.0, |p| p.tail_ms);
+        let cpu_share = cpu_share_at(cpu, wall, tail_ms);
+        move_to_run_queue(&mut parts, cpu_share, cpu_ms, runq_total.0, p99_ms);
+        if let Some(rq) = parts.iter_mut().find(|p| p.place == Place::RunQueue) {
+            rq.waits = Some(runq_total.1 as f64);
+            rq.mean_wait_ms = runq_total_mean;
+        }
+    }
     Some(TailAccount {
         requests: n,
         p50_ms,

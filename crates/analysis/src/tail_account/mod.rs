@@ -20,10 +20,12 @@
 //! (docs/how-it-measures.md).
 //!
 //! The parts: waits.rs names a wait from its stack, split.rs splits p99 among the parts,
-//! compose.rs builds them from a run, pool.rs the queue for a worker pool's threads.
+//! compose.rs builds them from a run, pool.rs the queue for a worker pool's threads, preempted.rs
+//! the waits for a CPU inside a request's run.
 
 mod compose;
 mod pool;
+mod preempted;
 mod split;
 #[cfg(test)]
 mod tests;
@@ -264,6 +266,10 @@ pub struct TailPart {
     /// Its time in a request at p99 (ms), and that as a share of p99.
     pub tail_ms: f64,
     pub share: f64,
+    /// The run queue's part: how much of tail_ms is waits after a preemption inside the
+    /// requests' runs (a quota's throttle, a neighbour's slices), the rest waits after a wakeup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_tail_ms: Option<f64>,
 }
 
 /// A part's long waits: how many over the span, and their mean (ms).

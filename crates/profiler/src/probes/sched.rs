@@ -153,6 +153,8 @@ pub fn read(
     counters.offcpu_hist = read_histograms(ebpf, maps::OFFCPU_HIST, NUM_GROUPS)?;
     counters.runq_hist = read_histograms(ebpf, maps::RUNQ_HIST, NUM_GROUPS)?;
     counters.oncpu_run_hist = read_histograms(ebpf, maps::ONCPU_RUN_HIST, NUM_GROUPS)?;
+    counters.run_wall_hist = read_histograms(ebpf, maps::RUN_WALL_HIST, NUM_GROUPS)?;
+    counters.runq_preempted_hist = read_histograms(ebpf, maps::RUNQ_PREEMPTED_HIST, NUM_GROUPS)?;
     Ok(())
 }
 
@@ -355,6 +357,8 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
         offcpu_ns: st.offcpu_ns + off,
         runq_ns: st.runq_ns,
         runq_count: st.runq_count,
+        runq_preempted_ns: st.runq_preempted_ns,
+        runq_preempted_count: st.runq_preempted_count,
         migrations: st.migrations,
         syscalls: st.syscalls,
         syscall_ns: st.syscall_ns,
