@@ -1791,7 +1791,8 @@ fn go_stop_the_world_pauses_are_the_top_finding_as_the_runtime_counts_them() {
 }
 
 /// nginx-lua with two workers whose handler burns 300 us of CPU a request, driven over one
-/// keep-alive connection: one worker serves it all. The top finding is worker_imbalance naming
+/// keep-alive connection: one worker serves it all. The top finding is worker_imbalance (on a
+/// busy host, after a neighbour named by its pid, whose slices one connection's p99 meets) naming
 /// the worker /proc/PID/stat shows busy, with its share of the workers' CPU within 10 points of
 /// /proc's; the same server over 32 connections spread by reuseport has no such finding.
 #[test]
@@ -1816,7 +1817,21 @@ fn one_busy_worker_of_two_is_the_top_finding_by_its_pid() {
         "/proc: workers {pids:?} used {used:?} ticks; findings {kinds:?}; {}",
         f["summary"]
     );
-    assert_eq!(kinds[0], "worker_imbalance", "{kinds:?}");
+    // One connection queues nothing: on a busy host a neighbour's slices are p99's cause, and
+    // only a process outside the run, named by its pid, may come before the imbalance.
+    let own: Vec<&String> = (kinds.iter())
+        .filter(|k| *k != "noisy_neighbour" && *k != "runq_tail")
+        .collect();
+    assert_eq!(own[0], "worker_imbalance", "{kinds:?}");
+    if kinds[0] != "worker_imbalance" {
+        let n = expect_finding(&run, "noisy_neighbour");
+        let holder = n["evidence"]["holder_pid"].as_f64().unwrap() as u32;
+        assert!(
+            kinds[0] == "noisy_neighbour" && holder != nginx.pid() && !pids.contains(&holder),
+            "{kinds:?}: {}",
+            n["summary"]
+        );
+    }
     assert_eq!(f["evidence"]["top_pid"].as_f64(), Some(pids[busy] as f64));
     let share = f["evidence"]["top_share"].as_f64().unwrap();
     assert!(

@@ -56,8 +56,12 @@ pub fn tail_wait(r: &RunReport) -> Option<Finding> {
             Some(Resource::AcceptQueue | Resource::HeldSend | Resource::Transfer)
         )
     };
+    // An accept queue whose connections all waited an ordinary start (no acceptor held them) is
+    // no cause, though a busy host's start takes a share of a short p99.
+    let held = |p: &&TailPart| p.resource != Some(Resource::AcceptQueue) || p.held_by.is_some();
     let part = (a.parts.iter())
         .filter(|p| p.place == Place::Blocked || in_queue(p))
+        .filter(held)
         .filter(named)
         .filter(|p| !matches!(p.resource, None | Some(Resource::Unknown)))
         .find(|p| !p.resource.is_some_and(|res| named_by_a_rule(res, r)))?;

@@ -157,19 +157,27 @@ fn accept_queue(
     }
     let mean_wait_ms = wait_ns as f64 / 1e6 / accepts as f64;
     let lengths = lengths.and_then(|h| lengths_of(h, mean_wait_ms));
+    let busiest = (acceptor_waits.iter()).max_by(|a, b| a.1.total_cmp(&b.1));
     // Told as the waits of LONG_ACCEPT_WAIT_MS or more ("1 request in 10 waits 51 ms"), when
-    // their lengths are known: the rest are a new connection's ordinary start.
+    // their lengths are known: the rest are a new connection's ordinary start. No more of them
+    // than arrived while the acceptor was away in its longest wait (the arrival rate times that
+    // wait's time): on a busy host an ordinary start can take a millisecond too. Their mean is
+    // the longest waits'.
+    let away_s = busiest.map_or(f64::INFINITY, |(_, us, _)| us / 1e6);
+    let arrived = accepts as f64 * (away_s / server.duration_s.max(1e-9)).min(1.0);
     let long = (lengths.as_ref())
-        .map(|l| {
-            let long = l.iter().filter(|(ms, _)| *ms >= LONG_ACCEPT_WAIT_MS);
-            let share: f64 = long.clone().map(|(_, p)| p).sum();
-            let ms: f64 = long.map(|(ms, p)| ms * p).sum();
-            (share * accepts as f64, ms / share.max(f64::MIN_POSITIVE))
+        .and_then(|l| {
+            let share: f64 = (l.iter().filter(|(ms, _)| *ms >= LONG_ACCEPT_WAIT_MS))
+                .map(|(_, p)| p)
+                .sum();
+            let count = (share * accepts as f64).min(arrived);
+            Some((count, longest_of(l, count / accepts as f64)?))
         })
         .filter(|(count, _)| *count >= 1.0);
+    // Without long ones every connection's wait was an ordinary start: the acceptor held none.
+    let held = long.and(busiest);
     let (waits, mean) = long.unwrap_or((accepts as f64, mean_wait_ms));
-    let busiest = (acceptor_waits.iter()).max_by(|a, b| a.1.total_cmp(&b.1));
-    let held_by = busiest.map(|(w, _, thread)| {
+    let held_by = held.map(|(w, _, thread)| {
         let called = w
             .function
             .as_deref()
@@ -181,7 +189,7 @@ fn accept_queue(
             place: Place::Network,
             resource: Some(Resource::AcceptQueue),
             kernel: queue.by_port.first().map(|p| format!("port {}", p.port)),
-            function: busiest.and_then(|(w, ..)| w.function.clone()),
+            function: held.and_then(|(w, ..)| w.function.clone()),
             waits: Some(waits),
             mean_wait_ms: Some(mean),
             threads: acceptors.to_vec(),
@@ -362,7 +370,8 @@ pub const MIN_SYSCALL_SHARE: f64 = 0.9;
 /// hands it back) serves requests: a worker pool's.
 pub const MIN_HANDOFF_SHARE: f64 = 0.01;
 /// A wait this many times the median one or longer is a long one, told apart when fewer than
-/// half the waits are (TailPart::long_waits).
+/// half the waits are (TailPart::long_waits); beyond the widest gap in their lengths when there
+/// is one.
 pub const LONG_WAIT_RATIO: f64 = 10.0;
 /// The server's on-CPU runs are counted per group, not per thread: they stand for the request
 /// threads' when those hold at least this share of the group's CPU (not a JIT compiler's).
@@ -406,19 +415,29 @@ pub(super) fn long_waits(c: &Cost) -> Option<LongWaits> {
     long_of(lengths, waits)
 }
 
-/// The long ones among `count` waits whose lengths are spread as `lengths` (ms, share).
+/// The long ones among `count` waits whose lengths are spread as `lengths` (ms, share): those
+/// beyond the widest gap between lengths above LONG_WAIT_RATIO times the median's half (an
+/// octave at least, where no wait lies, so a little more or less of a busy host's delay does not
+/// move the count), or LONG_WAIT_RATIO times the median or longer when the lengths leave no such
+/// gap.
 fn long_of(lengths: &[(f64, f64)], count: f64) -> Option<LongWaits> {
     let waits = count;
-    let mut sorted = lengths.to_vec();
+    let mut sorted: Vec<(f64, f64)> = lengths.iter().copied().filter(|l| l.1 > 0.0).collect();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut below = 0.0;
     let median = sorted.iter().find(|(_, p)| {
         below += p;
         below >= 0.5
     })?;
-    let long = sorted
-        .iter()
-        .filter(|(ms, _)| *ms >= LONG_WAIT_RATIO * median.0);
+    let ratio_from = LONG_WAIT_RATIO * median.0;
+    // The widest gap, as the ratio of one length to the next, among those past half the ratio.
+    let gap = (sorted.windows(2))
+        .filter(|w| w[1].0 >= ratio_from && w[0].0 >= ratio_from / 2.0)
+        .map(|w| (w[1].0 / w[0].0.max(f64::MIN_POSITIVE), w[1].0))
+        .filter(|(widest, _)| *widest >= 2.0)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let from = gap.map_or(ratio_from, |(_, next)| next);
+    let long = sorted.iter().filter(|(ms, _)| *ms >= from);
     let share: f64 = long.clone().map(|(_, p)| p).sum();
     let ms: f64 = long.map(|(ms, p)| ms * p).sum();
     (share > 0.0 && share < 0.5 && waits * share >= 1.0).then(|| LongWaits {
@@ -435,6 +454,22 @@ pub(super) fn slow_answers(o: &Outbound) -> Option<LongWaits> {
     let mean_ms = o.answer_ns as f64 / 1e6 / o.answers.max(1) as f64;
     let lengths = lengths_of(o.answer_lengths.as_ref()?, mean_ms)?;
     long_of(&lengths, o.answers as f64)
+}
+
+/// The mean length (ms) of the longest `share` of waits spread as `lengths` (ms, share).
+fn longest_of(lengths: &[(f64, f64)], share: f64) -> Option<f64> {
+    let mut sorted = lengths.to_vec();
+    sorted.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (mut left, mut ms) = (share, 0.0);
+    for (len, p) in sorted {
+        let taken = p.min(left);
+        ms += len * taken;
+        left -= taken;
+        if left <= 0.0 {
+            break;
+        }
+    }
+    (share > 0.0).then(|| ms / (share - left.max(0.0)).max(f64::MIN_POSITIVE))
 }
 
 /// A Go program's stop-the-world is one run on a CPU of the thread that holds it (the collector,
