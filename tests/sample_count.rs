@@ -3,29 +3,97 @@
 //! count is the thread's CPU time at the rate) over the same seconds, on bursty open-loop load
 //! that leaves the server idle between requests, where a tick due as a thread goes to sleep
 //! would otherwise land on the idle task (12-28 % of nginx's samples before srvprof took them at
-//! the switch-out).
+//! the switch-out). A server that starts a thread per connection is checked against perf's
+//! sampler of a control group holding it (`perf record -a -G`, whose timer runs only while the
+//! group's tasks run, its new threads' included), since `perf record -p` follows only the
+//! threads there when it starts.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::Command;
 
 use srvprof_integration::*;
 
 /// 99 Hz: perf's period in ns for the same rate (-c: a fixed period, as srvprof's).
 const PERIOD_NS: &str = "10101010";
 
-/// perf's samples in DATA (one line each with -F tid).
-fn perf_samples(data: &std::path::Path) -> u64 {
+/// perf's samples of process `pid` in DATA (one line each with -F pid).
+fn perf_samples(data: &std::path::Path, pid: u32) -> u64 {
     let out = std::process::Command::new("perf")
-        .args(["script", "-F", "tid", "-i"])
+        .args(["script", "-F", "pid", "-i"])
         .arg(data)
         .output()
         .expect("perf script");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| !l.trim().is_empty())
+        .filter(|l| l.trim().parse::<u32>() == Ok(pid))
         .count() as u64
+}
+
+/// Which perf sampler the count is held against: each one's timer runs only while what it
+/// watches runs.
+enum Perf {
+    /// `perf record -p PID`: a timer per thread there when perf starts.
+    PerThread,
+    /// `perf record -a -G GROUP`: a timer per CPU, running while the group's tasks run.
+    InGroup(PerfGroup),
+}
+
+/// A perf_event control group (v1) holding a process and the threads it starts, for perf's
+/// `-G`; the hierarchy is mounted for it when it is not, and everything undone when dropped.
+struct PerfGroup {
+    root: PathBuf,
+    name: String,
+    mounted: bool,
+}
+
+impl PerfGroup {
+    fn holding(pid: u32) -> Self {
+        let root = PathBuf::from("/sys/fs/cgroup/perf_event");
+        let mounted = !root.join("cgroup.procs").exists();
+        if mounted {
+            fs::create_dir_all(&root).expect("the perf_event hierarchy's mount point");
+            let ok = Command::new("mount")
+                .args(["-t", "cgroup", "-o", "perf_event", "none"])
+                .arg(&root)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "mount the perf_event control group hierarchy");
+        }
+        let name = format!("srvprof-test-samples-{}", std::process::id());
+        fs::create_dir_all(root.join(&name)).expect("a perf_event control group");
+        fs::write(root.join(&name).join("cgroup.procs"), pid.to_string())
+            .expect("move the server into the perf_event group");
+        Self {
+            root,
+            name,
+            mounted,
+        }
+    }
+}
+
+impl Drop for PerfGroup {
+    fn drop(&mut self) {
+        let dir = self.root.join(&self.name);
+        let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines() {
+            let _ = fs::write(self.root.join("cgroup.procs"), pid);
+        }
+        let _ = fs::remove_dir(&dir);
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.root).status();
+            let _ = fs::remove_dir(&self.root);
+        }
+    }
 }
 
 /// Runs srvprof on `server` (its samples of `sampled`, the process perf watches) beside perf,
 /// and checks the two counts agree, and run.json's tick accounting is there.
-fn samples_match_perf(server: &Server, sampled: u32, name: &str) {
+fn samples_match_perf(server: &Server, sampled: u32, name: &str, sampler: Perf) {
+    let mut perf_args = vec!["-q", "-e", "cpu-clock", "-c", PERIOD_NS];
+    if let Perf::InGroup(g) = &sampler {
+        perf_args.extend(["-G", g.name.as_str()]);
+    }
     let dir = fresh_run_dir(name);
     let data = dir.with_extension("perf.data");
     // Bursts at four times the base rate: the server idles between requests, then queues them.
@@ -46,12 +114,12 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str) {
     let cpu0 = proc_cpu_ns(sampled);
     srvprof_beside_perf(
         &run,
-        sampled,
-        &["-q", "-e", "cpu-clock", "-c", PERIOD_NS],
+        matches!(sampler, Perf::PerThread).then_some(sampled),
+        &perf_args,
         &data,
     );
     let cpu_s = (proc_cpu_ns(sampled) - cpu0) as f64 / 1e9;
-    let perf = perf_samples(&data);
+    let perf = perf_samples(&data, sampled);
     let ours: u64 = folded(&dir, "oncpu-server.folded")
         .iter()
         .map(|(_, v)| v)
@@ -59,7 +127,7 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str) {
     let json = read_json(&dir.join("run.json"));
     let ticks = &json["server"]["oncpu_ticks"];
     eprintln!(
-        "{name}: srvprof {ours} samples, perf -p {perf}, 99 Hz x {cpu_s:.2} s of CPU = {:.0}; ticks {ticks}",
+        "{name}: srvprof {ours} samples, perf {perf}, 99 Hz x {cpu_s:.2} s of CPU = {:.0}; ticks {ticks}",
         99.0 * cpu_s
     );
     let expected = perf as f64;
@@ -68,15 +136,15 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str) {
         "{expected} samples expected: too little load"
     );
     // A tick on a fixed grid hits a thread busy a share `busy` of the time with that chance: the
-    // count's spread is the binomial one (perf's timer follows the thread, with none), so the
-    // bound is three of its standard deviations, plus the edges (perf watches from srvprof's
+    // count's spread is the binomial one (perf's timer follows what it watches, with none), so
+    // the bound is three of its standard deviations, plus the edges (perf watches from srvprof's
     // "probes attached" to its "reading stacks", ~0.1 s later to start).
     let busy = (cpu_s / 15.0).min(0.95);
     let spread = 3.0 * (expected * (1.0 - busy)).sqrt() / expected + 0.02;
     let ratio = ours as f64 / expected;
     assert!(
         (ratio - 1.0).abs() <= spread,
-        "srvprof's {ours} on-CPU samples against {expected:.0} ({ratio:.3}, allowed 1 +- {spread:.3}; perf -p {perf})"
+        "srvprof's {ours} on-CPU samples against {expected:.0} ({ratio:.3}, allowed 1 +- {spread:.3}; perf {perf})"
     );
     assert!(ticks["at_switch"].as_u64().is_some(), "{ticks}");
     // run.json labels the flamegraph's count: the measured span's samples against the CPU time's.
@@ -100,12 +168,25 @@ fn nginx_samples_add_up_to_its_cpu_time_on_bursty_load() {
     require_root();
     let server = Server::start("nginx-hello", &["--cpus", "1"]);
     let worker = server.children(1)[0];
-    samples_match_perf(&server, worker, "samples-nginx");
+    samples_match_perf(&server, worker, "samples-nginx", Perf::PerThread);
 }
 
 #[test]
 fn rust_hyper_samples_add_up_to_its_cpu_time_on_bursty_load() {
     require_root();
     let server = Server::start("rust-hyper", &["--cpus", "1"]);
-    samples_match_perf(&server, server.pid(), "samples-hyper");
+    samples_match_perf(&server, server.pid(), "samples-hyper", Perf::PerThread);
+}
+
+#[test]
+fn threaded_samples_add_up_to_its_cpu_time_on_bursty_load() {
+    require_root();
+    let server = Server::start("threaded", &["--cpus", "1"]);
+    let group = PerfGroup::holding(server.pid());
+    samples_match_perf(
+        &server,
+        server.pid(),
+        "samples-threaded",
+        Perf::InGroup(group),
+    );
 }

@@ -317,7 +317,7 @@ fn nginx_without_frame_pointers_matches_perf_dwarf() {
     // perf records the worker over the same seconds as srvprof.
     srvprof_beside_perf(
         &run_args,
-        worker,
+        Some(worker),
         &["-q", "-F", "99", "--call-graph", "dwarf"],
         &data,
     );

@@ -311,7 +311,7 @@ fn a_handshake_per_request_is_a_finding_with_the_servers_tls_cpu_as_perf_counts_
         .args(&["-n", "8000"])
         .args(&args)
         .out(&out);
-    srvprof_beside_perf(&run_args, worker, &["-q", "-F", "499"], &data);
+    srvprof_beside_perf(&run_args, Some(worker), &["-q", "-F", "499"], &data);
     let run = read_json(&out.join("run.json"));
     let (perf_share, perf_kernel, perf_text) = perf_tls_and_kernel_shares(&data);
     let our_kernel = kernel_share(&out);

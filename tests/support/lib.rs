@@ -182,6 +182,38 @@ pub fn proc_schedstat(pid: u32, tid: u32) -> (u64, u64, u64) {
     (v[0], v[1], v[2])
 }
 
+/// Ticks CPU `cpu` spent running tasks (user + nice + system) by /proc/stat.
+pub fn cpu_task_ticks(cpu: u32) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .expect("the CPU's line");
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    f[0] + f[1] + f[2]
+}
+
+/// Ticks CPU `cpu` was not idle by /proc/stat: tasks' time, interrupts' (on loopback much of a
+/// server's network work) and time the hypervisor took.
+pub fn cpu_busy_ticks(cpu: u32) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
+    let line = stat
+        .lines()
+        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
+        .expect("the CPU's line");
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal
+    f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
+}
+
 /// A process's user + system CPU time (ns) from /proc/PID/stat (fields 14 and 15, in clock
 /// ticks), read here rather than with srvprof's parser, which is what is checked.
 pub fn proc_cpu_ns(pid: u32) -> u64 {
@@ -965,10 +997,20 @@ fn nginx_in_netns_with(
     (NginxInNetns(nginx), access)
 }
 
-/// Runs srvprof as `run` says, and `perf record PERF_ARGS -o DATA -p PID` over the same seconds:
-/// perf starts when srvprof says its probes are attached and gets SIGINT when srvprof starts
-/// reading stacks (perf's own start takes ~0.1 s). Asserts srvprof succeeded; its stderr.
-pub fn srvprof_beside_perf(run: &RunArgs, pid: u32, perf_args: &[&str], data: &Path) -> String {
+/// Runs srvprof as `run` says, and `perf record PERF_ARGS -o DATA -p PID` (`-a` without a PID)
+/// over the same seconds: perf starts when srvprof says its probes are attached and gets SIGINT
+/// when srvprof starts reading stacks (perf's own start takes ~0.1 s). Asserts srvprof
+/// succeeded; its stderr.
+pub fn srvprof_beside_perf(
+    run: &RunArgs,
+    pid: Option<u32>,
+    perf_args: &[&str],
+    data: &Path,
+) -> String {
+    let target = match pid {
+        Some(pid) => vec!["-p".to_string(), pid.to_string()],
+        None => vec!["-a".to_string()],
+    };
     let mut srvprof = run.spawn();
     let mut lines = BufReader::new(srvprof.stderr.take().expect("piped stderr"));
     let (mut perf, mut stderr): (Option<Child>, String) = (None, String::new());
@@ -985,7 +1027,8 @@ pub fn srvprof_beside_perf(run: &RunArgs, pid: u32, perf_args: &[&str], data: &P
                     .arg("-o")
                     .arg(data)
                     // Bounded: this stops it if srvprof never says it is reading stacks.
-                    .args(["-p", &pid.to_string(), "--", "sleep", "30"])
+                    .args(&target)
+                    .args(["--", "sleep", "30"])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()

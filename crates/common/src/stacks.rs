@@ -143,11 +143,14 @@ pub const OFFCPU_UNWIND_FIRST_EVERY: u64 = 4;
 /// VM, measured) and never while interrupts are off, as they are through a context switch and
 /// the programs on sched_switch: a tick due while a thread ran would land on whatever runs
 /// after its switch-out (the idle task, most often). So a switch takes the tick due before it for
-/// the thread switching out, and the late interrupt, finding its tick taken, is dropped.
+/// the thread switching out, and the late interrupt, finding its tick taken, is dropped. The due
+/// time is the timer's own, read from the event (its address kept here at each tick): another
+/// profiler's control-group events make the kernel stop and restart it, moving its grid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TickGrid {
     pub last_tick_ns: u64,
+    pub event: u64,
 }
 
 pod!(

@@ -12,8 +12,8 @@ use aya_ebpf::{
 };
 use aya_ebpf::{bindings::BPF_NOEXIST, maps::HashMap};
 use srvprof_common::{
-    BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HistSlots, HolderKey,
-    HOLDER_BEFORE, HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
+    BlockedTable, CountTime, DiskWaitKey, FUTEX_SLOT, GROUP_SERVER, HOLDER_BEFORE, HistSlots,
+    HolderKey, HolderWait, LOCK_CONVOY_NS, LockWait, LockWaitKey, MAX_DISK_WAITS, MAX_LOCK_WAITS,
     MAX_RUNQ_HOLDERS, MAX_WAKE_PAIRS, NUM_GROUPS, RunningSlot, Sleep, SocketArg, ThreadStats,
     WakeCount, WakeKey, datagram_wait, futex_lock_protocol, lost, socket_arg,
 };
@@ -164,23 +164,34 @@ static RUNQ_HOLDERS: HashMap<HolderKey, HolderWait> =
 fn charge_holder(group: u32, waited: u64, now: u64, slice_start: u64) {
     let held = waited.min(now.saturating_sub(slice_start));
     let holder = bpf_get_current_pid_tgid();
-    charge(group, holder as u32, (holder >> 32) as u32, held, current_comm());
+    let (tid, tgid) = (holder as u32, (holder >> 32) as u32);
+    charge(group, tid, tgid, held, current_comm);
     if held < waited {
-        let mut comm = [0u8; 16];
-        comm[..7].copy_from_slice(b"earlier");
-        charge(group, HOLDER_BEFORE, HOLDER_BEFORE, waited - held, comm);
+        let earlier = || {
+            let mut comm = [0u8; 16];
+            comm[..7].copy_from_slice(b"earlier");
+            comm
+        };
+        charge(group, HOLDER_BEFORE, HOLDER_BEFORE, waited - held, earlier);
     }
 }
 
+/// Adds `ns` of one wait to its holder's entry; its name is read only for a new entry.
 #[inline(always)]
-fn charge(group: u32, holder_tid: u32, holder_tgid: u32, ns: u64, holder_comm: [u8; 16]) {
+fn charge(
+    group: u32,
+    holder_tid: u32,
+    holder_tgid: u32,
+    ns: u64,
+    holder_comm: impl Fn() -> [u8; 16],
+) {
     let key = HolderKey { holder_tid, group };
     let first = || HolderWait {
         waits: 1,
         wait_ns: ns,
         holder_tgid,
         _pad: 0,
-        holder_comm,
+        holder_comm: holder_comm(),
     };
     let add = |w: &mut HolderWait| {
         w.waits += 1;

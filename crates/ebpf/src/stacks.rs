@@ -170,10 +170,17 @@ static PERF_CTX_EVENT_OFFSET: u64 = 0;
 static PERF_EVENT_EXPIRES_OFFSET: u64 = 0;
 
 /// When the tick being delivered was due: the cpu-clock timer's expiry, which the kernel moves
-/// on only after the program ran (perf_swevent_hrtimer). None when it cannot be read.
+/// on only after the program ran (perf_swevent_hrtimer), and its event. None when it cannot be
+/// read.
 #[inline(always)]
-fn tick_due(ctx: &PerfEventContext) -> Option<u64> {
+fn tick_due(ctx: &PerfEventContext) -> Option<(u64, u64)> {
     let event: u64 = read_field(ctx.as_ptr() as *const u8, global(&PERF_CTX_EVENT_OFFSET))?;
+    Some((event_due(event)?, event))
+}
+
+/// The cpu-clock timer's next expiry, from its event.
+#[inline(always)]
+fn event_due(event: u64) -> Option<u64> {
     if event == 0 {
         return None;
     }
@@ -194,8 +201,9 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     };
     let now = unsafe { bpf_ktime_get_ns() };
     let mut time_ns = now;
-    if let (Some(due), Some(grid)) = (tick_due(&ctx), TICK_GRID.get_ptr_mut(0)) {
+    if let (Some((due, event)), Some(grid)) = (tick_due(&ctx), TICK_GRID.get_ptr_mut(0)) {
         let grid = unsafe { &mut *grid };
+        grid.event = event;
         if due <= grid.last_tick_ns {
             if watched.is_some() {
                 count_lost(lost::ONCPU_TICK_NOT_THEIRS);
@@ -251,9 +259,9 @@ fn take_sample<C: StackIdContext + EbpfContext>(
     }
 }
 
-/// At a switch on this CPU: a tick due since the last one accounted for, whose interrupt has not
-/// arrived (interrupts are off here), fell while the thread switching out ran. It is taken now
-/// for that thread when watched, and marked taken either way.
+/// At a switch on this CPU: a tick due since the last one accounted for (the timer's expiry has
+/// passed), whose interrupt has not arrived (interrupts are off here), fell while the thread
+/// switching out ran. It is taken now for that thread when watched, and marked taken either way.
 #[inline(always)]
 fn take_due_tick(ctx: &BtfTracePointContext, now: u64) {
     let period = global(&SAMPLE_PERIOD_NS);
@@ -261,11 +269,21 @@ fn take_due_tick(ctx: &BtfTracePointContext, now: u64) {
         return;
     };
     let grid = unsafe { &mut *grid };
-    if period == 0 || grid.last_tick_ns == 0 || now < grid.last_tick_ns + period {
+    if period == 0 || grid.last_tick_ns == 0 {
         return;
     }
-    let behind = (now - grid.last_tick_ns).checked_div(period).unwrap_or(1);
-    let due = grid.last_tick_ns + behind.wrapping_mul(period);
+    // The timer's own expiry, not the grid's next step: a stopped and restarted timer (another
+    // profiler's control-group events switching) has moved on from the grid.
+    let Some(due) = event_due(grid.event) else {
+        return;
+    };
+    if due <= grid.last_tick_ns || due > now {
+        return;
+    }
+    let behind = (due - grid.last_tick_ns)
+        .checked_div(period)
+        .unwrap_or(1)
+        .max(1);
     grid.last_tick_ns = due;
     let tid = ctx.pid();
     if tid == 0 {

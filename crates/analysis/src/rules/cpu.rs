@@ -51,15 +51,23 @@ pub fn client_bound(r: &RunReport) -> Option<Finding> {
     );
     let (server_busy, server_cpus) = server_busy_cpus(r);
     let server_share = server_busy / server_cpus.max(1) as f64;
+    // On a CPU or waiting for one: on a busy host a server that never waits for work is at its
+    // limit though a neighbour takes part of its CPU.
+    let runnable: f64 = (r.server.threads.iter())
+        .filter(|t| busy_share(r, t) >= WORKING_THREAD_SHARE)
+        .map(|t| t.runq_ns as f64 / (secs * 1e9))
+        .sum();
+    let server_runnable = (server_busy + runnable) / server_cpus.max(1) as f64;
     // A server with no CPU to spare was at its limit whatever the client did: the throughput is
     // (about) the server's, only the latency also holds the client's own queueing.
-    let (severity, summary) = if server_cpus > 0 && server_share >= CPU_SATURATED {
+    let (severity, summary) = if server_cpus > 0 && server_runnable >= CPU_SATURATED {
         (
             Severity::Warning,
             format!(
-                "load generator CPU-bound as well as the server: {client}; the server used {:.0}% of the {server_cpus} CPU{} its working threads ran on, so the throughput is near the server's limit, but the latency includes the load generator's own queueing (give it more CPU: --threads, --cpus)",
+                "load generator CPU-bound as well as the server: {client}; the server used {:.0}% of the {server_cpus} CPU{} its working threads ran on ({:.0}% on it or waiting for it), so the throughput is near the server's limit, but the latency includes the load generator's own queueing (give it more CPU: --threads, --cpus)",
                 server_share * 100.0,
                 if server_cpus == 1 { "" } else { "s" },
+                server_runnable * 100.0,
             ),
         )
     } else {
@@ -80,6 +88,7 @@ pub fn client_bound(r: &RunReport) -> Option<Finding> {
             ("client_busiest_thread_utilization", client_busiest),
             ("client_cpu_utilization", load.client_cpu.cpu_utilization),
             ("server_cpu_share", server_share),
+            ("server_busy_or_runnable_share", server_runnable),
             ("throughput_rps", load.throughput_rps),
         ],
     ))
@@ -304,6 +313,17 @@ pub(super) mod tests {
         starved_in(busy_server(server, false), share)
     }
 
+    /// The same, the server's thread on its CPU `server` of the time and waiting for it `waiting`
+    /// (a neighbour took the rest).
+    fn client_starved_beside_a_neighbour(server: f64, waiting: f64, share: f64) -> RunReport {
+        let recording = busy_server(server, false).each(|s, k| {
+            if let Some(t) = s.kernel.threads.iter_mut().find(|t| t.tid == 7) {
+                t.runq_ns = grown(ns_of(waiting), k);
+            }
+        });
+        starved_in(recording, share)
+    }
+
     fn starved_in(recording: Recording, share: f64) -> RunReport {
         let ns = ns_of(share);
         recording
@@ -366,6 +386,8 @@ pub(super) mod tests {
             ("the load generator says it saturated", client_says(0.5, true), says(0.5)),
             ("client starved, server just below saturated", client_starved_beside(below, 0.95), starved(0.95)),
             ("client starved, server saturated too", client_starved_beside(at, 0.95), both(0.95, at)),
+            ("client starved, server on its CPU 75 % and waiting for it 10 %", client_starved_beside_a_neighbour(0.75, 0.1, 0.95), starved(0.95)),
+            ("client starved, server on its CPU 75 % and waiting for it 20 %", client_starved_beside_a_neighbour(0.75, 0.2, 0.95), both(0.95, 0.75)),
         ];
         Table::new(client_bound, cases)
     }

@@ -154,6 +154,18 @@ pub(super) mod tests {
         Table::new(memory_pressure, cases)
     }
 
+    /// 800 fault waits of 2.5 ms and 200 reclaims of 2.5 ms over 1,000 requests: one at p99
+    /// meets 3 faults (Poisson of mean 0.8) and 2 reclaims (of mean 0.2), not the mean 2.5 ms.
+    #[test]
+    fn a_request_at_p99_waits_for_the_faults_and_reclaims_it_meets() {
+        let f = memory_pressure(&paging(2_000, 500)).unwrap();
+        let tail_ms = f.evidence["tail_ms"];
+        assert!(
+            (tail_ms - (3.0 * 2.5 + 2.0 * 2.5)).abs() < 1e-9,
+            "{tail_ms}"
+        );
+    }
+
     #[test]
     fn the_finding_says_faults_per_request_and_whether_the_threads_reclaimed() {
         let f = memory_pressure(&paging(2_000, 500)).unwrap();

@@ -418,8 +418,9 @@ pub(super) fn long_waits(c: &Cost) -> Option<LongWaits> {
 /// The long ones among `count` waits whose lengths are spread as `lengths` (ms, share): those
 /// beyond the widest gap between lengths above LONG_WAIT_RATIO times the median's half (an
 /// octave at least, where no wait lies, so a little more or less of a busy host's delay does not
-/// move the count), or LONG_WAIT_RATIO times the median or longer when the lengths leave no such
-/// gap.
+/// move the count) that leaves at least half the time of the waits from LONG_WAIT_RATIO times
+/// the median beyond it (a rare timeout beyond the slow answers does not take their place), or
+/// LONG_WAIT_RATIO times the median or longer when the lengths leave no such gap.
 fn long_of(lengths: &[(f64, f64)], count: f64) -> Option<LongWaits> {
     let waits = count;
     let mut sorted: Vec<(f64, f64)> = lengths.iter().copied().filter(|l| l.1 > 0.0).collect();
@@ -430,11 +431,18 @@ fn long_of(lengths: &[(f64, f64)], count: f64) -> Option<LongWaits> {
         below >= 0.5
     })?;
     let ratio_from = LONG_WAIT_RATIO * median.0;
+    let time_from = |from: f64| -> f64 {
+        (sorted.iter())
+            .filter(|(ms, _)| *ms >= from)
+            .map(|(ms, p)| ms * p)
+            .sum()
+    };
+    let long_time = time_from(ratio_from);
     // The widest gap, as the ratio of one length to the next, among those past half the ratio.
     let gap = (sorted.windows(2))
         .filter(|w| w[1].0 >= ratio_from && w[0].0 >= ratio_from / 2.0)
         .map(|w| (w[1].0 / w[0].0.max(f64::MIN_POSITIVE), w[1].0))
-        .filter(|(widest, _)| *widest >= 2.0)
+        .filter(|(widest, next)| *widest >= 2.0 && time_from(*next) >= 0.5 * long_time)
         .max_by(|a, b| a.0.total_cmp(&b.0));
     let from = gap.map_or(ratio_from, |(_, next)| next);
     let long = sorted.iter().filter(|(ms, _)| *ms >= from);
@@ -698,8 +706,10 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let walls = run_wall_lengths
         .zip(oncpu_run_lengths)
         .filter(|(w, _)| w.total() > 0 && preempted.ns > 0 && runq_preempted_lengths.is_some());
+    // Counted as the run queue's part counts its waits: each delays the requests in flight on
+    // its thread.
     let (run_lengths, preempted_ms) = match walls {
-        Some((w, _)) => (Some(w), per_request(preempted.ns as f64 / 1e3)),
+        Some((w, _)) => (Some(w), per_request(preempted.ns as f64 / 1e3) * per_thread),
         None => (oncpu_run_lengths, 0.0),
     };
     let runs = run_lengths
@@ -745,11 +755,11 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .and(runq_preempted_lengths)
         .zip(runq_lengths)
         .map(|(preempted, all)| all.minus(preempted));
-    let (runq_ns, runq_waits, runq_lengths) = match &wakeup_lengths {
-        Some(h) => (
+    let (runq_ns, runq_waits, runq_lengths) = match walls {
+        Some(_) => (
             runq_ns.saturating_sub(preempted.ns),
             runq_waits.saturating_sub(preempted.waits),
-            Some(h),
+            wakeup_lengths.as_ref(),
         ),
         None => (runq_ns, runq_waits, runq_lengths),
     };
@@ -775,17 +785,18 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(share, who)| format!("{who}, {:.0}% of it", share * 100.0));
     let runq_mean_ms = (runq_waits > 0).then(|| runq_ns as f64 / 1e6 / runq_waits as f64);
+    let runq_part = TailPart {
+        requests_delayed: per_thread,
+        held_by: cpu_holder,
+        waits: Some(runq_waits as f64),
+        mean_wait_ms: runq_mean_ms,
+        ..part(
+            Place::RunQueue,
+            per_request(runq_ns as f64 / 1e3) * per_thread,
+        )
+    };
     costs.push(Cost {
-        part: TailPart {
-            requests_delayed: per_thread,
-            held_by: cpu_holder,
-            waits: Some(runq_waits as f64),
-            mean_wait_ms: runq_mean_ms,
-            ..part(
-                Place::RunQueue,
-                per_request(runq_ns as f64 / 1e3) * per_thread,
-            )
-        },
+        part: runq_part.clone(),
         uniform: false,
         affected: (runq_waits > 0).then(|| reach(runq_waits as f64)),
         each_ms: None,
@@ -1042,11 +1053,13 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     if let Some((wall, cpu)) = walls {
         let tail_ms = (parts.iter().find(|p| p.place == Place::OnCpu)).map_or(0.0, |p| p.tail_ms);
         let cpu_share = cpu_share_at(cpu, wall, tail_ms);
-        move_to_run_queue(&mut parts, cpu_share, cpu_ms, runq_total.0, p99_ms);
-        if let Some(rq) = parts.iter_mut().find(|p| p.place == Place::RunQueue) {
-            rq.waits = Some(runq_total.1 as f64);
-            rq.mean_wait_ms = runq_total_mean;
-        }
+        let all = TailPart {
+            per_request_ms: runq_total.0,
+            waits: Some(runq_total.1 as f64),
+            mean_wait_ms: runq_total_mean,
+            ..runq_part
+        };
+        move_to_run_queue(&mut parts, cpu_share, cpu_ms, all, p99_ms);
     }
     Some(TailAccount {
         requests: n,

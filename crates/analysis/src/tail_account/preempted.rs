@@ -37,15 +37,13 @@ impl Preempted {
     }
 }
 
-/// The CPU's share of a run `tail_ms` long by the wall clock: the mean of as many of the longest
-/// CPU runs as there were runs at least that long by the wall clock, rank for rank (both
-/// histograms count the same runs, recorded at the same sleeps). A run that long because it was
-/// preempted (a quota's throttle, a neighbour's slices) has the CPU of the runs of its rank.
+/// The CPU's share of the runs a request at p99 meets, `tail_ms` of them by the wall clock: the
+/// runs at least that long by the wall clock (the longest one when none is), against as many of
+/// the longest CPU runs, rank for rank (both histograms count the same runs, recorded at the
+/// same sleeps). A run long because it was preempted (a quota's throttle, a neighbour's slices)
+/// has the CPU of the runs of its rank.
 pub(super) fn cpu_share_at(cpu: &NsHistogram, wall: &NsHistogram, tail_ms: f64) -> f64 {
     let tail_ns = tail_ms * 1e6;
-    if tail_ns <= 0.0 {
-        return 1.0;
-    }
     let mut rank = 0;
     for (slot, &n) in wall.slots.iter().enumerate().rev() {
         if n > 0 && middle(slot) < tail_ns && rank > 0 {
@@ -53,9 +51,16 @@ pub(super) fn cpu_share_at(cpu: &NsHistogram, wall: &NsHistogram, tail_ms: f64) 
         }
         rank += n;
     }
-    let mut left = rank;
-    let mut sum = 0.0;
-    for (slot, &n) in cpu.slots.iter().enumerate().rev() {
+    match (longest_sum(cpu, rank), longest_sum(wall, rank)) {
+        (c, w) if rank > 0 && w > 0.0 => (c / w).clamp(0.0, 1.0),
+        _ => 1.0,
+    }
+}
+
+/// The sum (ns, at each slot's middle) of the `k` longest values in `h`.
+fn longest_sum(h: &NsHistogram, k: u64) -> f64 {
+    let (mut left, mut sum) = (k, 0.0);
+    for (slot, &n) in h.slots.iter().enumerate().rev() {
         let taken = n.min(left);
         sum += taken as f64 * middle(slot);
         left -= taken;
@@ -63,10 +68,7 @@ pub(super) fn cpu_share_at(cpu: &NsHistogram, wall: &NsHistogram, tail_ms: f64) 
             break;
         }
     }
-    match rank {
-        0 => 1.0,
-        k => (sum / k as f64 / tail_ns).clamp(0.0, 1.0),
-    }
+    sum
 }
 
 /// A slot's value, ns: the middle of its range.
@@ -75,13 +77,14 @@ fn middle(slot: usize) -> f64 {
 }
 
 /// Moves the preempted waits the on-CPU part carried at p99 (all but `cpu_share` of its time
-/// there) to the run queue's part, and sets each part's time per request back to its own:
-/// `cpu_ms` of CPU, and every run-queue wait's time.
+/// there) to the run queue's part (`run_queue` when the split left none: every wait followed a
+/// preemption), and sets each part's time per request back to its own: `cpu_ms` of CPU, and
+/// every run-queue wait's time.
 pub(super) fn move_to_run_queue(
-    parts: &mut [TailPart],
+    parts: &mut Vec<TailPart>,
     cpu_share: f64,
     cpu_ms: f64,
-    runq_ms: f64,
+    run_queue: TailPart,
     p99_ms: f64,
 ) {
     let Some(on) = parts.iter().position(|p| p.place == Place::OnCpu) else {
@@ -90,11 +93,22 @@ pub(super) fn move_to_run_queue(
     let moved = parts[on].tail_ms * (1.0 - cpu_share);
     parts[on].tail_ms -= moved;
     parts[on].per_request_ms = cpu_ms;
-    if let Some(rq) = parts.iter_mut().find(|p| p.place == Place::RunQueue) {
-        rq.tail_ms += moved;
-        rq.per_request_ms = runq_ms;
-        rq.preempted_tail_ms = Some(moved);
-    }
+    let rq = match parts.iter().position(|p| p.place == Place::RunQueue) {
+        Some(i) => i,
+        None => {
+            parts.push(TailPart {
+                tail_ms: 0.0,
+                ..run_queue.clone()
+            });
+            parts.len() - 1
+        }
+    };
+    let rq = &mut parts[rq];
+    rq.tail_ms += moved;
+    rq.per_request_ms = run_queue.per_request_ms;
+    rq.waits = run_queue.waits;
+    rq.mean_wait_ms = run_queue.mean_wait_ms;
+    rq.preempted_tail_ms = Some(moved);
     for p in parts.iter_mut() {
         p.share = match p99_ms > 0.0 {
             true => (p.tail_ms / p99_ms).min(1.0),
@@ -131,6 +145,10 @@ mod tests {
         let wall = runs(&[(61_000_000, 2), (5_000_000, 1), (300_000, 97)]);
         let share = cpu_share_at(&cpu, &wall, 40.0);
         assert!(share <= 5.5 / 40.0, "{share}");
+        // A request at p99 meeting several unpreempted runs (an event loop's) is all CPU though
+        // p99's on-CPU time is longer than any run.
+        let loops = runs(&[(300_000, 90), (2_000_000, 10)]);
+        assert!((cpu_share_at(&loops, &loops, 8.0) - 1.0).abs() < 1e-12);
     }
 
     #[test]
@@ -140,15 +158,26 @@ mod tests {
             tail_ms,
             ..Default::default()
         };
+        let all = TailPart {
+            per_request_ms: 0.3,
+            waits: Some(40.0),
+            ..part(Place::RunQueue, 0.0)
+        };
         let mut parts = vec![part(Place::OnCpu, 28.0), part(Place::RunQueue, 0.5)];
-        move_to_run_queue(&mut parts, 0.75, 0.5, 0.3, 30.0);
+        move_to_run_queue(&mut parts, 0.75, 0.5, all.clone(), 30.0);
         assert_eq!(parts[0].place, Place::OnCpu);
         assert!((parts[0].tail_ms - 21.0).abs() < 1e-9);
         assert!((parts[1].tail_ms - 7.5).abs() < 1e-9);
         assert!((parts[0].share - 0.7).abs() < 1e-9);
         assert_eq!(parts[1].per_request_ms, 0.3);
+        assert_eq!(parts[1].waits, Some(40.0));
         assert_eq!(parts[1].preempted_tail_ms, Some(7.0));
         let sum: f64 = parts.iter().map(|p| p.tail_ms).sum();
         assert!((sum - 28.5).abs() < 1e-9);
+        // Every wait after a preemption: the split left no run-queue part, and one is made.
+        let mut parts = vec![part(Place::OnCpu, 28.0)];
+        move_to_run_queue(&mut parts, 0.75, 0.5, all, 30.0);
+        let rq = parts.iter().find(|p| p.place == Place::RunQueue).unwrap();
+        assert!((rq.tail_ms - 7.0).abs() < 1e-9, "{parts:?}");
     }
 }

@@ -645,6 +645,15 @@ fn a_few_long_waits_among_short_ones_are_counted_apart() {
     ]);
     let long = super::compose::long_waits(&cost).unwrap();
     assert!((long.waits - 200.0).abs() < 1e-6, "{long:?}");
+    // One timeout of 500 ms beyond them: still the 200 slow ones and it.
+    cost.lengths = Some(vec![
+        (0.1, 0.9699),
+        (2.6, 0.01),
+        (36.0, 0.02),
+        (500.0, 0.0001),
+    ]);
+    let long = super::compose::long_waits(&cost).unwrap();
+    assert!((long.waits - 201.0).abs() < 1e-6, "{long:?}");
     cost.lengths = Some(vec![(0.1, 0.5), (0.1 * LONG_WAIT_RATIO * 0.99, 0.5)]);
     assert_eq!(super::compose::long_waits(&cost), None);
     cost.lengths = Some(vec![(0.1, 0.4), (36.0, 0.6)]);
