@@ -182,35 +182,28 @@ pub fn proc_schedstat(pid: u32, tid: u32) -> (u64, u64, u64) {
     (v[0], v[1], v[2])
 }
 
-/// Ticks CPU `cpu` spent running tasks (user + nice + system) by /proc/stat.
-pub fn cpu_task_ticks(cpu: u32) -> u64 {
+/// CPU `cpu`'s line of /proc/stat, in ticks: user nice system idle iowait irq softirq steal ...
+fn cpu_stat_ticks(cpu: u32) -> Vec<u64> {
     let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
     let line = stat
         .lines()
         .find(|l| l.starts_with(&format!("cpu{cpu} ")))
         .expect("the CPU's line");
-    let f: Vec<u64> = line
-        .split_whitespace()
+    line.split_whitespace()
         .skip(1)
         .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    f[0] + f[1] + f[2]
+        .collect()
+}
+
+/// Ticks CPU `cpu` spent running tasks (user + nice + system) by /proc/stat.
+pub fn cpu_task_ticks(cpu: u32) -> u64 {
+    cpu_stat_ticks(cpu)[..3].iter().sum()
 }
 
 /// Ticks CPU `cpu` was not idle by /proc/stat: tasks' time, interrupts' (on loopback much of a
 /// server's network work) and time the hypervisor took.
 pub fn cpu_busy_ticks(cpu: u32) -> u64 {
-    let stat = std::fs::read_to_string("/proc/stat").expect("/proc/stat");
-    let line = stat
-        .lines()
-        .find(|l| l.starts_with(&format!("cpu{cpu} ")))
-        .expect("the CPU's line");
-    let f: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().unwrap_or(0))
-        .collect();
-    // user nice system idle iowait irq softirq steal
+    let f = cpu_stat_ticks(cpu);
     f[0] + f[1] + f[2] + f[5] + f[6] + f[7]
 }
 

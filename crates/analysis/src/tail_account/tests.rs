@@ -14,23 +14,7 @@ fn account_of(
     client: &KernelReport,
     stacks: &FoldedStacks,
 ) -> TailAccount {
-    account(Inputs {
-        load,
-        server,
-        client,
-        runq_lengths: None,
-        oncpu_run_lengths: None,
-        run_wall_lengths: None,
-        runq_preempted_lengths: None,
-        accept_lengths: None,
-        pause_lengths: None,
-        send_hold_lengths: None,
-        transfer_lengths: None,
-        server_cpu_us: 20.0,
-        client_cpu_us: 10.0,
-        stacks,
-    })
-    .unwrap()
+    account(inputs(load, server, client, stacks)).unwrap()
 }
 
 pub(super) fn cost(place: Place, ms: f64, uniform: bool) -> Cost {
@@ -486,20 +470,8 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
         lengths.slots[srvprof_common::hist::slot_of(10_000) as usize] = 9_800;
         lengths.slots[srvprof_common::hist::slot_of(30_000_000) as usize] = 200;
         let a = account(Inputs {
-            load: &load,
-            server: &server,
-            client: &KernelReport::default(),
-            runq_lengths: None,
-            oncpu_run_lengths: None,
-            run_wall_lengths: None,
-            runq_preempted_lengths: None,
             accept_lengths: Some(&lengths),
-            pause_lengths: None,
-            send_hold_lengths: None,
-            transfer_lengths: None,
-            server_cpu_us: 20.0,
-            client_cpu_us: 10.0,
-            stacks: &stacks,
+            ..inputs(&load, &server, &KernelReport::default(), &stacks)
         })
         .unwrap();
         let top = &a.parts[0];
@@ -526,7 +498,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
         server.duration_s = 300.0;
         let a = account(Inputs {
             accept_lengths: Some(&lengths),
-            ..inputs(&load, &server, &stacks)
+            ..inputs(&load, &server, &KernelReport::default(), &stacks)
         })
         .unwrap();
         let top = &a.parts[0];
@@ -538,7 +510,7 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
         starts.slots[srvprof_common::hist::slot_of(180_000) as usize] = 10_000;
         let a = account(Inputs {
             accept_lengths: Some(&starts),
-            ..inputs(&load, &server, &stacks)
+            ..inputs(&load, &server, &KernelReport::default(), &stacks)
         })
         .unwrap();
         let queue = (a.parts.iter())
@@ -548,17 +520,18 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
     }
 }
 
-/// The account's inputs with no histograms, the CPU per request of the tests above.
+/// The account's inputs with no histograms, 20 us of the server's CPU a request and 10 of the
+/// client's.
 fn inputs<'a>(
     load: &'a LoadReport,
     server: &'a KernelReport,
+    client: &'a KernelReport,
     stacks: &'a FoldedStacks,
 ) -> Inputs<'a> {
-    static EMPTY: std::sync::OnceLock<KernelReport> = std::sync::OnceLock::new();
     Inputs {
         load,
         server,
-        client: EMPTY.get_or_init(KernelReport::default),
+        client,
         runq_lengths: None,
         oncpu_run_lengths: None,
         run_wall_lengths: None,
@@ -1037,20 +1010,8 @@ fn a_runtimes_pauses_are_waited_out_by_the_requests_that_arrive_in_them_the_long
     lengths.slots[srvprof_common::hist::slot_of(2_000_000) as usize] = 50;
     lengths.slots[srvprof_common::hist::slot_of(18_000_000) as usize] = 50;
     let a = account(Inputs {
-        load: &load,
-        server: &server,
-        client: &KernelReport::default(),
-        runq_lengths: None,
-        oncpu_run_lengths: None,
-        run_wall_lengths: None,
-        runq_preempted_lengths: None,
-        accept_lengths: None,
         pause_lengths: Some(&lengths),
-        send_hold_lengths: None,
-        transfer_lengths: None,
-        server_cpu_us: 20.0,
-        client_cpu_us: 10.0,
-        stacks: &stacks,
+        ..inputs(&load, &server, &KernelReport::default(), &stacks)
     })
     .unwrap();
     let pause = (a.parts.iter())
