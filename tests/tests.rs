@@ -17,6 +17,7 @@
 //! - hdr_log, http2, targets, tls: the load generator's outputs and protocols;
 //! - plan: `srvprof plan`'s manifests and scripts, checked as files (no cluster runs here).
 //! - remote_write: the load's figures pushed live, read back from Prometheus.
+//! - safety: what srvprof writes and reads as root on a shared host, and on hostile input.
 
 mod causes;
 mod crosscheck;
@@ -37,6 +38,7 @@ mod remote_write;
 mod report;
 mod resets;
 mod run_cli;
+mod safety;
 mod sample_count;
 mod sampler_timing;
 mod split_run;

@@ -432,14 +432,13 @@ pub fn run_load_command(url: &str, args: &LoadArgs, json: bool, out: Option<&Pat
     }
 }
 
-/// Write the JSON report through a temporary file and a rename, so readers never see half of it.
+/// Write the JSON report through a temporary file and a rename, so readers never see half of it,
+/// and a link planted at its name is replaced, not written through.
 pub fn write_report(report: &LoadReport, path: &Path) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = std::path::PathBuf::from(tmp);
+    let name = (path.file_name().and_then(|n| n.to_str()))
+        .ok_or_else(|| std::io::Error::other("the name is not a file name in UTF-8"))?;
     let text = serde_json::to_vec_pretty(report).map_err(std::io::Error::other)?;
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    srvprof_files::OutDir::parent_of(path)?.write(name, &text)
 }
 
 fn fail(message: &str) -> ExitCode {

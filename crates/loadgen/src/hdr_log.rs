@@ -7,7 +7,10 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+
+use srvprof_files::{OutDir, PendingFile};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
@@ -45,27 +48,53 @@ impl IntervalLatency {
 }
 
 /// The log file: created before the load starts, so that a path that cannot be written stops the
-/// run before anything is measured, and written once when it ends. A regular file is removed
-/// again if the run fails before (or while) it is written: no empty or half log is left behind.
+/// run before anything is measured, and written once when it ends. A file is written under a
+/// temporary name beside its own (never through a link planted at its name) and takes its name
+/// only when whole: a run that fails before (or while) it is written leaves no empty or half log.
 pub(crate) struct HdrLogFile {
     path: PathBuf,
-    file: Option<File>,
-    /// Not a device or a pipe (/dev/stdout, /dev/full), which must stay.
-    remove_unless_written: bool,
+    file: Option<Sink>,
+}
+
+enum Sink {
+    /// A device or a pipe (/dev/stdout, /dev/full, a FIFO), written as it is.
+    Stream(File),
+    File(PendingFile),
 }
 
 impl HdrLogFile {
     pub fn create(path: &Path) -> Result<HdrLogFile, LoadError> {
-        let file = File::create(path).map_err(|source| LoadError::HdrLog {
+        let err = |source| LoadError::HdrLog {
             path: path.display().to_string(),
             source,
             measured: None,
-        })?;
-        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        };
+        let stream = std::fs::metadata(path)
+            .is_ok_and(|m| m.file_type().is_char_device() || m.file_type().is_fifo());
+        let sink = if stream {
+            Sink::Stream(File::options().write(true).open(path).map_err(err)?)
+        } else {
+            let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+                err(io::Error::other("the name is not a file name in UTF-8"))
+            })?;
+            Sink::File(OutDir::parent_of(path).and_then(|d| d.create(name)).map_err(err)?)
+        };
         Ok(HdrLogFile {
             path: path.to_path_buf(),
-            file: Some(file),
-            remove_unless_written: regular,
+            file: Some(sink),
+        })
+    }
+
+    /// The log `name` in the output folder `dir`.
+    pub fn create_in(dir: &OutDir, name: &str) -> Result<HdrLogFile, LoadError> {
+        let file = dir.create(name).map_err(|source| LoadError::HdrLog {
+            path: dir.join(name).display().to_string(),
+            source,
+            measured: None,
+        })?;
+        Ok(HdrLogFile {
+            path: dir.join(name),
+            file: Some(Sink::File(file)),
         })
     }
 
@@ -83,23 +112,19 @@ impl HdrLogFile {
         intervals: usize,
         host: Option<&str>,
     ) -> Result<(), LoadError> {
-        let file = self.file.take().expect("written once");
-        let mut out = BufWriter::new(file);
-        write_log(&mut out, latency, measure_start, interval, window, intervals, host)
-            .map_err(|source| LoadError::HdrLog {
-                path: self.path.display().to_string(),
-                source,
-                measured: None,
-            })?;
-        self.remove_unless_written = false;
-        Ok(())
-    }
-}
-
-impl Drop for HdrLogFile {
-    fn drop(&mut self) {
-        if self.remove_unless_written {
-            let _ = std::fs::remove_file(&self.path);
+        let err = |source| LoadError::HdrLog {
+            path: self.path.display().to_string(),
+            source,
+            measured: None,
+        };
+        let write = |out: &mut dyn Write| {
+            let mut out = BufWriter::new(out);
+            write_log(&mut out, latency, measure_start, interval, window, intervals, host)?;
+            out.flush()
+        };
+        match self.file.take().expect("written once") {
+            Sink::Stream(mut f) => write(&mut f).map_err(err),
+            Sink::File(mut f) => write(&mut f).and_then(|_| f.commit()).map_err(err),
         }
     }
 }

@@ -38,6 +38,7 @@ engine! {
     mod duration;
     mod error;
     mod hdr_log;
+    pub mod hdr_log_read;
     mod histogram;
     pub mod http_push;
     mod http2;

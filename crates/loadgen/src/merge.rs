@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use srvprof_files::OutDir;
 
 use crate::hdr_log::{HdrLogFile, IntervalLatency};
+use crate::hdr_log_read;
 use crate::report::{HostShare, LatencySummary, LoadReport, LoadRow, spectrum};
 use crate::segment::Segment;
 
@@ -21,6 +21,9 @@ use crate::segment::Segment;
 /// agree that well when synchronised (chrony keeps a LAN's within a millisecond); further apart,
 /// their intervals are not the same spans of time and adding them would mix them.
 pub const MAX_START_SPREAD: Duration = Duration::from_millis(10);
+
+/// The largest load.json srvprof reads: its per-target figures for thousands of targets.
+const MAX_REPORT_BYTES: u64 = 64 << 20;
 
 /// One agent's folder, read.
 #[derive(Debug)]
@@ -43,42 +46,32 @@ pub struct Merged {
 /// Reads DIR/load.json and DIR/latency.hlog.
 pub fn read_agent(dir: &Path) -> Result<Agent, String> {
     let json = dir.join("load.json");
-    let text = std::fs::read_to_string(&json).map_err(|e| {
+    let text = srvprof_files::read_input_string(&json, MAX_REPORT_BYTES).map_err(|e| {
         format!(
-            "{}: {e}; a load agent's folder is the one `srvprof load --out DIR` wrote",
+            "cannot read {}: {e}; a load agent's folder is the one `srvprof load --out DIR` wrote",
             json.display()
         )
     })?;
     let report: LoadReport = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a load report srvprof wrote: {e}", json.display()))?;
     let log = dir.join("latency.hlog");
-    let bytes = std::fs::read(&log).map_err(|e| {
+    let bytes = srvprof_files::read_input(&log, hdr_log_read::MAX_LOG_BYTES).map_err(|e| {
         format!(
-            "{}: {e}; `srvprof load --out DIR` writes it beside load.json",
+            "cannot read {}: {e}; `srvprof load --out DIR` writes it beside load.json",
             log.display()
         )
     })?;
-    let bad = |e: &dyn std::fmt::Display| format!("{} is not an HdrHistogram log: {e}", log.display());
-    let (mut start, mut intervals) = (None, Vec::new());
-    let mut deserializer = Deserializer::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        match entry.map_err(|e| bad(&format!("{e:?}")))? {
-            LogEntry::StartTime(t) => start = Some(t),
-            LogEntry::BaseTime(_) => {}
-            LogEntry::Interval(i) => {
-                let compressed = base64_decode(i.encoded_histogram()).ok_or_else(|| bad(&"its base64"))?;
-                let h: Histogram<u64> = deserializer
-                    .deserialize(&mut compressed.as_slice())
-                    .map_err(|e| bad(&format!("{e:?}")))?;
-                intervals.push((i.start_timestamp(), i.duration(), h));
-            }
-        }
-    }
+    let parsed = hdr_log_read::parse(&bytes).map_err(|e| {
+        format!(
+            "{} is not a latency log srvprof can merge: {e}; give the latency.hlog `srvprof load --out DIR` wrote",
+            log.display()
+        )
+    })?;
     Ok(Agent {
         dir: dir.to_path_buf(),
         report,
-        start: start.ok_or_else(|| bad(&"no StartTime"))?,
-        intervals,
+        start: parsed.start,
+        intervals: parsed.intervals,
     })
 }
 
@@ -275,14 +268,15 @@ pub fn merge(agents: &[Agent]) -> Result<Merged, String> {
     })
 }
 
-/// Writes the merged log to `path`, its intervals untagged (every host's latencies added).
-pub fn write_log(merged: &Merged, path: &Path) -> Result<(), String> {
+/// Writes the merged log to `name` in `dir`, its intervals untagged (every host's latencies
+/// added).
+pub fn write_log(merged: &Merged, dir: &OutDir, name: &str) -> Result<(), String> {
     let mut kept = IntervalLatency::default();
     for (k, h) in merged.intervals.iter().enumerate() {
         kept.keep(k as u64, h);
     }
     let window = Duration::from_secs_f64(merged.report.duration_s);
-    let file = HdrLogFile::create(path).map_err(|e| e.to_string())?;
+    let file = HdrLogFile::create_in(dir, name).map_err(|e| e.to_string())?;
     (file.write(
         &kept,
         merged.start,

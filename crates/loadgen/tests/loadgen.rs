@@ -191,10 +191,13 @@ fn open_loop_shows_a_stall_that_closed_loop_hides() {
     );
     assert!(o.uncorrected_latency_us.p90 < 50 * MS, "{o:?}");
     assert!(o.uncorrected_latency_us.max >= 900 * MS, "{o:?}");
+    // At least the ~1000 scheduled while the 20 connections were held; at most every send after
+    // the 500 that went out before the stall (how many more the catch-up delays depends on how
+    // busy the machine is, so no tighter bound holds on a shared host).
     assert_within(
         "sends behind schedule",
         o.sends_behind_schedule,
-        800..=1_100,
+        800..=open.sent - 450,
     );
     assert!(o.max_behind_us >= 900 * MS, "{o:?}");
 }

@@ -138,12 +138,11 @@ mod tests {
 
     #[test]
     fn write_keeps_the_io_error() {
-        let e =
-            crate::output::write_atomic(Path::new("/nonexistent-srvprof/run.json"), b"{}", true)
-                .unwrap_err();
+        // /proc/sys refuses new entries, even to root.
+        let e = crate::output::open_dir(Path::new("/proc/sys/srvprof-run")).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "could not write /nonexistent-srvprof/run.json: No such file or directory (os error 2); choose another --out path or fix its permissions"
+            "could not write /proc/sys/srvprof-run: srvprof-run cannot be made in its folder (No such file or directory (os error 2)); choose another --out path or fix its permissions"
         );
         let source = e.source().unwrap().downcast_ref::<io::Error>().unwrap();
         assert_eq!(source.kind(), io::ErrorKind::NotFound);
@@ -157,7 +156,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let link = dir.join("out");
         std::os::unix::fs::symlink(&dir, &link).unwrap();
-        let e = crate::output::create_dir(&link).unwrap_err();
+        let e = crate::output::open_dir(&link).unwrap_err();
         assert_eq!(
             e.to_string(),
             format!(

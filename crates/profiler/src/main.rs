@@ -61,9 +61,15 @@ fn main() -> ExitCode {
 /// DIR/latency.hlog (unless `--hdr-log` puts it elsewhere): the folder a split run's merge reads.
 fn load(args: &srvprof::cli::LoadCmdArgs) -> Result<ExitCode, srvprof::error::SrvprofError> {
     let mut load = args.load.clone();
+    let mut out_dir = None;
     let file = match &args.out {
         Some(dir) => {
-            srvprof::output::create_dir(dir)?;
+            // Made (private) now: a folder that cannot hold the results stops the load first.
+            let opened = srvprof::output::open_dir(dir)?;
+            for name in ["load.json", "latency.hlog"] {
+                srvprof::output::check_writable(&opened, name, true)?;
+            }
+            out_dir = Some(opened);
             if load.hdr_log.is_none() {
                 load.hdr_log = Some(dir.join("latency.hlog"));
             }
@@ -71,12 +77,12 @@ fn load(args: &srvprof::cli::LoadCmdArgs) -> Result<ExitCode, srvprof::error::Sr
         }
         None => None,
     };
-    Ok(srvprof_loadgen::cli::run_load_command(
-        &args.url,
-        &load,
-        args.json,
-        file.as_deref(),
-    ))
+    let code = srvprof_loadgen::cli::run_load_command(&args.url, &load, args.json, file.as_deref());
+    if let Some(dir) = out_dir {
+        dir.finish()
+            .map_err(|e| srvprof::output::write_err(dir.path(), e))?;
+    }
+    Ok(code)
 }
 
 /// One malloc arena for all threads (each keeps its small-block cache in front of it): with an

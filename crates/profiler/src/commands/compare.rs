@@ -52,12 +52,7 @@ fn load(path: &Path) -> Result<Value, SrvprofError> {
     } else {
         path.to_path_buf()
     };
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        SrvprofError::Usage(format!(
-            "cannot read {} ({e}); pass a run folder written by `srvprof run --out`",
-            file.display()
-        ))
-    })?;
+    let text = output::read_input(&file, "pass a run folder written by `srvprof run --out`")?;
     serde_json::from_str(&text).map_err(|e| {
         SrvprofError::Usage(format!(
             "{} is not a srvprof run.json ({e}); pass a run folder written by `srvprof run --out`",
@@ -121,16 +116,15 @@ pub fn run(a: &Path, b: &Path, out: Option<&Path>) -> Result<(), SrvprofError> {
         }
     };
     let (sa, sb) = (
-        crate::output::stacks::read_dir(&folder(a)),
-        crate::output::stacks::read_dir(&folder(b)),
+        crate::output::stacks::read_dir(&folder(a))?,
+        crate::output::stacks::read_dir(&folder(b))?,
     );
-    let out = out.map_or_else(|| folder(b), Path::to_path_buf);
+    let out = output::open_dir(&out.map_or_else(|| folder(b), Path::to_path_buf))?;
     for d in differentials(&sa, &sb) {
         let _ = writeln!(stdout, "{}", d.summary);
         for (file, svg) in [(&d.file, &d.svg), (&d.file_before, &d.svg_before)] {
-            let path = out.join(file);
-            output::write_atomic(&path, svg.as_bytes(), false)?;
-            let _ = writeln!(stdout, "  wrote {}", path.display());
+            output::write_atomic(&out, file, svg.as_bytes(), false)?;
+            let _ = writeln!(stdout, "  wrote {}", out.join(file).display());
         }
     }
     Ok(())

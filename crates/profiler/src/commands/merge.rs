@@ -45,12 +45,10 @@ fn aligned(
 
 /// A server folder's JSON file: what could not be read or was not `what`, in one sentence.
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> Result<T, SrvprofError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        SrvprofError::Usage(format!(
-            "cannot read {}: {e}; a server's folder must be written by `srvprof probe --out DIR` of this version",
-            path.display()
-        ))
-    })?;
+    let text = output::read_input(
+        path,
+        "a server's folder must be written by `srvprof probe --out DIR` of this version",
+    )?;
     serde_json::from_str(&text).map_err(|e| {
         SrvprofError::Usage(format!("{} is not a srvprof {what}: {e}", path.display()))
     })
@@ -114,25 +112,30 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
             probe,
         });
     }
-    output::check_can_create(out)?;
-    output::create_dir(out)?;
+    let out_path = out;
+    let out = &output::open_dir(out_path)?;
+    for name in ["run.json", "load.json", "latency.hlog"] {
+        output::check_writable(out, name, force)?;
+    }
     // The first server host's stacks, as its figures are the report's (split_run).
-    let stacks = (servers.first())
-        .map(|s| output::stacks::read_dir(&s.dir))
-        .filter(|s| !s.oncpu.is_empty() || !s.offcpu.is_empty());
+    let stacks = match servers.first() {
+        Some(s) => Some(output::stacks::read_dir(&s.dir)?),
+        None => None,
+    }
+    .filter(|s| !s.oncpu.is_empty() || !s.offcpu.is_empty());
     let report = (!series.is_empty())
         .then(|| build_split(merged.report.clone(), &series, stacks.as_ref(), Vec::new()));
     if let Some(report) = &report {
         super::run::write_run(out, report, stacks.as_ref(), force)?;
     }
     let json = serde_json::to_string_pretty(&merged.report).expect("a report serializes");
-    output::write_atomic(&out.join("load.json"), json.as_bytes(), force)?;
-    write_log(&merged, &out.join("latency.hlog")).map_err(SrvprofError::Usage)?;
+    output::write_atomic(out, "load.json", json.as_bytes(), force)?;
+    write_log(&merged, out, "latency.hlog").map_err(SrvprofError::Usage)?;
     let mut names = Vec::new();
     for (k, s) in servers.iter().enumerate() {
         let name = format!("probe-{}-{}.json", k + 1, s.host());
         let text = serde_json::to_string_pretty(&s.json).expect("JSON serializes");
-        output::write_atomic(&out.join(&name), text.as_bytes(), force)?;
+        output::write_atomic(out, &name, text.as_bytes(), force)?;
         names.push(name);
     }
     let r = &merged.report;
@@ -181,7 +184,7 @@ pub fn run(dirs: &[PathBuf], out: &Path, force: bool) -> Result<(), SrvprofError
         }
         let _ = writeln!(stdout, "report       {}", out.join("report.html").display());
     }
-    let _ = writeln!(stdout, "wrote {}", out.display());
+    let _ = writeln!(stdout, "wrote {}", out.path().display());
     Ok(())
 }
 

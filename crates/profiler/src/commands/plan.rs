@@ -5,7 +5,7 @@
 //! JSON scalar, which YAML reads as the same value: the comments stay, and no option can break
 //! the YAML.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use clap::parser::ValueSource;
@@ -449,13 +449,12 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<(), SrvprofError> {
 }
 
 fn write(dir: &Path, files: &[(&str, String)]) -> Result<(), SrvprofError> {
-    crate::output::create_dir(dir)?;
+    let out = crate::output::open_dir(dir)?;
     for (name, text) in files {
-        let path: PathBuf = dir.join(name);
-        crate::output::write_atomic(&path, text.as_bytes(), false)?;
-        eprintln!("wrote {}", path.display());
+        crate::output::write_atomic(&out, name, text.as_bytes(), false)?;
+        eprintln!("wrote {}", out.join(name).display());
     }
-    Ok(())
+    out.finish().map_err(|e| crate::output::write_err(dir, e))
 }
 
 #[cfg(test)]

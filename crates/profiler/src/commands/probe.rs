@@ -29,15 +29,19 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
     // As `run` does: the given processes and their children (nginx's master and its workers).
     let pids =
         crate::discover::with_descendants(&crate::discover::live_targets(&args.pids, &mut notes)?);
-    let out_file = args.out.as_ref().map(|dir| dir.join("probe.json"));
     let clock = args.start_at.map(|_| srvprof_loadgen::start::clock_state());
     if let (Some(at), Some(clock)) = (args.start_at, &clock) {
         srvprof_loadgen::start::check(at, clock, args.allow_unsynced)
             .map_err(SrvprofError::Loadgen)?;
     }
-    if let (Some(dir), Some(out)) = (&args.out, &out_file) {
-        output::check_can_create(dir)?;
-        output::check_writable(out, args.force)?;
+    // The folder opened (made, private) now: one that cannot hold the results stops the probe
+    // before it measures.
+    let out_dir = match &args.out {
+        Some(dir) => Some(output::open_dir(dir)?),
+        None => None,
+    };
+    if let Some(dir) = &out_dir {
+        output::check_writable(dir, "probe.json", args.force)?;
     }
     // TCP figures are about the targets' own listening ports, when they have any.
     let mut ports: Vec<u16> = crate::discover::listening_addrs(&pids)
@@ -197,24 +201,24 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             }
         }
     }
-    if let (Some(dir), Some(path)) = (&args.out, &out_file) {
-        output::create_dir(dir)?;
-        output::write_atomic(path, json.as_bytes(), args.force)?;
+    if let Some(dir) = &out_dir {
+        output::write_atomic(dir, "probe.json", json.as_bytes(), args.force)?;
         if let Some(text) = series_json {
-            output::write_atomic(&dir.join("series.json"), text.as_bytes(), args.force)?;
+            output::write_atomic(dir, "series.json", text.as_bytes(), args.force)?;
         }
         if let Some(stacks) = &stacks {
             output::stacks::write_dir(stacks, dir, args.force)?;
             let binaries = crate::stacks::build_id::Binaries::read(&pids, &[]);
             crate::render::pprof::write(dir, stacks, args.freq, &binaries, args.force)?;
         }
+        dir.finish().map_err(|e| output::write_err(dir.path(), e))?;
         if let Some(endpoint) = &args.pyroscope {
             let run = out
                 .run_id
                 .clone()
                 .unwrap_or_else(srvprof_loadgen::start::run_id_from_now);
             let window = crate::output::pyroscope::window_from(start_ns, out.report.duration_s);
-            match crate::output::pyroscope::push_window(endpoint, dir, &run, window) {
+            match crate::output::pyroscope::push_window(endpoint, dir.path(), &run, window) {
                 Ok(()) => eprintln!("srvprof: pushed the targets' profile to {}", endpoint.url),
                 Err(e) => eprintln!("srvprof: {e}"),
             }

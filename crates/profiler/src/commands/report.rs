@@ -5,32 +5,35 @@ use crate::error::SrvprofError;
 use crate::render;
 use srvprof_analysis::run_report::RunReport;
 use srvprof_analysis::stacks::FoldedStacks;
+use srvprof_files::OutDir;
 
 pub fn run(args: &ReportArgs) -> Result<(), SrvprofError> {
     let path = args.dir.join("run.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        SrvprofError::Usage(format!(
-            "cannot read {}: {e}; give a folder written by `srvprof run --out DIR`",
-            path.display()
-        ))
-    })?;
+    let text =
+        crate::output::read_input(&path, "give a folder written by `srvprof run --out DIR`")?;
     let run: RunReport = serde_json::from_str(&text).map_err(|e| {
         SrvprofError::Usage(format!("{} is not a srvprof run.json: {e}", path.display()))
     })?;
-    let stacks = crate::output::stacks::read_dir(&args.dir);
+    let stacks = crate::output::stacks::read_dir(&args.dir)?;
+    let dir = crate::output::open_dir(&args.dir)?;
     if args.from.is_some() || args.to.is_some() {
-        return window(args, &run, &stacks);
+        return window(args, &dir, &run, &stacks);
     }
     // Only report.html and the flamegraph SVGs are rewritten; they are srvprof's own files, so
     // no --force is needed.
-    render::write_flamegraphs(&args.dir, &run, &stacks, false)?;
-    render::write_html(&args.dir, &run, &stacks, false)?;
+    render::write_flamegraphs(&dir, &run, &stacks, false)?;
+    render::write_html(&dir, &run, &stacks, false)?;
     eprintln!("srvprof: wrote {}", args.dir.join("report.html").display());
     Ok(())
 }
 
 /// `--from`/`--to`: the flamegraphs of the stacks in that window alone.
-fn window(args: &ReportArgs, run: &RunReport, stacks: &FoldedStacks) -> Result<(), SrvprofError> {
+fn window(
+    args: &ReportArgs,
+    dir: &OutDir,
+    run: &RunReport,
+    stacks: &FoldedStacks,
+) -> Result<(), SrvprofError> {
     let ms = |d: std::time::Duration| d.as_millis() as i64;
     let from = args.from.map_or(0, ms);
     // The end: the run's, with its drain, unless given.
@@ -60,7 +63,7 @@ fn window(args: &ReportArgs, run: &RunReport, stacks: &FoldedStacks) -> Result<(
         }));
     }
     let span = format!("{}-{}", label(from), label(to));
-    let written = render::write_window_flamegraphs(&args.dir, &within, &span, false)?;
+    let written = render::write_window_flamegraphs(dir, &within, &span, false)?;
     for path in written {
         eprintln!("srvprof: wrote {}", path.display());
     }

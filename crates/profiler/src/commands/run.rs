@@ -20,6 +20,7 @@ use srvprof_analysis::run_report::{Observed, RunReport, TargetInfo, build};
 use srvprof_analysis::series::ReadingSeries;
 use srvprof_analysis::stacks::FoldedStacks;
 use srvprof_analysis::with_findings;
+use srvprof_files::OutDir;
 
 pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     if args.pyroscope.is_some() && args.stacks == crate::cli::Stacks::Off {
@@ -29,10 +30,11 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     }
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
-    // Everything measured is kept: without --out, in a new folder named for when the run began.
+    // Everything measured is kept: without --out, in a new folder named for when the run began,
+    // made (private) now, so a folder that cannot be written stops the run before it measures.
     let out = match &args.out {
-        Some(dir) => dir.clone(),
-        None => new_run_folder(std::path::Path::new("."), &local_time_stamp()),
+        Some(dir) => output::open_dir(dir)?,
+        None => new_run_folder(Path::new("."), &local_time_stamp())?,
     };
     check_out_dir(&out, args.force)?;
     let mut notes = Vec::new();
@@ -191,6 +193,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     }
     let dir = &out;
     write_run(dir, &report, stacks.as_ref(), args.force)?;
+    let dir_path = dir.path();
     // Here, not in write_run: run.json does not keep the sampling frequency pprof needs.
     if let Some(s) = &stacks {
         let client = [std::process::id()];
@@ -198,14 +201,14 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
     }
     if let Some(endpoint) = &args.pyroscope {
-        match crate::output::pyroscope::push(endpoint, dir, &report.load) {
+        match crate::output::pyroscope::push(endpoint, dir_path, &report.load) {
             Ok(()) => eprintln!("srvprof: pushed the server's profile to {}", endpoint.url),
             Err(e) => eprintln!("srvprof: {e}"),
         }
     }
     eprintln!(
         "srvprof: wrote {}; the report: {}",
-        dir.display(),
+        dir_path.display(),
         dir.join("report.html").display()
     );
     if !args.json {
@@ -325,15 +328,23 @@ fn sample_every(
 
 /// `srvprof-run-STAMP` in `parent`, or `-2`, `-3`... after it when a run of the same second
 /// has the name.
-fn new_run_folder(parent: &Path, stamp: &str) -> std::path::PathBuf {
+fn new_run_folder(parent: &Path, stamp: &str) -> Result<OutDir, SrvprofError> {
     let name = format!("srvprof-run-{stamp}");
-    (1..)
-        .map(|n| match n {
+    for n in 1..1000 {
+        let path = match n {
             1 => parent.join(&name),
             n => parent.join(format!("{name}-{n}")),
-        })
-        .find(|p| !p.exists())
-        .expect("a free name")
+        };
+        // Made exclusively: a name someone else took first (even a moment ago) is skipped.
+        match OutDir::create_new(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            r => return r.map_err(|e| output::write_err(&path, e)),
+        }
+    }
+    Err(SrvprofError::Usage(format!(
+        "{} and 998 more like it exist already; give the run a folder with --out DIR",
+        parent.join(&name).display()
+    )))
 }
 
 /// The local time now as YYYYMMDD-HHMMSS.
@@ -355,26 +366,26 @@ fn local_time_stamp() -> String {
     )
 }
 
-fn check_out_dir(dir: &Path, force: bool) -> Result<(), SrvprofError> {
-    output::check_can_create(dir)?;
+fn check_out_dir(dir: &OutDir, force: bool) -> Result<(), SrvprofError> {
     for name in ["run.json", "timeline.csv", "report.html", "oncpu.folded"] {
-        output::check_writable(&dir.join(name), force)?;
+        output::check_writable(dir, name, force)?;
     }
     Ok(())
 }
 
+/// Writes the run into `dir`, then opens a folder srvprof made up to the user's umask.
 pub fn write_run(
-    dir: &Path,
+    dir: &OutDir,
     report: &RunReport,
     stacks: Option<&FoldedStacks>,
     force: bool,
 ) -> Result<(), SrvprofError> {
-    output::create_dir(dir)?;
     output::clear_run_folder(dir);
     let json = serde_json::to_string_pretty(report).expect("run report serializes");
-    output::write_atomic(&dir.join("run.json"), json.as_bytes(), force)?;
+    output::write_atomic(dir, "run.json", json.as_bytes(), force)?;
     output::write_atomic(
-        &dir.join("timeline.csv"),
+        dir,
+        "timeline.csv",
         run_text::timeline_csv(report).as_bytes(),
         force,
     )?;
@@ -384,9 +395,10 @@ pub fn write_run(
             render::slowest::write_diffs(dir, &slowest, force)?;
         }
     }
-    let stacks = output::stacks::read_dir(dir);
+    let stacks = output::stacks::read_dir(dir.path())?;
     render::write_flamegraphs(dir, report, &stacks, force)?;
-    render::write_html(dir, report, &stacks, force)
+    render::write_html(dir, report, &stacks, force)?;
+    dir.finish().map_err(|e| output::write_err(dir.path(), e))
 }
 
 /// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
@@ -418,15 +430,14 @@ mod tests {
         let parent = std::env::temp_dir().join(format!("srvprof-folders-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&parent);
         std::fs::create_dir_all(&parent).unwrap();
-        let first = new_run_folder(&parent, "20261127-031500");
-        assert_eq!(first, parent.join("srvprof-run-20261127-031500"));
-        std::fs::create_dir(&first).unwrap();
-        let second = new_run_folder(&parent, "20261127-031500");
-        assert_eq!(second, parent.join("srvprof-run-20261127-031500-2"));
-        std::fs::create_dir(&second).unwrap();
-        assert!(
-            new_run_folder(&parent, "20261127-031500").ends_with("srvprof-run-20261127-031500-3")
-        );
+        let first = new_run_folder(&parent, "20261127-031500").unwrap();
+        assert_eq!(first.path(), parent.join("srvprof-run-20261127-031500"));
+        let second = new_run_folder(&parent, "20261127-031500").unwrap();
+        assert_eq!(second.path(), parent.join("srvprof-run-20261127-031500-2"));
+        // Someone else's folder (or link) of the next name is passed over, never used.
+        std::os::unix::fs::symlink("/tmp", parent.join("srvprof-run-20261127-031500-3")).unwrap();
+        let third = new_run_folder(&parent, "20261127-031500").unwrap();
+        assert!(third.path().ends_with("srvprof-run-20261127-031500-4"));
         let stamp = local_time_stamp();
         assert!(stamp.len() == 15 && stamp.as_bytes()[8] == b'-', "{stamp}");
         std::fs::remove_dir_all(&parent).unwrap();

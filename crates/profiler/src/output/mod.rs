@@ -6,170 +6,85 @@
 pub mod pyroscope;
 pub mod stacks;
 
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use srvprof_files::{Kind, OutDir};
 
 use crate::error::{Cause, SrvprofError};
 
 /// Marker every JSON file srvprof writes carries, so a rerun may replace it.
 pub const TOOL_MARKER: &str = "\"tool\": \"srvprof\"";
 
-fn write_err(path: &Path, e: impl Into<Cause>) -> SrvprofError {
+pub fn write_err(path: &Path, e: impl Into<Cause>) -> SrvprofError {
     SrvprofError::Write {
         path: path.display().to_string(),
         source: e.into(),
     }
 }
 
-/// The first 4 KiB of a regular file (not followed through a symbolic link), if it is one.
-fn head_of(path: &Path) -> Option<String> {
-    let meta = fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() {
-        return None;
-    }
-    let mut bytes = Vec::with_capacity(4096);
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(fs::File::open(path).ok()?, 4096),
-        &mut bytes,
-    )
-    .ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+/// Opens the output folder `dir` before anything is measured, making it (mode 0700 until
+/// `OutDir::finish`) if it is new: a path that cannot be a folder of the user's stops the run
+/// before it starts, and every file goes in through the handle (srvprof_files).
+pub fn open_dir(dir: &Path) -> Result<OutDir, SrvprofError> {
+    OutDir::open(dir).map_err(|e| write_err(dir, e))
 }
 
-/// Whether `path` is in a run folder: one whose run.json srvprof wrote. The files srvprof writes
-/// there (timeline.csv, the folded stacks, the flamegraphs) carry no marker of their own, so the
-/// folder's run.json vouches for them: a second `srvprof run --out DIR` replaces the first.
-fn in_run_folder(path: &Path) -> bool {
-    let Some(dir) = path.parent() else {
-        return false;
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    dir.join("run.json").as_path() != path && is_run_folder(dir)
+/// The first 4 KiB of `name` in `out`, if it is a regular file (not followed through a link).
+fn head_of(out: &OutDir, name: &str) -> Option<String> {
+    out.head(name, 4096)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-/// Whether srvprof wrote `dir`'s run.json.
-fn is_run_folder(dir: &Path) -> bool {
-    head_of(&dir.join("run.json")).is_some_and(|h| h.contains(TOOL_MARKER))
+/// Whether srvprof wrote `out`'s run.json: then the files it writes beside it (timeline.csv,
+/// the folded stacks, the flamegraphs), which carry no marker of their own, may be replaced by
+/// a second `srvprof run --out DIR`.
+fn is_run_folder(out: &OutDir) -> bool {
+    head_of(out, "run.json").is_some_and(|h| h.contains(TOOL_MARKER))
 }
 
-/// Whether `path` may be (over)written: absent, or a regular file srvprof wrote (by its marker,
-/// or in a run folder), or `force`.
-/// Before a run: whether the folder `dir` exists or can be made (its nearest existing parent is
-/// writable), so that a run is not measured only to be lost at its end.
-pub fn check_can_create(dir: &Path) -> Result<(), SrvprofError> {
-    let Some(existing) = dir
-        .ancestors()
-        .find(|p| p.as_os_str().is_empty() || p.exists())
-    else {
-        return Ok(());
+/// Whether `name` in `out` may be (over)written: absent, or a regular file srvprof wrote (by its
+/// marker, or in a run folder), or `force`. Never a symbolic link.
+pub fn check_writable(out: &OutDir, name: &str, force: bool) -> Result<(), SrvprofError> {
+    let would_overwrite = || SrvprofError::WouldOverwrite {
+        path: out.join(name).display().to_string(),
     };
-    let existing = if existing.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        existing
-    };
-    let Ok(c) = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes()) else {
-        return Ok(());
-    };
-    // SAFETY: access reads the NUL-terminated path we own.
-    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
-        return Ok(());
-    }
-    Err(write_err(
-        dir,
-        format!(
-            "{} cannot be written ({})",
-            existing.display(),
-            std::io::Error::last_os_error()
-        ),
-    ))
-}
-
-pub fn check_writable(path: &Path, force: bool) -> Result<(), SrvprofError> {
-    match fs::symlink_metadata(path) {
-        Err(_) => Ok(()),
-        Ok(meta) if meta.file_type().is_symlink() => Err(write_err(
-            path,
+    match out.kind(name) {
+        None => Ok(()),
+        Some(Kind::Link) => Err(write_err(
+            &out.join(name),
             "it is a symbolic link, which srvprof never follows",
         )),
-        Ok(_) if force => Ok(()),
-        Ok(meta) if meta.is_file() => {
-            let head = head_of(path).unwrap_or_default();
-            if head.contains(TOOL_MARKER)
+        Some(_) if force => Ok(()),
+        Some(Kind::File) => {
+            let head = head_of(out, name).unwrap_or_default();
+            let ours = head.contains(TOOL_MARKER)
                 || head.starts_with("# srvprof")
                 || head.contains("srvprof-report")
-                || in_run_folder(path)
-            {
-                Ok(())
-            } else {
-                Err(SrvprofError::WouldOverwrite {
-                    path: path.display().to_string(),
-                })
-            }
+                || (name != "run.json" && is_run_folder(out));
+            if ours { Ok(()) } else { Err(would_overwrite()) }
         }
-        Ok(_) => Err(SrvprofError::WouldOverwrite {
-            path: path.display().to_string(),
-        }),
+        Some(_) => Err(would_overwrite()),
     }
 }
 
-/// Writes `bytes` to `path` atomically: a reader sees the old file or the whole new one.
-pub fn write_atomic(path: &Path, bytes: &[u8], force: bool) -> Result<(), SrvprofError> {
-    check_writable(path, force)?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| write_err(path, "not a file name"))?;
-    let tmp = dir.join(format!(
-        ".{}.srvprof-tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(|e| write_err(path, e))?;
-    let result = file.write_all(bytes).and_then(|_| file.sync_all());
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(write_err(path, e));
-    }
-    give_to_invoking_user(&tmp);
-    fs::rename(&tmp, path).map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        write_err(path, e)
-    })
+/// Writes `bytes` to `name` in `out` atomically: a reader sees the old file or the whole new one.
+pub fn write_atomic(
+    out: &OutDir,
+    name: &str,
+    bytes: &[u8],
+    force: bool,
+) -> Result<(), SrvprofError> {
+    check_writable(out, name, force)?;
+    out.write(name, bytes)
+        .map_err(|e| write_err(&out.join(name), e))
 }
 
-/// Creates an output folder (and parents), owned by the invoking user under sudo.
-pub fn create_dir(path: &Path) -> Result<(), SrvprofError> {
-    if let Ok(meta) = fs::symlink_metadata(path) {
-        if meta.file_type().is_symlink() {
-            return Err(write_err(
-                path,
-                "it is a symbolic link, which srvprof never follows",
-            ));
-        }
-        if meta.is_dir() {
-            return Ok(());
-        }
-        return Err(write_err(path, "it exists and is not a folder"));
-    }
-    fs::create_dir_all(path).map_err(|e| write_err(path, e))?;
-    give_to_invoking_user(path);
-    Ok(())
+/// The text of an input file someone else may have written (run.json, probe.json, load.json,
+/// folded stacks): a regular file, not a link, at most srvprof_files::MAX_INPUT bytes; `hint`
+/// says what to give instead.
+pub fn read_input(path: &Path, hint: &str) -> Result<String, SrvprofError> {
+    srvprof_files::read_input_string(path, srvprof_files::MAX_INPUT)
+        .map_err(|e| SrvprofError::Usage(format!("cannot read {}: {e}; {hint}", path.display())))
 }
 
 /// Whether `name` is one of the files a run writes beside its run.json.
@@ -186,42 +101,22 @@ fn is_run_output(name: &str) -> bool {
 
 /// In a run folder about to get a new run, removes the previous run's outputs, so none it wrote
 /// and this one does not (another group's stacks, a window's flamegraph) is read as this run's.
-/// Only files srvprof names so, and only in a folder whose run.json srvprof wrote.
-pub fn clear_run_folder(dir: &Path) {
-    if !is_run_folder(dir) {
+/// Only regular files srvprof names so, and only in a folder whose run.json srvprof wrote.
+pub fn clear_run_folder(out: &OutDir) {
+    if !is_run_folder(out) {
         return;
     }
-    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-        if is_file && entry.file_name().to_str().is_some_and(is_run_output) {
-            let _ = fs::remove_file(entry.path());
+    for name in out.names() {
+        if is_run_output(&name) {
+            let _ = out.remove_file(&name);
         }
-    }
-}
-
-/// Under sudo, files belong to the user who ran sudo (SUDO_UID/SUDO_GID), not to root.
-pub fn give_to_invoking_user(path: &Path) {
-    let id = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
-    if let (Some(uid), Some(gid)) = (id("SUDO_UID"), id("SUDO_GID")) {
-        let _ = std::os::unix::fs::lchown(path, Some(uid), Some(gid));
     }
 }
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_run_folder_that_cannot_be_made_is_refused_before_the_run() {
-        let fresh = std::env::temp_dir().join(format!("srvprof-create-{}", std::process::id()));
-        assert!(check_can_create(&fresh.join("a/b")).is_ok());
-        // /proc/sys refuses new entries, even to root.
-        let refused = check_can_create(Path::new("/proc/sys/srvprof-run-x")).unwrap_err();
-        assert_eq!(
-            refused.to_string(),
-            "could not write /proc/sys/srvprof-run-x: /proc/sys cannot be written (Permission denied (os error 13)); choose another --out path or fix its permissions"
-        );
-    }
-
     use super::*;
+    use std::fs;
 
     fn tmpdir(name: &str) -> std::path::PathBuf {
         let d =
@@ -232,41 +127,47 @@ mod tests {
     }
 
     #[test]
+    fn a_run_folder_that_cannot_be_made_is_refused_before_the_run() {
+        // /proc/sys refuses new entries, even to root.
+        let refused = open_dir(Path::new("/proc/sys/srvprof-run-x")).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "could not write /proc/sys/srvprof-run-x: srvprof-run-x cannot be made in its folder (No such file or directory (os error 2)); choose another --out path or fix its permissions"
+        );
+    }
+
+    #[test]
     fn refuses_a_planted_symlink_and_leaves_its_target_alone() {
         let d = tmpdir("symlink");
         let victim = d.join("victim");
         fs::write(&victim, "precious").unwrap();
-        let out = d.join("run.json");
-        std::os::unix::fs::symlink(&victim, &out).unwrap();
-        assert!(write_atomic(&out, b"{}", true).is_err());
+        std::os::unix::fs::symlink(&victim, d.join("run.json")).unwrap();
+        let out = open_dir(&d).unwrap();
+        let e = write_atomic(&out, "run.json", b"{}", false).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
     }
 
     #[test]
     fn replaces_its_own_file_but_not_a_foreign_one_without_force() {
         let d = tmpdir("overwrite");
-        let ours = d.join("ours.json");
-        write_atomic(
-            &ours,
-            format!("{{{TOOL_MARKER}, \"a\": 1}}").as_bytes(),
-            false,
-        )
-        .unwrap();
-        write_atomic(
-            &ours,
-            format!("{{{TOOL_MARKER}, \"a\": 2}}").as_bytes(),
-            false,
-        )
-        .unwrap();
-        assert!(fs::read_to_string(&ours).unwrap().contains("\"a\": 2"));
+        let out = open_dir(&d).unwrap();
+        let ours = |a: u32| format!("{{{TOOL_MARKER}, \"a\": {a}}}");
+        write_atomic(&out, "ours.json", ours(1).as_bytes(), false).unwrap();
+        write_atomic(&out, "ours.json", ours(2).as_bytes(), false).unwrap();
+        assert!(
+            fs::read_to_string(d.join("ours.json"))
+                .unwrap()
+                .contains("\"a\": 2")
+        );
         let foreign = d.join("notes.txt");
         fs::write(&foreign, "mine").unwrap();
         assert!(matches!(
-            write_atomic(&foreign, b"x", false),
+            write_atomic(&out, "notes.txt", b"x", false),
             Err(SrvprofError::WouldOverwrite { .. })
         ));
         assert_eq!(fs::read_to_string(&foreign).unwrap(), "mine");
-        write_atomic(&foreign, b"x", true).unwrap();
+        write_atomic(&out, "notes.txt", b"x", true).unwrap();
         assert_eq!(fs::read_to_string(&foreign).unwrap(), "x");
         let leftovers: Vec<_> = fs::read_dir(&d)
             .unwrap()
@@ -291,11 +192,12 @@ mod tests {
         for name in outputs.iter().chain(&theirs) {
             fs::write(d.join(name), "x").unwrap();
         }
+        let out = open_dir(&d).unwrap();
         // No srvprof run.json: nobody's run folder, nothing goes.
-        clear_run_folder(&d);
+        clear_run_folder(&out);
         assert!(outputs.iter().all(|n| d.join(n).exists()));
         fs::write(d.join("run.json"), format!("{{{TOOL_MARKER}}}")).unwrap();
-        clear_run_folder(&d);
+        clear_run_folder(&out);
         for name in outputs {
             assert!(!d.join(name).exists(), "{name} kept");
         }
@@ -307,29 +209,35 @@ mod tests {
     #[test]
     fn a_run_folder_s_unmarked_files_are_replaced_once_its_run_json_is_srvprof_s() {
         let d = tmpdir("run-folder");
-        let csv = d.join("timeline.csv");
-        fs::write(&csv, "t_s,throughput_rps\n").unwrap();
+        let out = open_dir(&d).unwrap();
+        fs::write(d.join("timeline.csv"), "t_s,throughput_rps\n").unwrap();
         // No run.json: the folder is nobody's, the file is kept.
         assert!(matches!(
-            check_writable(&csv, false),
+            check_writable(&out, "timeline.csv", false),
             Err(SrvprofError::WouldOverwrite { .. })
         ));
         // A run.json someone else wrote vouches for nothing.
         fs::write(d.join("run.json"), "{\"tool\": \"other\"}").unwrap();
-        assert!(check_writable(&csv, false).is_err());
+        assert!(check_writable(&out, "timeline.csv", false).is_err());
         // srvprof's run.json: the folder is a run's, its files may be replaced.
         write_atomic(
-            &d.join("run.json"),
+            &out,
+            "run.json",
             format!("{{{TOOL_MARKER}}}").as_bytes(),
             true,
         )
         .unwrap();
-        write_atomic(&csv, b"t_s,throughput_rps\n1,2\n", false).unwrap();
-        assert!(fs::read_to_string(&csv).unwrap().contains("1,2"));
+        write_atomic(&out, "timeline.csv", b"t_s,throughput_rps\n1,2\n", false).unwrap();
+        assert!(
+            fs::read_to_string(d.join("timeline.csv"))
+                .unwrap()
+                .contains("1,2")
+        );
         // A run.json that is a symbolic link to srvprof's vouches for nothing.
         let other = tmpdir("run-folder-link");
         fs::write(other.join("timeline.csv"), "mine").unwrap();
         std::os::unix::fs::symlink(d.join("run.json"), other.join("run.json")).unwrap();
-        assert!(check_writable(&other.join("timeline.csv"), false).is_err());
+        let other = open_dir(&other).unwrap();
+        assert!(check_writable(&other, "timeline.csv", false).is_err());
     }
 }

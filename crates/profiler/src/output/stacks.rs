@@ -4,49 +4,54 @@
 use std::path::Path;
 
 use srvprof_analysis::stacks::*;
+use srvprof_files::OutDir;
 
 use crate::error::SrvprofError;
 use crate::output;
 
 /// Reads the per-group files a run wrote (missing files: no stacks of that kind), with their
-/// times where the timed file has them.
-pub fn read_dir(dir: &Path) -> FoldedStacks {
+/// times where the timed file has them. A file that is there but is not a regular file of
+/// srvprof's size (a planted link, a device) is refused, not read.
+pub fn read_dir(dir: &Path) -> Result<FoldedStacks, SrvprofError> {
     let mut out = FoldedStacks::default();
     for kind in StackKind::ALL {
         let mut set = LineSet::default();
         for (group, name) in GROUPS {
             let stem = format!("{}-{name}", kind.file_stem());
-            let read = |file: String| std::fs::read_to_string(dir.join(file)).ok();
-            let Some(all) = read(format!("{stem}.folded")) else {
+            let read = |file: String| -> Result<Option<String>, SrvprofError> {
+                let path = dir.join(file);
+                if std::fs::symlink_metadata(&path).is_err() {
+                    return Ok(None);
+                }
+                output::read_input(&path, "give a folder written by `srvprof run --out DIR`")
+                    .map(Some)
+            };
+            let Some(all) = read(format!("{stem}.folded"))? else {
                 continue;
             };
-            let timed = read(format!("{stem}.timed")).unwrap_or_default();
+            let timed = read(format!("{stem}.timed"))?.unwrap_or_default();
             out.read_group(&mut set, group, &all, &timed);
         }
         out.set(kind, set.finish());
     }
-    out
+    Ok(out)
 }
 
 /// Writes `oncpu.folded`, `offcpu.folded` and, per kind and group, the whole-run file and the
 /// timed one.
-pub fn write_dir(stacks: &FoldedStacks, dir: &Path, force: bool) -> Result<(), SrvprofError> {
+pub fn write_dir(stacks: &FoldedStacks, dir: &OutDir, force: bool) -> Result<(), SrvprofError> {
     for kind in StackKind::ALL {
         let stem = kind.file_stem();
         let all = to_text(stacks.lines(kind).iter());
-        output::write_atomic(&dir.join(format!("{stem}.folded")), all.as_bytes(), force)?;
+        output::write_atomic(dir, &format!("{stem}.folded"), all.as_bytes(), force)?;
         for (group, name) in GROUPS {
             let file = format!("{stem}-{name}");
             let Some((folded, timed)) = stacks.group_files(kind, group, &file) else {
                 continue;
             };
-            output::write_atomic(
-                &dir.join(format!("{file}.folded")),
-                folded.as_bytes(),
-                force,
-            )?;
+            output::write_atomic(dir, &format!("{file}.folded"), folded.as_bytes(), force)?;
             if let Some(timed) = timed {
-                output::write_atomic(&dir.join(format!("{file}.timed")), timed.as_bytes(), force)?;
+                output::write_atomic(dir, &format!("{file}.timed"), timed.as_bytes(), force)?;
             }
         }
     }
@@ -73,8 +78,8 @@ mod tests {
         stacks.set(StackKind::OnCpu, set.finish());
         let dir = std::env::temp_dir().join(format!("srvprof-folded-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        write_dir(&stacks, &dir, true).unwrap();
-        let back = read_dir(&dir);
+        write_dir(&stacks, &output::open_dir(&dir).unwrap(), true).unwrap();
+        let back = read_dir(&dir).unwrap();
         let timed = std::fs::read_to_string(dir.join("oncpu-server.timed")).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(back, stacks);

@@ -16,7 +16,7 @@ pub mod slowest;
 pub mod status;
 pub mod text;
 
-use std::path::Path;
+use srvprof_files::OutDir;
 
 use crate::error::SrvprofError;
 use crate::output;
@@ -29,7 +29,7 @@ pub const HTML_MARKER: &str = "srvprof-report";
 /// Writes DIR/flamegraph-{oncpu,offcpu}-{server,client}.svg, each group's and kind's stacks as a
 /// standalone flamegraph to zoom and search in (none for a group without stacks).
 pub fn write_flamegraphs(
-    dir: &Path,
+    dir: &OutDir,
     run: &RunReport,
     stacks: &FoldedStacks,
     force: bool,
@@ -46,7 +46,7 @@ pub fn write_flamegraphs(
             let subtitle = flamegraph_subtitle(kind, run, total);
             if let Some(svg) = flamegraph::standalone(kind, &title, &subtitle, &lines) {
                 let file = format!("flamegraph-{}-{name}.svg", kind.file_stem());
-                output::write_atomic(&dir.join(file), svg.as_bytes(), force)?;
+                output::write_atomic(dir, &file, svg.as_bytes(), force)?;
             }
         }
     }
@@ -59,7 +59,7 @@ pub fn write_flamegraphs(
 /// Writes DIR/flamegraph-{oncpu,offcpu}-{server,client}-SPAN.svg for the stacks of one window
 /// (`stacks` already cut to it); returns the files written.
 pub fn write_window_flamegraphs(
-    dir: &Path,
+    dir: &OutDir,
     stacks: &FoldedStacks,
     span: &str,
     force: bool,
@@ -86,9 +86,9 @@ pub fn write_window_flamegraphs(
                 ),
             };
             if let Some(svg) = flamegraph::standalone(kind, &title, &subtitle, &lines) {
-                let path = dir.join(format!("flamegraph-{}-{name}-{span}.svg", kind.file_stem()));
-                output::write_atomic(&path, svg.as_bytes(), force)?;
-                written.push(path);
+                let file = format!("flamegraph-{}-{name}-{span}.svg", kind.file_stem());
+                output::write_atomic(dir, &file, svg.as_bytes(), force)?;
+                written.push(dir.join(&file));
             }
         }
     }
@@ -116,11 +116,11 @@ pub fn flamegraph_subtitle(
 
 /// Writes DIR/report.html: one self-contained page, every image an inline SVG.
 pub fn write_html(
-    dir: &Path,
+    dir: &OutDir,
     run: &RunReport,
     stacks: &FoldedStacks,
     force: bool,
 ) -> Result<(), SrvprofError> {
     let page = html::page(run, stacks);
-    output::write_atomic(&dir.join("report.html"), page.as_bytes(), force)
+    output::write_atomic(dir, "report.html", page.as_bytes(), force)
 }

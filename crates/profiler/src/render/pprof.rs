@@ -16,7 +16,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::path::Path;
 
 use flate2::{Compression, GzBuilder};
 use prost::Message;
@@ -142,7 +141,7 @@ pub mod proto {
 /// Writes DIR/profile-{server,client}.pb.gz (none for a group without stacks). `sample_hz` is the
 /// on-CPU sampling frequency; the executables read while the processes ran become the mappings.
 pub fn write(
-    dir: &Path,
+    dir: &srvprof_files::OutDir,
     stacks: &FoldedStacks,
     sample_hz: u64,
     binaries: &Binaries,
@@ -153,7 +152,7 @@ pub fn write(
         let executables = binaries.of_group(group);
         if let Some(p) = profile(stacks, group, sample_hz, executables, kernel) {
             let file = format!("profile-{name}.pb.gz");
-            output::write_atomic(&dir.join(&file), &gzip(&p.encode_to_vec(), &file), force)?;
+            output::write_atomic(dir, &file, &gzip(&p.encode_to_vec(), &file), force)?;
         }
     }
     Ok(())
@@ -368,7 +367,7 @@ mod tests {
         }
     }
 
-    fn read(path: &Path) -> proto::Profile {
+    fn read(path: &std::path::Path) -> proto::Profile {
         let mut bytes = Vec::new();
         flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
             .read_to_end(&mut bytes)
@@ -388,9 +387,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let server = [std::process::id()];
-        write(&dir, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
+        let out = crate::output::open_dir(&dir).unwrap();
+        write(&out, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
         // A second run replaces srvprof's own files without --force.
-        write(&dir, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
+        write(&out, &stacks(), 100, &Binaries::read(&server, &[]), false).unwrap();
 
         let p = read(&dir.join("profile-server.pb.gz"));
         assert_eq!(p.string_table[0], "");

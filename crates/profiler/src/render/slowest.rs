@@ -3,8 +3,8 @@
 //! (normalised per sample) and the functions that gained the most share.
 
 use super::escape::esc;
+use srvprof_files::OutDir;
 use std::fmt::Write;
-use std::path::Path;
 
 use srvprof_analysis::run_report::RunReport;
 use srvprof_analysis::slow_intervals::{
@@ -85,12 +85,12 @@ pub fn slowest(run: &RunReport, stacks: &FoldedStacks) -> Result<Slowest, String
 
 /// DIR/flamegraph-slowest-{oncpu,offcpu}-server.svg (srvprof's own files: `srvprof report`
 /// rewrites them).
-pub fn write_svgs(dir: &Path, slowest: &Slowest, force: bool) -> Result<(), SrvprofError> {
+pub fn write_svgs(dir: &OutDir, slowest: &Slowest, force: bool) -> Result<(), SrvprofError> {
     for split in &slowest.splits {
         if let Some((_, svg)) = &split.diff {
             let stem = split.kind.file_stem();
-            let path = dir.join(format!("flamegraph-slowest-{stem}-server.svg"));
-            output::write_atomic(&path, svg.as_bytes(), force)?;
+            let file = format!("flamegraph-slowest-{stem}-server.svg");
+            output::write_atomic(dir, &file, svg.as_bytes(), force)?;
         }
     }
     Ok(())
@@ -98,12 +98,12 @@ pub fn write_svgs(dir: &Path, slowest: &Slowest, force: bool) -> Result<(), Srvp
 
 /// DIR/slowest-{oncpu,offcpu}-server.diff.folded, the differentials' data, written with the
 /// run's other folded files (like them, replaced only with --force).
-pub fn write_diffs(dir: &Path, slowest: &Slowest, force: bool) -> Result<(), SrvprofError> {
+pub fn write_diffs(dir: &OutDir, slowest: &Slowest, force: bool) -> Result<(), SrvprofError> {
     for split in &slowest.splits {
         if let Some((diff, _)) = &split.diff {
             let stem = split.kind.file_stem();
-            let path = dir.join(format!("slowest-{stem}-server.diff.folded"));
-            output::write_atomic(&path, diff.as_bytes(), force)?;
+            let file = format!("slowest-{stem}-server.diff.folded");
+            output::write_atomic(dir, &file, diff.as_bytes(), force)?;
         }
     }
     Ok(())
