@@ -503,6 +503,8 @@ fn write(dir: &Path, files: &[(&str, String)]) -> Result<(), SrvprofError> {
 
 #[cfg(test)]
 mod hostile_input_tests;
+#[cfg(test)]
+mod manifest_security_tests;
 
 #[cfg(test)]
 mod tests {
