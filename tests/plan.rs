@@ -272,7 +272,7 @@ fn the_ssh_pdsh_and_ansible_scripts_are_shell_whose_srvprof_lines_the_binary_acc
         std::thread::sleep(Duration::from_millis(2500));
         let stubs = r#"
             srvprof() { "$SRVPROF" "$@"; }; sudo() { "$@"; }; export -f srvprof sudo
-            ssh() { bash -c "$2" 2>"$LOGS/$1.err"; echo $? >"$LOGS/$1.status"; }
+            ssh() { [ "$1" = -- ] && shift; bash -c "$2" 2>"$LOGS/$1.err"; echo $? >"$LOGS/$1.status"; }
             pdsh() { shift; ssh "$@"; }
             ansible() { ssh "$1" "$5"; }
             scp() { :; }

@@ -3,19 +3,24 @@
 //! DaemonSet for the probes) or ssh / pdsh command lines, every host given the same absolute
 //! start time and run id. The manifests are plain templates, every value written into them as a
 //! JSON scalar, which YAML reads as the same value: the comments stay, and no option can break
-//! the YAML.
+//! the YAML. Every value is checked first (validate.rs) and written as one shell word or one
+//! YAML scalar (quote.rs).
+
+mod quote;
+mod validate;
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Args};
-use serde_json::{Value, json};
+use serde_json::json;
 use srvprof_loadgen::cli::LoadArgs;
 use srvprof_loadgen::start::StartAt;
 
 use crate::cli::{Hosts, PlanArgs, PlanFormat};
 use crate::error::SrvprofError;
+use quote::{shell_word, shell_words, yaml};
 
 pub const JOB_TEMPLATE: &str = include_str!("../../../../deploy/kubernetes/load-agents-job.yaml");
 pub const DAEMONSET_TEMPLATE: &str =
@@ -77,6 +82,9 @@ impl Plan {
         let duration = measured_duration(load)?;
         let run_id = srvprof_loadgen::start::run_id(load.run_id.as_deref(), Some(start))
             .expect("a start gives an id");
+        validate::url(&args.url)?;
+        validate::run_id(&run_id)?;
+        validate::pids_from(&args.server_pids_from)?;
         let probe_start = StartAt(start.0 + load.ramp_up + load.warmup);
         let mut load_args = vec![args.url.clone()];
         load_args.extend(load_options);
@@ -201,6 +209,11 @@ pub fn given_load_options(matches: &ArgMatches) -> Result<Vec<String>, SrvprofEr
                             ))
                         })?);
                     }
+                    // A value starting with - (typed --header=-x) stays one word, or srvprof
+                    // would read it as an option.
+                    if words.len() == 2 && words[1].starts_with('-') {
+                        words = vec![format!("{}={}", words[0], words[1])];
+                    }
                     given.push((at.next().copied().unwrap_or(usize::MAX), words));
                 }
             }
@@ -208,11 +221,6 @@ pub fn given_load_options(matches: &ArgMatches) -> Result<Vec<String>, SrvprofEr
     }
     given.sort_by_key(|(i, _)| *i);
     Ok(given.into_iter().flat_map(|(_, w)| w).collect())
-}
-
-/// A value as a JSON scalar or list, which YAML reads as the same value.
-fn yaml(value: &Value) -> String {
-    serde_json::to_string(value).expect("JSON serializes")
 }
 
 /// `$` doubled: Kubernetes reads `$(NAME)` in command, args and env values as a variable and `$$`
@@ -227,13 +235,24 @@ fn k8s_list(words: &[String]) -> String {
     ))
 }
 
-/// Replaces every `{{KEY}}` of `template`.
+/// Replaces every `{{KEY}}` of `template`, in one pass: a value holding `{{KEY}}` stays text.
 pub fn fill(template: &str, values: &[(&str, String)]) -> String {
-    let mut out = template.to_string();
-    for (key, value) in values {
-        out = out.replace(&format!("{{{{{key}}}}}"), value);
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find("{{") {
+        out.push_str(&rest[..at]);
+        let (key, after) = rest[at + 2..]
+            .split_once("}}")
+            .expect("a placeholder closes");
+        let value = values.iter().find(|(k, _)| *k == key);
+        out.push_str(
+            &value
+                .unwrap_or_else(|| panic!("no value for {{{{{key}}}}}"))
+                .1,
+        );
+        rest = after;
     }
-    debug_assert!(!out.contains("{{"), "a placeholder is left: {out}");
+    out.push_str(rest);
     out
 }
 
@@ -253,19 +272,20 @@ pub fn kubernetes(plan: &Plan, args: &PlanArgs) -> Result<(String, String), Srvp
     let image = args.image.as_deref().ok_or_else(|| {
         usage("--format kubernetes needs --image: a container image with srvprof on its PATH, sh, and what --server-pids-from runs (pgrep: procps)")
     })?;
-    let (label_key, label_value) = args.server_label.split_once('=').ok_or_else(|| {
-        SrvprofError::Usage(format!(
-            "--server-label `{}` is not KEY=VALUE, e.g. srvprof/server=true",
-            args.server_label
-        ))
-    })?;
+    validate::image(image)?;
+    validate::namespace(&args.namespace)?;
+    let (label_key, label_value) = validate::server_label(&args.server_label)?;
     let volume = match (&args.claim, &args.results) {
-        (Some(claim), _) => format!(
-            "\"persistentVolumeClaim\": {}",
-            yaml(&json!({ "claimName": claim }))
-        ),
+        (Some(claim), _) => {
+            validate::claim(claim)?;
+            format!(
+                "\"persistentVolumeClaim\": {}",
+                yaml(&json!({ "claimName": claim }))
+            )
+        }
         (None, results) => {
             let path = results.as_deref().unwrap_or("/var/lib/srvprof");
+            validate::results(path)?;
             if !path.starts_with('/') {
                 return Err(SrvprofError::Usage(format!(
                     "--results {path}: with --format kubernetes it is a folder on each node and must be absolute, e.g. /var/lib/srvprof"
@@ -310,34 +330,46 @@ pub fn kubernetes(plan: &Plan, args: &PlanArgs) -> Result<(String, String), Srvp
     ))
 }
 
-fn quote(word: &str) -> Result<String, SrvprofError> {
-    shlex::try_quote(word).map(|q| q.into_owned()).map_err(|_| {
-        SrvprofError::Usage(format!(
-            "`{word}` holds a NUL byte, which no shell can pass on"
-        ))
-    })
+/// The launcher's words before the remote command, for `host`.
+fn launcher(format: PlanFormat, host: &str) -> String {
+    let host = shell_word(host);
+    match format {
+        // -- ends ssh's options: nothing after it is read as one.
+        PlanFormat::Ssh => format!("ssh -- {host}"),
+        PlanFormat::Pdsh => format!("pdsh -w {host}"),
+        PlanFormat::Ansible => format!("ansible {host} -m ansible.builtin.shell -a"),
+        PlanFormat::Kubernetes => unreachable!("kubernetes renders manifests"),
+    }
 }
 
-fn join(words: &[String]) -> Result<String, SrvprofError> {
-    words
-        .iter()
-        .map(|w| quote(w))
-        .collect::<Result<Vec<_>, _>>()
-        .map(|w| w.join(" "))
+/// What an Ansible line passes through Ansible's own parsing: the URL, every load option's
+/// value, the PIDs command and the folder, each with the name it was given by.
+fn check_for_ansible(plan: &Plan, args: &PlanArgs, results: &str) -> Result<(), SrvprofError> {
+    validate::for_ansible("the URL", &args.url)?;
+    let mut option = "";
+    for word in &plan.load_args[1..] {
+        match word.split_once('=') {
+            Some((name, value)) if word.starts_with("--") => {
+                validate::for_ansible(name, value)?;
+            }
+            _ if word.starts_with("--") => option = word,
+            _ => validate::for_ansible(option, word)?,
+        }
+    }
+    validate::for_ansible("--server-pids-from", &args.server_pids_from)?;
+    validate::for_ansible("--results", results)
 }
 
 /// The run as a shell script of ssh, pdsh or Ansible lines: a probe per server host, an agent
 /// per client host with its segment, all in the background; then their folders fetched and
-/// merged.
+/// merged. Every value is one shell word, but for --server-pids-from, which is shell.
 pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
-    // Each line: the launcher, the host, then the command it runs there.
-    let (launcher, module) = match args.format {
-        PlanFormat::Ssh => ("ssh", ""),
-        PlanFormat::Pdsh => ("pdsh -w", ""),
-        PlanFormat::Ansible => ("ansible", " -m ansible.builtin.shell -a"),
+    let format = match args.format {
+        PlanFormat::Ssh => "ssh",
+        PlanFormat::Pdsh => "pdsh",
+        PlanFormat::Ansible => "ansible",
         PlanFormat::Kubernetes => unreachable!("kubernetes renders manifests"),
     };
-    let format = launcher.split(' ').next().unwrap_or(launcher);
     let Hosts::Names(clients) = &plan.hosts else {
         return Err(SrvprofError::Usage(format!(
             "--format {format} needs the client hosts' names: --hosts a,b,c"
@@ -353,14 +385,20 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
             "--claim is a Kubernetes volume; with --format {format} give --results DIR"
         )));
     }
-    if args.server_pids_from.contains('\n') {
-        return Err(SrvprofError::Usage(
-            "--server-pids-from must be one line of shell, e.g. 'pgrep nginx'".into(),
-        ));
+    for client in clients {
+        validate::host("--hosts", client)?;
+    }
+    for server in &args.servers {
+        validate::host("--servers", server)?;
     }
     let results = args.results.as_deref().unwrap_or("srvprof-runs");
+    validate::results(results)?;
+    if args.format == PlanFormat::Ansible {
+        check_for_ansible(plan, args, results)?;
+    }
     let remote_dir = format!("{results}/{}", plan.slug);
     let n = clients.len();
+    // Only checked values in the comments: a line break there would start a command.
     let mut out = format!(
         "# srvprof plan: run {} over {n} client host(s) and {} server host(s), with {format}.\n\
          # The agents start at {}; the probes watch from {}.\n\
@@ -372,6 +410,7 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
         plan.start.to_rfc3339(),
         plan.probe_start.to_rfc3339(),
     );
+    let mut lines = Vec::new();
     let mut folders = Vec::new();
     for server in &args.servers {
         let dir = format!("{remote_dir}/server-{server}");
@@ -380,13 +419,9 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
         let remote = format!(
             "sudo srvprof probe --pid $({}) {}",
             args.server_pids_from,
-            join(&words)?
+            shell_words(&words)
         );
-        out.push_str(&format!(
-            "{launcher} {}{module} {} &\n",
-            quote(server)?,
-            quote(&remote)?
-        ));
+        lines.push((server, remote));
         folders.push((server.clone(), dir));
     }
     for (i, client) in clients.iter().enumerate() {
@@ -399,29 +434,37 @@ pub fn script(plan: &Plan, args: &PlanArgs) -> Result<String, SrvprofError> {
             "--out".into(),
             dir.clone(),
         ]);
-        let remote = join(&words)?;
-        out.push_str(&format!(
-            "{launcher} {}{module} {} &\n",
-            quote(client)?,
-            quote(&remote)?
-        ));
+        lines.push((client, shell_words(&words)));
         folders.push((client.clone(), dir));
+    }
+    for (host, remote) in lines {
+        // Each value was checked alone; this catches a delimiter two of them make together.
+        if args.format == PlanFormat::Ansible
+            && ["{{", "{%", "{#"].iter().any(|d| remote.contains(d))
+        {
+            return Err(SrvprofError::Usage(format!(
+                "the Ansible command for {host} would hold a Jinja2 delimiter ({{{{, {{% or {{#); use --format ssh or pdsh"
+            )));
+        }
+        let launcher = launcher(args.format, host);
+        out.push_str(&format!("{launcher} {} &\n", shell_word(&remote)));
     }
     out.push_str("wait\n");
     let local = plan.slug.clone();
-    out.push_str(&format!("mkdir -p {}\n", quote(&local)?));
+    out.push_str(&format!("mkdir -p {}\n", shell_word(&local)));
     let mut merged = vec!["srvprof".to_string(), "merge".to_string()];
     for (host, dir) in &folders {
         let name = dir.rsplit('/').next().unwrap_or(dir);
+        // -- ends scp's options; the host and folder are checked, for the remote shell too.
         out.push_str(&format!(
-            "scp -r {} {}\n",
-            quote(&format!("{host}:{dir}"))?,
-            quote(&format!("{local}/"))?
+            "scp -r -- {} {}\n",
+            shell_word(&format!("{host}:{dir}")),
+            shell_word(&format!("{local}/"))
         ));
         merged.push(format!("{local}/{name}"));
     }
     merged.extend(["--out".into(), format!("{local}/merged")]);
-    out.push_str(&join(&merged)?);
+    out.push_str(&shell_words(&merged));
     out.push('\n');
     Ok(out)
 }
@@ -458,13 +501,18 @@ fn write(dir: &Path, files: &[(&str, String)]) -> Result<(), SrvprofError> {
 }
 
 #[cfg(test)]
+mod hostile_input_tests;
+#[cfg(test)]
+mod manifest_security_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
     /// `srvprof plan ARGS...` as the binary parses it: the options and the plan's own matches.
-    fn parsed(argv: &[&str]) -> (PlanArgs, ArgMatches) {
+    pub(super) fn parsed(argv: &[&str]) -> (PlanArgs, ArgMatches) {
         let argv = ["srvprof", "plan"].iter().chain(argv);
         let matches = Cli::command_line()
             .try_get_matches_from(argv)
@@ -476,13 +524,13 @@ mod tests {
         (args, matches.subcommand_matches("plan").unwrap().clone())
     }
 
-    fn plan_of(argv: &[&str]) -> Result<(Plan, PlanArgs), SrvprofError> {
+    pub(super) fn plan_of(argv: &[&str]) -> Result<(Plan, PlanArgs), SrvprofError> {
         let (args, matches) = parsed(argv);
         Plan::new(&args, given_load_options(&matches)?).map(|p| (p, args))
     }
 
     /// A rendered srvprof command line, as srvprof parses it.
-    fn srvprof_command(words: &[String]) -> Command {
+    pub(super) fn srvprof_command(words: &[String]) -> Command {
         Cli::try_parse_from(words)
             .unwrap_or_else(|e| panic!("{words:?}: {e}"))
             .command
@@ -633,7 +681,10 @@ mod tests {
             for line in text.lines().filter(|l| !l.starts_with('#')) {
                 let words = shlex::split(line).unwrap_or_else(|| panic!("{line}"));
                 let (host, remote) = match (format, words[0].as_str()) {
-                    ("ssh", "ssh") => (words[1].clone(), words[2].clone()),
+                    ("ssh", "ssh") => {
+                        assert_eq!(words[1], "--");
+                        (words[2].clone(), words[3].clone())
+                    }
                     ("pdsh", "pdsh") => {
                         assert_eq!(words[1], "-w");
                         (words[2].clone(), words[3].clone())
