@@ -122,7 +122,7 @@ pub struct LoadArgs {
     #[arg(
         long = "remote-write",
         value_name = "URL",
-        value_parser = crate::http_push::Endpoint::parse,
+        value_parser = crate::url_arg::Url(crate::http_push::Endpoint::parse),
         help_heading = "Output"
     )]
     pub remote_write: Option<crate::http_push::Endpoint>,

@@ -21,35 +21,23 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn parse(text: &str) -> Result<Endpoint, String> {
-        let uri: hyper::Uri = text
-            .parse()
-            .map_err(|e| format!("`{text}` is not a URL like http://host:port/path: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "`{text}`: pushing over https is not supported yet; give the receiver's plain http:// address (or a local TLS proxy's)"
-                ));
-            }
-            _ => {
-                return Err(format!(
-                    "`{text}` is not an http:// URL like http://host:port/path"
-                ));
-            }
+        let url = crate::http_url::HttpUrl::parse(text).map_err(|why| {
+            format!(
+                "`{}` is not a URL like http://host:port/path: {why}",
+                crate::redact::url(text)
+            )
+        })?;
+        if url.https {
+            return Err(format!(
+                "`{text}`: pushing over https is not supported yet; give the receiver's plain http:// address (or a local TLS proxy's)"
+            ));
         }
-        let authority = uri
-            .authority()
-            .filter(|a| !a.host().is_empty())
-            .ok_or_else(|| format!("`{text}` names no host"))?;
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
         Ok(Endpoint {
             url: text.to_string(),
-            host: host.to_string(),
-            port: authority.port_u16().unwrap_or(80),
-            authority: authority.as_str().to_string(),
-            path_and_query: uri
-                .path_and_query()
-                .map_or("/".to_string(), |p| p.as_str().to_string()),
+            host: url.bare_host().to_string(),
+            port: url.port,
+            authority: url.authority,
+            path_and_query: url.path_and_query,
         })
     }
 
@@ -141,6 +129,14 @@ pub fn percent_encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_out_of_range_is_refused_not_taken_for_another() {
+        for url in ["http://127.0.0.1:99999/api/v1/write", "http://127.0.0.1:0/w"] {
+            let e = Endpoint::parse(url).unwrap_err();
+            assert!(e.contains("is not a number from 1 to 65535"), "{url}: {e}");
+        }
+    }
 
     #[test]
     fn only_http_urls_are_taken() {

@@ -40,6 +40,7 @@ engine! {
     mod hdr_log;
     mod histogram;
     pub mod http_push;
+    pub mod http_url;
     mod http2;
     mod http1;
     mod hyper_client;
@@ -50,6 +51,7 @@ engine! {
     pub mod printer;
     mod progress;
     pub mod rate;
+    pub mod redact;
     pub mod remote_write;
     mod protocol;
     mod request;
@@ -62,6 +64,7 @@ engine! {
     pub mod targets;
     mod tls;
     mod transport;
+    pub mod url_arg;
 
     pub use error::LoadError;
     pub use progress::{Progress, SoFar};

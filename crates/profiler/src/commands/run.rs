@@ -170,11 +170,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     if let Some(error) = load.remote_write.as_ref().and_then(|rw| rw.error.as_ref()) {
         notes.push(error.clone());
     }
-    let target = TargetInfo {
-        pids,
-        url,
-        cmd: args.cmd.clone(),
-    };
+    let target = target_info(pids, &url, args.cmd.clone());
     let observed = Observed {
         stacks: stacks.as_ref(),
         observer: srvprof_analysis::observer::cost(&observer),
@@ -387,6 +383,15 @@ pub fn write_run(
     let stacks = output::stacks::read_dir(dir);
     render::write_flamegraphs(dir, report, &stacks, force)?;
     render::write_html(dir, report, &stacks, force)
+}
+
+/// What run.json says was loaded and watched.
+fn target_info(pids: Vec<u32>, url: &str, cmd: Option<String>) -> TargetInfo {
+    TargetInfo {
+        pids,
+        url: url.to_string(),
+        cmd,
+    }
 }
 
 /// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
