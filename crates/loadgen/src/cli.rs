@@ -259,7 +259,12 @@ impl LoadArgs {
         let mut headers = Vec::with_capacity(self.headers.len());
         for h in &self.headers {
             let (name, value) = h.split_once(':').ok_or_else(|| {
-                LoadError::InvalidOption(format!("header `{h}` must look like \"Name: value\""))
+                // Quoted unless it may hold a secret (`-H "Authorization Bearer ..."`).
+                let shown = match crate::redact::is_secret_name(h) {
+                    true => crate::redact::REDACTED,
+                    false => h.as_str(),
+                };
+                LoadError::InvalidOption(format!("header `{shown}` must look like \"Name: value\""))
             })?;
             headers.push((name.trim().to_string(), value.trim().to_string()));
         }

@@ -11,6 +11,7 @@ const QUOTED_ANSWER: usize = 300;
 /// Where to push: `http://host[:port]/path`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
+    /// The URL as messages and load.json show it (its secret query parameters redacted).
     pub url: String,
     host: String,
     port: u16,
@@ -33,7 +34,7 @@ impl Endpoint {
             ));
         }
         Ok(Endpoint {
-            url: text.to_string(),
+            url: crate::redact::url(text),
             host: url.bare_host().to_string(),
             port: url.port,
             authority: url.authority,

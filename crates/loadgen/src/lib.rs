@@ -45,6 +45,8 @@ engine! {
     mod http1;
     mod hyper_client;
     mod late;
+    #[cfg(test)]
+    mod loopback_server;
     pub mod merge;
     mod pacer;
     mod plan;

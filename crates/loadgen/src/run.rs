@@ -172,9 +172,10 @@ impl LoadConfig {
         Ok(())
     }
 
+    /// The settings as load.json and the screen show them: secrets redacted.
     fn echo(&self, threads: usize) -> ConfigEcho {
         ConfigEcho {
-            url: self.url.clone(),
+            url: crate::redact::url(&self.url),
             connections: self.connections,
             segment: (!self.segment.is_whole()).then(|| self.segment.to_string()),
             start_at: self.start_at.map(|at| at.to_rfc3339()),
@@ -192,7 +193,7 @@ impl LoadConfig {
                 .map(|r| r.to_string()),
             keepalive: self.keepalive,
             method: self.method.clone(),
-            headers: self.headers.clone(),
+            headers: crate::redact::headers(&self.headers),
             body_bytes: self.body.as_ref().map_or(0, Vec::len),
             timeout_s: self.timeout.as_secs_f64(),
             warmup_s: self.warmup.as_secs_f64(),
@@ -720,5 +721,51 @@ fn targets_summary(
         entries: targets.templates.len(),
         distinct: targets.names.len(),
         top,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loopback_server::{LoopbackServer, OK};
+
+    #[test]
+    fn a_run_given_secrets_sends_them_and_writes_and_prints_none() {
+        let server = LoopbackServer::start(OK);
+        let config = LoadConfig {
+            url: format!("http://user:s3cret@127.0.0.1:{}/", server.addr.port()),
+            connections: 1,
+            threads: 1,
+            requests: Some(3),
+            duration: None,
+            headers: vec![
+                ("Authorization".into(), "Bearer s3cret".into()),
+                ("X-Api-Key".into(), "s3cret-key".into()),
+                ("Cookie".into(), "session=s3cret".into()),
+            ],
+            ..LoadConfig::default()
+        };
+        let report = run(&config, Arc::new(AtomicBool::new(false)));
+        let (seen, _) = server.finish();
+        let report = report.expect("the run");
+        let seen = String::from_utf8_lossy(&seen).to_string();
+        assert_eq!(report.completed, 3, "{seen}");
+        // The request itself carries the secrets as given; its Host, no userinfo.
+        assert!(seen.contains("authorization: Bearer s3cret\r\n"), "{seen}");
+        assert!(seen.contains("x-api-key: s3cret-key\r\n"), "{seen}");
+        let host = format!("host: 127.0.0.1:{}\r\n", config.url.rsplit(':').next().unwrap().trim_end_matches('/'));
+        assert_eq!(seen.matches(host.as_str()).count(), 3, "{seen}");
+
+        let file = std::env::temp_dir().join(format!("srvprof-secrets-{}.json", std::process::id()));
+        crate::cli::write_report(&report, &file).unwrap();
+        let written = std::fs::read(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let json = String::from_utf8_lossy(&written);
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(json.contains("<redacted>"), "{json}");
+        let mut screen = Vec::new();
+        crate::printer::print_text(&report, &mut screen);
+        let screen = String::from_utf8_lossy(&screen);
+        assert!(!screen.contains("s3cret"), "{screen}");
     }
 }

@@ -79,8 +79,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         eprintln!("srvprof: {n}");
     }
     eprintln!(
-        "srvprof: profiling PIDs {} while loading {url}",
-        join(&pids)
+        "srvprof: profiling PIDs {} while loading {}",
+        join(&pids),
+        srvprof_loadgen::redact::url(&url)
     );
 
     let port = discover::url_port(&url).unwrap_or(80);
@@ -385,11 +386,11 @@ pub fn write_run(
     render::write_html(dir, report, &stacks, force)
 }
 
-/// What run.json says was loaded and watched.
+/// What run.json says was loaded and watched: the URL without its secrets.
 fn target_info(pids: Vec<u32>, url: &str, cmd: Option<String>) -> TargetInfo {
     TargetInfo {
         pids,
-        url: url.to_string(),
+        url: srvprof_loadgen::redact::url(url),
         cmd,
     }
 }
@@ -417,6 +418,73 @@ fn join(pids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback server answering every request with a 200, until `stop` is set.
+    fn answering_server(stop: Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<()>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let thread = std::thread::spawn(move || {
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                let Ok((mut tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let _ = tcp.set_nonblocking(false);
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 4096];
+                // One request a read: the client waits for each answer before the next.
+                while let Ok(n @ 1..) = tcp.read(&mut buf) {
+                    let answers = buf[..n].windows(4).filter(|w| w == b"\r\n\r\n").count();
+                    for _ in 0..answers {
+                        let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    }
+                }
+            }
+        });
+        (port, thread)
+    }
+
+    #[test]
+    fn run_json_the_report_and_the_screen_hold_no_secret() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (port, server) = answering_server(stop.clone());
+        let url = format!("http://user:s3cret@127.0.0.1:{port}/");
+        let config = srvprof_loadgen::LoadConfig {
+            url: url.clone(),
+            connections: 1,
+            threads: 1,
+            requests: Some(3),
+            duration: None,
+            headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            ..srvprof_loadgen::LoadConfig::default()
+        };
+        let load = srvprof_loadgen::run(&config, Arc::new(AtomicBool::new(false)));
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+        let report = with_findings(RunReport {
+            target: target_info(vec![1], &url, None),
+            load: load.expect("the load"),
+            ..RunReport::default()
+        });
+        let dir = std::env::temp_dir().join(format!("srvprof-secrets-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_run(&dir, &report, None, true).unwrap();
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("s3cret"), "{}: {text}", path.display());
+            files += 1;
+        }
+        assert!(files >= 3, "run.json, timeline.csv, report.html");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let screen = crate::render::first_screen::text(&report, None, true);
+        assert!(!screen.contains("s3cret"), "{screen}");
+    }
 
     #[test]
     fn a_new_run_folder_never_takes_an_existing_name() {
