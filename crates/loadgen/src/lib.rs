@@ -56,6 +56,7 @@ engine! {
     pub mod redact;
     pub mod remote_write;
     mod protocol;
+    pub mod push_auth;
     mod request;
     mod request_loop;
     mod run;

@@ -52,6 +52,7 @@ impl LoopbackServer {
                             let _ = tcp.set_nonblocking(false);
                             let _ = tcp.set_read_timeout(Some(Duration::from_secs(2)));
                             let _ = tcp.set_write_timeout(Some(Duration::from_secs(5)));
+                            small_send_buffer(&tcp);
                             if let Some(mut stream) = wrap(tcp) {
                                 serve(&mut *stream, answer, &mut seen, &written);
                             }
@@ -108,6 +109,23 @@ fn serve(stream: &mut dyn ReadWrite, answer: &[u8], seen: &mut Vec<u8>, written:
             }
             written.fetch_add(piece.len() as u64, Ordering::Relaxed);
         }
+    }
+}
+
+/// A send buffer of 64 KiB (the kernel doubles it), not one that grows to megabytes: what the
+/// server counts as written is then close to what the client read.
+fn small_send_buffer(tcp: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 64 * 1024;
+    // SAFETY: a valid socket, and an int option of the size given.
+    unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
     }
 }
 

@@ -64,6 +64,8 @@ pub struct LoadConfig {
     /// Push each interval's figures to this Prometheus remote-write receiver
     /// (`--remote-write`), labelled with the run id, the segment and this host.
     pub remote_write: Option<crate::http_push::Endpoint>,
+    /// Its credentials (`--remote-write-auth-file`, or the environment).
+    pub remote_write_auth: Option<crate::push_auth::PushAuth>,
     /// https: trusted CAs, client certificate, resumption, SNI.
     pub tls: crate::tls::TlsOptions,
     /// HTTP/2: over TLS with ALPN h2 for https URLs, cleartext with prior knowledge (h2c) for
@@ -103,6 +105,7 @@ impl Default for LoadConfig {
             engine: Engine::Builtin,
             hdr_log: None,
             remote_write: None,
+            remote_write_auth: None,
             tls: crate::tls::TlsOptions {
                 resumption: true,
                 ..Default::default()
@@ -263,6 +266,15 @@ pub fn run_with_progress(
         None => None,
     };
     preflight(&target, config, tls.as_ref())?;
+    // Its TLS set up before the run, so a --cacert it cannot read stops it now.
+    let receiver = match &config.remote_write {
+        Some(endpoint) => Some(crate::http_push::Receiver::new(
+            endpoint.clone(),
+            config.tls.cacert.as_deref(),
+            config.remote_write_auth.clone(),
+        )?),
+        None => None,
+    };
 
     let hdr_log = config
         .hdr_log
@@ -322,9 +334,9 @@ pub fn run_with_progress(
         tls,
     });
 
-    let remote_write = match &config.remote_write {
-        Some(endpoint) => Some(crate::remote_write::Pusher::start(
-            endpoint.clone(),
+    let remote_write = match receiver {
+        Some(receiver) => Some(crate::remote_write::Pusher::start(
+            receiver,
             crate::remote_write::SeriesLabels {
                 run: config.run_id.clone().unwrap_or_default(),
                 segment: config.segment.to_string(),

@@ -156,14 +156,27 @@ pub struct RunArgs {
     /// Then push the server's pprof profile to Pyroscope at this URL (http://pyroscope:4040).
     ///
     /// POSTed to URL/ingest as the app srvprof, labelled run and host, over the measured window;
-    /// needs the stacks. A failed push is one line on standard error, never a failed run.
+    /// needs the stacks. A failed push is one line on standard error, never a failed run. https
+    /// trusts the system's CAs and --cacert's. Credentials: see --pyroscope-auth-file.
     #[arg(
         long,
         value_name = "URL",
-        value_parser = Url(srvprof_loadgen::http_push::Endpoint::parse),
+        value_parser = Url(srvprof_loadgen::http_push::Endpoint::pyroscope),
         help_heading = "Output"
     )]
     pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
+    /// --pyroscope's credentials from FILE: USER:PASSWORD, or a bearer token.
+    ///
+    /// One line: USER:PASSWORD is sent as basic auth (Grafana Cloud's user id and token), anything
+    /// without a colon as a bearer token. Without this option the environment variable
+    /// SRVPROF_PYROSCOPE_AUTH is read, holding the same. Never in the URL.
+    #[arg(
+        long = "pyroscope-auth-file",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub pyroscope_auth_file: Option<PathBuf>,
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
     pub freq: u64,
@@ -354,11 +367,30 @@ pub struct ProbeArgs {
     #[arg(
         long,
         value_name = "URL",
-        value_parser = Url(srvprof_loadgen::http_push::Endpoint::parse),
+        value_parser = Url(srvprof_loadgen::http_push::Endpoint::pyroscope),
         requires = "out",
         help_heading = "Output"
     )]
     pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
+    /// --pyroscope's credentials from FILE: USER:PASSWORD, or a bearer token.
+    ///
+    /// As `run --pyroscope-auth-file`; without it the environment variable
+    /// SRVPROF_PYROSCOPE_AUTH is read. Never in the URL.
+    #[arg(
+        long = "pyroscope-auth-file",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub pyroscope_auth_file: Option<PathBuf>,
+    /// --pyroscope over https: also trust the certificates in this PEM file (a CA, or its own).
+    #[arg(
+        long = "cacert",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub cacert: Option<PathBuf>,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
 }

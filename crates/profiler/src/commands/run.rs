@@ -27,6 +27,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
             "--pyroscope pushes the server's stacks: leave out --stacks off".into(),
         ));
     }
+    // Its credentials and TLS now: a file that cannot be read stops the run before it starts.
+    let pyroscope = output::pyroscope::receiver(
+        args.pyroscope.as_ref(),
+        args.load.cacert.as_deref(),
+        args.pyroscope_auth_file.as_deref(),
+    )?;
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
     // Everything measured is kept: without --out, in a new folder named for when the run began.
@@ -194,9 +200,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
         crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
     }
-    if let Some(endpoint) = &args.pyroscope {
-        match crate::output::pyroscope::push(endpoint, dir, &report.load) {
-            Ok(()) => eprintln!("srvprof: pushed the server's profile to {}", endpoint.url),
+    if let Some(receiver) = &pyroscope {
+        match crate::output::pyroscope::push(receiver, dir, &report.load) {
+            Ok(()) => eprintln!(
+                "srvprof: pushed the server's profile to {}",
+                receiver.endpoint().url
+            ),
             Err(e) => eprintln!("srvprof: {e}"),
         }
     }
