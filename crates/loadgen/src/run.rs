@@ -175,6 +175,11 @@ impl LoadConfig {
         Ok(())
     }
 
+    /// The URL is https (`HTTPS://` too, as it is parsed).
+    fn is_https(&self) -> bool {
+        crate::http_url::HttpUrl::parse(&self.url).is_ok_and(|u| u.https)
+    }
+
     /// The settings as load.json and the screen show them: secrets redacted.
     fn echo(&self, threads: usize) -> ConfigEcho {
         ConfigEcho {
@@ -210,7 +215,7 @@ impl LoadConfig {
             }
             .to_string(),
             engine: self.engine,
-            protocol: match (self.http2, self.url.starts_with("https:")) {
+            protocol: match (self.http2, self.is_https()) {
                 (false, _) => report::Protocol::Http11,
                 (true, true) => report::Protocol::H2,
                 (true, false) => report::Protocol::H2c,
@@ -669,7 +674,7 @@ fn build_report(
                 late_at_p99_us: late.mean_at(p99_us).map(report::round3),
             }
         }),
-        tls: config.url.starts_with("https:").then(|| report::TlsSummary {
+        tls: config.is_https().then(|| report::TlsSummary {
             handshakes: sum(|t| t.tls_handshakes),
             resumed: sum(|t| t.tls_resumed),
             handshake_us: LatencySummary::from_histogram(&tls_latency),
