@@ -8,7 +8,7 @@ use std::error::Error;
 pub type UrlError = Box<dyn Error + Send + Sync>;
 
 /// An http or https URL that names a server.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpUrl {
     pub https: bool,
     /// The host as the URL writes it: an IPv6 literal keeps its brackets.
@@ -19,20 +19,8 @@ pub struct HttpUrl {
     pub authority: String,
     /// Origin form, `/` when the URL has no path.
     pub path_and_query: String,
-    /// `user:password` before the host, percent-decoded; kept out of Debug.
+    /// `user:password` before the host, percent-decoded (Debug shows `<redacted>`).
     pub userinfo: Option<crate::redact::Secret>,
-}
-
-impl std::fmt::Debug for HttpUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpUrl")
-            .field("https", &self.https)
-            .field("authority", &self.authority)
-            .field("port", &self.port)
-            .field("path_and_query", &self.path_and_query)
-            .field("userinfo", &self.userinfo)
-            .finish()
-    }
 }
 
 impl HttpUrl {
