@@ -1,6 +1,7 @@
 //! The one reading of every http(s) URL srvprof takes (load targets, `--targets` lines,
-//! `--remote-write`, `--pyroscope`): `http::Uri` (through hyper) parses it, and what `Uri` lets through yet names
-//! no server (a port out of range, no host, another scheme) is refused here with the reason.
+//! `--remote-write`, `--pyroscope`): `http::Uri` (through hyper) parses it, and what `Uri` lets
+//! through yet names no server (a port out of range, no host, another scheme) is refused here
+//! with the reason.
 
 use std::error::Error;
 
@@ -43,13 +44,8 @@ impl HttpUrl {
         };
         // Uri leaves a port it cannot read as u16 unread (`port()` is None): it is read here.
         let port = match host_port.strip_prefix(host).and_then(|p| p.strip_prefix(':')) {
-            None => {
-                if https {
-                    443
-                } else {
-                    80
-                }
-            }
+            None if https => 443,
+            None => 80,
             Some(text) => match text.parse::<u16>() {
                 Ok(port) if port > 0 && text.bytes().all(|b| b.is_ascii_digit()) => port,
                 _ => return Err(format!("port `{text}` is not a number from 1 to 65535").into()),
@@ -88,8 +84,8 @@ fn percent_decode(text: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+        let hex = |at: usize| bytes.get(at).and_then(|&b| (b as char).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
             (b'%', Some(hi), Some(lo)) => {
                 out.push((hi * 16 + lo) as u8);
                 i += 3;
