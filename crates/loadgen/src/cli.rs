@@ -113,25 +113,40 @@ pub struct LoadArgs {
     #[arg(long = "hdr-log", value_name = "FILE", help_heading = "Output")]
     pub hdr_log: Option<std::path::PathBuf>,
 
-    /// Push each --interval's figures live to a Prometheus remote-write URL (http://.../api/v1/write).
+    /// Push each --interval's figures live to a Prometheus remote-write URL (http[s]://.../api/v1/write).
     ///
     /// Requests completed, errors by kind, throughput, and the latency as a native histogram,
     /// labelled run, segment and host: `sum` adds a split run's agents up. A failed push is noted
     /// in the report, never failing the run. Without --run-id or --start-at the run id is made
-    /// from the start time.
+    /// from the start time. https trusts the system's CAs and --cacert's; --insecure is the
+    /// load's alone. Credentials never go in the URL: see --remote-write-auth-file.
     #[arg(
         long = "remote-write",
         value_name = "URL",
-        value_parser = crate::http_push::Endpoint::parse,
+        value_parser = crate::url_arg::Url(crate::http_push::Endpoint::remote_write),
         help_heading = "Output"
     )]
     pub remote_write: Option<crate::http_push::Endpoint>,
+
+    /// --remote-write's credentials from FILE: USER:PASSWORD, or a bearer token.
+    ///
+    /// One line: USER:PASSWORD is sent as basic auth (Grafana Cloud, Mimir behind a proxy),
+    /// anything without a colon as a bearer token. Without this option the environment variable
+    /// SRVPROF_REMOTE_WRITE_AUTH is read, holding the same. Never on the command line, where ps
+    /// and the shell's history show it.
+    #[arg(
+        long = "remote-write-auth-file",
+        value_name = "FILE",
+        requires = "remote_write",
+        help_heading = "Output"
+    )]
+    pub remote_write_auth_file: Option<std::path::PathBuf>,
 
     /// Accept any server certificate (the handshake itself is unchanged).
     #[arg(long = "insecure", short = 'k', help_heading = "TLS")]
     pub insecure: bool,
 
-    /// Also trust the certificates in this PEM file: CAs, or the server's own self-signed one.
+    /// Also trust the certificates in this PEM file: CAs, or a server's own (the pushes' too).
     #[arg(long = "cacert", value_name = "FILE", help_heading = "TLS")]
     pub cacert: Option<std::path::PathBuf>,
 
@@ -238,6 +253,7 @@ impl Default for LoadArgs {
             engine: crate::Engine::Builtin,
             hdr_log: None,
             remote_write: None,
+            remote_write_auth_file: None,
             insecure: false,
             cacert: None,
             cert: None,
@@ -259,7 +275,12 @@ impl LoadArgs {
         let mut headers = Vec::with_capacity(self.headers.len());
         for h in &self.headers {
             let (name, value) = h.split_once(':').ok_or_else(|| {
-                LoadError::InvalidOption(format!("header `{h}` must look like \"Name: value\""))
+                // Quoted unless it may hold a secret (`-H "Authorization Bearer ..."`).
+                let shown = match crate::redact::is_secret_name(h) {
+                    true => crate::redact::REDACTED,
+                    false => h.as_str(),
+                };
+                LoadError::InvalidOption(format!("header `{shown}` must look like \"Name: value\""))
             })?;
             headers.push((name.trim().to_string(), value.trim().to_string()));
         }
@@ -339,6 +360,13 @@ impl LoadArgs {
             engine: self.engine,
             hdr_log: self.hdr_log.clone(),
             remote_write: self.remote_write.clone(),
+            remote_write_auth: match &self.remote_write {
+                Some(_) => crate::push_auth::PushAuth::read(
+                    self.remote_write_auth_file.as_deref(),
+                    &crate::push_auth::REMOTE_WRITE,
+                )?,
+                None => None,
+            },
             tls: crate::tls::TlsOptions {
                 insecure: self.insecure,
                 cacert: self.cacert.clone(),
@@ -501,6 +529,25 @@ mod tests {
         let streams = Cli::try_parse_from(["load", "--streams", "8"]).unwrap();
         assert_eq!(streams.load.streams, 8);
         assert_eq!(Cli::try_parse_from(["load", "-m", "8"]).unwrap().load.method, "8");
+    }
+
+    #[test]
+    fn remote_write_credentials_come_from_their_file_and_show_nowhere() {
+        let file = std::env::temp_dir().join(format!("srvprof-rw-auth-{}", std::process::id()));
+        std::fs::write(&file, "user:s3cret\n").unwrap();
+        let args = LoadArgs {
+            remote_write: Some(
+                crate::http_push::Endpoint::remote_write("https://127.0.0.1:9/api/v1/write")
+                    .unwrap(),
+            ),
+            remote_write_auth_file: Some(file.clone()),
+            ..LoadArgs::default()
+        };
+        let config = args.to_config();
+        std::fs::remove_file(&file).unwrap();
+        let config = config.unwrap();
+        assert!(config.remote_write_auth.is_some());
+        assert!(!format!("{config:?}").contains("s3cret"));
     }
 
     #[test]

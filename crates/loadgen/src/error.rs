@@ -24,6 +24,11 @@ pub enum LoadError {
     #[error("{0}")]
     Targets(String),
 
+    /// A push's receiver (`--remote-write`, `--pyroscope`) cannot be set up: its credentials
+    /// cannot be read, or its URL holds them. The sentence says where credentials go.
+    #[error("{0}")]
+    Push(String),
+
     /// `--http2` against a server that does not speak it: the sentence says what it did.
     #[error("{0}")]
     Http2(String),

@@ -41,18 +41,23 @@ engine! {
     pub mod hdr_log_read;
     mod histogram;
     pub mod http_push;
+    pub mod http_url;
     mod http2;
     mod http1;
     mod hyper_client;
     mod late;
+    #[cfg(test)]
+    mod loopback_server;
     pub mod merge;
     mod pacer;
     mod plan;
     pub mod printer;
     mod progress;
     pub mod rate;
+    pub mod redact;
     pub mod remote_write;
     mod protocol;
+    pub mod push_auth;
     mod request;
     mod request_loop;
     mod run;
@@ -63,6 +68,7 @@ engine! {
     pub mod targets;
     mod tls;
     mod transport;
+    pub mod url_arg;
 
     pub use error::LoadError;
     pub use progress::{Progress, SoFar};

@@ -17,14 +17,14 @@
 //! points (the next carries the running totals on) and is reported, never failing the run.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use hdrhistogram::Histogram;
 
 use crate::error::LoadError;
-use crate::http_push::Endpoint;
+use crate::http_push::Receiver;
 use crate::report::{ErrorKind, RemoteWriteSummary};
 
 /// Buckets 2^(1/32) wide: 2.2 % apart, where HdrHistogram's 3 digits keep 0.1 %; a latency's
@@ -65,16 +65,16 @@ impl Pusher {
     /// Starts the thread; intervals are `interval` long from `start` (the measured window's
     /// start on the wall clock).
     pub fn start(
-        endpoint: Endpoint,
+        receiver: Receiver,
         labels: SeriesLabels,
         start: SystemTime,
         interval: Duration,
     ) -> Result<Pusher, LoadError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let url = endpoint.url.clone();
+        let url = receiver.endpoint().url.clone();
         let thread = std::thread::Builder::new()
             .name("remote-write".to_string())
-            .spawn(move || push_loop(endpoint, Series::new(labels, start, interval), rx))
+            .spawn(move || push_loop(receiver, Series::new(labels, start, interval), rx))
             .map_err(|source| LoadError::Runtime {
                 what: "cannot spawn the remote-write thread",
                 source,
@@ -99,12 +99,12 @@ impl Pusher {
 }
 
 fn push_loop(
-    endpoint: Endpoint,
+    receiver: Receiver,
     mut series: Series,
-    rx: Receiver<IntervalPoint>,
+    rx: mpsc::Receiver<IntervalPoint>,
 ) -> RemoteWriteSummary {
     let mut summary = RemoteWriteSummary {
-        url: endpoint.url.clone(),
+        url: receiver.endpoint().url.clone(),
         pushes: 0,
         failed: 0,
         error: None,
@@ -129,7 +129,7 @@ fn push_loop(
         }
         let body = series.take_request().encode_compressed();
         let outcome = runtime
-            .block_on(async { tokio::time::timeout(PUSH_TIMEOUT, post(&endpoint, body)).await })
+            .block_on(async { tokio::time::timeout(PUSH_TIMEOUT, post(&receiver, body)).await })
             .unwrap_or_else(|_| {
                 Err(format!(
                     "no answer within {} s",
@@ -143,7 +143,7 @@ fn push_loop(
                 summary.error.get_or_insert_with(|| {
                     format!(
                         "remote write to {} failed: {why}; check that the URL is the receiver's write endpoint (Prometheus: /api/v1/write, started with --web.enable-remote-write-receiver and --enable-feature=native-histograms)",
-                        endpoint.url
+                        receiver.endpoint().url
                     )
                 });
             }
@@ -153,13 +153,14 @@ fn push_loop(
 }
 
 /// POST one compressed WriteRequest; Ok on a 2xx answer.
-async fn post(endpoint: &Endpoint, body: Vec<u8>) -> Result<(), String> {
+async fn post(receiver: &Receiver, body: Vec<u8>) -> Result<(), String> {
     let headers = [
         ("Content-Encoding", "snappy"),
         ("Content-Type", "application/x-protobuf"),
         ("X-Prometheus-Remote-Write-Version", "0.1.0"),
     ];
-    crate::http_push::post(endpoint, endpoint.path_and_query(), &headers, body).await
+    let path = receiver.endpoint().path_and_query();
+    receiver.post(path, &headers, body).await
 }
 
 /// The native-histogram bucket of a positive value at `schema`: bucket i holds
@@ -580,13 +581,15 @@ mod tests {
     fn a_receiver_that_is_not_there_is_a_failure_said_once() {
         // A port just freed: nothing listens there.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}/api/v1/write")).unwrap();
+        let url = format!("http://127.0.0.1:{port}/api/v1/write");
+        let endpoint = crate::http_push::Endpoint::remote_write(&url).unwrap();
+        let receiver = Receiver::new(endpoint, None, None).unwrap();
         let labels = SeriesLabels {
             run: "r".into(),
             segment: "1/1".into(),
             host: "h".into(),
         };
-        let pusher = Pusher::start(endpoint, labels, SystemTime::now(), Duration::from_secs(1)).unwrap();
+        let pusher = Pusher::start(receiver, labels, SystemTime::now(), Duration::from_secs(1)).unwrap();
         let tx = pusher.sender();
         tx.send(point(0, 1, &[100], 0)).unwrap();
         drop(tx);

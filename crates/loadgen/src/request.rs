@@ -8,11 +8,14 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::Request;
-use hyper::header::{CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{
+    AUTHORIZATION, CONNECTION, CONTENT_LENGTH, HOST, HeaderMap, HeaderName, HeaderValue,
+};
 use hyper::{Method, Uri};
 
 use crate::LoadError;
 use crate::error::Cause;
+use crate::http_url::HttpUrl;
 
 /// Where the requests go: the resolved address and the parts of the URL the request needs.
 #[derive(Clone, Debug)]
@@ -24,54 +27,32 @@ pub struct Target {
     pub path_and_query: String,
     /// https: the host name TLS sends (SNI) and checks the certificate against.
     pub tls_host: Option<String>,
+    /// The URL's `user:password`, sent as basic auth as curl sends it (never in the Host header).
+    pub userinfo: Option<crate::redact::Secret>,
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target, LoadError> {
-        let bad = |source: Cause| LoadError::BadUrl {
-            url: url.to_string(),
+        let parsed = HttpUrl::parse(url).map_err(|source| LoadError::BadUrl {
+            url: crate::redact::url(url),
+            source,
+        })?;
+        let bare_host = parsed.bare_host();
+        let resolve_error = |source: Cause| LoadError::Resolve {
+            host: bare_host.to_string(),
             source,
         };
-        let uri = url.parse::<Uri>().map_err(|e| bad(e.into()))?;
-        let https = match uri.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
-            Some(other) => {
-                return Err(bad(format!("scheme `{other}` is not http or https").into()));
-            }
-            None => return Err(bad("missing scheme".into())),
-        };
-        let authority = uri.authority().ok_or_else(|| bad("missing host".into()))?;
-        let host = authority.host();
-        if host.is_empty() {
-            return Err(bad("missing host".into()));
-        }
-        let port = authority
-            .port_u16()
-            .unwrap_or(if https { 443 } else { 80 });
-        // Brackets stay on IPv6 literals in the Host header but not for resolution.
-        let bare_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = (bare_host, port)
+        let addr = (bare_host, parsed.port)
             .to_socket_addrs()
-            .map_err(|e| LoadError::Resolve {
-                host: bare_host.to_string(),
-                source: e.into(),
-            })?
+            .map_err(|e| resolve_error(e.into()))?
             .next()
-            .ok_or_else(|| LoadError::Resolve {
-                host: bare_host.to_string(),
-                source: "no address found".into(),
-            })?;
-        let path_and_query = uri
-            .path_and_query()
-            .map(|p| p.as_str().to_string())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "/".to_string());
+            .ok_or_else(|| resolve_error("no address found".into()))?;
         Ok(Target {
             addr,
-            authority: authority.as_str().to_string(),
-            path_and_query,
-            tls_host: https.then(|| bare_host.to_string()),
+            tls_host: parsed.https.then(|| bare_host.to_string()),
+            authority: parsed.authority,
+            path_and_query: parsed.path_and_query,
+            userinfo: parsed.userinfo,
         })
     }
 }
@@ -122,7 +103,13 @@ impl RequestTemplate {
             let name = HeaderName::from_bytes(name.trim().as_bytes())
                 .map_err(|_| LoadError::InvalidOption(format!("bad header name `{name}` in -H")))?;
             let value = HeaderValue::from_str(value.trim()).map_err(|_| {
-                LoadError::InvalidOption(format!("bad header value `{value}` in -H"))
+                let shown = match crate::redact::is_secret_name(name.as_str()) {
+                    true => crate::redact::REDACTED,
+                    false => value.as_str(),
+                };
+                LoadError::InvalidOption(format!(
+                    "bad value `{shown}` of header `{name}` in -H: a header value holds no control characters"
+                ))
             })?;
             // A user's Host or Connection replaces ours; other names may repeat.
             if name == HOST || name == CONNECTION {
@@ -130,6 +117,18 @@ impl RequestTemplate {
             } else {
                 map.append(name, value);
             }
+        }
+        // As curl does: the URL's user and password become basic auth, unless -H gives one.
+        if let Some(userinfo) = &target.userinfo
+            && !map.contains_key(AUTHORIZATION)
+        {
+            let mut value = HeaderValue::from_str(&basic_auth(userinfo.expose())).map_err(|_| {
+                LoadError::InvalidOption(
+                    "the URL's user and password do not make a header value; percent-encode their special characters".into(),
+                )
+            })?;
+            value.set_sensitive(true);
+            map.insert(AUTHORIZATION, value);
         }
         let body = Bytes::copy_from_slice(body.unwrap_or_default());
         let encoded = encode(&method, &uri, &map, &body);
@@ -209,6 +208,15 @@ impl RequestTemplate {
     }
 }
 
+/// `Basic` and `user:password` in base64 (RFC 7617).
+pub(crate) fn basic_auth(userinfo: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(userinfo)
+    )
+}
+
 /// HTTP/1.1 encoding of a request; Content-Length is added when there is a body (or the
 /// method expects one) and the caller did not set it.
 fn encode(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Bytes {
@@ -265,6 +273,41 @@ mod tests {
             Target::parse("ftp://127.0.0.1/"),
             Err(LoadError::BadUrl { .. })
         ));
+    }
+
+    #[test]
+    fn a_url_that_is_not_a_server_is_refused_in_one_sentence() {
+        for (url, words) in [
+            ("http://127.0.0.1:99999/", "port `99999` is not a number from 1 to 65535"),
+            ("http://127.0.0.1:0/", "port `0` is not a number from 1 to 65535"),
+            ("http://127.0.0.1:8o/", "port `8o` is not a number from 1 to 65535"),
+            ("http://:8080/", "no host"),
+            ("ftp://127.0.0.1/", "scheme `ftp` is not http or https"),
+            ("127.0.0.1:8080", "no scheme"),
+        ] {
+            let e = Target::parse(url).unwrap_err().to_string();
+            assert!(e.contains(words) && !e.contains('\n'), "{url}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_urls_user_and_password_go_as_basic_auth_never_in_the_host_header() {
+        let t = Target::parse("http://us%65r:s3cret@127.0.0.1:8080/").unwrap();
+        assert_eq!(t.authority, "127.0.0.1:8080");
+        assert!(!format!("{t:?}").contains("s3cret"));
+        let tpl = RequestTemplate::new(&t, "GET", &[], None, true).unwrap();
+        let req = tpl.build();
+        assert_eq!(req.headers()[HOST], "127.0.0.1:8080");
+        // base64 of user:s3cret
+        assert_eq!(req.headers()[AUTHORIZATION], "Basic dXNlcjpzM2NyZXQ=");
+        // -H Authorization wins, as over curl's -u.
+        let given = [("Authorization".to_string(), "Bearer t".to_string())];
+        let tpl = RequestTemplate::new(&t, "GET", &given, None, true).unwrap();
+        assert_eq!(tpl.build().headers().get_all(AUTHORIZATION).iter().count(), 1);
+        assert_eq!(tpl.build().headers()[AUTHORIZATION], "Bearer t");
+        let bad = [("Authorization".to_string(), "Bearer s3cret\u{7}".to_string())];
+        let e = RequestTemplate::new(&t, "GET", &bad, None, true).unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && e.contains("authorization"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,8 @@ pub struct LoadConfig {
     /// Push each interval's figures to this Prometheus remote-write receiver
     /// (`--remote-write`), labelled with the run id, the segment and this host.
     pub remote_write: Option<crate::http_push::Endpoint>,
+    /// Its credentials (`--remote-write-auth-file`, or the environment).
+    pub remote_write_auth: Option<crate::push_auth::PushAuth>,
     /// https: trusted CAs, client certificate, resumption, SNI.
     pub tls: crate::tls::TlsOptions,
     /// HTTP/2: over TLS with ALPN h2 for https URLs, cleartext with prior knowledge (h2c) for
@@ -103,6 +105,7 @@ impl Default for LoadConfig {
             engine: Engine::Builtin,
             hdr_log: None,
             remote_write: None,
+            remote_write_auth: None,
             tls: crate::tls::TlsOptions {
                 resumption: true,
                 ..Default::default()
@@ -172,9 +175,15 @@ impl LoadConfig {
         Ok(())
     }
 
+    /// The URL is https (`HTTPS://` too, as it is parsed).
+    fn is_https(&self) -> bool {
+        crate::http_url::HttpUrl::parse(&self.url).is_ok_and(|u| u.https)
+    }
+
+    /// The settings as load.json and the screen show them: secrets redacted.
     fn echo(&self, threads: usize) -> ConfigEcho {
         ConfigEcho {
-            url: self.url.clone(),
+            url: crate::redact::url(&self.url),
             connections: self.connections,
             segment: (!self.segment.is_whole()).then(|| self.segment.to_string()),
             start_at: self.start_at.map(|at| at.to_rfc3339()),
@@ -192,7 +201,7 @@ impl LoadConfig {
                 .map(|r| r.to_string()),
             keepalive: self.keepalive,
             method: self.method.clone(),
-            headers: self.headers.clone(),
+            headers: crate::redact::headers(&self.headers),
             body_bytes: self.body.as_ref().map_or(0, Vec::len),
             timeout_s: self.timeout.as_secs_f64(),
             warmup_s: self.warmup.as_secs_f64(),
@@ -206,7 +215,7 @@ impl LoadConfig {
             }
             .to_string(),
             engine: self.engine,
-            protocol: match (self.http2, self.url.starts_with("https:")) {
+            protocol: match (self.http2, self.is_https()) {
                 (false, _) => report::Protocol::Http11,
                 (true, true) => report::Protocol::H2,
                 (true, false) => report::Protocol::H2c,
@@ -262,6 +271,15 @@ pub fn run_with_progress(
         None => None,
     };
     preflight(&target, config, tls.as_ref())?;
+    // Its TLS set up before the run, so a --cacert it cannot read stops it now.
+    let receiver = match &config.remote_write {
+        Some(endpoint) => Some(crate::http_push::Receiver::new(
+            endpoint.clone(),
+            config.tls.cacert.as_deref(),
+            config.remote_write_auth.clone(),
+        )?),
+        None => None,
+    };
 
     let hdr_log = config
         .hdr_log
@@ -321,9 +339,9 @@ pub fn run_with_progress(
         tls,
     });
 
-    let remote_write = match &config.remote_write {
-        Some(endpoint) => Some(crate::remote_write::Pusher::start(
-            endpoint.clone(),
+    let remote_write = match receiver {
+        Some(receiver) => Some(crate::remote_write::Pusher::start(
+            receiver,
             crate::remote_write::SeriesLabels {
                 run: config.run_id.clone().unwrap_or_default(),
                 segment: config.segment.to_string(),
@@ -656,7 +674,7 @@ fn build_report(
                 late_at_p99_us: late.mean_at(p99_us).map(report::round3),
             }
         }),
-        tls: config.url.starts_with("https:").then(|| report::TlsSummary {
+        tls: config.is_https().then(|| report::TlsSummary {
             handshakes: sum(|t| t.tls_handshakes),
             resumed: sum(|t| t.tls_resumed),
             handshake_us: LatencySummary::from_histogram(&tls_latency),
@@ -720,5 +738,51 @@ fn targets_summary(
         entries: targets.templates.len(),
         distinct: targets.names.len(),
         top,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::loopback_server::{LoopbackServer, OK};
+
+    #[test]
+    fn a_run_given_secrets_sends_them_and_writes_and_prints_none() {
+        let server = LoopbackServer::start(OK);
+        let config = LoadConfig {
+            url: format!("http://user:s3cret@127.0.0.1:{}/", server.addr.port()),
+            connections: 1,
+            threads: 1,
+            requests: Some(3),
+            duration: None,
+            headers: vec![
+                ("Authorization".into(), "Bearer s3cret".into()),
+                ("X-Api-Key".into(), "s3cret-key".into()),
+                ("Cookie".into(), "session=s3cret".into()),
+            ],
+            ..LoadConfig::default()
+        };
+        let report = run(&config, Arc::new(AtomicBool::new(false)));
+        let (seen, _) = server.finish();
+        let report = report.expect("the run");
+        let seen = String::from_utf8_lossy(&seen).to_string();
+        assert_eq!(report.completed, 3, "{seen}");
+        // The request itself carries the secrets as given; its Host, no userinfo.
+        assert!(seen.contains("authorization: Bearer s3cret\r\n"), "{seen}");
+        assert!(seen.contains("x-api-key: s3cret-key\r\n"), "{seen}");
+        let host = format!("host: 127.0.0.1:{}\r\n", config.url.rsplit(':').next().unwrap().trim_end_matches('/'));
+        assert_eq!(seen.matches(host.as_str()).count(), 3, "{seen}");
+
+        let file = std::env::temp_dir().join(format!("srvprof-secrets-{}.json", std::process::id()));
+        crate::cli::write_report(&report, &file).unwrap();
+        let written = std::fs::read(&file).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        let json = String::from_utf8_lossy(&written);
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(json.contains("<redacted>"), "{json}");
+        let mut screen = Vec::new();
+        crate::printer::print_text(&report, &mut screen);
+        let screen = String::from_utf8_lossy(&screen);
+        assert!(!screen.contains("s3cret"), "{screen}");
     }
 }

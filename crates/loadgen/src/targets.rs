@@ -70,7 +70,10 @@ pub fn parse(text: &str, dir: &Path) -> Result<Vec<TargetSpec>, (usize, String)>
             if !url.contains("://") {
                 return Err((
                     line_no,
-                    format!("`{url}` is not an absolute URL; write {method} http://host:port/path"),
+                    format!(
+                        "`{}` is not an absolute URL; write {method} http://host:port/path",
+                        crate::redact::url(url)
+                    ),
                 ));
             }
             out.push(TargetSpec {
@@ -85,7 +88,10 @@ pub fn parse(text: &str, dir: &Path) -> Result<Vec<TargetSpec>, (usize, String)>
         let Some(current) = out.last_mut() else {
             return Err((
                 line_no,
-                format!("`{line}` comes before any `METHOD URL` line; each request starts with one, e.g. GET http://127.0.0.1:8080/"),
+                format!(
+                    "`{}` comes before any `METHOD URL` line; each request starts with one, e.g. GET http://127.0.0.1:8080/",
+                    shown_line(line)
+                ),
             ));
         };
         if let Some(file) = line.strip_prefix('@') {
@@ -107,7 +113,10 @@ pub fn parse(text: &str, dir: &Path) -> Result<Vec<TargetSpec>, (usize, String)>
         } else {
             return Err((
                 line_no,
-                format!("`{line}` is neither `METHOD URL`, a header `Name: value`, nor `@body-file`"),
+                format!(
+                    "`{}` is neither `METHOD URL`, a header `Name: value`, nor `@body-file`",
+                    shown_line(line)
+                ),
             ));
         }
     }
@@ -115,6 +124,14 @@ pub fn parse(text: &str, dir: &Path) -> Result<Vec<TargetSpec>, (usize, String)>
         return Err((1, "no request in the file; write one `METHOD URL` line at least".into()));
     }
     Ok(out)
+}
+
+/// A line quoted in a message: a header line that may hold a secret is not.
+fn shown_line(line: &str) -> &str {
+    match crate::redact::is_secret_name(line) {
+        true => crate::redact::REDACTED,
+        false => line,
+    }
 }
 
 /// The requests of a run: one (the URL of the command line) or a list, how the next is taken,
@@ -163,7 +180,8 @@ impl Targets {
             {
                 return Err(at(format!(
                     "{} is not on the run's server ({}): one run loads one server",
-                    spec.url, server.authority
+                    crate::redact::url(&spec.url),
+                    server.authority
                 )));
             }
             templates.push(
@@ -176,7 +194,8 @@ impl Targets {
                 )
                 .map_err(|e| at(e.to_string()))?,
             );
-            let name = format!("{} {}", spec.method, spec.url);
+            // The name load.json keeps: the URL without its secrets.
+            let name = format!("{} {}", spec.method, crate::redact::url(&spec.url));
             let index = match names.iter().position(|n| *n == name) {
                 Some(i) => i,
                 None => {

@@ -377,12 +377,13 @@ impl ServerCertVerifier for AcceptAny {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A self-signed certificate for 127.0.0.1 as a user makes one: `openssl req -x509 -newkey
-    /// rsa:2048 -nodes ... -addext subjectAltName=IP:127.0.0.1` (CA:TRUE, as openssl makes it).
-    fn self_signed(name: &str) -> PathBuf {
+    /// rsa:2048 -nodes ... -addext subjectAltName=IP:127.0.0.1` (CA:TRUE, as openssl makes it);
+    /// its key is key.pem beside it.
+    pub(crate) fn self_signed(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("srvprof-tls-unit-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = std::process::Command::new("openssl")

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use srvprof_loadgen::url_arg::Url;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -112,6 +113,7 @@ pub fn man_page() -> String {
 #[derive(Args, Debug, Clone)]
 pub struct LoadCmdArgs {
     /// The URL to load, e.g. http://127.0.0.1:8080/
+    #[arg(value_parser = Url(srvprof_loadgen::url_arg::target))]
     pub url: String,
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
@@ -135,7 +137,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub cmd: Option<String>,
     /// The URL to load [default: the TCP address the server listens on].
-    #[arg(long)]
+    #[arg(long, value_parser = Url(srvprof_loadgen::url_arg::target))]
     pub url: Option<String>,
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
@@ -154,14 +156,27 @@ pub struct RunArgs {
     /// Then push the server's pprof profile to Pyroscope at this URL (http://pyroscope:4040).
     ///
     /// POSTed to URL/ingest as the app srvprof, labelled run and host, over the measured window;
-    /// needs the stacks. A failed push is one line on standard error, never a failed run.
+    /// needs the stacks. A failed push is one line on standard error, never a failed run. https
+    /// trusts the system's CAs and --cacert's. Credentials: see --pyroscope-auth-file.
     #[arg(
         long,
         value_name = "URL",
-        value_parser = srvprof_loadgen::http_push::Endpoint::parse,
+        value_parser = Url(srvprof_loadgen::http_push::Endpoint::pyroscope),
         help_heading = "Output"
     )]
     pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
+    /// --pyroscope's credentials from FILE: USER:PASSWORD, or a bearer token.
+    ///
+    /// One line: USER:PASSWORD is sent as basic auth (Grafana Cloud's user id and token), anything
+    /// without a colon as a bearer token. Without this option the environment variable
+    /// SRVPROF_PYROSCOPE_AUTH is read, holding the same. Never in the URL.
+    #[arg(
+        long = "pyroscope-auth-file",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub pyroscope_auth_file: Option<PathBuf>,
     /// On-CPU stack sampling frequency, Hz (software cpu-clock event on every CPU).
     #[arg(long, default_value_t = 99, value_parser = clap::value_parser!(u64).range(1..=10000), help_heading = "Probes")]
     pub freq: u64,
@@ -352,11 +367,30 @@ pub struct ProbeArgs {
     #[arg(
         long,
         value_name = "URL",
-        value_parser = srvprof_loadgen::http_push::Endpoint::parse,
+        value_parser = Url(srvprof_loadgen::http_push::Endpoint::pyroscope),
         requires = "out",
         help_heading = "Output"
     )]
     pub pyroscope: Option<srvprof_loadgen::http_push::Endpoint>,
+    /// --pyroscope's credentials from FILE: USER:PASSWORD, or a bearer token.
+    ///
+    /// As `run --pyroscope-auth-file`; without it the environment variable
+    /// SRVPROF_PYROSCOPE_AUTH is read. Never in the URL.
+    #[arg(
+        long = "pyroscope-auth-file",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub pyroscope_auth_file: Option<PathBuf>,
+    /// --pyroscope over https: also trust the certificates in this PEM file (a CA, or its own).
+    #[arg(
+        long = "cacert",
+        value_name = "FILE",
+        requires = "pyroscope",
+        help_heading = "Output"
+    )]
+    pub cacert: Option<PathBuf>,
     #[command(flatten)]
     pub syscalls: SyscallsArg,
 }
@@ -365,6 +399,7 @@ pub struct ProbeArgs {
 #[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
     /// The URL the load agents load, e.g. http://server:8080/
+    #[arg(value_parser = Url(srvprof_loadgen::url_arg::target))]
     pub url: String,
     #[command(flatten)]
     pub load: srvprof_loadgen::cli::LoadArgs,
@@ -636,6 +671,51 @@ mod stacks_args_tests {
         assert!(
             Cli::try_parse_from(["srvprof", "probe", "--pid", "1", "--syscalls", "no"]).is_err()
         );
+    }
+
+    #[test]
+    fn every_url_with_a_port_out_of_range_is_refused_before_anything_runs() {
+        let bad = "http://127.0.0.1:99999/";
+        for argv in [
+            &["srvprof", "load", bad][..],
+            &["srvprof", "run", "--pid", "1", "--url", bad],
+            &["srvprof", "run", "--pid", "1", "--pyroscope", bad],
+            &[
+                "srvprof",
+                "load",
+                "http://127.0.0.1:8080/",
+                "--remote-write",
+                bad,
+            ],
+            &[
+                "srvprof",
+                "probe",
+                "--pid",
+                "1",
+                "--out",
+                "d",
+                "--pyroscope",
+                bad,
+            ],
+            &[
+                "srvprof",
+                "plan",
+                bad,
+                "--hosts",
+                "2",
+                "--server-pids-from",
+                "pgrep x",
+            ],
+        ] {
+            let e = Cli::command_line()
+                .try_get_matches_from(argv)
+                .expect_err(&argv.join(" "))
+                .to_string();
+            assert!(
+                e.contains("port `99999` is not a number from 1 to 65535"),
+                "{argv:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -164,12 +164,11 @@ pub fn discover_url(pids: &[u32], notes: &mut Vec<String>) -> Result<String, Srv
     Ok(url)
 }
 
-/// The port of an http URL.
+/// The port an http(s) URL's connections go to: its own, or its scheme's.
 pub fn url_port(url: &str) -> Option<u16> {
-    let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
-    let authority = rest.split('/').next()?;
-    let port = authority.rsplit_once(':').map(|(_, p)| p)?;
-    port.parse().ok()
+    srvprof_loadgen::http_url::HttpUrl::parse(url)
+        .ok()
+        .map(|u| u.port)
 }
 
 /// A server srvprof started with `--cmd`, in its own process group, stopped on drop.
@@ -265,7 +264,9 @@ mod tests {
     fn ports_of_urls() {
         assert_eq!(url_port("http://127.0.0.1:8080/x"), Some(8080));
         assert_eq!(url_port("http://[::1]:9000/"), Some(9000));
-        assert_eq!(url_port("http://localhost/"), None);
+        assert_eq!(url_port("http://localhost/"), Some(80));
+        assert_eq!(url_port("https://user:pw@localhost/"), Some(443));
+        assert_eq!(url_port("http://localhost:99999/"), None);
     }
 
     #[test]

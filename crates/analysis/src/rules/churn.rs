@@ -28,7 +28,10 @@ pub fn connection_churn(r: &RunReport) -> Option<Finding> {
     let held = end.holding_ports;
     let held_share = held as f64 / ports.max(1) as f64;
     // Whether connect() may take a TIME_WAIT socket's port for this server (after finding it).
-    let host = r.target.url.split("://").nth(1).unwrap_or("");
+    let authority = r.target.url.split("://").nth(1).unwrap_or("");
+    // After any userinfo (`<redacted>@`): the host itself.
+    let authority = authority.split(['/', '?']).next().unwrap_or("");
+    let host = authority.rsplit('@').next().unwrap_or("");
     let loopback = ["127.", "localhost", "[::1]"]
         .iter()
         .any(|h| host.starts_with(h));
@@ -173,6 +176,11 @@ pub(super) mod tests {
             f.summary
         );
         let f = connection_churn(&reusing(churn(false, 20_000, 999, 20_999, 0))).unwrap();
+        assert!(f.summary.contains("tcp_tw_reuse=2"), "{}", f.summary);
+        // A URL whose userinfo run.json redacts is still on loopback.
+        let mut redacted = reusing(churn(false, 20_000, 999, 20_999, 0));
+        redacted.target.url = "http://<redacted>@127.0.0.1:8080/".into();
+        let f = connection_churn(&redacted).unwrap();
         assert!(f.summary.contains("tcp_tw_reuse=2"), "{}", f.summary);
     }
 }

@@ -48,6 +48,8 @@ pub struct Plan {
     pub load_args: Vec<String>,
     /// `srvprof probe`'s arguments but the PIDs and the folder.
     pub probe_args: Vec<String>,
+    /// The load's words written with `<redacted>` in place of a secret, as they now read.
+    pub redacted: Vec<String>,
 }
 
 impl Plan {
@@ -88,6 +90,7 @@ impl Plan {
         let probe_start = StartAt(start.0 + load.ramp_up + load.warmup);
         let mut load_args = vec![args.url.clone()];
         load_args.extend(load_options);
+        let redacted = redact_words(&mut load_args);
         load_args.extend([
             "--start-at".into(),
             start.to_rfc3339(),
@@ -118,8 +121,38 @@ impl Plan {
             probe_start,
             load_args,
             probe_args,
+            redacted,
         })
     }
+}
+
+/// The load's words with their secrets redacted (the URL's userinfo and secret parameters,
+/// secret -H values): what was, for the sentence that says so.
+fn redact_words(words: &mut [String]) -> Vec<String> {
+    use srvprof_loadgen::redact;
+    let mut redacted = Vec::new();
+    let mut previous = None::<String>;
+    for word in words.iter_mut() {
+        let shown = match previous.as_deref() {
+            Some("--header") => {
+                let (name, _) = word.split_once(':').unwrap_or((word.as_str(), ""));
+                redact::is_secret_name(name)
+                    .then(|| format!("{}: {}", name.trim(), redact::REDACTED))
+            }
+            // The URL (the first word) and --remote-write's.
+            None | Some("--remote-write") => Some(redact::url(word)).filter(|u| u != word),
+            _ => None,
+        };
+        if let Some(shown) = shown {
+            redacted.push(match previous.as_deref() {
+                Some(option) => format!("{option} {shown}"),
+                None => format!("the URL {shown}"),
+            });
+            *word = shown;
+        }
+        previous = Some(word.clone());
+    }
+    redacted
 }
 
 /// The load's measured window, which the probes watch: -d, or what --rate's stages leave after
@@ -488,6 +521,12 @@ pub fn run(args: &PlanArgs, matches: &ArgMatches) -> Result<(), SrvprofError> {
         }
         Some(dir) => write(dir, &files)?,
     }
+    if !plan.redacted.is_empty() {
+        eprintln!(
+            "srvprof: the plan holds no secret: it reads {}; put the real values in your copy (a Kubernetes Secret, the hosts' own script) before you run it",
+            plan.redacted.join(", ")
+        );
+    }
     Ok(())
 }
 
@@ -598,6 +637,53 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((given.run_id.as_str(), given.slug.as_str()), ("n7", "n7"));
+    }
+
+    #[test]
+    fn the_plan_writes_no_secret_in_its_manifests_or_scripts() {
+        let secret = [
+            "http://user:s3cret@server:8080/",
+            "-H",
+            "Authorization: Bearer s3cret",
+            "-H",
+            "X-Trace: on",
+            "--remote-write",
+            "http://mimir/api/v1/push?api_key=s3cret",
+            "--server-pids-from",
+            "pgrep nginx",
+            "--start-at",
+            "+2m",
+        ];
+        for format in ["kubernetes", "ssh", "pdsh", "ansible"] {
+            let mut argv = secret.to_vec();
+            argv.extend(["--format", format]);
+            match format {
+                "kubernetes" => argv.extend(["--hosts", "2", "--image", "img"]),
+                _ => argv.extend(["--hosts", "a,b", "--servers", "s1"]),
+            }
+            let (plan, args) = plan_of(&argv).unwrap();
+            let text = match format {
+                "kubernetes" => {
+                    let (job, daemonset) = kubernetes(&plan, &args).unwrap();
+                    job + &daemonset
+                }
+                _ => script(&plan, &args).unwrap(),
+            };
+            assert!(!text.contains("s3cret"), "{format}:\n{text}");
+            assert!(text.contains("X-Trace: on"), "{format}:\n{text}");
+            assert!(
+                text.contains("Authorization: <redacted>"),
+                "{format}:\n{text}"
+            );
+            assert_eq!(
+                plan.redacted,
+                [
+                    "the URL http://<redacted>@server:8080/",
+                    "--header Authorization: <redacted>",
+                    "--remote-write http://mimir/api/v1/push?api_key=<redacted>",
+                ]
+            );
+        }
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             "--pyroscope pushes the targets' stacks: add --stacks on".into(),
         ));
     }
+    // Its credentials and TLS now, before anything is attached.
+    let pyroscope = output::pyroscope::receiver(
+        args.pyroscope.as_ref(),
+        args.cacert.as_deref(),
+        args.pyroscope_auth_file.as_deref(),
+    )?;
     let stop = super::prepare_to_probe()?;
     let mut notes = Vec::new();
     // As `run` does: the given processes and their children (nginx's master and its workers).
@@ -212,14 +218,17 @@ pub fn run(args: &ProbeArgs) -> Result<(), SrvprofError> {
             crate::render::pprof::write(dir, stacks, args.freq, &binaries, args.force)?;
         }
         dir.finish().map_err(|e| output::write_err(dir.path(), e))?;
-        if let Some(endpoint) = &args.pyroscope {
+        if let Some(receiver) = &pyroscope {
             let run = out
                 .run_id
                 .clone()
                 .unwrap_or_else(srvprof_loadgen::start::run_id_from_now);
             let window = crate::output::pyroscope::window_from(start_ns, out.report.duration_s);
-            match crate::output::pyroscope::push_window(endpoint, dir.path(), &run, window) {
-                Ok(()) => eprintln!("srvprof: pushed the targets' profile to {}", endpoint.url),
+            match crate::output::pyroscope::push_window(receiver, dir.path(), &run, window) {
+                Ok(()) => eprintln!(
+                    "srvprof: pushed the targets' profile to {}",
+                    receiver.endpoint().url
+                ),
                 Err(e) => eprintln!("srvprof: {e}"),
             }
         }

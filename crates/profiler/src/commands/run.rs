@@ -28,6 +28,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
             "--pyroscope pushes the server's stacks: leave out --stacks off".into(),
         ));
     }
+    // Its credentials and TLS now: a file that cannot be read stops the run before it starts.
+    let pyroscope = output::pyroscope::receiver(
+        args.pyroscope.as_ref(),
+        args.load.cacert.as_deref(),
+        args.pyroscope_auth_file.as_deref(),
+    )?;
     // First: a Ctrl-C or SIGTERM from here on ends the run cleanly instead of killing it.
     let stop = super::prepare_to_probe()?;
     // Everything measured is kept: without --out, in a new folder named for when the run began,
@@ -81,8 +87,9 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         eprintln!("srvprof: {n}");
     }
     eprintln!(
-        "srvprof: profiling PIDs {} while loading {url}",
-        join(&pids)
+        "srvprof: profiling PIDs {} while loading {}",
+        join(&pids),
+        srvprof_loadgen::redact::url(&url)
     );
 
     let port = discover::url_port(&url).unwrap_or(80);
@@ -172,11 +179,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     if let Some(error) = load.remote_write.as_ref().and_then(|rw| rw.error.as_ref()) {
         notes.push(error.clone());
     }
-    let target = TargetInfo {
-        pids,
-        url,
-        cmd: args.cmd.clone(),
-    };
+    let target = target_info(pids, &url, args.cmd.clone());
     let observed = Observed {
         stacks: stacks.as_ref(),
         observer: srvprof_analysis::observer::cost(&observer),
@@ -200,9 +203,12 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
         let binaries = crate::stacks::build_id::Binaries::read(&report.target.pids, &client);
         crate::render::pprof::write(dir, s, args.freq, &binaries, args.force)?;
     }
-    if let Some(endpoint) = &args.pyroscope {
-        match crate::output::pyroscope::push(endpoint, dir_path, &report.load) {
-            Ok(()) => eprintln!("srvprof: pushed the server's profile to {}", endpoint.url),
+    if let Some(receiver) = &pyroscope {
+        match crate::output::pyroscope::push(receiver, dir_path, &report.load) {
+            Ok(()) => eprintln!(
+                "srvprof: pushed the server's profile to {}",
+                receiver.endpoint().url
+            ),
             Err(e) => eprintln!("srvprof: {e}"),
         }
     }
@@ -401,6 +407,15 @@ pub fn write_run(
     dir.finish().map_err(|e| output::write_err(dir.path(), e))
 }
 
+/// What run.json says was loaded and watched: the URL without its secrets.
+fn target_info(pids: Vec<u32>, url: &str, cmd: Option<String>) -> TargetInfo {
+    TargetInfo {
+        pids,
+        url: srvprof_loadgen::redact::url(url),
+        cmd,
+    }
+}
+
 /// The ports the server listens on (their sockets' drop counters attribute overflows), or the URL's.
 fn listen_ports(pids: &[u32], url_port: u16) -> Vec<u16> {
     let mut ports: Vec<u16> = discover::listening_addrs(pids)
@@ -424,6 +439,73 @@ fn join(pids: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback server answering every request with a 200, until `stop` is set.
+    fn answering_server(stop: Arc<AtomicBool>) -> (u16, std::thread::JoinHandle<()>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let thread = std::thread::spawn(move || {
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < end {
+                let Ok((mut tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let _ = tcp.set_nonblocking(false);
+                let _ = tcp.set_read_timeout(Some(Duration::from_secs(2)));
+                let mut buf = [0u8; 4096];
+                // One request a read: the client waits for each answer before the next.
+                while let Ok(n @ 1..) = tcp.read(&mut buf) {
+                    let answers = buf[..n].windows(4).filter(|w| w == b"\r\n\r\n").count();
+                    for _ in 0..answers {
+                        let _ = tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+                    }
+                }
+            }
+        });
+        (port, thread)
+    }
+
+    #[test]
+    fn run_json_the_report_and_the_screen_hold_no_secret() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (port, server) = answering_server(stop.clone());
+        let url = format!("http://user:s3cret@127.0.0.1:{port}/");
+        let config = srvprof_loadgen::LoadConfig {
+            url: url.clone(),
+            connections: 1,
+            threads: 1,
+            requests: Some(3),
+            duration: None,
+            headers: vec![("Authorization".into(), "Bearer s3cret".into())],
+            ..srvprof_loadgen::LoadConfig::default()
+        };
+        let load = srvprof_loadgen::run(&config, Arc::new(AtomicBool::new(false)));
+        stop.store(true, Ordering::Relaxed);
+        server.join().unwrap();
+        let report = with_findings(RunReport {
+            target: target_info(vec![1], &url, None),
+            load: load.expect("the load"),
+            ..RunReport::default()
+        });
+        let dir = std::env::temp_dir().join(format!("srvprof-secrets-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        write_run(&dir, &report, None, true).unwrap();
+        let mut files = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(!text.contains("s3cret"), "{}: {text}", path.display());
+            files += 1;
+        }
+        assert!(files >= 3, "run.json, timeline.csv, report.html");
+        std::fs::remove_dir_all(&dir).unwrap();
+        let screen = crate::render::first_screen::text(&report, None, true);
+        assert!(!screen.contains("s3cret"), "{screen}");
+    }
 
     #[test]
     fn a_new_run_folder_never_takes_an_existing_name() {

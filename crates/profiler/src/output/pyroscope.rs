@@ -1,5 +1,6 @@
 //! `srvprof run --pyroscope URL` (and `probe`'s): the server's pprof profile (DIR/profile-server.pb.gz, on- and
-//! off-CPU time) pushed to Pyroscope's ingest API once the run folder is written, as the app
+//! off-CPU time) pushed to Pyroscope's ingest API once the run folder is written (http or https,
+//! with the credentials of --pyroscope-auth-file or SRVPROF_PYROSCOPE_AUTH), as the app
 //! `srvprof` labelled with the run's id and the load's host, over the measured window, so that
 //! the agents and runs of a split run sit beside their servers' profiles in Grafana.
 
@@ -7,7 +8,10 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use srvprof_loadgen::LoadReport;
-use srvprof_loadgen::http_push::{self, Endpoint};
+use srvprof_loadgen::http_push::{self, Endpoint, Receiver};
+use srvprof_loadgen::push_auth::{self, PushAuth};
+
+use crate::error::SrvprofError;
 
 /// The application name Pyroscope files the profiles under.
 pub const APP: &str = "srvprof";
@@ -15,16 +19,32 @@ pub const APP: &str = "srvprof";
 /// A push without an answer by then has failed.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The receiver of `--pyroscope`, set up before anything runs: its TLS client (trusting
+/// `cacert` too) and its credentials (`auth_file`, else SRVPROF_PYROSCOPE_AUTH).
+pub fn receiver(
+    endpoint: Option<&Endpoint>,
+    cacert: Option<&Path>,
+    auth_file: Option<&Path>,
+) -> Result<Option<Receiver>, SrvprofError> {
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    let auth = PushAuth::read(auth_file, &push_auth::PYROSCOPE).map_err(SrvprofError::Loadgen)?;
+    Receiver::new(endpoint.clone(), cacert, auth)
+        .map(Some)
+        .map_err(SrvprofError::Loadgen)
+}
+
 /// `POST URL/ingest?...` of the profile in `dir`; Err is one sentence saying what went wrong and
 /// what to check.
-pub fn push(endpoint: &Endpoint, dir: &Path, load: &LoadReport) -> Result<(), String> {
+pub fn push(receiver: &Receiver, dir: &Path, load: &LoadReport) -> Result<(), String> {
     let run = load.config.run_id.as_deref().unwrap_or_default();
-    push_window(endpoint, dir, run, window_unix_s(load))
+    push_window(receiver, dir, run, window_unix_s(load))
 }
 
 /// The same for a window given in Unix seconds (`srvprof probe`'s, which has no load).
 pub fn push_window(
-    endpoint: &Endpoint,
+    receiver: &Receiver,
     dir: &Path,
     run: &str,
     (from, until): (u64, u64),
@@ -37,9 +57,10 @@ pub fn push_window(
         )
     })?;
     let host = srvprof_loadgen::start::host_name();
+    let endpoint = receiver.endpoint();
     let path = ingest_path(endpoint.path_and_query(), run, &host, from, until);
     let headers = [("Content-Type", "application/octet-stream")];
-    http_push::post_blocking(endpoint, &path, &headers, body, PUSH_TIMEOUT).map_err(|why| {
+    receiver.post_blocking(&path, &headers, body, PUSH_TIMEOUT).map_err(|why| {
         format!(
             "pushing the server's profile to Pyroscope at {} failed: {why}; check that the URL is Pyroscope's (its /ingest is under it); the profile is still in {}",
             endpoint.url,
