@@ -170,6 +170,63 @@ fn bad_pids_get_one_clear_sentence() {
     assert!(j["notes"].to_string().contains("999999999"));
 }
 
+/// `srvprof check`'s privileges line as `setpriv ARGS` runs it, its wrapped lines joined.
+fn privileges_line(setpriv: &[&str]) -> String {
+    let out = Command::new("setpriv")
+        .args(setpriv)
+        .arg(srvprof_bin())
+        .arg("check")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines().skip_while(|l| !l.contains(" privileges "));
+    let mut joined = lines.next().unwrap_or_default().to_string();
+    for more in lines.take_while(|l| l.starts_with(' ')) {
+        joined.push(' ');
+        joined.push_str(more.trim());
+    }
+    assert!(!joined.is_empty(), "no privileges line in: {text}");
+    joined
+}
+
+/// `check` reads the capabilities in effect, not the uid: root in a container that dropped
+/// them fails it, each named; a user granted two of three is told the third; a user granted all
+/// three passes; `probe` as that root is refused before it starts.
+#[test]
+fn check_names_the_capabilities_not_in_effect_whatever_the_uid() {
+    require_root();
+    let dropped = privileges_line(&["--inh-caps=-all", "--bounding-set=-all"]);
+    assert!(
+        dropped.starts_with("FAIL")
+            && dropped.contains("CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE not in effect"),
+        "{dropped}"
+    );
+    let user = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let granted = |caps: &str| {
+        let (inh, ambient) = (
+            format!("--inh-caps={caps}"),
+            format!("--ambient-caps={caps}"),
+        );
+        privileges_line(&[user[0], user[1], user[2], &inh, &ambient])
+    };
+    let two = granted("+bpf,+perfmon");
+    assert!(
+        two.starts_with("FAIL") && two.contains(" CAP_SYS_PTRACE not in effect"),
+        "{two}"
+    );
+    let three = granted("+bpf,+perfmon,+sys_ptrace");
+    assert!(three.starts_with("PASS"), "{three}");
+    let w = Workload::start(WORKLOAD);
+    let out = Command::new("setpriv")
+        .args(["--inh-caps=-all", "--bounding-set=-all"])
+        .arg(srvprof_bin())
+        .args(["probe", "--pid", &w.pid().to_string(), "-d", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run it with sudo"));
+}
+
 #[test]
 fn without_privileges_it_says_to_use_sudo() {
     require_root();

@@ -221,31 +221,9 @@ fn report_compare_and_merge_do_not_read_through_a_planted_link() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
-/// Standard base64 (the log's encoding of each histogram).
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for k in 0..4 {
-            if k <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * k) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 /// A V2 compressed histogram whose inner header claims a payload of `claimed` bytes.
 fn histogram_claiming(encoded: &str, claimed: u32) -> String {
-    let compressed = srvprof_loadgen::merge::base64_decode(encoded).unwrap();
+    let compressed = srvprof_loadgen::hdr_log_read::base64_decode(encoded).unwrap();
     let mut plain = Vec::new();
     flate2::read::ZlibDecoder::new(&compressed[8..])
         .read_to_end(&mut plain)
@@ -257,7 +235,8 @@ fn histogram_claiming(encoded: &str, claimed: u32) -> String {
     let mut out = compressed[0..4].to_vec();
     out.extend_from_slice(&(deflated.len() as u32).to_be_bytes());
     out.extend_from_slice(&deflated);
-    base64(&out)
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(&out)
 }
 
 /// Hand-edited latency logs that aborted or panicked `merge` (a 4 GiB payload, a StartTime at
@@ -307,6 +286,75 @@ fn a_hostile_latency_log_is_refused_in_a_sentence_not_an_abort() {
         let out = merge(&[&agent], &d.join("merged"));
         assert_refused(&out, "is not a latency log srvprof can merge");
         eprintln!("{what}: {}", stderr(&out).trim_end());
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Under sudo (SUDO_UID and SUDO_GID given), what needs no privilege is not root's: `report`
+/// reads a folder as the user who ran sudo (a root-only run.json in it is refused, one that user
+/// may read is reported, the report theirs), and `run --cmd` starts the server as that user,
+/// as root only with --cmd-as-root.
+#[test]
+fn under_sudo_what_needs_no_privilege_runs_as_the_user_who_ran_it() {
+    require_root();
+    use std::os::unix::fs::MetadataExt;
+    const USER: u32 = 65_534;
+    let sudo = |cmd: &mut Command| {
+        cmd.env("SUDO_UID", USER.to_string())
+            .env("SUDO_GID", USER.to_string());
+    };
+    let d = scratch("sudo");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let folder = d.join("copied");
+    std::fs::create_dir(&folder).unwrap();
+    std::os::unix::fs::chown(&folder, Some(USER), Some(USER)).unwrap();
+    let fixture = workspace_root().join("crates/analysis/tests/fixtures/run.json");
+    std::fs::copy(&fixture, folder.join("run.json")).unwrap();
+    std::fs::set_permissions(
+        folder.join("run.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let mut report = Command::new(srvprof_bin());
+    report.arg("report").arg(&folder);
+    sudo(&mut report);
+    assert_refused(&report.output().unwrap(), "Permission denied");
+    std::os::unix::fs::chown(folder.join("run.json"), Some(USER), Some(USER)).unwrap();
+    assert_success(&report.output().unwrap());
+    assert_eq!(
+        std::fs::metadata(folder.join("report.html")).unwrap().uid(),
+        USER
+    );
+
+    for (as_root, expected) in [(false, USER), (true, 0)] {
+        let port = free_port();
+        let uid_file = d.join(format!("uid-{as_root}"));
+        let cmd = format!(
+            "sh -c 'id -u > {}; exec /usr/bin/python3 -m http.server --bind 127.0.0.1 {port}'",
+            uid_file.display()
+        );
+        let mut run = RunArgs::cmd(&cmd)
+            .args(&[
+                "--url",
+                &format!("http://127.0.0.1:{port}/"),
+                "--stacks",
+                "off",
+            ])
+            .load(2, "2s", "500ms")
+            .out(&d.join(format!("run-{as_root}")))
+            .command();
+        if as_root {
+            run.arg("--cmd-as-root");
+        }
+        sudo(&mut run);
+        let out = run.output().unwrap();
+        assert_success(&out);
+        let uid: u32 = std::fs::read_to_string(&uid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(uid, expected, "--cmd-as-root {as_root}");
     }
     std::fs::remove_dir_all(&d).unwrap();
 }

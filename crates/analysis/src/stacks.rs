@@ -288,19 +288,41 @@ impl FoldedStacks {
 
     /// Adds one group's files as [`FoldedStacks::group_files`] wrote them to a kind's lines,
     /// and keeps their interval length.
+    /// Lines past MAX_READ_TOTAL (a file someone else wrote) are left out.
     pub fn read_group(&mut self, set: &mut LineSet, group: u32, folded: &str, timed: &str) {
-        let lines: Vec<u32> = (parse(folded, group).into_iter())
-            .map(|l| set.add(l.group, l.frames, l.value))
+        let mut total = 0u64;
+        let mut within = |value: u64| {
+            let fits = value <= MAX_READ_TOTAL - total;
+            if fits {
+                total += value;
+            }
+            fits
+        };
+        let lines: Vec<Option<u32>> = (parse(folded, group).into_iter())
+            .map(|l| within(l.value).then(|| set.add(l.group, l.frames, l.value)))
             .collect();
         let (interval_ms, at) = parse_timed(timed);
         self.interval_ms = self.interval_ms.or(interval_ms);
+        let mut total = 0u64;
         for (at_ms, n, value) in at {
-            if let Some(&line) = n.checked_sub(1).and_then(|i| lines.get(i)) {
+            let line = n
+                .checked_sub(1)
+                .and_then(|i| lines.get(i))
+                .copied()
+                .flatten();
+            if let Some(line) = line
+                && value <= MAX_READ_TOTAL - total
+            {
+                total += value;
                 set.add_at(line, at_ms, value);
             }
         }
     }
 }
+
+/// The most one group's lines (or their times) may add up to when read from a file: 2^52, 142
+/// years of off-CPU µs, beyond any run, so that no sum of them overflows, even in ns.
+pub const MAX_READ_TOTAL: u64 = 1 << 52;
 
 /// Lines with equal frames merged, heaviest first.
 pub fn to_text<'a>(lines: impl Iterator<Item = &'a FoldedLine>) -> String {

@@ -28,7 +28,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if !seconds.is_finite() || seconds < 0.0 {
         return Err(format!("`{text}` is not a duration like 10s, 500ms or 2m"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("`{text}` is longer than any run; give a duration like 10s, 500ms or 2m"))
 }
 
 #[cfg(test)]
@@ -44,5 +45,8 @@ mod tests {
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+        // Beyond what a Duration holds: refused, not a panic.
+        let e = parse_duration("184467440737095516151500ms").unwrap_err();
+        assert!(e.contains("longer than any run"), "{e}");
     }
 }

@@ -73,6 +73,13 @@ pub fn parse(bytes: &[u8]) -> Result<Log, String> {
     Ok(Log { start, intervals })
 }
 
+/// Standard base64, as the log writes its histograms (the hdrhistogram crate's reader hands them
+/// over encoded).
+pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
@@ -83,7 +90,7 @@ fn be64(b: &[u8], at: usize) -> u64 {
 
 /// One interval's histogram: base64 of a V2 compressed encoding, its header checked first.
 fn histogram(deserializer: &mut Deserializer, encoded: &str) -> Result<Histogram<u64>, String> {
-    let compressed = crate::merge::base64_decode(encoded).ok_or("is not base64")?;
+    let compressed = base64_decode(encoded).ok_or("is not base64")?;
     if compressed.len() < 8 || be32(&compressed, 0) != V2_COMPRESSED_COOKIE {
         return Err("is not a V2 compressed histogram".into());
     }

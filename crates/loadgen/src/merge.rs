@@ -75,25 +75,6 @@ pub fn read_agent(dir: &Path) -> Result<Agent, String> {
     })
 }
 
-/// Standard base64, as the log writes its histograms (the hdrhistogram crate's reader hands them
-/// over encoded).
-pub fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut bits, mut nbits) = (0u32, 0);
-    for c in text.bytes().filter(|&c| c != b'=') {
-        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
-        bits = (bits << 6) | v;
-        nbits += 6;
-        if nbits >= 8 {
-            nbits -= 8;
-            out.push((bits >> nbits) as u8);
-            bits &= (1 << nbits) - 1;
-        }
-    }
-    Some(out)
-}
-
 /// Whether `agents` are one run's whole: one run id, segments 1..N once each, windows begun
 /// within MAX_START_SPREAD. The first thing wrong, in one sentence.
 pub fn check(agents: &[Agent]) -> Result<(), String> {

@@ -112,7 +112,7 @@ impl RateSchedule {
             let t = s.duration.as_secs_f64();
             let requests = (s.from + s.to) / 2.0 * t;
             if left < requests {
-                return Duration::from_secs_f64(elapsed + time_into(s.from, s.to, t, left));
+                return secs(elapsed + time_into(s.from, s.to, t, left));
             }
             left -= requests;
             elapsed += t;
@@ -122,8 +122,13 @@ impl RateSchedule {
         if rate <= 0.0 {
             return NEVER;
         }
-        Duration::from_secs_f64(elapsed + left / rate)
+        secs(elapsed + left / rate)
     }
+}
+
+/// Seconds as a Duration, NEVER when they are beyond it (a rate of 1e-300 a second) or NaN.
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s).map_or(NEVER, |d| d.min(NEVER))
 }
 
 /// Due after any run's end.

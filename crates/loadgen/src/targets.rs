@@ -50,6 +50,9 @@ pub fn read(path: &Path) -> Result<Vec<TargetSpec>, LoadError> {
     })
 }
 
+/// The largest request body a targets list may name.
+const MAX_BODY: u64 = 64 << 20;
+
 const METHODS: &[&str] = &[
     "GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT",
 ];
@@ -98,8 +101,18 @@ pub fn parse(text: &str, dir: &Path) -> Result<Vec<TargetSpec>, (usize, String)>
             if current.body.is_some() {
                 return Err((line_no, "a second body for one request".to_string()));
             }
-            let path = dir.join(file.trim());
-            let body = std::fs::read(&path).map_err(|e| {
+            let file = Path::new(file.trim());
+            // A list someone else wrote must not send a file from outside its own folder.
+            let outside = file.is_absolute()
+                || file.components().any(|c| c == std::path::Component::ParentDir);
+            if outside {
+                return Err((
+                    line_no,
+                    format!("the body file {} is outside the targets file's folder; put it beside the list and name it relative to it", file.display()),
+                ));
+            }
+            let path = dir.join(file);
+            let body = srvprof_files::read_input(&path, MAX_BODY).map_err(|e| {
                 (line_no, format!("cannot read the body file {} ({e})", path.display()))
             })?;
             current.body = Some(body);
@@ -292,7 +305,10 @@ mod tests {
             ("X-Trace: 1\n", 1, "before any `METHOD URL`"),
             ("GET /a\n", 1, "not an absolute URL"),
             ("GET http://h/a\nnonsense here\n", 2, "neither `METHOD URL`"),
-            ("GET http://h/a\n@/nonexistent/srvprof-body\n", 2, "cannot read the body file"),
+            ("GET http://h/a\n@nonexistent-srvprof-body\n", 2, "cannot read the body file"),
+            // A list someone else wrote sends nothing from outside its folder.
+            ("GET http://h/a\n@/etc/shadow\n", 2, "outside the targets file's folder"),
+            ("GET http://h/a\n@../../etc/shadow\n", 2, "outside the targets file's folder"),
         ] {
             let (at, why) = parse(text, here).unwrap_err();
             assert_eq!(at, line, "{text:?}: {why}");

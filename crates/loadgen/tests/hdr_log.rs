@@ -12,7 +12,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use srvprof_loadgen::cli::{LoadArgs, run_load_command};
-use srvprof_loadgen::merge::base64_decode;
+use srvprof_loadgen::hdr_log_read::base64_decode;
 use srvprof_loadgen::{LoadConfig, LoadReport};
 use support::{Behaviour, TestServer, config, run_accounted, run_refused, serial};
 

@@ -134,8 +134,12 @@ pub struct RunArgs {
     #[arg(long = "pid", short = 'p', num_args = 1..)]
     pub pids: Vec<u32>,
     /// Start the server with this shell command, profile it once it listens, then stop it.
+    /// Under sudo it runs as the user who ran sudo, not as root.
     #[arg(long)]
     pub cmd: Option<String>,
+    /// Start --cmd as root even under sudo.
+    #[arg(long, requires = "cmd")]
+    pub cmd_as_root: bool,
     /// The URL to load [default: the TCP address the server listens on].
     #[arg(long, value_parser = Url(srvprof_loadgen::url_arg::target))]
     pub url: Option<String>,

@@ -178,12 +178,30 @@ pub struct ServerProcess {
 }
 
 impl ServerProcess {
-    /// Starts `sh -c cmd` and waits until it (or a child) listens on a TCP port.
-    pub fn start(cmd: &str, timeout: Duration) -> Result<Self, SrvprofError> {
+    /// Starts `sh -c cmd` (as `user`, when given) and waits until it (or a child) listens on a
+    /// TCP port.
+    pub fn start(
+        cmd: &str,
+        user: Option<&crate::privilege::Account>,
+        timeout: Duration,
+    ) -> Result<Self, SrvprofError> {
         let mut command = Command::new("sh");
         command
             .args(["-c", &format!("exec {cmd}")])
             .stdin(Stdio::null());
+        if let Some(user) = user {
+            // std drops root's supplementary groups with the uid.
+            command.uid(user.uid).gid(user.gid);
+            for (var, value) in [
+                ("HOME", &user.home),
+                ("USER", &user.name),
+                ("LOGNAME", &user.name),
+            ] {
+                if let Some(value) = value {
+                    command.env(var, value);
+                }
+            }
+        }
         // SAFETY: setsid is async-signal-safe; a group of its own lets us stop every process it starts.
         unsafe {
             command.pre_exec(|| {

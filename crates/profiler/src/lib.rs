@@ -13,6 +13,7 @@ pub mod discover;
 pub mod error;
 pub mod grid;
 pub mod output;
+pub mod privilege;
 pub mod probes;
 pub mod procfs;
 pub mod realtime;

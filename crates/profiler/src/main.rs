@@ -11,6 +11,22 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    // Under sudo, what needs no privilege runs as the user who ran sudo, before it reads a file.
+    let unprivileged = matches!(
+        cli.command,
+        Command::Load(_)
+            | Command::Compare { .. }
+            | Command::Report(_)
+            | Command::Merge { .. }
+            | Command::Plan(_)
+            | Command::Completions { .. }
+            | Command::Explain { .. }
+            | Command::Man
+    );
+    if unprivileged && let Err(e) = srvprof::privilege::drop_to_invoking_user() {
+        eprintln!("srvprof: {e}");
+        return ExitCode::from(2);
+    }
     let result = match &cli.command {
         Command::Probe(args) => commands::probe::run(args).map(|_| ExitCode::SUCCESS),
         Command::Check(args) => commands::check::run(args.json).map(|ok| {

@@ -32,18 +32,30 @@ pub fn fd_limits() -> (u64, u64) {
     (lim.rlim_cur, lim.rlim_max)
 }
 
+/// The capabilities a run needs, in effect or not: which are missing, and how to get them.
+fn privileges(missing: &[&str]) -> CheckResult {
+    if missing.is_empty() {
+        return result(
+            "privileges",
+            true,
+            "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (or CAP_SYS_ADMIN) in effect",
+        );
+    }
+    result(
+        "privileges",
+        false,
+        format!(
+            "{} not in effect: run srvprof with sudo, or grant them to it (sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace+ep \"$(command -v srvprof)\")",
+            missing.join(", ")
+        ),
+    )
+}
+
 pub fn checks() -> Vec<CheckResult> {
     let mut out = vec![kernel_version(&procfs::kernel_release())];
-    let privileged = procfs::has_bpf_privileges();
-    out.push(result(
-        "privileges",
-        privileged,
-        if privileged {
-            "root, or CAP_BPF and CAP_PERFMON".to_string()
-        } else {
-            SrvprofError::NotRoot.to_string()
-        },
-    ));
+    let caps = procfs::caps::Caps::of_self();
+    let privileged = caps.missing_for_probes().is_empty();
+    out.push(privileges(&caps.missing()));
     let btf = crate::procfs::files::has_kernel_btf();
     out.push(result(
         "kernel BTF",
@@ -258,7 +270,7 @@ mod tests {
     #[test]
     fn passing_programs_are_one_line_and_every_line_fits_100_columns() {
         let mut results = vec![
-            result("privileges", true, "root, or CAP_BPF and CAP_PERFMON"),
+            privileges(&[]),
             result("kernel", true, "Linux 6.12.43+deb13-cloud-amd64"),
             result(
                 "open-file limit",
@@ -279,7 +291,7 @@ mod tests {
         assert_eq!(
             shown,
             "\
-PASS privileges       root, or CAP_BPF and CAP_PERFMON
+PASS privileges       CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE (or CAP_SYS_ADMIN) in effect
 PASS kernel           Linux 6.12.43+deb13-cloud-amd64
 PASS open-file limit  soft 20000, hard 20000: srvprof raises the soft limit to the hard one, so `run
                       -c N` fits while N+64 <= 20000; the server needs about N of its own (raise

@@ -564,6 +564,15 @@ mod tests {
     }
 
     pub(super) fn plan_of(argv: &[&str]) -> Result<(Plan, PlanArgs), SrvprofError> {
+        // A value the command line itself refuses (a URL that is none) is refused as srvprof
+        // says it: the first line of clap's message.
+        let full = ["srvprof", "plan"].iter().chain(argv);
+        if let Err(e) = Cli::command_line().try_get_matches_from(full) {
+            let text = e.to_string();
+            return Err(SrvprofError::Usage(
+                text.lines().next().unwrap_or_default().into(),
+            ));
+        }
         let (args, matches) = parsed(argv);
         Plan::new(&args, given_load_options(&matches)?).map(|p| (p, args))
     }

@@ -45,7 +45,15 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, SrvprofError> {
     check_out_dir(&out, args.force)?;
     let mut notes = Vec::new();
     let mut server_process = match &args.cmd {
-        Some(cmd) => Some(ServerProcess::start(cmd, Duration::from_secs(60))?),
+        Some(cmd) => {
+            // Under sudo the server is the invoking user's, as it would be without srvprof.
+            let user = crate::privilege::invoking_account().filter(|_| !args.cmd_as_root);
+            Some(ServerProcess::start(
+                cmd,
+                user.as_ref(),
+                Duration::from_secs(60),
+            )?)
+        }
         None => None,
     };
     let given: Vec<u32> = match &server_process {
@@ -492,7 +500,7 @@ mod tests {
         });
         let dir = std::env::temp_dir().join(format!("srvprof-secrets-run-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        write_run(&dir, &report, None, true).unwrap();
+        write_run(&output::open_dir(&dir).unwrap(), &report, None, true).unwrap();
         let mut files = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

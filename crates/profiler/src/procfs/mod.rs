@@ -7,6 +7,7 @@
 //! Where tests check srvprof's figures against /proc they read it with their own code
 //! (tests/support), so the truth does not share these parsers.
 
+pub mod caps;
 pub mod cgroup;
 mod counters;
 pub mod files;
@@ -232,21 +233,10 @@ pub fn check_target(pid: u32) -> Result<(), SrvprofError> {
     Ok(())
 }
 
-/// Whether we may load BPF programs: effective uid 0, or CAP_BPF and CAP_PERFMON (bits 39, 38).
+/// Whether we may load and attach BPF programs: the capabilities in effect, not the uid (root in
+/// a container may have dropped them).
 pub fn has_bpf_privileges() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    let Ok(status) = fs::read_to_string("/proc/self/status") else {
-        return false;
-    };
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    eff & (1 << 39) != 0 && eff & (1 << 38) != 0
+    caps::Caps::of_self().missing_for_probes().is_empty()
 }
 
 #[cfg(test)]
