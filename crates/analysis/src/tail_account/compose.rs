@@ -580,11 +580,8 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     };
     // Little's law: the requests in flight, over the request threads that ran.
     let in_flight = load.throughput_rps * load.latency_us.mean / 1e6;
-    let running = (server.threads.iter())
-        .filter(|t| serves(&t.comm) && t.oncpu_ns + t.user_ns + t.sys_ns > 0)
-        .count()
-        .max(1);
-    let per_thread = (in_flight / running as f64).max(1.0);
+    let running = effective_threads(server, &serves);
+    let per_thread = (in_flight / running).max(1.0);
     let per_request = |us: f64| us / 1e3 / n as f64;
 
     // The stacks are a draw of the off-CPU periods, shared out per thread name; the scheduler
@@ -667,7 +664,7 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         ..Default::default()
     };
     let reach = |waits: f64| waits * per_thread / n as f64;
-    let arrivals_per_thread = load.throughput_rps / running as f64;
+    let arrivals_per_thread = load.throughput_rps / running;
     let mut costs = Vec::new();
     // The request threads' CPU: a background thread's (a refresher, a collector) is no
     // request's.
@@ -1072,4 +1069,22 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
         unaccounted_ms,
         unaccounted_share: unaccounted_ms / p99_ms,
     })
+}
+
+/// How many request threads shared the work, each counted by its share of their CPU time (the
+/// inverse Simpson index): an nginx master that woke once, or a child forked by a worker that
+/// ran a moment under its name, counts for next to nothing, where a count of every thread that
+/// ran made one worker two and halved the requests each wait delays.
+fn effective_threads(server: &KernelReport, serves: &dyn Fn(&str) -> bool) -> f64 {
+    let cpu: Vec<f64> = (server.threads.iter())
+        .filter(|t| serves(&t.comm))
+        .map(|t| t.oncpu_ns.max(t.user_ns + t.sys_ns) as f64)
+        .filter(|&ns| ns > 0.0)
+        .collect();
+    let sum: f64 = cpu.iter().sum();
+    let squares: f64 = cpu.iter().map(|ns| ns * ns).sum();
+    match squares > 0.0 {
+        true => (sum * sum / squares).max(1.0),
+        false => 1.0,
+    }
 }
