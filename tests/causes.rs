@@ -986,7 +986,26 @@ fn connections_an_acceptor_leaves_in_the_accept_queue_are_the_top_finding_with_w
         .load(50, "4s", "0s")
         .args(&["--rate", "400", "--no-keepalive"])
         .run_ok("accept-queue-clean");
-    assert_no_finding(&run, "tail_wait");
+    // Nothing holds its accept queue. (A neighbour on a busy host may still earn a tail_wait of
+    // its own, for the run queue: that one is right.)
+    let kinds = finding_kinds(&run);
+    let findings = run["findings"].as_array().unwrap();
+    assert!(
+        !(findings.iter()).any(|f| f["kind"] == "tail_wait"
+            && f["summary"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("accept queue")),
+        "{kinds:?}: {}",
+        run["tail_account"]
+    );
+    if let Some(part) = queue_part(&run) {
+        let p99_ms = run["tail_account"]["p99_ms"].as_f64().unwrap();
+        assert!(
+            part["tail_ms"].as_f64().unwrap() <= 0.1 * p99_ms,
+            "the accept queue holds a part of p99 of {p99_ms:.2} ms: {part}"
+        );
+    }
     // Its connections are taken at once: what they wait is the new thread's start, not a chore.
     let queue = &run["server"]["tcp"]["accept_queue"];
     let mean_ms = queue["wait_ns"].as_f64().unwrap() / 1e6 / queue["accepts"].as_f64().unwrap();

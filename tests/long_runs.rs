@@ -114,10 +114,9 @@ fn memory_stays_flat_through_a_run_and_its_end_and_the_timed_stacks_lose_nothing
 
     // Nothing lost: run.json's count is the stacks' total, every stack's intervals add up to at
     // most its total and together to nearly all of it (samples the ring had no room for have
-    // no time), and the samples are the worker's CPU time at 99 Hz by the kernel's count, less
-    // the time the scheduler charges a thread from its pick to its switch-in, interrupts off,
-    // which no timer samples (perf's per-thread sampler reads the same; ticks due as it switched
-    // out are taken at the switch, oncpu_ticks): 0.91 measured.
+    // no time), the samples are the worker's time on its CPU at 99 Hz (switch-in to switch-out),
+    // and that with what the scheduler charged before the switch-ins is its CPU time by the
+    // kernel's count (schedstat).
     let run = read_json(&dir.join("run.json"));
     assert_run_json_matches_its_schema(&run);
     let whole = folded(&dir, "oncpu-server.folded");
@@ -147,7 +146,25 @@ fn memory_stays_flat_through_a_run_and_its_end_and_the_timed_stacks_lose_nothing
     );
     let intervals: std::collections::BTreeSet<i64> = timed.iter().map(|r| r.0).collect();
     assert!(intervals.len() >= 55, "{} intervals", intervals.len());
-    let ratio = total as f64 / (99.0 * cpu_s);
-    eprintln!("{total} samples for {cpu_s:.1} s of the worker's CPU: {ratio:.3} of 99 Hz");
-    assert!((0.8..=1.05).contains(&ratio), "{ratio}");
+    let q = (run["stacks"].as_array().unwrap().iter())
+        .find(|q| q["group"] == "server" && q["kind"] == "oncpu")
+        .unwrap();
+    let (in_span, expected, precharged) = (
+        q["measured_samples"].as_u64().unwrap() as f64,
+        q["expected_samples"].as_f64().unwrap(),
+        q["precharged_samples"].as_f64().unwrap(),
+    );
+    let ratio = in_span / expected;
+    let charged = (expected + precharged) / (99.0 * cpu_s);
+    eprintln!(
+        "{total} samples, {in_span} in the span of the {expected:.0} the worker's time on its CPU calls for ({ratio:.3}); with the {precharged:.0} charged before switch-ins, {charged:.3} of 99 Hz x {cpu_s:.1} s of CPU by schedstat"
+    );
+    // Ticks on a fixed grid over a thread busy ~40 % of a minute have a binomial spread of ~1.6 %,
+    // but a per-CPU grid reads short of an event loop switching 20,000 times a second on this
+    // kind of machine, perf's as srvprof's: perf record -a read 0.84 of the worker's switch-to-
+    // switch time where srvprof read 0.90 in the same seconds, while perf's per-thread sampler
+    // reads all of it (tests/sample_count.rs). Until that is found, the bound is perf -a's less
+    // its spread.
+    assert!((0.78..=1.05).contains(&ratio), "{ratio}: {q}");
+    assert!((0.95..=1.03).contains(&charged), "{charged}: {q}");
 }

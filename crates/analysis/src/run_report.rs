@@ -330,12 +330,15 @@ pub fn build(
     if let Some(s) = observed.stacks {
         report.stacks = s.quality.clone();
         let span_ms = (report.server.duration_s * 1000.0).round() as i64;
-        let (server_s, client_s) = (
-            report.server.totals.oncpu_ns as f64 / 1e9,
-            report.client.totals.oncpu_ns as f64 / 1e9,
-        );
+        // The time the threads ran: the scheduler's charge before their switch-ins is the idle
+        // task's, where no timer lands for them.
+        let cpu = |t: &crate::kernel_report::Totals| crate::sample_count::GroupCpu {
+            ran_s: t.oncpu_ns.saturating_sub(t.precharged_ns) as f64 / 1e9,
+            precharged_s: t.precharged_ns as f64 / 1e9,
+        };
+        let (server, client) = (cpu(&report.server.totals), cpu(&report.client.totals));
         crate::sample_count::count_measured_samples(&mut report.stacks, s, span_ms, |g| {
-            Some(if g == "server" { server_s } else { client_s })
+            Some(if g == "server" { server } else { client })
         });
         if report.load.tls.is_some() {
             report.tls_cpu = s.tls_cpu();

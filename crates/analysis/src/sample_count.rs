@@ -4,13 +4,22 @@
 use crate::stacks::FoldedStacks;
 use crate::unwind_quality::UnwindQuality;
 
+/// A group's CPU time in the measured span (s): the part its threads ran between switch-in and
+/// switch-out, and the part the scheduler charged before their switch-ins, where no timer lands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GroupCpu {
+    pub ran_s: f64,
+    pub precharged_s: f64,
+}
+
 /// Sets each on-CPU entry's samples in the measured span (`span_ms` long, from the stacks'
-/// times) and those its group's CPU time there (`cpu_s`, by group name) calls for at its rate.
+/// times) and those its group's time on a CPU there (`cpu_s`, by group name) calls for at its
+/// rate.
 pub fn count_measured_samples(
     quality: &mut [UnwindQuality],
     stacks: &FoldedStacks,
     span_ms: i64,
-    cpu_s: impl Fn(&str) -> Option<f64>,
+    cpu_s: impl Fn(&str) -> Option<GroupCpu>,
 ) {
     // A group with no sample at all is one whose stacks were not taken (the load generator's,
     // unless asked for).
@@ -29,7 +38,8 @@ pub fn count_measured_samples(
             .map(|at| at.value)
             .sum();
         q.measured_samples = Some(in_span);
-        q.expected_samples = Some(hz as f64 * cpu_s);
+        q.expected_samples = Some(hz as f64 * cpu_s.ran_s);
+        q.precharged_samples = Some(hz as f64 * cpu_s.precharged_s);
     }
 }
 
@@ -79,13 +89,22 @@ mod tests {
                 ..UnwindQuality::default()
             },
         ];
+        let cpu = |ran_s, precharged_s| GroupCpu {
+            ran_s,
+            precharged_s,
+        };
         count_measured_samples(&mut q, &stacks, 1000, |g| {
-            Some(if g == "server" { 1.0 } else { 2.0 })
+            Some(if g == "server" {
+                cpu(1.0, 0.1)
+            } else {
+                cpu(2.0, 0.0)
+            })
         });
         assert_eq!(
             (q[0].measured_samples, q[0].expected_samples),
             (Some(90), Some(99.0))
         );
+        assert_eq!(q[0].precharged_samples, Some(9.9));
         // No sample at all: its stacks were not taken.
         assert_eq!((q[1].sample_hz, q[1].measured_samples), (None, None));
     }

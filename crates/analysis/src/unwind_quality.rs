@@ -105,15 +105,20 @@ pub struct UnwindQuality {
     pub stops_at: Option<String>,
     pub why: Option<String>,
     /// On-CPU: the sampling rate (Hz), the group's samples in the measured span, and what its
-    /// threads' CPU time there (the scheduler's) calls for at that rate. The shortfall is time the
-    /// scheduler charges a thread with interrupts off, from its pick to its switch-in, where no
-    /// timer interrupt lands (perf's per-thread sampler misses the same); None off-CPU.
+    /// threads' time on a CPU there (switch-in to switch-out) calls for at that rate; None
+    /// off-CPU.
     #[serde(default)]
     pub sample_hz: Option<u64>,
     #[serde(default)]
     pub measured_samples: Option<u64>,
     #[serde(default)]
     pub expected_samples: Option<f64>,
+    /// The samples the rest of the scheduler's charge would call for: a thread woken on an idle
+    /// CPU is charged from its wakeup, while the CPU still leaves idle, and a timer there lands
+    /// on the idle task (perf's samplers miss the same). expected_samples plus these is the
+    /// scheduler's CPU time (schedstat, /proc/PID/stat) at the rate.
+    #[serde(default)]
+    pub precharged_samples: Option<f64>,
 }
 
 /// Adds up stacks one by one into an UnwindQuality.
@@ -204,6 +209,7 @@ impl UnwindTally {
             sample_hz: None,
             measured_samples: None,
             expected_samples: None,
+            precharged_samples: None,
         }
     }
 }

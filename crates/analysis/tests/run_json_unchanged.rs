@@ -312,6 +312,10 @@ fn the_fixture_inputs_are_what_inputs_makes() {
 /// (the end of the path `differences` prints), and why. Anything else that differs fails.
 const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
     (
+        ".precharged_ns",
+        "added: the part of the scheduler's CPU charge before a thread's switch-ins",
+    ),
+    (
         ".runq_preempted_ns",
         "added: a thread's run-queue waits that began with a preemption, mid-run",
     ),

@@ -128,6 +128,11 @@ pub struct ThreadStats {
     pub runq_preempted_ns: u64,
     pub runq_preempted_count: u64,
     pub runnable_preempted: u64,
+    /// On-CPU time by this program's own stamps, switch-in to switch-out, where oncpu_ns is the
+    /// scheduler's charge: the scheduler starts charging a thread woken on an idle CPU from its
+    /// clock's last reading, at the wakeup, before the CPU has left idle, and no timer can sample
+    /// that part (it runs the idle task).
+    pub stamped_oncpu_ns: u64,
     pub comm: [u8; 16],
 }
 

@@ -352,6 +352,9 @@ pub fn sched_switch(ctx: BtfTracePointContext) -> i32 {
             // It ran since its last switch-out, but no sched_switch named it as next.
             count_lost(lost::SWITCH_INS_UNSEEN);
         }
+        if st.last_switch_in_ns != 0 {
+            st.stamped_oncpu_ns += now.saturating_sub(st.last_switch_in_ns);
+        }
         if exec != 0 && st.exec_at_switch_out_ns != 0 {
             let on = exec.saturating_sub(st.exec_at_switch_out_ns);
             st.oncpu_ns += on;

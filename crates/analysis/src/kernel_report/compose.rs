@@ -100,6 +100,15 @@ fn wakers_of(pairs: &[WakeupReport], pid_of: impl Fn(u32) -> Option<u32>) -> Vec
     out
 }
 
+/// Of a thread's charged on-CPU time, what the scheduler charged before its switch-ins (0 when no
+/// switch was stamped, as for counters of an older recording).
+fn precharged(d: &ThreadCounters) -> u64 {
+    match d.stamped_oncpu_ns {
+        0 => 0,
+        stamped => d.oncpu_ns.saturating_sub(stamped),
+    }
+}
+
 fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadCounters {
     let Some(s) = start else { return end.clone() };
     ThreadCounters {
@@ -108,6 +117,7 @@ fn thread_delta(end: &ThreadCounters, start: Option<&ThreadCounters>) -> ThreadC
             .involuntary_switches
             .saturating_sub(s.involuntary_switches),
         oncpu_ns: end.oncpu_ns.saturating_sub(s.oncpu_ns),
+        stamped_oncpu_ns: end.stamped_oncpu_ns.saturating_sub(s.stamped_oncpu_ns),
         offcpu_ns: end.offcpu_ns.saturating_sub(s.offcpu_ns),
         runq_ns: end.runq_ns.saturating_sub(s.runq_ns),
         runq_count: end.runq_count.saturating_sub(s.runq_count),
@@ -190,6 +200,7 @@ pub fn kernel_report<'a>(
             voluntary_switches: d.voluntary_switches,
             involuntary_switches: d.involuntary_switches,
             oncpu_ns: d.oncpu_ns,
+            precharged_ns: precharged(&d),
             offcpu_ns: d.offcpu_ns,
             user_ns,
             sys_ns,
@@ -248,6 +259,7 @@ pub fn kernel_report<'a>(
         r.totals.migrations += t.migrations;
         r.totals.syscalls += t.syscalls;
         r.totals.oncpu_ns += t.oncpu_ns;
+        r.totals.precharged_ns += t.precharged_ns;
         r.totals.offcpu_ns += t.offcpu_ns;
     }
     // Process CPU time from /proc/PID/stat includes threads that exited in the window.

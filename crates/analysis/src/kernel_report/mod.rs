@@ -88,6 +88,10 @@ pub struct ThreadReport {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub oncpu_ns: u64,
+    /// Of oncpu_ns, what the scheduler charged before the thread's switch-ins: woken on an idle
+    /// CPU, it is charged from the wakeup, while the CPU still leaves idle; no timer samples it.
+    #[serde(default)]
+    pub precharged_ns: u64,
     pub offcpu_ns: u64,
     pub user_ns: u64,
     pub sys_ns: u64,
@@ -114,6 +118,9 @@ pub struct Totals {
     pub user_ns: u64,
     pub sys_ns: u64,
     pub oncpu_ns: u64,
+    /// Of oncpu_ns, the part charged before switch-ins (ThreadReport::precharged_ns).
+    #[serde(default)]
+    pub precharged_ns: u64,
     pub offcpu_ns: u64,
     pub threads: usize,
     pub processes: usize,

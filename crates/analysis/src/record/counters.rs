@@ -13,6 +13,10 @@ pub struct ThreadCounters {
     pub voluntary_switches: u64,
     pub involuntary_switches: u64,
     pub oncpu_ns: u64,
+    /// On-CPU time by the programs' own switch stamps (ThreadStats::stamped_oncpu_ns); oncpu_ns
+    /// is the scheduler's charge, which may start before the switch-in.
+    #[serde(default)]
+    pub stamped_oncpu_ns: u64,
     pub offcpu_ns: u64,
     pub runq_ns: u64,
     pub runq_count: u64,

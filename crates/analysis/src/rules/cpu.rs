@@ -7,6 +7,10 @@ use crate::run_report::RunReport;
 
 /// A thread this busy (user+sys, or on a CPU or waiting for one, over wall time) has saturated a CPU.
 pub const CPU_SATURATED: f64 = 0.90;
+/// A server on its CPUs or waiting for them this share of the window had little to spare: a
+/// saturated client beside it measured the server's limit within that share, so the finding is
+/// a warning naming both, not a claim that only the client was measured.
+pub const SERVER_NEAR_LIMIT: f64 = 0.80;
 /// Run-queue p99 (µs) from which server threads waiting for a CPU explain a tail.
 pub const RUNQ_P99_US: f64 = 1000.0;
 /// A process outside the run that held the CPU for this share of the server threads'
@@ -60,7 +64,7 @@ pub fn client_bound(r: &RunReport) -> Option<Finding> {
     let server_runnable = (server_busy + runnable) / server_cpus.max(1) as f64;
     // A server with no CPU to spare was at its limit whatever the client did: the throughput is
     // (about) the server's, only the latency also holds the client's own queueing.
-    let (severity, summary) = if server_cpus > 0 && server_runnable >= CPU_SATURATED {
+    let (severity, summary) = if server_cpus > 0 && server_runnable >= SERVER_NEAR_LIMIT {
         (
             Severity::Warning,
             format!(
@@ -384,9 +388,10 @@ pub(super) mod tests {
             ("load generator's busiest thread at CPU_SATURATED", client_says(at, false), says(at)),
             ("load generator's busiest thread just above", client_says(above, false), says(above)),
             ("the load generator says it saturated", client_says(0.5, true), says(0.5)),
-            ("client starved, server just below saturated", client_starved_beside(below, 0.95), starved(0.95)),
+            ("client starved, server just below its limit", client_starved_beside(SERVER_NEAR_LIMIT - 0.01, 0.95), starved(0.95)),
+            ("client starved, server at its limit too", client_starved_beside(SERVER_NEAR_LIMIT, 0.95), both(0.95, SERVER_NEAR_LIMIT)),
             ("client starved, server saturated too", client_starved_beside(at, 0.95), both(0.95, at)),
-            ("client starved, server on its CPU 75 % and waiting for it 10 %", client_starved_beside_a_neighbour(0.75, 0.1, 0.95), starved(0.95)),
+            ("client starved, server on its CPU 65 % and waiting for it 10 %", client_starved_beside_a_neighbour(0.65, 0.1, 0.95), starved(0.95)),
             ("client starved, server on its CPU 75 % and waiting for it 20 %", client_starved_beside_a_neighbour(0.75, 0.2, 0.95), both(0.95, 0.75)),
         ];
         Table::new(client_bound, cases)

@@ -354,6 +354,7 @@ pub fn thread_counters(tid: u32, st: &ThreadStats, now: u64) -> ThreadCounters {
         voluntary_switches: st.voluntary_switches,
         involuntary_switches: st.involuntary_switches,
         oncpu_ns: st.oncpu_ns + on,
+        stamped_oncpu_ns: st.stamped_oncpu_ns + on,
         offcpu_ns: st.offcpu_ns + off,
         runq_ns: st.runq_ns,
         runq_count: st.runq_count,

@@ -112,8 +112,14 @@ pub fn unwind_line(q: &srvprof_analysis::unwind_quality::UnwindQuality) -> Strin
     });
     let count = match (q.sample_hz, q.measured_samples, q.expected_samples) {
         (Some(hz), Some(n), Some(expected)) if expected >= 1.0 => format!(
-            "; {n} samples in the measured span, {:.0}% of the {expected:.0} its CPU time calls for at {hz} Hz (the rest: time charged with interrupts off, from a thread's pick to its switch-in, which no timer samples)",
-            n as f64 * 100.0 / expected
+            "; {n} samples in the measured span, {:.0}% of the {expected:.0} its time on a CPU calls for at {hz} Hz{}",
+            n as f64 * 100.0 / expected,
+            match q.precharged_samples {
+                Some(p) if p >= 0.5 => format!(
+                    " (the scheduler charged it {p:.0} samples' worth more, from wakeups to switch-ins while the CPU left idle, where no timer lands for it)"
+                ),
+                _ => String::new(),
+            }
         ),
         _ => String::new(),
     };
