@@ -163,8 +163,9 @@ fn memory_stays_flat_through_a_run_and_its_end_and_the_timed_stacks_lose_nothing
     // but a per-CPU grid reads short of an event loop switching 20,000 times a second on this
     // kind of machine, perf's as srvprof's: perf record -a read 0.84 of the worker's switch-to-
     // switch time where srvprof read 0.90 in the same seconds, while perf's per-thread sampler
-    // reads all of it (tests/sample_count.rs). Until that is found, the bound is perf -a's less
-    // its spread.
+    // reads all of it (tests/sample_count.rs): the ticks' due times fall in its runs less often
+    // than its share of the time (docs/how-it-measures.md). Until that is settled, the bound is
+    // perf -a's less its spread.
     assert!((0.78..=1.05).contains(&ratio), "{ratio}: {q}");
     assert!((0.95..=1.03).contains(&charged), "{charged}: {q}");
 }
