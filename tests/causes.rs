@@ -999,12 +999,10 @@ fn connections_an_acceptor_leaves_in_the_accept_queue_are_the_top_finding_with_w
         "{kinds:?}: {}",
         run["tail_account"]
     );
+    // A part for the accept queue may remain (a busy host delays each new thread's start), but
+    // its waits are those starts, not a chore's 50 ms.
     if let Some(part) = queue_part(&run) {
-        let p99_ms = run["tail_account"]["p99_ms"].as_f64().unwrap();
-        assert!(
-            part["tail_ms"].as_f64().unwrap() <= 0.1 * p99_ms,
-            "the accept queue holds a part of p99 of {p99_ms:.2} ms: {part}"
-        );
+        assert!(part["mean_wait_ms"].as_f64().unwrap() < 1.0, "{part}");
     }
     // Its connections are taken at once: what they wait is the new thread's start, not a chore.
     let queue = &run["server"]["tcp"]["accept_queue"];

