@@ -153,12 +153,18 @@ pub mod lost {
         /// An on-CPU tick due while a watched thread ran, its interrupt not yet arrived when the
         /// thread switched out: taken at the switch-out, for that thread (TickGrid). Not a loss.
         ONCPU_TICK_AT_SWITCH = 15, count;
-        /// A late on-CPU tick that arrived in a watched thread switched in after it was due: the
-        /// tick was another task's (taken at that switch), so it is not this thread's sample.
+        /// A late on-CPU tick that arrived in a watched thread switched in after it was due, or
+        /// a restarted timer's catch-up of one: the tick was another task's (taken at that
+        /// switch), so it is not this thread's sample.
         ONCPU_TICK_NOT_THEIRS = 16, count;
         /// On-CPU ticks the timer skipped while a watched thread ran (its interrupt was held off
         /// longer than a period): that thread's samples the flamegraph lacks.
         ONCPU_TICKS_SKIPPED = 17, count;
+        /// An on-CPU tick off the timer's grid (not a whole number of periods after the last): the
+        /// kernel stopped and restarted the timer, as another profiler's control-group events do
+        /// at each switch into or out of their group, and per-CPU samples then lean toward the
+        /// group's threads. Counted on every CPU.
+        ONCPU_TIMER_RESTARTED = 18, count;
     }
 
     /// Every loss's index and name (upper case, as declared).

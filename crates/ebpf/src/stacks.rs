@@ -188,6 +188,15 @@ fn event_due(event: u64) -> Option<u64> {
     (due > 0).then_some(due as u64)
 }
 
+/// Whether a tick due at `due` is a new one after the last accounted for at `last`. Not when it
+/// is that one, or the catch-up of a timer stopped and restarted past its expiry (another
+/// profiler's control-group events switching at each context switch do that): restarted 10 µs
+/// out (perf_swevent_start_hrtimer), it fires again for the tick a switch already took.
+#[inline(always)]
+fn next_on_grid(due: u64, last: u64, period: u64) -> bool {
+    due > last && (last == 0 || due - last >= period / 2)
+}
+
 /// The software cpu-clock event fired on this CPU: a watched thread's sample goes to user space
 /// with its registers and stack copy, or, when the ring is full, is counted here by its stacks.
 /// A tick a switch already took (it was due before the switch) is not the current thread's.
@@ -204,13 +213,18 @@ pub fn oncpu_sample(ctx: PerfEventContext) -> u32 {
     if let (Some((due, event)), Some(grid)) = (tick_due(&ctx), TICK_GRID.get_ptr_mut(0)) {
         let grid = unsafe { &mut *grid };
         grid.event = event;
-        if due <= grid.last_tick_ns {
+        let period = global(&SAMPLE_PERIOD_NS);
+        let last = grid.last_tick_ns;
+        if last != 0 && due > last && (due - last).checked_rem(period).unwrap_or(0) != 0 {
+            count_lost(lost::ONCPU_TIMER_RESTARTED);
+        }
+        if !next_on_grid(due, grid.last_tick_ns, period) {
             if watched.is_some() {
                 count_lost(lost::ONCPU_TICK_NOT_THEIRS);
             }
+            grid.last_tick_ns = grid.last_tick_ns.max(due);
             return 0;
         }
-        let period = global(&SAMPLE_PERIOD_NS);
         if watched.is_some() && grid.last_tick_ns != 0 && period != 0 {
             // Ticks between the last one and this: the timer overran them (held off a period or
             // more); after the last switch they were the current thread's.
@@ -277,7 +291,11 @@ fn take_due_tick(ctx: &BtfTracePointContext, now: u64) {
     let Some(due) = event_due(grid.event) else {
         return;
     };
-    if due <= grid.last_tick_ns || due > now {
+    if due > now {
+        return;
+    }
+    if !next_on_grid(due, grid.last_tick_ns, period) {
+        grid.last_tick_ns = grid.last_tick_ns.max(due);
         return;
     }
     let behind = (due - grid.last_tick_ns)

@@ -382,6 +382,7 @@ pub fn kernel_report<'a>(
         at_switch: in_window(lost::ONCPU_TICK_AT_SWITCH),
         not_theirs: in_window(lost::ONCPU_TICK_NOT_THEIRS),
         skipped: in_window(lost::ONCPU_TICKS_SKIPPED),
+        restarted: in_window(lost::ONCPU_TIMER_RESTARTED),
     };
     r
 }

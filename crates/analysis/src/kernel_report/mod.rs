@@ -310,6 +310,11 @@ pub struct OncpuTicks {
     /// Ticks the timer skipped while a watched thread ran (its interrupt held off a whole period
     /// or more, a stolen vCPU): samples that thread's flamegraph lacks.
     pub skipped: u64,
+    /// Ticks, on any CPU, off the timer's grid: the kernel stopped and restarted it, as another
+    /// profiler's control-group events do at each switch into or out of their group. Every
+    /// per-CPU sampler then leans toward the group's threads (perf's too).
+    #[serde(default)]
+    pub restarted: u64,
 }
 
 impl KernelReport {

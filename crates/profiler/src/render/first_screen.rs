@@ -261,6 +261,10 @@ pub fn text(r: &RunReport, stacks: Option<&FoldedStacks>, timeline: bool) -> Str
     if let Some(ring) = run_text::ring_full_line(s.user_stack_ring_full) {
         line(&mut out, "stacks", &ring);
     }
+    let restarted = s.oncpu_ticks.restarted;
+    if let Some(l) = run_text::timer_restarted_line(restarted, s.duration_s) {
+        line(&mut out, "stacks", &l);
+    }
     if let Some(o) = &r.observer {
         line(&mut out, "watching", &run_text::observer_line(o));
     }

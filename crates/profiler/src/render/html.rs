@@ -84,6 +84,12 @@ Each graph is also a file of its own in the run folder (flamegraph-*.svg).</p>")
     if let Some(line) = crate::render::run_text::ring_full_line(run.server.user_stack_ring_full) {
         let _ = write!(o, "<p class=\"note\">{}.</p>", esc(&line));
     }
+    let restarted = run.server.oncpu_ticks.restarted;
+    if let Some(line) =
+        crate::render::run_text::timer_restarted_line(restarted, run.server.duration_s)
+    {
+        let _ = write!(o, "<p class=\"note\">{}.</p>", esc(&line));
+    }
     if let Some(cost) = &run.observer {
         let line = crate::render::run_text::observer_line(cost);
         let _ = write!(

@@ -175,6 +175,21 @@ pub fn ring_full_line(stacks: u64) -> Option<String> {
     })
 }
 
+/// The on-CPU timer restarted off its grid at least once a second of the window: another
+/// profiler's control-group events switching (none restart it otherwise: 0 in a quiet run).
+pub fn timer_restarted_line(restarted: u64, duration_s: f64) -> Option<String> {
+    (restarted > 0 && restarted as f64 >= duration_s).then(|| {
+        format!(
+            "the sampling timer was restarted off its grid {restarted} times ({:.0} a second): another \
+             profiler's control-group perf events (perf record -G, a container agent) switch it at \
+             each switch into or out of their group, and per-CPU samples, srvprof's and perf -a's \
+             alike, then lean toward that group's threads (+10-19 % measured with perf -G on a \
+             thread-per-connection server)",
+            restarted as f64 / duration_s.max(1e-9)
+        )
+    })
+}
+
 /// What tracks p99 per interval: only correlations that are not chance (the permutation test of
 /// srvprof_analysis::correlation), or why none is named.
 pub fn tracks_line(r: &RunReport) -> String {
@@ -210,6 +225,14 @@ mod tests {
     use srvprof_analysis::run_report::TimelineRow;
 
     use super::*;
+
+    #[test]
+    fn a_timer_restarted_once_a_second_or_more_is_said_with_its_rate() {
+        assert_eq!(timer_restarted_line(0, 15.0), None);
+        assert_eq!(timer_restarted_line(14, 15.0), None);
+        let line = timer_restarted_line(1406, 15.0).unwrap();
+        assert!(line.contains("1406 times (94 a second)"), "{line}");
+    }
 
     fn run(intervals: usize, p_value: f64) -> RunReport {
         RunReport {
