@@ -952,10 +952,12 @@ pub fn account(input: Inputs) -> Option<TailAccount> {
     let mut acceptor_waits: Vec<(Wait, f64, String)> = Vec::new();
     for l in (input.stacks.offcpu.iter()).filter(|l| l.group == GROUP_SERVER) {
         let (name, w) = (thread(l), wait_of(&l.frames));
+        // A wait nothing names is no holder: new threads carry the acceptor's name until they
+        // rename themselves, and their first switch-outs, undrawn, land there.
         if !acceptors.contains(&name)
             || matches!(
                 w.resource,
-                Resource::Work | Resource::Idle | Resource::Preempted
+                Resource::Work | Resource::Idle | Resource::Preempted | Resource::Unknown
             )
         {
             continue;

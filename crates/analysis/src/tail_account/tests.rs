@@ -520,6 +520,26 @@ fn connections_an_acceptor_left_waiting_are_the_accept_queues_part_held_by_what_
     }
 }
 
+#[test]
+fn a_wait_nothing_names_under_the_acceptors_name_holds_no_connection() {
+    // New threads' first switch-outs, undrawn, under the acceptor's name (a thread is renamed
+    // after it starts): no wait srvprof can name, so no holder.
+    let (load, mut server, stacks) = behind_an_acceptor("acceptor;[no stack]");
+    server.tcp.accept_queue = Some(accepted(200));
+    let mut lengths = crate::record::NsHistogram::default();
+    lengths.slots[srvprof_common::hist::slot_of(10_000) as usize] = 9_800;
+    lengths.slots[srvprof_common::hist::slot_of(30_000_000) as usize] = 200;
+    let a = account(Inputs {
+        accept_lengths: Some(&lengths),
+        ..inputs(&load, &server, &KernelReport::default(), &stacks)
+    })
+    .unwrap();
+    let queue = (a.parts.iter())
+        .find(|p| p.resource == Some(Resource::AcceptQueue))
+        .unwrap();
+    assert_eq!(queue.held_by, None, "{queue:?}");
+}
+
 /// The account's inputs with no histograms, 20 us of the server's CPU a request and 10 of the
 /// client's.
 fn inputs<'a>(
