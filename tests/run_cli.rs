@@ -297,7 +297,7 @@ fn a_starved_load_generator_is_called_client_bound() {
 /// measured window, by /proc/PID/stat (from the end of the warmup to "load done").
 /// The server's share of CPU 1 over the measured window by /proc/PID/stat, and the share of it
 /// other tasks left it (/proc/stat's busy time on CPU 1 less the server's: a busy host's).
-fn saturated_run(pid: u32, dir: &Path) -> (f64, f64) {
+fn saturated_run(pid: u32, dir: &Path) -> (f64, f64, f64) {
     // The release binary, as the demo runs: the debug build's client saturates first.
     let args = RunArgs::pid(pid)
         .load(100, "5s", "1s")
@@ -308,11 +308,13 @@ fn saturated_run(pid: u32, dir: &Path) -> (f64, f64) {
             .arg("run")
             .args(args.list()),
     );
+    let srvprof = child.id();
     let cpu_ns = || {
         (
             proc_cpu_ns(pid),
             cpu_busy_ticks(1),
             std::time::Instant::now(),
+            threads_busy_ns(srvprof),
         )
     };
     let (mut from, mut to) = (None, None);
@@ -326,11 +328,32 @@ fn saturated_run(pid: u32, dir: &Path) -> (f64, f64) {
             to = Some(cpu_ns());
         }
     });
-    let ((a, ta, at), (b, tb, bt)) = (from.expect(&stderr), to.expect(&stderr));
+    let ((a, ta, at, ca), (b, tb, bt, cb)) = (from.expect(&stderr), to.expect(&stderr));
     let wall_s = bt.duration_since(at).as_secs_f64();
     let busy = (b - a) as f64 / 1e9 / wall_s;
     let others = ((tb - ta) as f64 / 100.0 / wall_s - busy).max(0.0);
-    (busy, 1.0 - others)
+    // The load generator's busiest thread, on its CPU or waiting for it (schedstat).
+    let client = (cb.iter())
+        .map(|(tid, ns)| ns.saturating_sub(ca.get(tid).copied().unwrap_or(*ns)))
+        .max()
+        .unwrap_or(0) as f64
+        / 1e9
+        / wall_s;
+    (busy, 1.0 - others, client)
+}
+
+/// Each thread of `pid`'s time on a CPU or waiting for one (ns), by the kernel's schedstat.
+fn threads_busy_ns(pid: u32) -> std::collections::HashMap<u32, u64> {
+    let tids = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    (tids.flatten())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .map(|tid| {
+            let (cpu, runq, _) = proc_schedstat(pid, tid);
+            (tid, cpu + runq)
+        })
+        .collect()
 }
 
 /// The demo's layout and binary: servers/rust-hyper alone on CPU 1, the release load generator's
@@ -344,20 +367,23 @@ fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
     let server = Server::start("rust-hyper", &["--cpus", "1"]);
     let pid = server.pid();
     let dir = fresh_run_dir("both-saturated");
-    // The premise depends on the host: a neighbour's burst can starve the client for a run. A
-    // run that did not saturate the server, on what other tasks left of its CPU, is repeated,
-    // twice at most.
-    let (mut busy, mut left) = (0.0, 1.0);
+    // The premise depends on the host: a neighbour's burst can starve the client for a run, or
+    // slow the server until the client waits for it. A run that did not saturate both, the
+    // server on what other tasks left of its CPU and the client's busiest thread on its CPU or
+    // waiting for it, is repeated, twice at most.
+    let (mut busy, mut left, mut client) = (0.0, 1.0, 0.0);
     for _ in 0..3 {
-        (busy, left) = saturated_run(pid, &dir);
-        if busy >= 0.9 * left {
+        (busy, left, client) = saturated_run(pid, &dir);
+        if busy >= 0.9 * left && client >= 0.9 {
             break;
         }
-        eprintln!("the server was {busy:.3} busy of the {left:.3} left it: again");
+        eprintln!(
+            "the server was {busy:.3} busy of the {left:.3} left it, the client {client:.3}: again"
+        );
     }
     assert!(
-        busy >= 0.9 * left,
-        "premise: the server is saturated, {busy:.3} of its CPU, of which other tasks left it {left:.3}"
+        busy >= 0.9 * left && client >= 0.9,
+        "premise: both saturated; the server {busy:.3} of its CPU, of which other tasks left it {left:.3}; the client's busiest thread on its CPU or waiting {client:.3}"
     );
     let run = read_json(&dir.join("run.json"));
     let f = expect_finding(&run, "client_bound");
