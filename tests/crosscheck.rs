@@ -330,7 +330,9 @@ fn assert_per_call_gap(name: &str, per_call_ns: f64) {
 /// in 42 of 42 runs: 224-758 waits bursty, 1,787-6,150 steady); the
 /// quantiles srvprof reports (the upper bound of a log-linear slot) must lie in the log2 bucket
 /// runqlat has for the same rank, give or take 1 µs for the two probes' stamps and runqlat's
-/// truncation to whole µs.
+/// truncation to whole µs, and RUNQLAT_LATER_NS more below it: srvprof's programs, attached
+/// first, stamp the switch-in before the rest of srvprof's work on sched_switch runs, and
+/// runqlat's after it.
 fn runq_waits_agree(label: &str, o: &Observed) {
     let runq = &o.probe["runq_latency_us"];
     let count = runq["count"].as_u64().unwrap();
@@ -354,17 +356,25 @@ fn runq_waits_agree(label: &str, o: &Observed) {
             bucket.hi_us
         );
         assert!(
-            buckets.iter().any(|b| overlaps(slot, *b, 1_000)),
+            buckets
+                .iter()
+                .any(|b| overlaps(slot, *b, 1_000 + RUNQLAT_LATER_NS, 1_000)),
             "run-queue {key}: srvprof's slot {slot:?} ns is outside runqlat's buckets {buckets:?} (ranks around q's)"
         );
     }
 }
 
+/// srvprof's work on sched_switch after its stamp and before runqlat's: the rest of the
+/// scheduler program and the off-CPU stacks' program (932-3,500 ns a run measured,
+/// docs/benchmarks.md). A p90 of 223 waits at 24.6-28.7 µs stood against runqlat's 32-63 µs
+/// bucket in one fresh-clone run of the suite.
+const RUNQLAT_LATER_NS: u64 = 4_000;
+
 /// Whether [lo, hi] ns meets runqlat's bucket (LO..HI whole µs, i.e. [LO, HI + 1) µs) widened by
-/// `slack_ns` on each side.
-fn overlaps((lo, hi): (u64, u64), b: Log2Bucket, slack_ns: u64) -> bool {
-    let b_lo = (b.lo_us * 1000).saturating_sub(slack_ns);
-    let b_hi = (b.hi_us + 1) * 1000 + slack_ns;
+/// `below_ns` under it and `above_ns` over it.
+fn overlaps((lo, hi): (u64, u64), b: Log2Bucket, below_ns: u64, above_ns: u64) -> bool {
+    let b_lo = (b.lo_us * 1000).saturating_sub(below_ns);
+    let b_hi = (b.hi_us + 1) * 1000 + above_ns;
     lo < b_hi && hi >= b_lo
 }
 
