@@ -176,11 +176,11 @@ fn samples_match_perf(server: &Server, sampled: u32, name: &str, sampler: Perf) 
         "run.json: {in_span} samples in the measured span of {expected:.0} expected, {precharged:.0} more charged before switch-ins"
     );
     assert!(in_span <= ours, "{q}");
-    // The samples add up to the time the threads ran, with the same spread as against perf.
-    // Those the ring had no room for keep no time (counted in the kernel, unwound by frame
-    // pointers): they count with the span's.
-    let untimed = q["methods"]["frame_pointers"].as_u64().unwrap_or(0);
-    let ratio = (in_span + untimed) as f64 / expected;
+    // The samples add up to the time the threads ran, with the same spread as against perf;
+    // those the ring had no room for (no time of their own) are counted by the window's.
+    let untimed = json["server"]["oncpu_untimed_samples"].as_u64().unwrap();
+    assert!(untimed <= in_span, "{untimed} untimed of {in_span}");
+    let ratio = in_span as f64 / expected;
     assert!(
         (ratio - 1.0).abs() <= spread,
         "{in_span} samples in the span against the {expected:.0} the threads' time on a CPU calls for ({ratio:.3}, allowed 1 +- {spread:.3}): {q}"

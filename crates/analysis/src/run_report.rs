@@ -332,11 +332,12 @@ pub fn build(
         let span_ms = (report.server.duration_s * 1000.0).round() as i64;
         // The time the threads ran: the scheduler's charge before their switch-ins is the idle
         // task's, where no timer lands for them.
-        let cpu = |t: &crate::kernel_report::Totals| crate::sample_count::GroupCpu {
-            ran_s: t.oncpu_ns.saturating_sub(t.precharged_ns) as f64 / 1e9,
-            precharged_s: t.precharged_ns as f64 / 1e9,
+        let cpu = |k: &crate::kernel_report::KernelReport| crate::sample_count::GroupCpu {
+            ran_s: k.totals.oncpu_ns.saturating_sub(k.totals.precharged_ns) as f64 / 1e9,
+            precharged_s: k.totals.precharged_ns as f64 / 1e9,
+            untimed_samples: k.oncpu_untimed_samples,
         };
-        let (server, client) = (cpu(&report.server.totals), cpu(&report.client.totals));
+        let (server, client) = (cpu(&report.server), cpu(&report.client));
         crate::sample_count::count_measured_samples(&mut report.stacks, s, span_ms, |g| {
             Some(if g == "server" { server } else { client })
         });

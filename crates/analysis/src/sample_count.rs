@@ -10,6 +10,8 @@ use crate::unwind_quality::UnwindQuality;
 pub struct GroupCpu {
     pub ran_s: f64,
     pub precharged_s: f64,
+    /// Its samples in the span the ring had no room for: counted in the kernel without a time.
+    pub untimed_samples: u64,
 }
 
 /// Sets each on-CPU entry's samples in the measured span (`span_ms` long, from the stacks'
@@ -32,12 +34,12 @@ pub fn count_measured_samples(
             "server" => srvprof_common::GROUP_SERVER,
             _ => srvprof_common::GROUP_CLIENT,
         };
-        let in_span = (stacks.oncpu_at.iter())
+        let timed: u64 = (stacks.oncpu_at.iter())
             .filter(|at| (0..span_ms).contains(&at.at_ms))
             .filter(|at| stacks.oncpu.get(at.line as usize).map(|l| l.group) == Some(group))
             .map(|at| at.value)
             .sum();
-        q.measured_samples = Some(in_span);
+        q.measured_samples = Some(timed + cpu_s.untimed_samples);
         q.expected_samples = Some(hz as f64 * cpu_s.ran_s);
         q.precharged_samples = Some(hz as f64 * cpu_s.precharged_s);
     }
@@ -89,20 +91,22 @@ mod tests {
                 ..UnwindQuality::default()
             },
         ];
-        let cpu = |ran_s, precharged_s| GroupCpu {
+        let cpu = |ran_s, precharged_s, untimed_samples| GroupCpu {
             ran_s,
             precharged_s,
+            untimed_samples,
         };
         count_measured_samples(&mut q, &stacks, 1000, |g| {
             Some(if g == "server" {
-                cpu(1.0, 0.1)
+                cpu(1.0, 0.1, 4)
             } else {
-                cpu(2.0, 0.0)
+                cpu(2.0, 0.0, 0)
             })
         });
+        // The span's timed samples, and those the ring had no room for there.
         assert_eq!(
             (q[0].measured_samples, q[0].expected_samples),
-            (Some(90), Some(99.0))
+            (Some(94), Some(99.0))
         );
         assert_eq!(q[0].precharged_samples, Some(9.9));
         // No sample at all: its stacks were not taken.

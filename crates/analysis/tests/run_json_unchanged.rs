@@ -333,6 +333,10 @@ const CHANGED_ON_PURPOSE: &[(&str, &str)] = &[
         "added: where the on-CPU sampler's late ticks went (taken at a switch-out, not theirs, skipped)",
     ),
     (
+        ".oncpu_untimed_samples",
+        "added: each side's on-CPU samples the user-stack ring had no room for, kept without a time",
+    ),
+    (
         ".oncpu_runs",
         "added: each side's on-CPU runs, a thread's CPU from a wakeup to its next sleep",
     ),

@@ -165,6 +165,12 @@ pub mod lost {
         /// at each switch into or out of their group, and per-CPU samples then lean toward the
         /// group's threads. Counted on every CPU.
         ONCPU_TIMER_RESTARTED = 18, count;
+        /// A server's on-CPU sample the user-stack ring had no room for (also in
+        /// USER_STACK_RING_FULL): kept in the kernel without its time, so the measured span's
+        /// count takes it from the window's count here.
+        SERVER_ONCPU_UNTIMED = 19, count;
+        /// SERVER_ONCPU_UNTIMED for the load generator's samples.
+        CLIENT_ONCPU_UNTIMED = 20, count;
     }
 
     /// Every loss's index and name (upper case, as declared).

@@ -288,6 +288,10 @@ pub struct KernelReport {
     /// `frame_pointers` share). Not a lost record: the sample or off-CPU time is kept.
     #[serde(default)]
     pub user_stack_ring_full: u64,
+    /// This group's on-CPU samples in the span that found that ring full: kept in the kernel
+    /// under their stacks without a time, so the measured span's sample count adds them.
+    #[serde(default)]
+    pub oncpu_untimed_samples: u64,
     /// The on-CPU sampler's late ticks (machine-wide, in the span), for its samples to add up
     /// to the sampled threads' CPU time: see OncpuTicks.
     #[serde(default)]
