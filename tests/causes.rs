@@ -125,7 +125,9 @@ fn write_to(path: &Path, text: &str) {
 fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time() {
     require_root();
     let nginx = Server::start("nginx-hello", &["--cpus", "1"]);
-    let mut group = QuotaGroup::new(30_000, 100_000);
+    // 0.20 CPUs, under what the worker asks of a CPU at this load even with the load generator
+    // slowed by a busy neighbour (~0.37 CPUs measured so): the quota bites in most periods.
+    let mut group = QuotaGroup::new(20_000, 100_000);
     group.add(nginx.pid());
     for pid in nginx.children(1) {
         group.add(pid);
@@ -148,7 +150,7 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
     assert_eq!(kinds[0], "cpu_throttled", "{kinds:?}");
     let summary = f["summary"].as_str().unwrap();
     assert!(summary.contains(&group.path()), "{summary}");
-    assert!(summary.contains("0.30 CPUs"), "{summary}");
+    assert!(summary.contains("0.20 CPUs"), "{summary}");
     let throttled_s = f["evidence"]["throttled_s"].as_f64().unwrap();
     assert!(
         (throttled_s - kernel.2).abs() <= 0.10 * kernel.2,
@@ -178,11 +180,13 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
     // waits: the throttled time (cpu.stat) over the worker's run-queue time (the probes). The
     // rest is other tasks' on CPU 1 (a busy host's) and each wakeup's latency.
     let (before, cpu0, worker0) = (group.stat(), cpu_task_ticks(1), process_ticks(worker));
+    let started = std::time::Instant::now();
     let accounted = RunArgs::pid(nginx.pid())
         .load(50, "4s", "0s")
         .args(&["--cpus", "0"])
         .run_ok("cpu-quota-account");
     let (after, cpu1, worker1) = (group.stat(), cpu_task_ticks(1), process_ticks(worker));
+    let window_s = started.elapsed().as_secs_f64();
     let kernel_s = after.2 - before.2;
     let others_s = (cpu1 - cpu0).saturating_sub(worker1 - worker0) as f64 / 100.0;
     let kinds = finding_kinds(&accounted);
@@ -221,11 +225,13 @@ fn a_cpu_quota_is_the_top_finding_with_its_cgroup_and_the_kernels_throttled_time
         of_wait >= floor,
         "the quota held {of_wait:.3} of the waits for a CPU; at least {floor:.3} by cpu.stat and /proc/stat"
     );
-    // A throttle is no process's: the waits' time charged to no process holds it, but for the
-    // slice a neighbour began in it before the period turned.
+    // A throttle is no process's: the waits' time charged to no process holds it, but for what
+    // other tasks ran on CPU 1 meanwhile (srvprof's own threads land there in some runs, a busy
+    // host's always), their share of the window, and the slice one began before the period turned.
+    let others_share = (others_s / window_s).min(1.0);
     assert!(
-        no_ones_s >= 0.85 * throttled_s,
-        "{no_ones_s:.3} s of the waits charged to no process, {throttled_s:.3} s throttled: {holders:?}"
+        no_ones_s >= 0.85 * throttled_s * (1.0 - others_share),
+        "{no_ones_s:.3} s of the waits charged to no process, {throttled_s:.3} s throttled, others on CPU 1 {others_share:.2} of {window_s:.1} s: {holders:?}"
     );
     let account = &accounted["tail_account"];
     let runq = (account["parts"].as_array().unwrap().iter())

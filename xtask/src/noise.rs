@@ -1,14 +1,17 @@
 //! `cargo xtask test --noisy[=PERCENT]`: a busy neighbour on every CPU while the integration
 //! tests run, a stand-in for another machine of this kind or a shared host. Each CPU gets a
-//! thread pinned to it that spins PERCENT of every 10 ms and sleeps the rest, so every test's
-//! bounds are tried with the scheduler sharing each CPU, as it does on a busy host.
+//! thread pinned to it that spins PERCENT of each cycle and sleeps the rest, so every test's
+//! bounds are tried with the scheduler sharing each CPU, as it does on a busy host. The cycles
+//! are drawn between 5 and 15 ms: a fixed 10 ms one, its sleeps overshooting to ~10.1 ms, locks
+//! in step with a 99 Hz sampler's timer and leans every per-CPU grid (srvprof's and perf's)
+//! toward or away from the neighbour for a whole test, as no busy host does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The duty cycle's period: shorter than a test's measured seconds, longer than a time slice.
+/// The duty cycle's mean period: shorter than a test's measured seconds, longer than a time slice.
 const CYCLE: Duration = Duration::from_millis(10);
 
 /// The default share of each CPU the neighbour takes.
@@ -24,19 +27,22 @@ impl Noise {
     /// Starts one spinning thread per online CPU, each busy `percent` of the time.
     pub fn start(percent: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let busy = CYCLE * percent.min(100) / 100;
+        let percent = percent.min(100);
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = (0..cpus)
             .map(|cpu| {
                 let stop = stop.clone();
                 std::thread::spawn(move || {
                     pin_to(cpu);
+                    let mut draw = fastrand::Rng::new();
                     while !stop.load(Ordering::Relaxed) {
+                        let cycle = CYCLE / 2 + CYCLE.mul_f64(draw.f64());
+                        let busy = cycle * percent / 100;
                         let start = Instant::now();
                         while start.elapsed() < busy {
                             std::hint::spin_loop();
                         }
-                        std::thread::sleep(CYCLE.saturating_sub(start.elapsed()));
+                        std::thread::sleep(cycle.saturating_sub(start.elapsed()));
                     }
                 })
             })
