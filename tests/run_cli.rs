@@ -367,7 +367,8 @@ fn threads_busy_ns(pid: u32) -> std::collections::HashMap<u32, u64> {
 /// one thread on CPU 0. Both saturate (the server what other tasks leave of its CPU), so
 /// client_bound must not say the run measured only the client: it is a warning that names the
 /// server's share of its CPU, checked against /proc/PID/stat over the measured window (from the
-/// end of the warmup to "load done").
+/// end of the warmup to "load done"). On a host where a neighbour keeps one of them from
+/// saturating, what the kernel says of each is checked instead.
 #[test]
 fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
     require_root();
@@ -389,23 +390,24 @@ fn a_saturated_load_generator_beside_a_saturated_server_names_both() {
         );
     }
     let run = read_json(&dir.join("run.json"));
-    if client < 0.9 && busy >= 0.9 * left {
+    let client_bound =
+        (run["findings"].as_array().unwrap().iter()).find(|f| f["kind"] == "client_bound");
+    if client < 0.9 {
         // A host whose neighbour never let the client saturate (it waited for the server a
-        // tenth of the time or more): a client_bound named anyway must still name the server.
-        eprintln!(
-            "the client never saturated ({client:.3}); the server did ({busy:.3} of {left:.3})"
-        );
-        if let Some(f) =
-            (run["findings"].as_array().unwrap().iter()).find(|f| f["kind"] == "client_bound")
-        {
+        // tenth of the time or more, whether the server saturated or was slowed too): a
+        // client_bound named anyway must not say the run measured only the client.
+        eprintln!("the client never saturated ({client:.3}); the server {busy:.3} of {left:.3}");
+        if let Some(f) = client_bound {
             assert_eq!(f["severity"], "warning", "{f}");
         }
         return;
     }
-    assert!(
-        busy >= 0.9 * left && client >= 0.9,
-        "premise: both saturated; the server {busy:.3} of its CPU, of which other tasks left it {left:.3}; the client's busiest thread on its CPU or waiting {client:.3}"
-    );
+    if busy < 0.9 * left {
+        // The client saturated and the server did not: that is client_bound.
+        eprintln!("the client saturated ({client:.3}); the server {busy:.3} of {left:.3}");
+        assert!(client_bound.is_some(), "{}", run["findings"]);
+        return;
+    }
     let f = expect_finding(&run, "client_bound");
     assert_eq!(f["severity"], "warning", "{f}");
     let share = f["evidence"]["server_cpu_share"].as_f64().unwrap();
