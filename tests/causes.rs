@@ -1408,8 +1408,8 @@ fn a_wait_in_a_worker_pool_behind_the_connections_is_the_top_finding() {
 
 /// servers/threaded where every request sleeps 20 ms: the median is slow too, so p99 is not 3
 /// times it, and the server's threads are idle. The top finding is still tail_wait naming the
-/// sleep and wait_for_ticket with most of p99, at 20 ms a request by construction (within
-/// 15 %), and slow_dependency's generic sentence ("a timer, a lock or a pipe") is not beside it.
+/// sleep and wait_for_ticket, at 20 ms a request and at p99 by construction (within 15 %), and
+/// slow_dependency's generic sentence ("a timer, a lock or a pipe") is not beside it.
 #[test]
 fn a_wait_every_request_meets_is_the_top_finding_though_the_tail_is_not_skewed() {
     require_root();
@@ -1428,7 +1428,14 @@ fn a_wait_every_request_meets_is_the_top_finding_though_the_tail_is_not_skewed()
     assert_eq!(kinds[0], "tail_wait", "{kinds:?}");
     assert_eq!(part["resource"], "sleep", "{part}");
     assert_eq!(part["function"], "wait_for_ticket", "{part}");
-    assert!(f["tail_share"].as_f64().unwrap() >= 0.8, "{f}");
+    // The sleep's time at p99 and a request is the server's 20 ms; its share of p99 is that over
+    // p99, which a busy host's run-queue waits lengthen (0.80 of 25.3 ms beside a neighbour).
+    assert_within(
+        part["tail_ms"].as_f64().unwrap(),
+        20.0,
+        0.15,
+        "the sleep at p99 (ms) against the server's 20 ms",
+    );
     assert_within(
         part["per_request_ms"].as_f64().unwrap(),
         20.0,
