@@ -173,6 +173,15 @@ pub mod lost {
         CLIENT_ONCPU_UNTIMED = 20, count;
     }
 
+    /// The index counting `group`'s on-CPU samples the ring had no room for.
+    pub const fn oncpu_untimed(group: u32) -> u32 {
+        if group == crate::GROUP_CLIENT {
+            CLIENT_ONCPU_UNTIMED
+        } else {
+            SERVER_ONCPU_UNTIMED
+        }
+    }
+
     /// Every loss's index and name (upper case, as declared).
     pub fn losses() -> impl Iterator<Item = (u32, &'static str)> {
         ALL.into_iter().filter(|(_, name)| !name.is_empty())

@@ -22,10 +22,10 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, PerfEventContext, tracing::StackIdContext},
 };
 use srvprof_common::{
-    GROUP_CLIENT, MAX_STACK_DEPTH, MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS,
-    OFFCPU_RATE_WINDOW_NS, OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime,
-    STACK_ID_COLLIDED, StackCopyHint, StackKey, TickGrid, USER_STACK_BYTES, USER_STACK_MISS_LIMIT,
-    USER_STACK_RETRY_EVERY, USER_STACK_RING_BYTES, UserStackSample, lost,
+    MAX_STACK_DEPTH, MAX_STACK_KEYS, MAX_STACK_TRACES, MAX_THREADS, OFFCPU_RATE_WINDOW_NS,
+    OFFCPU_UNWIND_FIRST_EVERY, OFFCPU_UNWIND_PER_S, OffcpuTime, STACK_ID_COLLIDED, StackCopyHint,
+    StackKey, TickGrid, USER_STACK_BYTES, USER_STACK_MISS_LIMIT, USER_STACK_RETRY_EVERY,
+    USER_STACK_RING_BYTES, UserStackSample, lost,
 };
 
 use crate::regs::current_syscall_slot;
@@ -265,11 +265,7 @@ fn take_sample<C: StackIdContext + EbpfContext>(
     if !send_user_stack(ctx.as_ptr(), &key, tid, 0, time_ns) {
         count_lost(lost::USER_STACK_RING_FULL);
         // By group, as the measured span's samples of each take these from the window's count.
-        count_lost(if group == GROUP_CLIENT {
-            lost::CLIENT_ONCPU_UNTIMED
-        } else {
-            lost::SERVER_ONCPU_UNTIMED
-        });
+        count_lost(lost::oncpu_untimed(group));
         let key = StackKey {
             kernel_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, 0)),
             user_stack_id: stack_id(ctx.get_stackid(&STACK_TRACES, BPF_F_USER_STACK as u64)),

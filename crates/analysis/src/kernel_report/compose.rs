@@ -378,11 +378,7 @@ pub fn kernel_report<'a>(
     r.switch_ins_unseen = in_window(lost::SWITCH_INS_UNSEEN);
     r.stack_ids_collided = in_window(lost::STACK_TRACES_FULL);
     r.user_stack_ring_full = in_window(lost::USER_STACK_RING_FULL);
-    r.oncpu_untimed_samples = in_window(if group == srvprof_common::GROUP_CLIENT {
-        lost::CLIENT_ONCPU_UNTIMED
-    } else {
-        lost::SERVER_ONCPU_UNTIMED
-    });
+    r.oncpu_untimed_samples = in_window(lost::oncpu_untimed(group));
     r.oncpu_ticks = super::OncpuTicks {
         at_switch: in_window(lost::ONCPU_TICK_AT_SWITCH),
         not_theirs: in_window(lost::ONCPU_TICK_NOT_THEIRS),
